@@ -1,0 +1,60 @@
+"""CancelToken: a stop signal raced against whatever the run is awaiting, not only checked between steps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class Cancelled(Exception):
+    """Raised by :meth:`CancelToken.race` when the token fires first; the loop turns it into a stop."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CancelToken:
+    """Set from anywhere (a Stop button, a deadline); every awaited LLM or tool call is raced against it."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.reason = ""
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self, reason: str = "cancelled by the user") -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+    async def race(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` unless the token fires first; then the awaitable is abandoned (cancelled)."""
+        if self.cancelled:
+            if isinstance(awaitable, asyncio.Future):
+                awaitable.cancel()
+            elif asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            raise Cancelled(self.reason)
+        work = asyncio.ensure_future(awaitable)
+        stop = asyncio.ensure_future(self._event.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if work.done():
+            return work.result()
+        work.cancel()
+        try:
+            await work
+        except BaseException:  # noqa: B036 - the abandoned call's own ending is of no interest
+            pass
+        raise Cancelled(self.reason)

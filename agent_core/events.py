@@ -1,0 +1,108 @@
+"""The run's typed event stream. Every consumer (terminal, Slack, trace) reads these and only these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from agent_core.limits import Limits
+
+
+class StopReason(StrEnum):
+    """Why a run ended. The values are part of the product's interface: Slack replies carry them verbatim."""
+
+    FINAL_ANSWER = "final_answer"
+    MAX_STEPS = "max_steps"
+    MAX_TOKENS = "max_tokens"
+    MAX_COST = "max_cost"
+    NO_PROGRESS = "no_progress"
+    DANGEROUS_LOOP = "dangerous_loop"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+    MAX_TIME = "max_time"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens and money spent so far (money in integer micro-dollars)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_micros: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.cost_micros + other.cost_micros,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    run_id: str
+    task: str
+    limits: Limits
+    tools: tuple[str, ...]
+    #: Step number the run resumes from (0 for a fresh run).
+    step: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Thought:
+    """The model's reasoning text for a step; ``text`` is None when the model gave none."""
+
+    step: int
+    text: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCalled:
+    step: int
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """A tool's result as the model saw it (shaped), with its outcome."""
+
+    step: int
+    call_id: str
+    tool: str
+    outcome: str
+    text: str
+    full_chars: int
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class FinalAnswer:
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """Always the last event of a run. ``answer`` is never empty, whatever stopped the run."""
+
+    reason: StopReason
+    answer: str
+    steps: int
+    usage: Usage
+    #: Names the limit and the observed value, e.g. "max_cost: $0.50 cap, next call could cost $0.52".
+    detail: str = ""
+    run_id: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Event = RunStarted | Thought | ToolCalled | Observed | FinalAnswer | Stopped

@@ -1,0 +1,77 @@
+"""ThreadStore port: where a conversation's history and progress live between steps and runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
+
+Message = dict[str, Any]
+"""One Chat Completions message (``role``, ``content``, ``tool_calls``, ``tool_call_id``)."""
+
+RunStatus = Literal["idle", "running", "stopped"]
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """What the run has done so far; re-injected into every request so the task is never lost."""
+
+    task: str = ""
+    run_id: str = ""
+    step: int = 0
+    status: RunStatus = "idle"
+    tools_used: tuple[str, ...] = ()
+    findings: tuple[str, ...] = ()
+    stop_reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "run_id": self.run_id,
+            "step": self.step,
+            "status": self.status,
+            "tools_used": list(self.tools_used),
+            "findings": list(self.findings),
+            "stop_reason": self.stop_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Progress:
+        status = data.get("status", "idle")
+        return cls(
+            task=str(data.get("task", "")),
+            run_id=str(data.get("run_id", "")),
+            step=int(data.get("step", 0)),
+            status=status if status in ("idle", "running", "stopped") else "idle",
+            tools_used=tuple(str(t) for t in data.get("tools_used", ())),
+            findings=tuple(str(f) for f in data.get("findings", ())),
+            stop_reason=str(data.get("stop_reason", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadState:
+    history: tuple[Message, ...] = ()
+    progress: Progress = field(default_factory=Progress)
+
+
+class ThreadStore(Protocol):
+    """Persists a thread. ``append`` writes one step atomically and costs O(1) in history length."""
+
+    async def load(self, thread: str) -> ThreadState: ...
+
+    async def append(self, thread: str, messages: Sequence[Message], progress: Progress) -> None: ...
+
+
+class InMemoryThreadStore:
+    """A ThreadStore for the terminal and for tests of the engine alone."""
+
+    def __init__(self) -> None:
+        self._threads: dict[str, ThreadState] = {}
+
+    async def load(self, thread: str) -> ThreadState:
+        return self._threads.get(thread, ThreadState())
+
+    async def append(self, thread: str, messages: Sequence[Message], progress: Progress) -> None:
+        state = self._threads.get(thread, ThreadState())
+        self._threads[thread] = replace(state, history=state.history + tuple(messages), progress=progress)

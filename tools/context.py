@@ -1,0 +1,49 @@
+"""What a tool is given when it runs: the run's identity and the small ports it may use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class SlackReader(Protocol):
+    """Read-only view of the current conversation, implemented by the Slack app (``bot``)."""
+
+    async def history(self, channel_id: str, limit: int) -> list[Mapping[str, Any]]:
+        """The channel's most recent messages, newest first, as Slack returns them."""
+        ...
+
+
+class Approver(Protocol):
+    """Asked before a tool marked ``needs_approval`` runs."""
+
+    async def approve(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
+        """True to run the call, False to refuse it."""
+        ...
+
+
+class RefuseAll:
+    """The terminal's default approver: every call needing approval is refused."""
+
+    async def approve(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """The run context a tool receives; never globals.
+
+    ``task`` and ``thought`` steer result shaping (the passages kept from an oversized result are the
+    ones most relevant to them).
+    """
+
+    run_id: str
+    step: int
+    task: str = ""
+    thought: str = ""
+    team_id: str = ""
+    channel_id: str = ""
+    user_id: str = ""
+    slack: SlackReader | None = None
+    approver: Approver = field(default_factory=RefuseAll)
