@@ -23,6 +23,10 @@ class Progress:
     tools_used: tuple[str, ...] = ()
     findings: tuple[str, ...] = ()
     stop_reason: str = ""
+    #: Spend of the run so far, so a resumed run keeps counting against its caps.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_micros: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -33,6 +37,9 @@ class Progress:
             "tools_used": list(self.tools_used),
             "findings": list(self.findings),
             "stop_reason": self.stop_reason,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_micros": self.cost_micros,
         }
 
     @classmethod
@@ -46,6 +53,9 @@ class Progress:
             tools_used=tuple(str(t) for t in data.get("tools_used", ())),
             findings=tuple(str(f) for f in data.get("findings", ())),
             stop_reason=str(data.get("stop_reason", "")),
+            prompt_tokens=int(data.get("prompt_tokens", 0)),
+            completion_tokens=int(data.get("completion_tokens", 0)),
+            cost_micros=int(data.get("cost_micros", 0)),
         )
 
 

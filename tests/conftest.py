@@ -42,3 +42,23 @@ async def redis_client(key_prefix: str) -> AsyncIterator[aioredis.Redis]:
     async for key in client.scan_iter(match=f"*{key_prefix}*", count=500):
         await client.delete(key)
     await client.aclose()
+
+
+# The fake OpenAI server. Imported here rather than at the top because this block was appended to the shared
+# fixtures above (append-only for each fake's owner).
+from tests.fakes.openai_server import FakeOpenAI, ensure_loopback_url  # noqa: E402
+
+
+@pytest.fixture
+async def fake_openai() -> AsyncIterator[FakeOpenAI]:
+    """A fake Chat Completions server on 127.0.0.1 and a random port: ``AsyncOpenAI(base_url=fake.base_url)``.
+
+    Closing it re-raises any exception the test's ``script`` raised, so a broken script fails the test.
+    """
+    fake = FakeOpenAI()
+    await fake.start()
+    try:
+        ensure_loopback_url(fake.base_url)
+        yield fake
+    finally:
+        await fake.close()

@@ -1,0 +1,92 @@
+"""`python -m agent_core "task"`: one agent run in the terminal, printing every step as it happens."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import TextIO
+
+from pydantic import ValidationError
+
+from agent_core.cost import format_usd
+from agent_core.errors import ConfigError
+from agent_core.events import Event, FinalAnswer, Observed, RunStarted, Stopped, StopReason, Thought, ToolCalled
+from agent_core.loop import Agent
+from agent_core.settings import AgentSettings
+
+#: Observations are shortened to this many characters on screen (the model sees the shaped result).
+SCREEN_OBSERVATION_CHARS = 600
+
+
+def render(event: Event, out: TextIO) -> None:
+    """Print one event; the terminal is just another consumer of the event stream."""
+    match event:
+        case RunStarted(tools=tools):
+            print(f"▶ run started — tools: {', '.join(tools) or 'none'}", file=out)
+        case Thought(step=step, text=text):
+            print(f"\n[{step}] thought: {text if text is not None else '(the model gave no reason)'}", file=out)
+        case ToolCalled(tool=tool, arguments=arguments):
+            print(f"    → {tool} {json.dumps(arguments, ensure_ascii=False)}", file=out)
+        case Observed(outcome=outcome, text=text, full_chars=full):
+            short = text if len(text) <= SCREEN_OBSERVATION_CHARS else text[:SCREEN_OBSERVATION_CHARS] + " …"
+            print(f"    ← [{outcome}, {full:,} chars] {short}", file=out)
+        case FinalAnswer():
+            pass  # printed with the stop, which carries the same answer
+        case Stopped(reason=reason, answer=answer, steps=steps, usage=usage, detail=detail):
+            print(f"\n{answer}\n", file=out)
+            print(
+                f"■ stopped: {reason.value} ({detail}) — {steps} steps, {usage.total_tokens:,} tokens "
+                f"({usage.prompt_tokens:,} prompt, {usage.cached_tokens:,} cached, {usage.completion_tokens:,} "
+                f"completion), {format_usd(usage.cost_micros)}",
+                file=out,
+            )
+
+
+async def _main(task: str) -> int:
+    from tools import ToolSettings, builtin_registry
+
+    settings = AgentSettings()
+    tool_settings = ToolSettings()
+    registry = builtin_registry(tool_settings)
+    agent = Agent.from_settings(
+        settings, registry, secrets=tool_settings.secrets(),
+        observation_max_chars=tool_settings.agent_observation_max_chars,
+        tool_timeouts=tool_settings.agent_tool_timeouts,
+    )
+    try:
+        final: Stopped | None = None
+        async for event in agent.events(task, registry=registry.select(tool_settings.enabled_tools())):
+            render(event, sys.stdout)
+            sys.stdout.flush()
+            if isinstance(event, Stopped):
+                final = event
+    finally:
+        await agent.aclose()
+    if final is not None and final.reason is StopReason.ERROR:
+        print(final.detail, file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agent_core", description="Run one agent task in the terminal.")
+    parser.add_argument("task", help="what the agent should do")
+    args = parser.parse_args(argv)
+    try:
+        return asyncio.run(_main(args.task))
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]).upper() if first["loc"] else "a setting"
+        print(f"configuration error: {name}: {first['msg']}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The progress note: task, step k of N, tools used, what was learned, what the stopper is close to.
+
+It is rebuilt before every LLM call and sent with it, and it is what a hard stop's answer is made of.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from agent_core.cost import format_usd
+from agent_core.events import StopReason
+from agent_core.stopper import Stopper
+from agent_core.store import Progress
+
+#: Findings kept in the note (the newest), and how much of each observation they quote.
+MAX_FINDINGS = 8
+FINDING_CHARS = 240
+
+_HUMAN = {
+    StopReason.MAX_STEPS: "I reached the step limit",
+    StopReason.MAX_TOKENS: "I reached the token limit",
+    StopReason.MAX_COST: "I reached this run's cost limit",
+    StopReason.NO_PROGRESS: "my last steps brought nothing new",
+    StopReason.DANGEROUS_LOOP: "I was repeating the same action",
+    StopReason.BUDGET_EXHAUSTED: "the workspace's budget is used up",
+    StopReason.CANCELLED: "the run was stopped",
+    StopReason.ERROR: "the language model could not be reached",
+    StopReason.MAX_TIME: "I ran out of time",
+}
+
+
+def add_finding(progress: Progress, tool: str, arguments: dict[str, Any], text: str) -> Progress:
+    """Remember what a successful call taught us (a short quote), newest last."""
+    args = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    if len(args) > 80:
+        args = args[:77] + "..."
+    quote = " ".join(text.split())
+    if len(quote) > FINDING_CHARS:
+        quote = quote[: FINDING_CHARS - 1] + "…"
+    findings = (*progress.findings, f"{tool}({args}) → {quote}")[-MAX_FINDINGS:]
+    tools_used = progress.tools_used if tool in progress.tools_used else (*progress.tools_used, tool)
+    return replace(progress, findings=findings, tools_used=tools_used)
+
+
+def note(progress: Progress, stopper: Stopper) -> str:
+    """The text sent with every request, after the history."""
+    lim, usage = stopper.limits, stopper.usage
+    lines = [
+        "## Original task (pinned)",
+        progress.task,
+        "",
+        "## Progress",
+        f"- Step {stopper.steps + 1} of at most {lim.max_steps}.",
+        f"- Tokens used: {usage.total_tokens:,} of {lim.max_tokens:,}; cost: {format_usd(usage.cost_micros)} "
+        f"of {format_usd(lim.max_cost_micros)}; time: {stopper.elapsed():.0f}s of {lim.max_seconds:g}s.",
+        f"- Tools used so far: {', '.join(progress.tools_used) or 'none'}.",
+    ]
+    if progress.findings:
+        lines.append("- Learned so far:")
+        lines.extend(f"  - {f}" for f in progress.findings)
+    for warning in stopper.warnings():
+        lines.append(f"- Warning: {warning}.")
+    return "\n".join(lines)
+
+
+def graceful_answer(reason: StopReason, detail: str, progress: Progress) -> str:
+    """The answer of a run that a limit ended: what was found and what is missing, without an LLM call."""
+    lines = [f"I could not finish: {_HUMAN.get(reason, str(reason))} ({detail})."]
+    if progress.findings:
+        lines.append("What I found so far:")
+        lines.extend(f"• {f}" for f in progress.findings)
+    else:
+        lines.append("I had not found anything useful yet.")
+    lines.append(f"Still missing: a complete answer to “{_short(progress.task)}”.")
+    if reason is StopReason.BUDGET_EXHAUSTED:
+        lines.append("Once an admin raises the budget, reply in this thread and I will continue where I stopped.")
+    elif reason not in (StopReason.ERROR, StopReason.CANCELLED):
+        lines.append("Reply in this thread to let me continue from here.")
+    return "\n".join(lines)
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,122 @@
+"""Redis implementations of the ThreadStore and TraceSink ports: O(1) step appends, one transaction, a TTL.
+
+History is a Redis list: a step RPUSHes its own messages, so its cost does not grow with the conversation.
+The step's messages, the progress note and the TTL refresh go in one MULTI/EXEC round trip, so a crash
+leaves either the whole step or none of it. Errors surface as ``StoreError`` (fail closed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from agent_core.errors import StoreError
+from agent_core.keys import Keys
+from agent_core.store import Message, Progress, ThreadState
+
+#: How long a thread's state lives after its last step (30 days), unless the deployment sets its own.
+DEFAULT_TTL_SECONDS = 30 * 24 * 3600
+#: Trace records kept per thread; older ones are trimmed so a long thread cannot grow without bound.
+DEFAULT_TRACE_MAX_RECORDS = 2_000
+
+
+class RedisThreadStore:
+    """ThreadStore on plain Redis commands (no modules), keyed by ``agent_core.keys.Keys``."""
+
+    def __init__(self, redis: Redis, keys: Keys, *, ttl_seconds: int = DEFAULT_TTL_SECONDS) -> None:
+        if ttl_seconds <= 0:
+            raise ValueError(f"ttl_seconds must be positive, got {ttl_seconds!r}")
+        self._redis = redis
+        self._keys = keys
+        self._ttl = ttl_seconds
+
+    async def load(self, thread: str) -> ThreadState:
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.lrange(self._keys.history(thread), 0, -1)
+                pipe.get(self._keys.progress(thread))
+                raw_history, raw_progress = await pipe.execute()
+        except RedisError as exc:
+            raise StoreError(f"cannot load thread {thread!r} from Redis: {exc}") from exc
+        history = tuple(json.loads(item) for item in raw_history)
+        progress = Progress.from_dict(json.loads(raw_progress)) if raw_progress else Progress()
+        return ThreadState(history=history, progress=progress)
+
+    async def append(self, thread: str, messages: Sequence[Message], progress: Progress) -> None:
+        history_key, progress_key = self._keys.history(thread), self._keys.progress(thread)
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                if messages:
+                    pipe.rpush(history_key, *(json.dumps(m, ensure_ascii=False) for m in messages))
+                pipe.set(progress_key, json.dumps(progress.to_dict(), ensure_ascii=False), ex=self._ttl)
+                pipe.expire(history_key, self._ttl)
+                await pipe.execute()
+        except RedisError as exc:
+            raise StoreError(f"cannot append a step to thread {thread!r} in Redis: {exc}") from exc
+
+    async def progress(self, thread: str) -> Progress | None:
+        """The thread's progress note alone (None when the thread is unknown or expired)."""
+        try:
+            raw = await self._redis.get(self._keys.progress(thread))
+        except RedisError as exc:
+            raise StoreError(f"cannot read progress of {thread!r} from Redis: {exc}") from exc
+        return Progress.from_dict(json.loads(raw)) if raw else None
+
+
+class RedisTraceSink:
+    """TraceSink writing each tool call's record under its thread's keys, with the thread's TTL.
+
+    A record names its run, not its thread: the caller ``bind``s a run id to its thread before the run and
+    ``unbind``s it after. A record of an unbound run is kept under a ``local`` key named after the run.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        *,
+        ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        max_records: int = DEFAULT_TRACE_MAX_RECORDS,
+    ) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._ttl = ttl_seconds
+        self._max = max_records
+        self._threads: dict[str, str] = {}
+
+    def bind(self, run_id: str, thread: str) -> None:
+        self._threads[run_id] = thread
+
+    def unbind(self, run_id: str) -> None:
+        self._threads.pop(run_id, None)
+
+    async def record(self, rec: Any) -> None:
+        data = _as_dict(rec)
+        run_id = str(data.get("run_id", ""))
+        key = self._keys.trace(self._threads.get(run_id, f"run-{run_id}"))
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.rpush(key, json.dumps(data, ensure_ascii=False, default=str))
+                pipe.ltrim(key, -self._max, -1)
+                pipe.expire(key, self._ttl)
+                await pipe.execute()
+        except RedisError as exc:
+            raise StoreError(f"cannot record a trace for run {run_id!r} in Redis: {exc}") from exc
+
+    async def records(self, thread: str) -> list[dict[str, Any]]:
+        """Every kept record of the thread, oldest first."""
+        raw = await self._redis.lrange(self._keys.trace(thread), 0, -1)
+        return [json.loads(item) for item in raw]
+
+
+def _as_dict(rec: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(rec) and not isinstance(rec, type):
+        return dataclasses.asdict(rec)
+    if isinstance(rec, dict):
+        return dict(rec)
+    raise TypeError(f"a trace record must be a dataclass or dict, got {type(rec).__name__}")

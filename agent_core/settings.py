@@ -1,0 +1,72 @@
+"""AgentSettings: the engine's configuration (OPENAI_*, AGENT_* caps, price overrides), from env and .env."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent_core.cost import Price, price_for, usd_to_micros
+from agent_core.limits import Limits
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class AgentSettings(BaseSettings):
+    """Every engine setting; each is documented in the README with its default."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+    openai_api_key: SecretStr | None = Field(default=None, description="API key for the OpenAI-compatible endpoint.")
+    openai_base_url: str = Field(
+        default=DEFAULT_OPENAI_BASE_URL, description="Base URL of any OpenAI-compatible Chat Completions endpoint."
+    )
+    openai_model: str = Field(default="gpt-4o-mini", description="Model name sent with every request.")
+    openai_timeout_seconds: float = Field(default=60.0, gt=0, description="Timeout of one LLM HTTP request.")
+    openai_max_retries: int = Field(
+        default=3, ge=0, le=10, description="Retries of a failed LLM call (429 except insufficient_quota, 5xx, timeouts)."
+    )
+    agent_max_steps: int = Field(default=15, gt=0, description="LLM calls per run.")
+    agent_max_tokens: int = Field(default=50_000, gt=0, description="Prompt + completion tokens per run.")
+    agent_max_cost_usd: Decimal = Field(default=Decimal("0.50"), ge=0, description="Cost cap per run, USD.")
+    agent_max_seconds: float = Field(default=300.0, gt=0, description="Wall-clock cap per run, seconds.")
+    agent_no_progress_steps: int = Field(default=3, gt=0, description="Steps in a row with nothing new before stopping.")
+    agent_max_completion_tokens: int = Field(default=1024, gt=0, description="Completion cap of one LLM call.")
+    agent_history_tokens: int = Field(
+        default=12_000, gt=0, description="Token budget of the conversation history sent with each request."
+    )
+    agent_protocol: Literal["tools", "react"] = Field(
+        default="tools", description="`tools`: native tool calling; `react`: text Thought/Action protocol."
+    )
+    agent_system_prompt: str | None = Field(default=None, description="Replaces the built-in system prompt.")
+    llm_price_prompt_per_1m: Decimal | None = Field(default=None, description="Prompt price override, USD per 1M.")
+    llm_price_completion_per_1m: Decimal | None = Field(
+        default=None, description="Completion price override, USD per 1M."
+    )
+    llm_price_cached_prompt_per_1m: Decimal | None = Field(
+        default=None, description="Cached-prompt price override, USD per 1M (default: the prompt price)."
+    )
+
+    def limits(self) -> Limits:
+        return Limits(
+            max_steps=self.agent_max_steps,
+            max_tokens=self.agent_max_tokens,
+            max_cost_micros=usd_to_micros(self.agent_max_cost_usd, setting="AGENT_MAX_COST_USD"),
+            max_seconds=self.agent_max_seconds,
+            no_progress_steps=self.agent_no_progress_steps,
+            max_completion_tokens=self.agent_max_completion_tokens,
+        )
+
+    def price(self) -> Price:
+        return price_for(
+            self.openai_model,
+            prompt_per_1m=self.llm_price_prompt_per_1m,
+            completion_per_1m=self.llm_price_completion_per_1m,
+            cached_prompt_per_1m=self.llm_price_cached_prompt_per_1m,
+        )
+
+    def secrets(self) -> list[str]:
+        """Values that must never appear in a post, a log or a trace."""
+        return [self.openai_api_key.get_secret_value()] if self.openai_api_key else []

@@ -1,0 +1,185 @@
+"""The stopper: hard caps (steps, tokens, cost, budget, time), dangerous loops and lack of progress.
+
+Every check returns a :class:`Stop` value or None; nothing here raises to end a run.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from agent_core.cost import Price, format_usd
+from agent_core.events import StopReason, Usage
+from agent_core.limits import Limits
+from tools import ToolResult
+
+#: Word 3-gram Jaccard similarity above which two observations count as the same.
+NEAR_IDENTICAL = 0.9
+#: How many earlier observations novelty is judged against.
+SEEN_WINDOW = 64
+#: Cycles of this many distinct calls repeated twice are a loop (A-B-A-B, A-B-C-A-B-C).
+CYCLE_LENGTHS = (2, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """A decision to end the run; ``detail`` names the limit and the value observed."""
+
+    reason: StopReason
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallPlan:
+    """What the next LLM call may spend: its completion cap and its worst-case cost."""
+
+    max_tokens: int
+    worst_case_micros: int
+
+
+def _shingles(text: str) -> frozenset[str]:
+    words = re.findall(r"\w+", text.lower())[:4000]
+    if len(words) < 3:
+        return frozenset([" ".join(words)])
+    return frozenset(" ".join(words[i : i + 3]) for i in range(len(words) - 2))
+
+
+class Stopper:
+    """Keeps the run's accounts and decides when it must end."""
+
+    def __init__(self, limits: Limits, price: Price, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = limits
+        self.price = price
+        self._clock = clock
+        self._started = clock()
+        self.steps = 0
+        self.usage = Usage()
+        self._calls: list[str] = []
+        self._seen: list[frozenset[str]] = []
+        self._idle_steps: list[str] = []
+
+    # -- time ---------------------------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return self._clock() - self._started
+
+    def seconds_left(self) -> float:
+        return self.limits.max_seconds - self.elapsed()
+
+    def time_stop(self) -> Stop:
+        return Stop(StopReason.MAX_TIME, f"max_time: {self.limits.max_seconds:g}s cap, {self.elapsed():.1f}s elapsed")
+
+    # -- layer 2: hard caps, before every LLM call ----------------------------------------------------
+    def plan_call(self, prompt_tokens: int, budget_left: int | None) -> CallPlan | Stop:
+        """Cap the next call's completion by every limit; a Stop when even a useful minimum does not fit."""
+        lim = self.limits
+        if self.seconds_left() <= 0:
+            return self.time_stop()
+        if self.steps >= lim.max_steps:
+            return Stop(StopReason.MAX_STEPS, f"max_steps: {lim.max_steps} steps cap reached")
+        tokens_left = lim.max_tokens - self.usage.total_tokens - prompt_tokens
+        if tokens_left < lim.min_completion_tokens:
+            return Stop(
+                StopReason.MAX_TOKENS,
+                f"max_tokens: {lim.max_tokens:,} cap, {self.usage.total_tokens:,} used, "
+                f"next call needs {prompt_tokens:,} prompt tokens + {lim.min_completion_tokens} to answer",
+            )
+        cost_left = lim.max_cost_micros - self.usage.cost_micros
+        if self.price.affordable_completion_tokens(prompt_tokens, cost_left) < lim.min_completion_tokens:
+            worst = self.price.worst_case_micros(prompt_tokens, min(lim.max_completion_tokens, tokens_left))
+            return Stop(
+                StopReason.MAX_COST,
+                f"max_cost: {format_usd(lim.max_cost_micros)} cap, {format_usd(self.usage.cost_micros)} spent, "
+                f"next call could cost {format_usd(worst)}",
+            )
+        max_tokens = min(lim.max_completion_tokens, tokens_left, self.price.affordable_completion_tokens(
+            prompt_tokens, cost_left
+        ))
+        if budget_left is not None:
+            affordable = self.price.affordable_completion_tokens(prompt_tokens, budget_left)
+            if affordable < lim.min_completion_tokens:
+                worst = self.price.worst_case_micros(prompt_tokens, lim.min_completion_tokens)
+                return Stop(
+                    StopReason.BUDGET_EXHAUSTED,
+                    f"budget_exhausted: the workspace budget has {format_usd(budget_left)} left, "
+                    f"the next call could cost {format_usd(worst)}",
+                )
+            max_tokens = min(max_tokens, affordable)
+        return CallPlan(max_tokens, self.price.worst_case_micros(prompt_tokens, max_tokens))
+
+    def record_call(self, usage: Usage) -> None:
+        self.steps += 1
+        self.usage = self.usage + usage
+
+    # -- layer 3: dangerous loops, before a call is executed ------------------------------------------
+    def check_call(self, tool: str, canonical: str) -> Stop | None:
+        """Judge a proposed call; an accepted one is remembered. A refused one must not be executed."""
+        calls = self._calls
+        if len(calls) >= 2 and calls[-1] == calls[-2] == canonical:
+            return Stop(
+                StopReason.DANGEROUS_LOOP,
+                f"dangerous_loop: {tool} proposed with the same arguments 3 times in a row; the 3rd was not run",
+            )
+        for n in CYCLE_LENGTHS:
+            window = [*calls[-(2 * n - 1) :], canonical]
+            if len(window) == 2 * n and window[:n] == window[n:] and len(set(window[:n])) > 1:
+                return Stop(
+                    StopReason.DANGEROUS_LOOP,
+                    f"dangerous_loop: the same {n} calls repeated in a cycle; {tool} was not run again",
+                )
+        calls.append(canonical)
+        return None
+
+    # -- layer 4: no progress, after each step --------------------------------------------------------
+    def record_step(self, results: Sequence[ToolResult], *, failure: str | None = None) -> Stop | None:
+        """A step is idle when all its results failed, were empty or repeated what was seen already."""
+        reasons = [failure] if failure else []
+        productive = False
+        for result in results:
+            if not result.ok:
+                reasons.append(result.outcome.value)
+            elif result.empty:
+                reasons.append("empty result")
+            elif self._is_repeat(result.full):
+                reasons.append("repeated result")
+            else:
+                productive = True
+        if productive:
+            self._idle_steps.clear()
+            return None
+        self._idle_steps.append(", ".join(reasons) or "nothing new")
+        if len(self._idle_steps) >= self.limits.no_progress_steps:
+            return Stop(
+                StopReason.NO_PROGRESS,
+                f"no_progress: {len(self._idle_steps)} steps in a row brought nothing new "
+                f"({'; '.join(self._idle_steps)})",
+            )
+        return None
+
+    def _is_repeat(self, text: str) -> bool:
+        shingles = _shingles(text)
+        for seen in self._seen:
+            union = len(shingles | seen)
+            if union == 0 or len(shingles & seen) / union >= NEAR_IDENTICAL:
+                return True
+        self._seen.append(shingles)
+        del self._seen[:-SEEN_WINDOW]
+        return False
+
+    def warnings(self) -> list[str]:
+        """What the stopper is close to, for the progress note."""
+        lim = self.limits
+        out: list[str] = []
+        steps_left = lim.max_steps - self.steps
+        if steps_left <= 2:
+            out.append(f"only {steps_left} step(s) left: answer now if you can")
+        if self.usage.total_tokens >= 0.8 * lim.max_tokens:
+            out.append("over 80% of the token cap used")
+        if self.usage.cost_micros >= 0.8 * lim.max_cost_micros:
+            out.append("over 80% of the cost cap used")
+        if self._idle_steps:
+            out.append(f"{len(self._idle_steps)} step(s) in a row brought nothing new: try something different")
+        if self.seconds_left() < 0.2 * lim.max_seconds:
+            out.append("little time left")
+        return out

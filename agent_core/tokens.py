@@ -1,0 +1,150 @@
+"""Offline token counting: exact where the model's encoding is at hand, a stated upper bound elsewhere.
+
+tiktoken downloads its rank files on first use, which fails without a network. The ``bpe-openai``
+package ships the o200k_base and cl100k_base files, so they are loaded from there (hash-checked) and
+given to tiktoken. When neither is available, or the model is not one of OpenAI's, the count falls back
+to the text's UTF-8 byte length: every byte-level BPE token covers at least one byte, so that is a true
+upper bound and budget reservations stay on the safe side.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import importlib.resources
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+#: Chat format overhead (OpenAI's published accounting): per message, and once to prime the reply.
+TOKENS_PER_MESSAGE = 4
+TOKENS_REPLY_PRIMING = 3
+
+_O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|"""
+    r"""\s+(?!\S)|\s"""
+)
+# Same hashes tiktoken itself checks for these files.
+_ENCODINGS = {
+    "o200k_base": (
+        _O200K_PATTERN,
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    ),
+    "cl100k_base": (
+        _CL100K_PATTERN,
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+         "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    ),
+}
+
+
+class TokenCounter(Protocol):
+    exact: bool
+
+    def count(self, text: str) -> int: ...
+
+
+class ByteUpperBound:
+    """UTF-8 length: an upper bound on any byte-level BPE token count."""
+
+    exact = False
+    name = "utf8-bytes-upper-bound"
+
+    def count(self, text: str) -> int:
+        return len(text.encode("utf-8"))
+
+
+class TiktokenCounter:
+    """Exact counts with a tiktoken encoding; repeated texts (the history) are counted once."""
+
+    exact = True
+
+    def __init__(self, encoding: Any) -> None:
+        self.name = str(encoding.name)
+        encode = encoding.encode_ordinary
+
+        @lru_cache(maxsize=8192)
+        def count(text: str) -> int:
+            return len(encode(text))
+
+        self._count = count
+
+    def count(self, text: str) -> int:
+        return self._count(text)
+
+
+def _encoding_for_model(model: str) -> str | None:
+    name = model.lower().rsplit("/", 1)[-1]
+    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")):
+        return "o200k_base"
+    if name.startswith(("gpt-4", "gpt-3.5")):
+        return "cl100k_base"
+    return None
+
+
+@lru_cache(maxsize=4)
+def _load_encoding(name: str) -> Any | None:
+    try:
+        import tiktoken
+    except ImportError:
+        return None
+    pattern, sha256, special = _ENCODINGS[name]
+    try:
+        data = gzip.decompress((importlib.resources.files("bpe_openai") / "data" / f"{name}.tiktoken.gz").read_bytes())
+    except (ImportError, FileNotFoundError, OSError):
+        log.warning("no offline rank file for %s; token counts use the UTF-8 byte upper bound", name)
+        return None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        log.warning("rank file for %s failed its hash check; using the UTF-8 byte upper bound", name)
+        return None
+    ranks = {base64.b64decode(tok): int(rank) for tok, rank in (line.split() for line in data.splitlines() if line)}
+    return tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
+
+
+def counter_for(model: str) -> TokenCounter:
+    """The best offline counter for ``model``: exact for OpenAI models, else the stated upper bound."""
+    name = _encoding_for_model(model)
+    encoding = _load_encoding(name) if name else None
+    return TiktokenCounter(encoding) if encoding is not None else ByteUpperBound()
+
+
+def count_messages(counter: TokenCounter, messages: Iterable[Mapping[str, Any]]) -> int:
+    """Prompt tokens of a message list, with the chat format's per-message overhead."""
+    total = TOKENS_REPLY_PRIMING
+    for message in messages:
+        total += TOKENS_PER_MESSAGE
+        content = message.get("content")
+        if isinstance(content, str):
+            total += counter.count(content)
+        elif content is not None:
+            total += counter.count(json.dumps(content, ensure_ascii=False))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", {})
+            total += TOKENS_PER_MESSAGE + counter.count(function.get("name", ""))
+            total += counter.count(function.get("arguments", ""))
+    return total
+
+
+def count_tools(counter: TokenCounter, tools: list[dict[str, Any]] | None) -> int:
+    """Tokens the tool schemas add to a request (their JSON text: close to, and not under, the real cost)."""
+    if not tools:
+        return 0
+    return counter.count(json.dumps(tools, separators=(",", ":"), ensure_ascii=False))

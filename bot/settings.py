@@ -1,0 +1,81 @@
+"""Settings: the whole service's configuration in one typed object, Slack's own names for Slack settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from agent_core.errors import ConfigError
+from agent_core.keys import DEFAULT_KEY_PREFIX
+from agent_core.redis_store import DEFAULT_TTL_SECONDS
+from agent_core.settings import AgentSettings
+
+#: Slack's Web API; the trailing slash matters, the SDK joins method names onto it with urljoin.
+DEFAULT_SLACK_API_URL = "https://slack.com/api/"
+DEFAULT_PORT = 3000
+DEFAULT_QUEUE_NAME = "agent:queue"
+#: Longest Retry-After the service honours on a 429 before giving up on that call.
+DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
+
+Verbosity = Literal["full", "compact"]
+Role = Literal["all", "web", "worker"]
+
+
+class Settings(AgentSettings):
+    """Every setting of ``python -m bot``; the README's settings table documents each with its default."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+    slack_bot_token: SecretStr | None = Field(default=None, description="Bot token (xoxb-...).")
+    slack_signing_secret: SecretStr | None = Field(default=None, description="Signs every HTTP request from Slack.")
+    slack_app_token: SecretStr | None = Field(
+        default=None, description="App-level token (xapp-...); when set, Socket Mode replaces the HTTP endpoint."
+    )
+    slack_api_url: str = Field(default=DEFAULT_SLACK_API_URL, description="Slack Web API base URL.")
+    redis_url: str | None = Field(default=None, description="Redis to use; unset starts an embedded one.")
+    port: int = Field(default=DEFAULT_PORT, gt=0, lt=65536, description="HTTP port of /slack/events and /healthz.")
+    host: str = Field(default="0.0.0.0", description="Address the HTTP server binds.")
+    redis_key_prefix: str = Field(default=DEFAULT_KEY_PREFIX, min_length=1, description="Prefix of every Redis key.")
+    arq_queue_name: str = Field(default=DEFAULT_QUEUE_NAME, min_length=1, description="arq queue of agent runs.")
+    thread_ttl_seconds: int = Field(
+        default=DEFAULT_TTL_SECONDS, gt=0, description="How long a thread's history, progress and trace are kept."
+    )
+    agent_verbosity: Verbosity = Field(default="full", description="Default per-workspace thread shape.")
+    data_dir: Path = Field(default=Path("data"), description="Where the embedded Redis keeps its files.")
+    slack_max_retry_after_seconds: float = Field(
+        default=DEFAULT_MAX_RETRY_AFTER_SECONDS, ge=0, description="Cap on one Retry-After wait after a 429."
+    )
+    slack_posts_per_second: float = Field(
+        default=1.0, ge=0, description="Per-channel chat.postMessage pace across all workers (0: no pacing)."
+    )
+    slack_updates_per_minute: float = Field(
+        default=50.0, ge=0, description="Per-workspace chat.update pace across all workers (0: no pacing)."
+    )
+    worker_max_jobs: int = Field(default=10, gt=0, description="Agent runs one worker process runs at once.")
+
+    @property
+    def socket_mode(self) -> bool:
+        return self.slack_app_token is not None
+
+    def require_slack(self, role: Role) -> None:
+        """Raise ConfigError naming the first missing token ``role`` needs."""
+        needed = ["slack_bot_token"]
+        if role in ("all", "web"):
+            needed.append("slack_app_token" if self.socket_mode else "slack_signing_secret")
+        for name in needed:
+            value = getattr(self, name)
+            if value is None or not value.get_secret_value().strip():
+                raise ConfigError(f"{name.upper()} is not set: copy it from the Slack app's settings page")
+        if not self.slack_api_url.endswith("/"):
+            raise ConfigError(f"SLACK_API_URL must end with '/', got {self.slack_api_url!r}")
+
+    def bot_token(self) -> str:
+        return self.slack_bot_token.get_secret_value() if self.slack_bot_token else ""
+
+    def secrets(self) -> list[str]:
+        extra = [s.get_secret_value() for s in (self.slack_bot_token, self.slack_signing_secret, self.slack_app_token)
+                 if s is not None and s.get_secret_value()]
+        return [*super().secrets(), *extra]

@@ -1,0 +1,83 @@
+"""The one AsyncWebClient factory: SLACK_API_URL, rate-limit retries with a capped Retry-After, no unfurls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+from slack_sdk.web.async_client import AsyncWebClient
+
+log = logging.getLogger(__name__)
+
+#: 429s retried per call: with Slack's usual Retry-After of a few seconds this covers a burst of minutes.
+RATE_LIMIT_RETRIES = 8
+#: Timeout of one Web API request, seconds.
+SLACK_HTTP_TIMEOUT = 30
+
+
+class CappedRateLimitRetryHandler(AsyncRetryHandler):
+    """Retries a 429 after Retry-After, like slack_sdk's AsyncRateLimitErrorRetryHandler, but never waits longer
+    than ``max_wait`` seconds for one retry (the SDK's handler waits whatever the header says)."""
+
+    def __init__(self, *, max_retry_count: int = RATE_LIMIT_RETRIES, max_wait: float = 30.0) -> None:
+        super().__init__(max_retry_count=max_retry_count)
+        self.max_wait = max_wait
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        return response is not None and response.status_code == 429
+
+    async def prepare_for_next_attempt_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        state.next_attempt_requested = True
+        wait = min(self.max_wait, retry_after_seconds(response))
+        log.info("Slack rate-limited %s; retrying in %.1fs", request.url, wait)
+        await asyncio.sleep(wait)
+        state.increment_current_attempt()
+
+
+def retry_after_seconds(response: HttpResponse | None) -> float:
+    """Retry-After of a 429 in seconds; a missing or odd header means about one second."""
+    if response is not None:
+        for name, values in response.headers.items():
+            if name.lower() == "retry-after" and values:
+                try:
+                    return max(0.0, float(values[0]))
+                except ValueError:
+                    break
+    return 1.0 + random.random()
+
+
+def make_web_client(*, token: str, base_url: str, max_retry_after: float) -> AsyncWebClient:
+    """An AsyncWebClient retrying 429s (capped), connection errors and one 500/503."""
+    return AsyncWebClient(
+        token=token,
+        base_url=base_url,
+        timeout=SLACK_HTTP_TIMEOUT,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            CappedRateLimitRetryHandler(max_wait=max_retry_after),
+            AsyncServerErrorRetryHandler(max_retry_count=1),
+        ],
+    )

@@ -1,0 +1,105 @@
+"""RedisThreadStore and RedisTraceSink against a real Redis, each test under its own key prefix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import redis.asyncio as aioredis
+
+from agent_core.errors import StoreError
+from agent_core.keys import Keys, ThreadRef
+from agent_core.redis_store import RedisThreadStore, RedisTraceSink
+from agent_core.store import Progress
+
+
+@pytest.fixture
+def keys(key_prefix: str) -> Keys:
+    return Keys(key_prefix)
+
+
+def thread(team: str = "T1", channel: str = "C1", ts: str = "1700000000.000100", enterprise: str = "") -> str:
+    return str(ThreadRef(team, channel, ts, enterprise))
+
+
+async def test_append_then_load_round_trips(redis_client: aioredis.Redis, keys: Keys) -> None:
+    store = RedisThreadStore(redis_client, keys)
+    t = thread()
+    first = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": None, "tool_calls": []}]
+    await store.append(t, first, Progress(task="2+2?", run_id="r1", step=1, status="running"))
+    await store.append(t, [{"role": "tool", "tool_call_id": "c1", "content": "4"}],
+                       Progress(task="2+2?", run_id="r1", step=2, status="stopped", findings=("4",)))
+    state = await store.load(t)
+    assert [m["role"] for m in state.history] == ["user", "assistant", "tool"]
+    assert state.progress.status == "stopped" and state.progress.findings == ("4",)
+    assert (await store.progress(t)) == state.progress
+
+
+async def test_unknown_thread_is_empty(redis_client: aioredis.Redis, keys: Keys) -> None:
+    state = await RedisThreadStore(redis_client, keys).load(thread(ts="1.2"))
+    assert state.history == () and state.progress == Progress()
+
+
+async def test_append_is_one_rpush_not_a_rewrite(redis_client: aioredis.Redis, keys: Keys) -> None:
+    """Each step adds its own messages; earlier entries are never rewritten (O(1) per step)."""
+    store = RedisThreadStore(redis_client, keys)
+    t = thread()
+    for step in range(50):
+        await store.append(t, [{"role": "assistant", "content": f"s{step}"}], Progress(step=step))
+    before = await redis_client.lindex(keys.history(t), 0)
+    await store.append(t, [{"role": "assistant", "content": "last"}], Progress(step=51))
+    assert await redis_client.lindex(keys.history(t), 0) == before
+    assert await redis_client.llen(keys.history(t)) == 51
+
+
+async def test_keys_are_namespaced_and_hash_tagged(redis_client: aioredis.Redis, keys: Keys) -> None:
+    store = RedisThreadStore(redis_client, keys, ttl_seconds=1234)
+    t = thread(team="T9", enterprise="E9", channel="C7", ts="1.5")
+    await store.append(t, [{"role": "user", "content": "x"}], Progress(task="x"))
+    history_key = keys.history(t)
+    assert history_key.startswith(f"{keys.prefix}:E9:T9:{{C7:1.5}}")
+    assert 1200 < await redis_client.ttl(history_key) <= 1234
+    assert 1200 < await redis_client.ttl(keys.progress(t)) <= 1234
+
+
+async def test_two_workspaces_with_the_same_channel_never_share(redis_client: aioredis.Redis, keys: Keys) -> None:
+    store = RedisThreadStore(redis_client, keys)
+    a, b = thread(team="TA"), thread(team="TB")
+    await store.append(a, [{"role": "user", "content": "secret of A"}], Progress(task="A"))
+    assert (await store.load(b)).history == ()
+
+
+async def test_trace_records_live_under_the_thread(redis_client: aioredis.Redis, keys: Keys) -> None:
+    @dataclass
+    class Rec:
+        run_id: str
+        step: int
+        tool: str
+
+    sink = RedisTraceSink(redis_client, keys, ttl_seconds=100, max_records=2)
+    t = thread()
+    sink.bind("r1", t)
+    for step in range(3):
+        await sink.record(Rec("r1", step, "calculator"))
+    sink.unbind("r1")
+    records = await sink.records(t)
+    assert [r["step"] for r in records] == [1, 2]
+    assert keys.trace(t).startswith(keys.thread_base(t))
+
+
+async def test_unreachable_redis_is_a_store_error(keys: Keys) -> None:
+    dead = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    try:
+        with pytest.raises(StoreError, match="cannot append"):
+            await RedisThreadStore(dead, keys).append(thread(), [], Progress())
+    finally:
+        await dead.aclose()
+
+
+def test_thread_ref_round_trips_and_rejects_bad_ids() -> None:
+    ref = ThreadRef("T1", "C1", "1.2", "E1")
+    assert ThreadRef.parse(str(ref)) == ref
+    assert ThreadRef.parse(str(ThreadRef("T1", "C1", "1.2"))).enterprise_id == ""
+    with pytest.raises(ValueError, match="channel_id"):
+        ThreadRef("T1", "C{1}", "1.2")
+    assert Keys("p").thread_base("just-a-name") == "p:local:{just-a-name}"

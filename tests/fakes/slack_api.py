@@ -1,0 +1,380 @@
+"""Fake Slack Web API: real HTTP on loopback, recording every call, with Slack's size limits and injected failures.
+
+The app reaches it through ``SLACK_API_URL`` with the real ``AsyncWebClient`` (design practice 8), so request
+building, the rate-limit retry handler and error mapping are all exercised::
+
+    async with FakeSlack() as slack:
+        slack.fail("chat.postMessage", status=429, retry_after=0)   # the next call gets a 429
+        ...                                                          # drive the app
+        posts = slack.thread_messages("C1", "1700000000.000100")     # what a person would see, in order
+        await slack.wait_for("chat.postMessage", count=3)            # woken by the server, never polled
+
+Limits follow Slack's documentation: ``chat.postMessage`` truncates ``text`` past 40,000 characters (the
+fake records ``truncated``), more than 50 blocks or a section over 3,000 characters is ``invalid_blocks``,
+block text over 12,000 characters in total is ``msg_blocks_too_long``, and ``chat.update`` rejects a text
+over 4,000 bytes with ``msg_too_long``. A well-behaved app never sees any of these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+
+__all__ = ["Call", "FakeSlack", "Failure", "PostedMessage"]
+
+MAX_TEXT_CHARS = 40_000
+MAX_BLOCKS = 50
+MAX_SECTION_CHARS = 3_000
+MAX_BLOCK_TEXT_CHARS = 12_000
+MAX_UPDATE_TEXT_BYTES = 4_000
+#: Safety net for ``wait_for``: a hang fails the test after this long instead of blocking the suite.
+DEFAULT_WAIT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request the fake received."""
+
+    method: str
+    params: dict[str, Any]
+    headers: Mapping[str, str]
+    status: int
+    response: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and bool(self.response.get("ok"))
+
+    @property
+    def token(self) -> str:
+        auth = self.headers.get("Authorization", "")
+        return auth.removeprefix("Bearer ").strip() or str(self.params.get("token", ""))
+
+
+@dataclass
+class PostedMessage:
+    """A message as it stands now (after any ``chat.update``)."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None
+    text: str
+    blocks: list[dict[str, Any]]
+    params: dict[str, Any]
+    truncated: bool = False
+    edits: int = 0
+
+    def block_text(self) -> str:
+        """Every text a person sees in the blocks, joined with newlines."""
+        return "\n".join(_texts_of(self.blocks))
+
+    def buttons(self) -> list[dict[str, Any]]:
+        return [e for b in self.blocks if b.get("type") == "actions" for e in b.get("elements", [])]
+
+
+@dataclass
+class Failure:
+    """An injected failure for the next ``times`` calls of ``method``."""
+
+    method: str
+    status: int = 200
+    error: str = ""
+    retry_after: int | None = None
+    times: int = 1
+
+
+@dataclass
+class _Waiter:
+    predicate: Callable[[], bool]
+    future: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class FakeSlack:
+    """An aiohttp Slack Web API on 127.0.0.1 and a random port."""
+
+    def __init__(
+        self,
+        *,
+        team_id: str = "T0001",
+        bot_user_id: str = "UBOT",
+        bot_id: str = "BBOT",
+        set_status_available: bool = True,
+    ) -> None:
+        self.team_id = team_id
+        self.bot_user_id = bot_user_id
+        self.bot_id = bot_id
+        self.set_status_available = set_status_available
+        #: users.info answers: user id -> fields merged into the ``user`` object (e.g. ``{"is_admin": True}``).
+        self.users: dict[str, dict[str, Any]] = {}
+        #: conversations.history answers: channel -> messages, newest first.
+        self.history: dict[str, list[dict[str, Any]]] = {}
+        #: What apps.connections.open hands out (set by the Socket Mode fake).
+        self.socket_mode_url: str | None = None
+        self.calls: list[Call] = []
+        self.messages: list[PostedMessage] = []
+        self.reactions: dict[tuple[str, str], set[str]] = {}
+        self.statuses: list[tuple[str, str, str]] = []
+        self._failures: list[Failure] = []
+        self._waiters: list[_Waiter] = []
+        self._ts = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+
+    # --- lifecycle
+
+    async def start(self) -> Self:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._handle)
+        app.router.add_get("/api/{method}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = self._runner.addresses[0][1]
+        return self
+
+    async def close(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.future.done():
+                waiter.future.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    @property
+    def base_url(self) -> str:
+        """The ``SLACK_API_URL`` to give the app; the trailing slash matters (urljoin)."""
+        return f"http://127.0.0.1:{self._port}/api/"
+
+    # --- test controls
+
+    def fail(
+        self, method: str, *, status: int = 200, error: str = "", retry_after: int | None = None, times: int = 1
+    ) -> None:
+        """Make the next ``times`` calls of ``method`` fail: ``fail("chat.postMessage", status=429, retry_after=0)``."""
+        if status == 429 and not error:
+            error = "ratelimited"
+        self._failures.append(Failure(method, status, error or "fatal_error", retry_after, times))
+
+    async def wait_for(
+        self, method: str | None = None, *, count: int = 1, predicate: Callable[[Call], bool] | None = None,
+        timeout: float = DEFAULT_WAIT_TIMEOUT,
+    ) -> list[Call]:
+        """Wait until ``count`` successful calls of ``method`` (matching ``predicate``) were recorded."""
+
+        def matching() -> list[Call]:
+            return [
+                c for c in self.calls
+                if c.ok and (method is None or c.method == method) and (predicate is None or predicate(c))
+            ]
+
+        waiter = _Waiter(lambda: len(matching()) >= count)
+        if not waiter.predicate():
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter.future, timeout)
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        return matching()
+
+    def calls_of(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    def thread_messages(self, channel: str, thread_ts: str) -> list[PostedMessage]:
+        """The bot's messages in one thread, in the order Slack accepted them."""
+        return [m for m in self.messages if m.channel == channel and m.thread_ts == thread_ts]
+
+    def message(self, channel: str, ts: str) -> PostedMessage:
+        for m in self.messages:
+            if m.channel == channel and m.ts == ts:
+                return m
+        raise KeyError((channel, ts))
+
+    # --- the server
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await _params(request)
+        status, body, headers = self._answer(method, params, request)
+        self.calls.append(Call(method, params, dict(request.headers), status, body))
+        for waiter in list(self._waiters):
+            if not waiter.future.done() and waiter.predicate():
+                waiter.future.set_result(None)
+        return web.json_response(body, status=status, headers=headers)
+
+    def _answer(
+        self, method: str, params: dict[str, Any], request: web.Request
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        failure = next((f for f in self._failures if f.method == method), None)
+        if failure is not None:
+            failure.times -= 1
+            if failure.times <= 0:
+                self._failures.remove(failure)
+            headers = {} if failure.retry_after is None else {"Retry-After": str(failure.retry_after)}
+            return failure.status, {"ok": False, "error": failure.error}, headers
+        if not request.headers.get("Authorization") and "token" not in params:
+            return 200, {"ok": False, "error": "not_authed"}, {}
+        handler = self._methods().get(method)
+        if handler is None:
+            return 200, {"ok": False, "error": "unknown_method"}, {}
+        return 200, handler(params), {}
+
+    def _methods(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
+        return {
+            "auth.test": self._auth_test,
+            "chat.postMessage": self._post_message,
+            "chat.update": self._update,
+            "chat.postEphemeral": lambda p: {"ok": True, "message_ts": self._next_ts()},
+            "reactions.add": self._reaction_add,
+            "reactions.remove": self._reaction_remove,
+            "assistant.threads.setStatus": self._set_status,
+            "users.info": self._users_info,
+            "conversations.history": self._history,
+            "apps.connections.open": self._connections_open,
+            "views.publish": lambda p: {"ok": True, "view": {"id": "V1"}},
+        }
+
+    def _auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "ok": True, "url": "https://fake.example/", "team": "Fake", "user": "agent", "team_id": self.team_id,
+            "user_id": self.bot_user_id, "bot_id": self.bot_id, "is_enterprise_install": False,
+        }
+
+    def _next_ts(self) -> str:
+        return f"1800000000.{next(self._ts):06d}"
+
+    def _post_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        text = str(params.get("text") or "")
+        blocks = _blocks(params)
+        if not text and not blocks:
+            return {"ok": False, "error": "no_text"}
+        problem = _block_problem(blocks)
+        if problem:
+            return {"ok": False, "error": problem}
+        truncated = len(text) > MAX_TEXT_CHARS
+        ts = self._next_ts()
+        thread_ts = params.get("thread_ts")
+        msg = PostedMessage(
+            channel, ts, str(thread_ts) if thread_ts else None, text[:MAX_TEXT_CHARS], blocks, params, truncated
+        )
+        self.messages.append(msg)
+        return {"ok": True, "channel": channel, "ts": ts, "message": {"text": msg.text, "ts": ts, "bot_id": self.bot_id}}
+
+    def _update(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")
+        try:
+            msg = self.message(channel, ts)
+        except KeyError:
+            return {"ok": False, "error": "message_not_found"}
+        text = str(params.get("text") or "")
+        if len(text.encode()) > MAX_UPDATE_TEXT_BYTES:
+            return {"ok": False, "error": "msg_too_long"}
+        blocks = _blocks(params)
+        problem = _block_problem(blocks)
+        if problem:
+            return {"ok": False, "error": problem}
+        msg.text, msg.blocks, msg.edits = text, blocks, msg.edits + 1
+        return {"ok": True, "channel": channel, "ts": ts, "text": text}
+
+    def _reaction_add(self, params: dict[str, Any]) -> dict[str, Any]:
+        key = (str(params.get("channel")), str(params.get("timestamp")))
+        names = self.reactions.setdefault(key, set())
+        name = str(params.get("name"))
+        if name in names:
+            return {"ok": False, "error": "already_reacted"}
+        names.add(name)
+        return {"ok": True}
+
+    def _reaction_remove(self, params: dict[str, Any]) -> dict[str, Any]:
+        key = (str(params.get("channel")), str(params.get("timestamp")))
+        names = self.reactions.get(key, set())
+        name = str(params.get("name"))
+        if name not in names:
+            return {"ok": False, "error": "no_reaction"}
+        names.discard(name)
+        return {"ok": True}
+
+    def _set_status(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not self.set_status_available:
+            return {"ok": False, "error": "missing_scope", "needed": "assistant:write"}
+        self.statuses.append((str(params.get("channel_id")), str(params.get("thread_ts")), str(params.get("status"))))
+        return {"ok": True}
+
+    def _users_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        user_id = str(params.get("user"))
+        user = {"id": user_id, "team_id": self.team_id, "is_admin": False, "is_owner": False,
+                "is_primary_owner": False, "is_restricted": False, "is_ultra_restricted": False, "is_bot": False}
+        user.update(self.users.get(user_id, {}))
+        return {"ok": True, "user": user}
+
+    def _history(self, params: dict[str, Any]) -> dict[str, Any]:
+        limit = int(params.get("limit") or 100)
+        return {"ok": True, "messages": self.history.get(str(params.get("channel")), [])[:limit], "has_more": False}
+
+    def _connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.socket_mode_url is None:
+            return {"ok": False, "error": "not_allowed_token_type"}
+        return {"ok": True, "url": self.socket_mode_url}
+
+
+async def _params(request: web.Request) -> dict[str, Any]:
+    params: dict[str, Any] = dict(request.query)
+    raw = await request.read()
+    if not raw:
+        return params
+    if request.content_type == "application/json":
+        loaded = json.loads(raw)
+        if isinstance(loaded, dict):
+            params.update(loaded)
+    else:
+        params.update(parse_qsl(raw.decode(), keep_blank_values=True))
+    return params
+
+
+def _blocks(params: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks = params.get("blocks") or []
+    if isinstance(blocks, str):
+        blocks = json.loads(blocks)
+    return list(blocks)
+
+
+def _texts_of(blocks: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for block in blocks:
+        text = block.get("text")
+        if isinstance(text, dict):
+            out.append(str(text.get("text", "")))
+        for element in block.get("elements", []) if block.get("type") == "context" else []:
+            out.append(str(element.get("text", "")))
+    return out
+
+
+def _block_problem(blocks: list[dict[str, Any]]) -> str:
+    if len(blocks) > MAX_BLOCKS:
+        return "invalid_blocks"
+    for block in blocks:
+        if block.get("type") == "section" and len(str(block.get("text", {}).get("text", ""))) > MAX_SECTION_CHARS:
+            return "invalid_blocks"
+    if sum(len(t) for t in _texts_of(blocks)) > MAX_BLOCK_TEXT_CHARS:
+        return "msg_blocks_too_long"
+    return ""

@@ -1,0 +1,163 @@
+"""The tool registry: the ``@tool`` decorator, per-run selections, strict schemas and "did you mean"."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import typing
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from pydantic import BaseModel
+
+from tools.context import ToolContext
+from tools.errors import ToolDefinitionError
+from tools.schema import strict_schema
+from tools.tool import Handler, Tool
+
+#: How alike a misspelt name must be to a registered one before it is suggested (difflib ratio).
+SUGGEST_CUTOFF = 0.6
+
+
+def tool(
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float = 20.0,
+    dangerous: bool = False,
+    needs_approval: bool = False,
+) -> Callable[[Handler], Tool]:
+    """Turn ``fn(args: SomeModel, ctx: ToolContext)`` into a ``Tool``.
+
+    The name defaults to the function's name and the description to its docstring::
+
+        @tool(timeout=5)
+        async def shout(args: ShoutArgs, ctx: ToolContext) -> str:
+            \"\"\"Repeat the text in capitals.\"\"\"
+            return args.text.upper()
+    """
+
+    def decorate(fn: Handler) -> Tool:
+        return Tool(
+            name=name or fn.__name__,
+            description=description or inspect.getdoc(fn) or "",
+            args_model=_args_model_of(fn),
+            handler=fn,
+            timeout_seconds=timeout,
+            dangerous=dangerous,
+            needs_approval=needs_approval,
+        )
+
+    return decorate
+
+
+def _args_model_of(fn: Handler) -> type[BaseModel]:
+    label = getattr(fn, "__qualname__", repr(fn))
+    params = list(inspect.signature(fn).parameters.values())
+    if len(params) != 2:
+        raise ToolDefinitionError(f"@tool function {label} must take exactly (args, ctx), got {len(params)}")
+    try:
+        hints = typing.get_type_hints(fn)
+    except NameError as exc:  # an annotation names something not importable at module level
+        raise ToolDefinitionError(f"@tool function {label}: cannot resolve annotations ({exc})") from exc
+    model = hints.get(params[0].name)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise ToolDefinitionError(
+            f"@tool function {label}: annotate the first parameter with a pydantic BaseModel subclass"
+        )
+    ctx_type = hints.get(params[1].name)
+    if ctx_type is not None and ctx_type is not ToolContext:
+        raise ToolDefinitionError(f"@tool function {label}: the second parameter must be a ToolContext")
+    return model
+
+
+class Registry:
+    """The tools a run may use, by name.
+
+    One registry holds everything the service knows; ``select`` gives each run its own view::
+
+        registry = Registry([calculator, current_time])
+        run_tools = registry.select(["calculator"])
+        run_tools.schemas()  # the Chat Completions ``tools`` parameter
+    """
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.register(item)
+
+    def register(self, tool: Tool) -> Tool:
+        """Add a tool and return it (so it can be used as a decorator result); duplicate names are refused."""
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        return tool
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        """Registered names, in registration order."""
+        return list(self._tools)
+
+    def select(self, enabled: Iterable[str] | None) -> Registry:
+        """A view with only the named tools that exist (None: all of them), in registration order."""
+        if enabled is None:
+            return Registry(self._tools.values())
+        wanted = set(enabled)
+        return Registry(t for t in self._tools.values() if t.name in wanted)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI Chat Completions ``tools`` parameter, strict mode."""
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": strict_schema(t.args_model),
+                    "strict": True,
+                },
+            }
+            for t in self._tools.values()
+        ]
+
+    def describe(self) -> str:
+        """The "available tools" text for a system prompt: one line per tool."""
+        return "\n".join(f"- {t.name}({_signature(t)}): {t.summary}" for t in self._tools.values())
+
+    def suggest(self, name: str) -> str | None:
+        """The registered name closest to ``name`` (for "did you mean"), or None when none is close."""
+        by_lower = {n.lower(): n for n in self._tools}
+        if name.lower() in by_lower:
+            return by_lower[name.lower()]
+        close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=SUGGEST_CUTOFF)
+        return by_lower[close[0]] if close else None
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(list(self._tools.values()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __repr__(self) -> str:
+        return f"Registry({self.names()!r})"
+
+
+def _signature(t: Tool) -> str:
+    props: dict[str, Any] = strict_schema(t.args_model)["properties"]
+    return ", ".join(f"{name}: {_type_label(spec)}" for name, spec in props.items())
+
+
+def _type_label(spec: dict[str, Any]) -> str:
+    if "anyOf" in spec:
+        return " | ".join(_type_label(option) for option in spec["anyOf"])
+    kind = spec.get("type", "any")
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    if kind == "array" and isinstance(spec.get("items"), dict):
+        return f"array[{_type_label(spec['items'])}]"
+    return str(kind)

@@ -1,0 +1,65 @@
+"""The ``Tool`` value: what a tool is called, what it takes, how it runs and how careful to be with it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from tools.context import ToolContext
+from tools.errors import ToolDefinitionError
+
+#: The handler receives the validated arguments and the run context. It may be ``async def`` or a plain
+#: function (run in a worker thread), and returns a ``str`` or any JSON-able value.
+Handler = Callable[[Any, ToolContext], Any]
+
+#: The function-name rule of the OpenAI tools API; other providers accept a superset of it.
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One tool the model may call.
+
+    Build it with the ``@tool`` decorator rather than by hand::
+
+        class Args(BaseModel):
+            expression: str = Field(description="Arithmetic, e.g. 2 * (3 + 4)")
+
+        @tool(timeout=5)
+        def calculator(args: Args, ctx: ToolContext) -> str:
+            \"\"\"Evaluate an arithmetic expression.\"\"\"
+    """
+
+    #: Unique name the model calls it by (``[A-Za-z0-9_-]{1,64}``).
+    name: str
+    #: What it does, for the model; the first line is the one-line summary in the tool list.
+    description: str
+    #: Pydantic model the JSON arguments are validated against; its JSON schema is sent to the model.
+    args_model: type[BaseModel]
+    #: ``(args, ctx) -> str | JSON-able``; async or sync.
+    handler: Handler
+    #: Seconds one call may take before it ends with the ``timeout`` outcome.
+    timeout_seconds: float = 20.0
+    #: Has side effects or reaches far (left out unless a workspace names it in its allow-list).
+    dangerous: bool = False
+    #: Each call is put to ``ctx.approver`` first; a refusal ends it with the ``refused`` outcome.
+    needs_approval: bool = False
+
+    def __post_init__(self) -> None:
+        if not _NAME_RE.fullmatch(self.name):
+            raise ToolDefinitionError(f"tool name {self.name!r} must match [A-Za-z0-9_-]{{1,64}}")
+        if not self.description.strip():
+            raise ToolDefinitionError(f"tool {self.name!r} needs a description (or a docstring)")
+        if not (isinstance(self.args_model, type) and issubclass(self.args_model, BaseModel)):
+            raise ToolDefinitionError(f"tool {self.name!r}: args_model must be a pydantic BaseModel subclass")
+        if not self.timeout_seconds > 0:
+            raise ToolDefinitionError(f"tool {self.name!r}: timeout_seconds must be > 0")
+
+    @property
+    def summary(self) -> str:
+        """The description's first line."""
+        return self.description.strip().splitlines()[0].strip()

@@ -1,0 +1,85 @@
+"""Trace records of tool calls, the ``TraceSink`` port, an in-memory sink and optional OpenTelemetry."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+try:  # OpenTelemetry is optional: spans are emitted only when the API package is installed.
+    from opentelemetry import trace as _otel_trace
+except ImportError:  # pragma: no cover - depends on the environment
+    _otel_trace = None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecord:
+    """One tool call as it happened, with secrets already redacted."""
+
+    #: The run this call belongs to (``ToolContext.run_id``).
+    run_id: str
+    #: The loop step (``ToolContext.step``).
+    step: int
+    #: The model's tool-call id.
+    call_id: str
+    #: The tool name as the model asked for it (may be unknown).
+    tool: str
+    #: Arguments, redacted: validated when valid, as sent otherwise.
+    arguments: dict[str, Any]
+    #: Wall-clock start, epoch seconds.
+    started_at: float
+    #: Monotonic duration of the whole call, approval wait included.
+    duration_ms: float
+    #: ``Outcome`` value (``ok``, ``timeout``...).
+    outcome: str
+    #: Length of the whole (redacted) result.
+    chars_full: int
+    #: Length of what entered the history after shaping.
+    chars_shaped: int
+    #: The whole redacted result, so a user can ask for it later.
+    result_full: str
+    #: The error text; "" when the call succeeded.
+    error: str = ""
+
+
+class TraceSink(Protocol):
+    """Where trace records go (memory in tests, Redis in the service)."""
+
+    async def record(self, rec: TraceRecord) -> None:
+        """Store one record."""
+        ...
+
+
+@dataclass
+class InMemoryTraceSink:
+    """Keeps every record in ``records``, in call order."""
+
+    records: list[TraceRecord] = field(default_factory=list)
+
+    async def record(self, rec: TraceRecord) -> None:
+        """Append the record."""
+        self.records.append(rec)
+
+
+@contextlib.contextmanager
+def tool_span(tool: str, call_id: str, run_id: str) -> Iterator[Any]:
+    """An OpenTelemetry span around one call when OpenTelemetry is installed, else a no-op (yields None)."""
+    if _otel_trace is None:
+        yield None
+        return
+    tracer = _otel_trace.get_tracer("tools")
+    attributes = {"tool.name": tool, "tool.call_id": call_id, "agent.run_id": run_id}
+    with tracer.start_as_current_span(f"tool {tool}", attributes=attributes) as span:
+        yield span
+
+
+def finish_span(span: Any, rec: TraceRecord) -> None:
+    """Put the record's outcome on the span (no-op without OpenTelemetry)."""
+    if span is None:
+        return
+    span.set_attribute("tool.outcome", rec.outcome)
+    span.set_attribute("tool.chars_full", rec.chars_full)
+    span.set_attribute("tool.chars_shaped", rec.chars_shaped)
+    if rec.error:
+        span.set_attribute("tool.error", rec.error[:500])
