@@ -19,14 +19,17 @@ class AgentSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
 
-    openai_api_key: SecretStr | None = Field(default=None, description="API key for the OpenAI-compatible endpoint.")
+    openai_api_key: SecretStr | None = Field(
+        default=None, description="API key for the OpenAI-compatible endpoint."
+    )
     openai_base_url: str = Field(
         default=DEFAULT_OPENAI_BASE_URL, description="Base URL of any OpenAI-compatible Chat Completions endpoint."
     )
     openai_model: str = Field(default="gpt-4o-mini", description="Model name sent with every request.")
     openai_timeout_seconds: float = Field(default=60.0, gt=0, description="Timeout of one LLM HTTP request.")
     openai_max_retries: int = Field(
-        default=3, ge=0, le=10, description="Retries of a failed LLM call (429 except insufficient_quota, 5xx, timeouts)."
+        default=3, ge=0, le=10,
+        description="Retries of a failed LLM call (429 except insufficient_quota, 5xx, timeouts).",
     )
     agent_max_steps: int = Field(default=15, gt=0, description="LLM calls per run.")
     agent_max_tokens: int = Field(default=50_000, gt=0, description="Prompt + completion tokens per run.")

@@ -1,0 +1,96 @@
+"""Cost, token counting, history rules and the ReAct parser on their own."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_core import ConfigError, price_for
+from agent_core.cost import Price, format_usd, usd_to_micros
+from agent_core.history import repair, trim
+from agent_core.text_react import ReactAction, ReactFinal, ReactFormatError, parse
+from agent_core.tokens import ByteUpperBound, count_messages, counter_for
+
+
+def test_prices_are_integer_micro_dollars_and_dated_snapshots_match() -> None:
+    mini = price_for("gpt-4o-mini-2024-07-18")
+    assert mini == price_for("gpt-4o-mini") and mini != price_for("gpt-4o")
+    assert mini.prompt == 150_000 and mini.completion == 600_000
+    assert mini.cost_micros(1_000_000, 0) == 150_000
+    assert mini.cost_micros(1, 0) == 1  # rounded up, never down to zero
+    assert mini.cost_micros(1000, 0, cached_tokens=1000) < mini.cost_micros(1000, 0)
+
+
+def test_unknown_model_without_prices_is_a_clear_start_up_error() -> None:
+    with pytest.raises(ConfigError, match="LLM_PRICE_PROMPT_PER_1M"):
+        price_for("my-local-llama")
+    assert price_for("my-local-llama", prompt_per_1m=usd("0.10"), completion_per_1m=usd("0.20")) == Price(
+        100_000, 100_000, 200_000
+    )
+
+
+def usd(text: str):  # type: ignore[no-untyped-def]
+    from decimal import Decimal
+
+    return Decimal(text)
+
+
+def test_money_parsing_is_strict() -> None:
+    assert usd_to_micros("0.50", setting="X") == 500_000
+    for bad in ("nan", "inf", "-1", "abc", "0.0000001"):
+        with pytest.raises(ConfigError):
+            usd_to_micros(bad, setting="X")
+    assert format_usd(500_000) == "$0.50" and format_usd(5_000) == "$0.0050"
+
+
+def test_token_counts_are_exact_offline_for_openai_models() -> None:
+    counter = counter_for("gpt-4o-mini")
+    assert counter.exact
+    assert counter.count("hello world") == 2
+    assert counter_for("gpt-4-0613").count("hello world") == 2
+
+
+def test_unknown_models_get_a_stated_upper_bound() -> None:
+    counter = counter_for("mistral-7b")
+    assert isinstance(counter, ByteUpperBound) and not counter.exact
+    text = "héllo wörld, ça va? 東京"
+    assert counter.count(text) >= counter_for("gpt-4o").count(text)
+    assert count_messages(counter, [{"role": "user", "content": text}]) > counter.count(text)
+
+
+def test_repair_answers_dangling_calls_and_drops_orphans() -> None:
+    call = {"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+    messages = [
+        {"role": "tool", "tool_call_id": "ghost", "content": "orphan"},
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [call, {**call, "id": "b"}]},
+        {"role": "tool", "tool_call_id": "b", "content": "B"},
+        {"role": "tool", "tool_call_id": "b", "content": "B again"},
+        {"role": "user", "content": "next"},
+    ]
+    fixed = repair(messages)
+    assert [m["role"] for m in fixed] == ["user", "assistant", "tool", "tool", "user"]
+    assert {m["tool_call_id"] for m in fixed if m["role"] == "tool"} == {"a", "b"}
+    assert next(m for m in fixed if m.get("tool_call_id") == "a")["content"].startswith("[not executed:")
+
+
+def test_trim_removes_old_observations_first_then_old_turns() -> None:
+    counter = counter_for("gpt-4o-mini")
+    call = {"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "a", "content": "big " * 2000},
+        {"role": "assistant", "content": "a1"},
+    ]
+    trimmed = trim(messages, 200, counter)
+    assert len(trimmed) == 4 and trimmed[2]["content"].startswith("[observation removed")
+    assert count_messages(counter, trimmed) <= 200
+    tiny = trim(messages, 10, counter)
+    assert all(m["role"] != "tool" for m in tiny[:1])
+
+
+def test_react_parser() -> None:
+    assert parse("Thought: t\nFinal Answer: 42") == ReactFinal("t", "42")
+    assert parse('Thought: t\nAction: calc\nAction Input: {"a": 1}') == ReactAction("t", "calc", {"a": 1})
+    assert isinstance(parse("just words"), ReactFormatError)
+    assert isinstance(parse("Thought: t\nAction: calc\nAction Input: not json"), ReactFormatError)

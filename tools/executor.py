@@ -1,0 +1,257 @@
+"""One tool call: lookup → validate → approve → run (timeout) → redact → shape → trace.
+
+The engine calls ``prepare`` for each call the model made (pure, no I/O: the engine's loop detector
+compares ``PreparedCall.canonical``), then ``execute``. Model mistakes and tool failures come back as
+``ToolResult`` values with an ``Outcome``; only ``asyncio.CancelledError`` (the engine cancelling a
+call) propagates::
+
+    executor = Executor(registry, trace=sink, observation_max_chars=4000, secrets=settings.secrets())
+    call = executor.prepare("calculator", '{"expression": "2+2"}', call_id="call_1")
+    result = await executor.execute(call, ToolContext(run_id="r1", step=1, task="add"))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from tools.context import ToolContext
+from tools.redact import Redactor
+from tools.registry import Registry
+from tools.result import Outcome, ToolResult
+from tools.schema import strict_schema
+from tools.shaping import shape
+from tools.tool import Tool
+from tools.tracing import TraceRecord, TraceSink, finish_span, tool_span
+
+log = logging.getLogger(__name__)
+
+#: Results whose text is one of these (after stripping) are "empty": the tool ran but found nothing.
+_EMPTY_TEXTS = frozenset({"", "[]", "{}", "null"})
+#: An offending value quoted in a validation message is cut to this length.
+_MAX_QUOTED = 60
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """A tool call checked and ready to run (or, when ``error`` is set, one that must not run)."""
+
+    #: The model's tool-call id.
+    call_id: str
+    #: The tool name as the model asked for it.
+    tool: str
+    #: Validated arguments (``model_dump(mode="json")``), or the raw parsed ones when invalid.
+    arguments: dict[str, Any]
+    #: ``name + "\\x1f" + sorted compact JSON of arguments``: equal for equal calls whatever the key order.
+    canonical: str
+    #: Set when the call must not run (unknown tool, invalid arguments); ``execute`` returns it.
+    error: ToolResult | None = None
+    #: The validated arguments model, kept so ``execute`` need not validate again.
+    parsed: BaseModel | None = field(default=None, repr=False, compare=False)
+
+
+class Executor:
+    """Runs tool calls from one registry (usually a run's ``ToolPolicy`` view)."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        trace: TraceSink | None = None,
+        observation_max_chars: int = 4000,
+        timeouts: Mapping[str, float] | None = None,
+        secrets: Iterable[str] = (),
+    ) -> None:
+        self._registry = registry
+        self._trace = trace
+        self._max_chars = observation_max_chars
+        self._timeouts = dict(timeouts or {})
+        self._redactor = Redactor(secrets)
+
+    @property
+    def registry(self) -> Registry:
+        """The tools this executor runs."""
+        return self._registry
+
+    def prepare(self, tool: str, arguments: str | Mapping[str, Any], *, call_id: str) -> PreparedCall:
+        """Parse, look up and validate one call; no I/O, nothing runs."""
+        raw, parse_error = _parse_arguments(arguments)
+        found = self._registry.get(tool)
+        if found is None:
+            return _rejected(call_id, tool, raw, self._unknown_tool(tool))
+        if parse_error is not None:
+            return _rejected(call_id, tool, raw, self._invalid(found, [f"- {parse_error}"]))
+        try:
+            parsed = found.args_model.model_validate(_drop_null_defaults(found.args_model, raw))
+        except ValidationError as exc:
+            return _rejected(call_id, tool, raw, self._invalid(found, _error_lines(exc)))
+        args = parsed.model_dump(mode="json")
+        return PreparedCall(call_id, tool, args, canonical_call(tool, args), None, parsed)
+
+    async def execute(self, call: PreparedCall, ctx: ToolContext) -> ToolResult:
+        """Run a prepared call and return its result; never raises for tool problems."""
+        started_at, t0 = time.time(), time.perf_counter()
+        with tool_span(call.tool, call.call_id, ctx.run_id) as span:
+            result = call.error or await self._run(call, ctx)
+            rec = TraceRecord(
+                run_id=ctx.run_id,
+                step=ctx.step,
+                call_id=call.call_id,
+                tool=call.tool,
+                arguments=self._redactor.redact_data(call.arguments),
+                started_at=started_at,
+                duration_ms=(time.perf_counter() - t0) * 1000,
+                outcome=result.outcome.value,
+                chars_full=len(result.full),
+                chars_shaped=len(result.text),
+                result_full=result.full,
+                error="" if result.ok else result.text,
+            )
+            finish_span(span, rec)
+        await self._record(rec)
+        return result
+
+    async def _run(self, call: PreparedCall, ctx: ToolContext) -> ToolResult:
+        tool = self._registry.get(call.tool)
+        if tool is None:  # a PreparedCall built by hand, or prepared against another registry
+            return self._failure(call.tool, Outcome.UNKNOWN_TOOL, self._unknown_tool(call.tool).text)
+        args = call.parsed or tool.args_model.model_validate(call.arguments)
+        if tool.needs_approval:
+            refusal = await self._ask_approval(tool, call, ctx)
+            if refusal is not None:
+                return refusal
+        timeout = self._timeouts.get(tool.name, tool.timeout_seconds)
+        try:
+            async with asyncio.timeout(timeout):
+                value = await _invoke(tool, args, ctx)
+        except TimeoutError:
+            # Also a tool's own network timeout (aiohttp raises TimeoutError subclasses): same meaning.
+            return self._failure(tool.name, Outcome.TIMEOUT, f"{tool.name} timed out after {timeout:g}s")
+        except Exception as exc:  # any tool bug or failure becomes an observation; the run goes on
+            return self._failure(tool.name, Outcome.ERROR, _describe_exception(exc))
+        try:
+            text = value if isinstance(value, str) else _to_json(value)
+        except (TypeError, ValueError) as exc:
+            detail = f"{tool.name} returned a value that is not JSON-serialisable ({_describe_exception(exc)})"
+            return self._failure(tool.name, Outcome.ERROR, detail)
+        full = self._redactor.redact(text)
+        shaped = shape(full, self._max_chars, query=f"{ctx.task}\n{ctx.thought}")
+        return ToolResult(tool.name, Outcome.OK, shaped, full, empty=text.strip() in _EMPTY_TEXTS)
+
+    async def _ask_approval(self, tool: Tool, call: PreparedCall, ctx: ToolContext) -> ToolResult | None:
+        try:
+            approved = await ctx.approver.approve(tool.name, call.arguments, ctx)
+        except Exception as exc:  # fail closed: no answer from the approver is a refusal
+            log.warning("approver failed for %s: %s", tool.name, _describe_exception(exc))
+            approved = False
+        if approved:
+            return None
+        return self._failure(
+            tool.name,
+            Outcome.REFUSED,
+            f"{tool.name} needs approval before it runs, and this call was refused (not approved). "
+            "It did not run; do not retry it unchanged.",
+        )
+
+    def _failure(self, tool: str, outcome: Outcome, text: str) -> ToolResult:
+        text = shape(self._redactor.redact(text), self._max_chars)
+        return ToolResult(tool, outcome, text, text)
+
+    def _unknown_tool(self, name: str) -> ToolResult:
+        names = self._registry.names()
+        suggestion = self._registry.suggest(name)
+        parts = [f"Unknown tool {name!r}."]
+        if suggestion:
+            parts.append(f"Did you mean {suggestion!r}?")
+        parts.append(f"Available tools: {', '.join(names)}." if names else "No tools are available in this run.")
+        text = self._redactor.redact(" ".join(parts))
+        return ToolResult(name, Outcome.UNKNOWN_TOOL, text, text)
+
+    def _invalid(self, tool: Tool, lines: list[str]) -> ToolResult:
+        props: dict[str, Any] = strict_schema(tool.args_model)["properties"]
+        expected = ", ".join(props) or "no arguments"
+        body = "\n".join(lines)
+        text = f"Invalid arguments for {tool.name!r}:\n{body}\nExpected arguments: {expected}."
+        return self._failure(tool.name, Outcome.INVALID_ARGUMENTS, text)
+
+    async def _record(self, rec: TraceRecord) -> None:
+        if self._trace is None:
+            return
+        try:
+            await self._trace.record(rec)
+        except Exception:  # a broken trace store must not fail the call it describes
+            log.exception("trace sink failed for call %s", rec.call_id)
+
+
+def canonical_call(tool: str, arguments: Mapping[str, Any]) -> str:
+    """The loop detector's key: name + unit separator + arguments as sorted, compact JSON."""
+    body = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return f"{tool}\x1f{body}"
+
+
+def _rejected(call_id: str, tool: str, raw: dict[str, Any], error: ToolResult) -> PreparedCall:
+    return PreparedCall(call_id, tool, raw, canonical_call(tool, raw), error)
+
+
+def _parse_arguments(arguments: str | Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """(arguments as a dict, or None-free error text). Unparseable text is kept under ``_raw``."""
+    if isinstance(arguments, Mapping):
+        return dict(arguments), None
+    if not arguments.strip():  # some models send "" for a call without arguments
+        return {}, None
+    try:
+        value = json.loads(arguments)
+    except ValueError as exc:
+        return {"_raw": arguments}, f"arguments are not valid JSON ({exc}); send one JSON object"
+    if not isinstance(value, dict):
+        return {"_raw": value}, f"arguments must be a JSON object, not {type(value).__name__}"
+    return value, None
+
+
+def _drop_null_defaults(model: type[BaseModel], raw: dict[str, Any]) -> dict[str, Any]:
+    """Strict schemas make optional fields nullable: null means "use the default"."""
+    optional: set[str] = set()
+    for name, info in model.model_fields.items():
+        if not info.is_required():
+            optional.update({name, info.alias or name})
+    return {k: v for k, v in raw.items() if not (v is None and k in optional)}
+
+
+def _error_lines(exc: ValidationError) -> list[str]:
+    lines = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in err["loc"]) or "(arguments)"
+        line = f"- {where}: {err['msg']}"
+        if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
+            quoted = repr(err["input"])
+            line += f" (got {quoted[:_MAX_QUOTED]}{'…' if len(quoted) > _MAX_QUOTED else ''})"
+        lines.append(line)
+    return lines
+
+
+async def _invoke(tool: Tool, args: BaseModel, ctx: ToolContext) -> Any:
+    handler = tool.handler
+    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(getattr(handler, "__call__", None)):
+        return await handler(args, ctx)
+    # Sync tools run in a worker thread so they cannot stall the event loop (and the other calls).
+    value = await asyncio.to_thread(handler, args, ctx)
+    return await value if inspect.isawaitable(value) else value
+
+
+def _to_json(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _describe_exception(exc: BaseException) -> str:
+    message = str(exc).strip()
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
