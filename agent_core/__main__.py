@@ -45,7 +45,7 @@ def render(event: Event, out: TextIO) -> None:
 
 
 async def _main(task: str) -> int:
-    from tools import ToolSettings, builtin_registry
+    from tools import ToolPolicy, ToolSettings, builtin_registry
 
     settings = AgentSettings()
     tool_settings = ToolSettings()
@@ -57,7 +57,7 @@ async def _main(task: str) -> int:
     )
     try:
         final: Stopped | None = None
-        async for event in agent.events(task, registry=registry.select(tool_settings.enabled_tools())):
+        async for event in agent.events(task, registry=ToolPolicy(tool_settings.agent_tools or None).enabled(registry)):
             render(event, sys.stdout)
             sys.stdout.flush()
             if isinstance(event, Stopped):

@@ -5,7 +5,8 @@ Layout (``P`` is the configurable prefix, ``E`` the enterprise id or ``-``, ``T`
     P:E:T:{C:ts}:history       list of LLM-facing messages (RPUSH per step)
     P:E:T:{C:ts}:progress      JSON Progress (task, step, status, findings)
     P:E:T:{C:ts}:trace         list of JSON trace records
-    P:E:T:{C:ts}:inbox         turns waiting for the thread's single run slot
+    P:E:T:{C:ts}:inbox         ids of the turns waiting for the thread's single run slot, oldest first
+    P:E:T:{C:ts}:turns         hash turn id -> the turn (who asked what, where to reply)
     P:E:T:{C:ts}:lock          the run slot (value: the job holding it)
     P:E:T:{C:ts}:run:R         hash of run R's Slack bookkeeping (reply ts, requester, posted steps)
     P:E:T:{C:ts}:cancel:R      set when run R was asked to stop (a pub/sub message is sent too)
@@ -90,6 +91,9 @@ class Keys:
 
     def inbox(self, thread: str) -> str:
         return f"{self.thread_base(thread)}:inbox"
+
+    def turns(self, thread: str) -> str:
+        return f"{self.thread_base(thread)}:turns"
 
     def lock(self, thread: str) -> str:
         return f"{self.thread_base(thread)}:lock"

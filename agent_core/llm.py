@@ -88,7 +88,7 @@ def _retry_after(exc: openai.APIStatusError, attempt: int) -> float:
                 return min(max(float(value) * scale, 0.0), RETRY_WAIT_CAP_SECONDS)
             except ValueError:
                 break
-    return min(0.5 * 2**attempt + random.uniform(0, 0.25), RETRY_WAIT_CAP_SECONDS)
+    return min(0.5 * 2.0**attempt + random.uniform(0, 0.25), RETRY_WAIT_CAP_SECONDS)
 
 
 def _uses_max_completion_tokens(model: str) -> bool:
@@ -150,7 +150,7 @@ class OpenAIChatLLM:
                         "check OPENAI_BASE_URL",
                         retryable=True,
                     ) from exc
-                wait = min(0.5 * 2**attempt, RETRY_WAIT_CAP_SECONDS)
+                wait = min(0.5 * 2.0**attempt, RETRY_WAIT_CAP_SECONDS)
             log.info("LLM call failed, retry %d/%d in %.2fs", attempt + 1, self._max_retries, wait)
             attempt += 1
             await asyncio.sleep(wait)

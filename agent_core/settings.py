@@ -35,7 +35,7 @@ class AgentSettings(BaseSettings):
     agent_max_tokens: int = Field(default=50_000, gt=0, description="Prompt + completion tokens per run.")
     agent_max_cost_usd: Decimal = Field(default=Decimal("0.50"), ge=0, description="Cost cap per run, USD.")
     agent_max_seconds: float = Field(default=300.0, gt=0, description="Wall-clock cap per run, seconds.")
-    agent_no_progress_steps: int = Field(default=3, gt=0, description="Steps in a row with nothing new before stopping.")
+    agent_no_progress_steps: int = Field(default=3, gt=0, description="Idle steps in a row before stopping.")
     agent_max_completion_tokens: int = Field(default=1024, gt=0, description="Completion cap of one LLM call.")
     agent_history_tokens: int = Field(
         default=12_000, gt=0, description="Token budget of the conversation history sent with each request."

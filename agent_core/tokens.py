@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import importlib.resources
+import importlib.util
 import json
 import logging
+import pathlib
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Protocol
@@ -107,9 +108,13 @@ def _load_encoding(name: str) -> Any | None:
     except ImportError:
         return None
     pattern, sha256, special = _ENCODINGS[name]
+    # Located without importing bpe_openai: its __init__ loads every encoding it has (slow, and warns).
+    spec = importlib.util.find_spec("bpe_openai")
     try:
-        data = gzip.decompress((importlib.resources.files("bpe_openai") / "data" / f"{name}.tiktoken.gz").read_bytes())
-    except (ImportError, FileNotFoundError, OSError):
+        if spec is None or spec.origin is None:
+            raise FileNotFoundError("bpe_openai is not installed")
+        data = gzip.decompress((pathlib.Path(spec.origin).parent / "data" / f"{name}.tiktoken.gz").read_bytes())
+    except OSError:
         log.warning("no offline rank file for %s; token counts use the UTF-8 byte upper bound", name)
         return None
     if hashlib.sha256(data).hexdigest() != sha256:

@@ -12,6 +12,7 @@ from agent_core.errors import ConfigError
 from agent_core.keys import DEFAULT_KEY_PREFIX
 from agent_core.redis_store import DEFAULT_TTL_SECONDS
 from agent_core.settings import AgentSettings
+from tools import ToolSettings
 
 #: Slack's Web API; the trailing slash matters, the SDK joins method names onto it with urljoin.
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
@@ -24,7 +25,7 @@ Verbosity = Literal["full", "compact"]
 Role = Literal["all", "web", "worker"]
 
 
-class Settings(AgentSettings):
+class Settings(AgentSettings, ToolSettings):
     """Every setting of ``python -m bot``; the README's settings table documents each with its default."""
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)

@@ -1,7 +1,7 @@
 """Per-workspace limits and budget: config and change audit in Redis, the strict parser, the admin check.
 
-The pieces, used by ``/agent-limits`` (``bot/listeners/commands.py``), App Home (``bot/listeners/home.py``) and
-the run job (``bot/jobs.py``)::
+The pieces, used by ``/agent-limits`` (``bot/listeners/commands.py``), App Home
+(``bot/listeners/home.py``) and the run job (``bot/jobs.py``)::
 
     store = WorkspaceLimitsStore(redis, defaults=WorkspaceConfig(budget_micros=10_000_000))
     ws = Workspace("T123")
@@ -29,18 +29,19 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from decimal import Decimal
+from typing import Any, Literal, TypeVar, cast, get_args
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core.cost import format_usd
-from agent_core.errors import StoreError
+from agent_core.cost import format_usd, usd_to_micros
+from agent_core.errors import ConfigError, StoreError
 from agent_core.keys import DEFAULT_KEY_PREFIX, Keys
 from agent_core.limits import Limits
 from agent_core.redis_budget import (
@@ -52,6 +53,7 @@ from agent_core.redis_budget import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 __all__ = [
     "AUDIT_CAP",
@@ -60,7 +62,10 @@ __all__ = [
     "Command",
     "ConfigField",
     "InvalidValue",
+    "LimitsPolicy",
     "ResetCommand",
+    "RunBlocked",
+    "RunPlan",
     "RunRecord",
     "RunRefusal",
     "SetCommand",
@@ -70,6 +75,7 @@ __all__ = [
     "UsageError",
     "Workspace",
     "WorkspaceConfig",
+    "WorkspaceLimits",
     "WorkspaceLimitsStore",
     "budget_exhausted_message",
     "describe_budget",
@@ -87,8 +93,9 @@ MICROS_PER_USD = 1_000_000
 DEFAULT_MAX_STEPS = 15
 DEFAULT_MAX_TOKENS = 50_000
 DEFAULT_MAX_COST_MICROS = 500_000
-DEFAULT_BUDGET_MICROS = 10_000_000
+DEFAULT_BUDGET_USD = Decimal("10.00")
 """$10.00 per period: small enough that a misconfigured workspace cannot run up a large bill."""
+DEFAULT_BUDGET_MICROS = 10_000_000
 DEFAULT_PERIOD: Period = "monthly"
 ADMIN_CACHE_SECONDS = 300.0
 """users.info answers are reused this long: admin changes take effect within five minutes."""
@@ -156,7 +163,7 @@ class WorkspaceConfig:
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One audited change: who, when, what, and the effective values before and after (as people read them)."""
+    """One audited change: who, when, what, and the effective values before and after."""
 
     actor: str
     at: datetime
@@ -177,9 +184,7 @@ class Change:
     @classmethod
     def from_json(cls, raw: str | bytes) -> Change:
         data = json.loads(raw)
-        return cls(
-            str(data["who"]), datetime.fromisoformat(data["at"]), data["field"], data["old"], data["new"]
-        )
+        return cls(str(data["who"]), datetime.fromisoformat(data["at"]), data["field"], data["old"], data["new"])
 
     def describe(self) -> str:
         return f"{_when(self.at)} <@{self.actor}>: {LABELS[self.field]} {self.old} → {self.new}"
@@ -230,7 +235,7 @@ class RunRecord:
 
 
 def limits_for(config: WorkspaceConfig, base: Limits | None = None) -> Limits:
-    """The engine's ``Limits`` for a run of this workspace; fields the workspace cannot set come from ``base``."""
+    """The engine's ``Limits`` for a run of this workspace; the fields it cannot set come from ``base``."""
     return replace(
         base or Limits(),
         max_steps=config.max_steps,
@@ -289,14 +294,12 @@ def parse_value(config_field: ConfigField, text: str) -> int | str:
         match = _MONEY_RE.fullmatch(text)
         if match is None:
             raise InvalidValue(
-                f"`{label}` needs a dollar amount with at most two decimals, like `25` or `0.50`; "
-                f"got `{_quote(text)}`."
+                f"`{label}` needs a dollar amount with at most two decimals, like `25` or `0.50`; got `{_quote(text)}`."
             )
         micros = int(match[1]) * MICROS_PER_USD + int((match[2] or "0").ljust(2, "0")) * 10_000
         if not bound.low <= micros <= bound.high:
             raise InvalidValue(
-                f"`{label}` must be between {format_usd(bound.low)} and {format_usd(bound.high)}; "
-                f"got `{_quote(text)}`."
+                f"`{label}` must be between {format_usd(bound.low)} and {format_usd(bound.high)}; got `{_quote(text)}`."
             )
         return micros
     match = _COUNT_RE.fullmatch(text)
@@ -304,9 +307,7 @@ def parse_value(config_field: ConfigField, text: str) -> int | str:
         raise InvalidValue(f"`{label}` needs a whole number written with digits 0-9, got `{_quote(text)}`.")
     count = int(match[1])
     if not bound.low <= count <= bound.high:
-        raise InvalidValue(
-            f"`{label}` must be between {bound.low:,} and {bound.high:,}; got `{_quote(text)}`."
-        )
+        raise InvalidValue(f"`{label}` must be between {bound.low:,} and {bound.high:,}; got `{_quote(text)}`.")
     return count
 
 
@@ -371,9 +372,7 @@ def parse_command(text: str) -> Command | UsageError:
         return UsageError(f"Unknown subcommand `{_quote(words[0])}`.")
     most = 2 if config_field == "budget_micros" else 1
     if not 1 <= len(args) <= most:
-        return UsageError(
-            f"`{name}` takes {'an amount and an optional period' if most == 2 else 'one value'}."
-        )
+        return UsageError(f"`{name}` takes {'an amount and an optional period' if most == 2 else 'one value'}.")
     try:
         changes: list[tuple[ConfigField, ConfigValue]] = [(config_field, parse_value(config_field, args[0]))]
         if len(args) == 2:
@@ -418,7 +417,7 @@ class WorkspaceLimitsStore:
 
     Args:
         redis: the shared client (``decode_responses`` either way).
-        defaults: the settings' values (``AGENT_MAX_STEPS``, ... ``AGENT_BUDGET_PERIOD``); ``reset`` returns here.
+        defaults: the settings' values (``AGENT_MAX_STEPS`` ... ``AGENT_BUDGET_PERIOD``); ``reset`` goes here.
         key_prefix: the deployment's global key prefix (``REDIS_KEY_PREFIX``; tests pass their own).
         clock: timezone-aware now, for audit times and budget periods.
         reservation_ttl_seconds: handed to every :class:`RedisBudget` this store builds.
@@ -454,7 +453,7 @@ class WorkspaceLimitsStore:
     async def get(self, ws: Workspace) -> WorkspaceConfig:
         """The workspace's effective config: its overrides on top of the defaults."""
         try:
-            raw = await self._redis.hgetall(self._config_key(ws))
+            raw = await _awaited(self._redis.hgetall(self._config_key(ws)))
         except RedisError as exc:
             raise _unavailable(exc) from exc
         return self._merge(raw)
@@ -466,16 +465,14 @@ class WorkspaceLimitsStore:
             if name not in _FIELDS:
                 continue
             try:
-                overrides[name] = _decode(name, _text(value))  # type: ignore[arg-type]
+                overrides[name] = _decode(name, _text(value))
             except InvalidValue:
                 # Written by hand or by an older version: ignore it rather than run with a nonsense limit.
                 log.warning("ignoring invalid stored limit %s=%r", name, value)
         return replace(self.defaults, **overrides)
 
-    async def set(
-        self, ws: Workspace, config_field: ConfigField, value: ConfigValue, actor: str
-    ) -> list[Change]:
-        """Set one field (already validated, e.g. by :func:`parse_value`); returns the audited change, if any."""
+    async def set(self, ws: Workspace, config_field: ConfigField, value: ConfigValue, actor: str) -> list[Change]:
+        """Set one field (validated, e.g. by :func:`parse_value`); returns the audited change, if any."""
         return await self.apply(ws, ((config_field, value),), actor)
 
     async def apply(
@@ -495,7 +492,8 @@ class WorkspaceLimitsStore:
 
         def plan(before: WorkspaceConfig) -> tuple[dict[str, str], list[Change]]:
             at = self._clock()
-            writes, audit = {}, []
+            writes: dict[str, str] = {}
+            audit: list[Change] = []
             for name, value in wanted.items():
                 old = getattr(before, name)
                 if old != value:
@@ -534,8 +532,8 @@ class WorkspaceLimitsStore:
                 while True:
                     try:
                         await pipe.watch(key)
-                        writes, audit = plan(self._merge(await pipe.hgetall(key)))
-                        pipe.multi()
+                        writes, audit = plan(self._merge(await _awaited(pipe.hgetall(key))))
+                        pipe.multi()  # type: ignore[no-untyped-call]
                         if delete:
                             pipe.delete(key)
                         if writes:
@@ -553,7 +551,7 @@ class WorkspaceLimitsStore:
     async def recent_changes(self, ws: Workspace, n: int = 5) -> list[Change]:
         """The last ``n`` changes, newest first."""
         try:
-            raw = await self._redis.lrange(self._audit_key(ws), 0, n - 1)
+            raw = await _awaited(self._redis.lrange(self._audit_key(ws), 0, n - 1))
         except RedisError as exc:
             raise _unavailable(exc) from exc
         return [Change.from_json(r) for r in raw]
@@ -587,10 +585,16 @@ class WorkspaceLimitsStore:
 
     async def recent_runs(self, ws: Workspace, n: int = 10) -> list[RunRecord]:
         try:
-            raw = await self._redis.lrange(self._runs_key(ws), 0, n - 1)
+            raw = await _awaited(self._redis.lrange(self._runs_key(ws), 0, n - 1))
         except RedisError as exc:
             raise _unavailable(exc) from exc
         return [RunRecord.from_json(r) for r in raw]
+
+
+async def _awaited(result: Awaitable[T] | T) -> T:
+    # redis-py types each command as "Awaitable[T] | T" (one stub for sync and async clients); on the async
+    # client it is always the awaitable.
+    return await cast(Awaitable[T], result)
 
 
 def _unavailable(exc: BaseException) -> StoreError:
@@ -600,7 +604,7 @@ def _unavailable(exc: BaseException) -> StoreError:
     )
 
 
-# --------------------------------------------------------------------------------------------- who may do what
+# ------------------------------------------------------------------------------------------ who may do what
 class SlackLookupError(Exception):
     """users.info failed, so nobody's permissions can be decided; the reply asks to try again."""
 
@@ -638,8 +642,8 @@ def run_permission(
     if not allow_external and (user.get("is_stranger") or not _member_of(user, team_id)):
         return RunRefusal(
             "external",
-            "Sorry, I can only run for members of this workspace: people from other organisations in a shared "
-            "channel can't start runs on its budget. Ask someone from this workspace to mention me.",
+            "Sorry, I can only run for members of this workspace: people from other organisations in a "
+            "shared channel can't start runs on its budget. Ask someone from this workspace to mention me.",
         )
     if not allow_guests and (user.get("is_restricted") or user.get("is_ultra_restricted")):
         return RunRefusal(
@@ -702,7 +706,7 @@ class SlackUsers:
         return user
 
     async def is_admin(self, client: AsyncWebClient, team_id: str | None, user_id: str) -> bool:
-        """May ``user_id`` change ``team_id``'s limits? Listed users always; else Slack's admin/owner flags."""
+        """May ``user_id`` change ``team_id``'s limits? Listed users may; else Slack's admin/owner flags."""
         if user_id in self.admin_user_ids:
             return True
         user = await self.info(client, user_id)
@@ -714,14 +718,10 @@ class SlackUsers:
         flags = ("is_admin", "is_owner", "is_primary_owner")
         return any(bool(user.get(f)) for f in flags) or any(bool(enterprise.get(f)) for f in flags[:2])
 
-    async def run_permission(
-        self, client: AsyncWebClient, team_id: str | None, user_id: str
-    ) -> RunRefusal | None:
+    async def run_permission(self, client: AsyncWebClient, team_id: str | None, user_id: str) -> RunRefusal | None:
         """None when the user may start a run on ``team_id``'s budget, else the refusal to reply with."""
         user = await self.info(client, user_id)
-        return run_permission(
-            user, team_id, allow_guests=self.allow_guests, allow_external=self.allow_external
-        )
+        return run_permission(user, team_id, allow_guests=self.allow_guests, allow_external=self.allow_external)
 
     def who_may_change(self) -> str:
         return who_may_change(self.admin_user_ids)
@@ -739,9 +739,12 @@ def _reset_date(usage: BudgetUsage) -> str:
 def describe_budget(config: WorkspaceConfig) -> str:
     if config.budget_micros is None:
         return "no budget"
-    per = "month" if config.period == "monthly" else "day"
     frozen = " (spending frozen)" if config.budget_micros == 0 else ""
-    return f"{format_usd(config.budget_micros)} per {per}{frozen}"
+    return f"{format_usd(config.budget_micros)} per {_unit(config.period)}{frozen}"
+
+
+def _unit(period: Period) -> str:
+    return "month" if period == "monthly" else "day"
 
 
 def format_show(
@@ -759,7 +762,7 @@ def format_show(
         f"• Max tokens per run: {config.max_tokens:,}",
         f"• Max cost per run: {format_usd(config.max_cost_micros)}",
         f"• Budget: {describe_budget(config)}",
-        f"• Spent this {'month' if usage.window.period == 'monthly' else 'day'}: {format_usd(usage.spent_micros)}"
+        f"• Spent this {_unit(usage.window.period)}: {format_usd(usage.spent_micros)}"
         + (f" (+ {format_usd(usage.held_micros)} held by runs in progress)" if usage.held_micros else ""),
     ]
     if usage.remaining_micros is not None:
@@ -774,9 +777,7 @@ def format_show(
     return "\n".join(lines)
 
 
-def budget_exhausted_message(
-    config: WorkspaceConfig, usage: BudgetUsage, admin_user_ids: Collection[str]
-) -> str:
+def budget_exhausted_message(config: WorkspaceConfig, usage: BudgetUsage, admin_user_ids: Collection[str]) -> str:
     """The immediate reply to a mention when the workspace's budget is used up (stop reason verbatim)."""
     return (
         f"`budget_exhausted`: this workspace's agent budget ({describe_budget(config)}) is used up, "
@@ -789,3 +790,175 @@ def budget_exhausted_message(
 def is_exhausted(usage: BudgetUsage) -> bool:
     """Nothing left to reserve: a new run would stop before its first call."""
     return usage.remaining_micros is not None and usage.remaining_micros <= 0
+
+
+# --------------------------------------------------------------------------------------------- the facade
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimitsPolicy:
+    """The settings this module needs, as plain values (built once from ``Settings`` at start-up)."""
+
+    defaults: WorkspaceConfig = WorkspaceConfig()
+    """AGENT_MAX_STEPS, AGENT_MAX_TOKENS, AGENT_MAX_COST_USD, AGENT_BUDGET_USD, AGENT_BUDGET_PERIOD."""
+    admin_user_ids: frozenset[str] = frozenset()
+    """AGENT_ADMIN_USER_IDS: may change limits in every workspace, whatever Slack says."""
+    allow_guests: bool = False
+    """AGENT_ALLOW_GUESTS: guests may start runs paid by the workspace's budget."""
+    allow_external: bool = False
+    """AGENT_ALLOW_EXTERNAL_USERS: people of other organisations in shared channels may start runs."""
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> LimitsPolicy:
+        """From the service's ``Settings``; names missing from it fall back to the documented defaults.
+
+        Reads ``agent_max_steps``, ``agent_max_tokens``, ``agent_max_cost_usd`` (Decimal), ``agent_budget_usd``
+        (Decimal, None or "" for no budget), ``agent_budget_period``, ``agent_admin_user_ids`` (a list, or one
+        string separated by commas or spaces), ``agent_allow_guests``, ``agent_allow_external_users``.
+        """
+        budget = getattr(settings, "agent_budget_usd", DEFAULT_BUDGET_USD)
+        period = getattr(settings, "agent_budget_period", DEFAULT_PERIOD)
+        if period not in ("monthly", "daily"):
+            raise ConfigError(f"AGENT_BUDGET_PERIOD must be 'monthly' or 'daily', got {period!r}")
+        defaults = WorkspaceConfig(
+            max_steps=int(getattr(settings, "agent_max_steps", DEFAULT_MAX_STEPS)),
+            max_tokens=int(getattr(settings, "agent_max_tokens", DEFAULT_MAX_TOKENS)),
+            max_cost_micros=usd_to_micros(
+                getattr(settings, "agent_max_cost_usd", Decimal("0.50")), setting="AGENT_MAX_COST_USD"
+            ),
+            budget_micros=None
+            if budget is None or str(budget).strip() == ""
+            else usd_to_micros(budget, setting="AGENT_BUDGET_USD"),
+            period=period,
+        )
+        ids = getattr(settings, "agent_admin_user_ids", ())
+        if isinstance(ids, str):
+            ids = ids.replace(",", " ").split()
+        return cls(
+            defaults=defaults,
+            admin_user_ids=frozenset(str(i).strip() for i in ids if str(i).strip()),
+            allow_guests=bool(getattr(settings, "agent_allow_guests", False)),
+            allow_external=bool(getattr(settings, "agent_allow_external_users", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """What a run of this workspace starts with; fixed for the whole run."""
+
+    config: WorkspaceConfig
+    limits: Limits
+    budget: RedisBudget
+
+
+@dataclass(frozen=True, slots=True)
+class RunBlocked:
+    """The run must not start; ``message`` is the thread reply (no LLM call is made)."""
+
+    reason: Literal["guest", "external", "budget_exhausted"]
+    message: str
+
+
+class WorkspaceLimits:
+    """Everything the command, App Home and the run job do with limits, with one set of rules.
+
+    Build one per process and share it (its users.info cache is per instance)::
+
+        limits = WorkspaceLimits.create(redis, LimitsPolicy.from_settings(settings), key_prefix=...)
+        reply = await limits.run_command(client, ws, user_id, "budget 25")
+        plan = await limits.preflight(client, ws, user_id, base=settings.limits())
+    """
+
+    def __init__(self, store: WorkspaceLimitsStore, users: SlackUsers) -> None:
+        self.store = store
+        self.users = users
+
+    @classmethod
+    def create(
+        cls,
+        redis: aioredis.Redis,
+        policy: LimitsPolicy,
+        *,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        clock: Callable[[], datetime] = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> WorkspaceLimits:
+        store = WorkspaceLimitsStore(redis, defaults=policy.defaults, key_prefix=key_prefix, clock=clock)
+        users = SlackUsers(
+            admin_user_ids=policy.admin_user_ids,
+            allow_guests=policy.allow_guests,
+            allow_external=policy.allow_external,
+            clock=monotonic,
+        )
+        return cls(store, users)
+
+    def refusal(self) -> str:
+        return (
+            f"Only {self.users.who_may_change()} can change the agent's limits. "
+            "Anyone can see them with `/agent-limits show`."
+        )
+
+    async def may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
+        """Raises :class:`SlackLookupError` when Slack cannot say."""
+        return await self.users.is_admin(client, ws.team_id, user_id)
+
+    async def show(self, ws: Workspace, *, can_change: bool) -> str:
+        config = await self.store.get(ws)
+        usage = await self.store.usage(ws, config)
+        changes = await self.store.recent_changes(ws, 5)
+        return format_show(config, usage, changes, can_change=can_change, admin_user_ids=self.users.admin_user_ids)
+
+    async def run_command(self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str) -> str:
+        """The ephemeral reply to ``/agent-limits <text>``; nothing changes unless it is valid and allowed."""
+        command = parse_command(text)
+        if isinstance(command, UsageError):
+            return command.text
+        if isinstance(command, ShowCommand):
+            try:
+                can_change = await self.may_change(client, ws, user_id)
+            except SlackLookupError:
+                can_change = False  # showing does not depend on it; the footer then names who may
+            return await self.show(ws, can_change=can_change)
+        if isinstance(command, ResetCommand):
+            return await self.reset(client, ws, user_id)
+        return await self.change(client, ws, user_id, command.changes)
+
+    async def change(
+        self,
+        client: AsyncWebClient,
+        ws: Workspace,
+        user_id: str,
+        changes: Iterable[tuple[ConfigField, ConfigValue]],
+    ) -> str:
+        """Authorize, then apply validated changes; the reply lists what changed."""
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        done = await self.store.apply(ws, changes, actor=user_id)
+        return _changed_reply(done)
+
+    async def reset(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> str:
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        done = await self.store.reset(ws, actor=user_id)
+        return _changed_reply(done, nothing="The limits already are the defaults; nothing changed.")
+
+    async def preflight(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None
+    ) -> RunPlan | RunBlocked:
+        """Before a run: may this user start it, and is there budget left? Raises ``StoreError`` when Redis is
+        down (fail closed: reply with ``error``, make no LLM call) and ``SlackLookupError`` when Slack is."""
+        refusal = await self.users.run_permission(client, ws.team_id, user_id)
+        if refusal is not None:
+            return RunBlocked(refusal.reason, refusal.message)
+        config = await self.store.get(ws)
+        budget = self.store.budget_for(ws, config)
+        usage = await budget.usage_summary()
+        if is_exhausted(usage):
+            message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
+            return RunBlocked("budget_exhausted", message)
+        return RunPlan(config, limits_for(config, base), budget)
+
+
+def _changed_reply(done: list[Change], nothing: str = "That is the current value already; nothing changed.") -> str:
+    if not done:
+        return nothing
+    lines = [f"• {LABELS[c.field]}: {c.old} → {c.new}" for c in done]
+    return "Changed (applies to the next run; runs in progress keep their limits):\n" + "\n".join(lines)

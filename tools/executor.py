@@ -239,7 +239,10 @@ def _error_lines(exc: ValidationError) -> list[str]:
 
 async def _invoke(tool: Tool, args: BaseModel, ctx: ToolContext) -> Any:
     handler = tool.handler
-    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(getattr(handler, "__call__", None)):
+    is_async = inspect.iscoroutinefunction(handler) or (
+        not inspect.isroutine(handler) and inspect.iscoroutinefunction(type(handler).__call__)
+    )
+    if is_async:
         return await handler(args, ctx)
     # Sync tools run in a worker thread so they cannot stall the event loop (and the other calls).
     value = await asyncio.to_thread(handler, args, ctx)

@@ -148,13 +148,24 @@ class Registry:
 
 
 def _signature(t: Tool) -> str:
-    props: dict[str, Any] = strict_schema(t.args_model)["properties"]
-    return ", ".join(f"{name}: {_type_label(spec)}" for name, spec in props.items())
+    props: dict[str, Any] = t.args_model.model_json_schema().get("properties", {})
+    optional = {
+        info.alias or name: info.get_default(call_default_factory=True)
+        for name, info in t.args_model.model_fields.items()
+        if not info.is_required()
+    }
+    parts = []
+    for name, spec in props.items():
+        label = f"{name}: {_type_label(spec)}"
+        parts.append(f"{label} = {optional[name]!r}" if name in optional else label)
+    return ", ".join(parts)
 
 
 def _type_label(spec: dict[str, Any]) -> str:
     if "anyOf" in spec:
         return " | ".join(_type_label(option) for option in spec["anyOf"])
+    if "$ref" in spec:
+        return str(spec["$ref"]).rsplit("/", 1)[-1]
     kind = spec.get("type", "any")
     if isinstance(kind, list):
         return " | ".join(str(k) for k in kind)

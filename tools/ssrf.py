@@ -21,7 +21,6 @@ import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
@@ -158,8 +157,8 @@ class AllowList:
         """True when ``ip`` (or the IPv4 address it wraps) falls in a listed address or network."""
         candidates = {ip, unwrap(ip)}
         return any(
-            (allowed_port is None or allowed_port == port) and any(c.version == net.version and c in net
-                                                                   for c in candidates)
+            (allowed_port is None or allowed_port == port)
+            and any(c.version == net.version and c in net for c in candidates)
             for net, allowed_port in self.networks
         )
 
@@ -263,12 +262,6 @@ class PinnedResolver(AbstractResolver):
 
 def _result(host: str, address: str, port: int) -> ResolveResult:
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    result: dict[str, Any] = {
-        "hostname": host,
-        "host": address,
-        "port": port,
-        "family": family,
-        "proto": socket.IPPROTO_TCP,
-        "flags": socket.AI_NUMERICHOST,
-    }
-    return ResolveResult(**result)
+    return ResolveResult(
+        hostname=host, host=address, port=port, family=family, proto=socket.IPPROTO_TCP, flags=socket.AI_NUMERICHOST
+    )

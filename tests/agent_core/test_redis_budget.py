@@ -116,9 +116,7 @@ async def test_reserving_the_same_key_again_replaces_the_hold(
     assert (usage.held_micros, usage.holds) == (900, 1)
 
 
-async def test_no_budget_counts_spend_without_a_limit(
-    redis_client: aioredis.Redis, key_prefix: str, clock: Clock
-):
+async def test_no_budget_counts_spend_without_a_limit(redis_client: aioredis.Redis, key_prefix: str, clock: Clock):
     budget = make_budget(redis_client, f"{key_prefix}:ws:T1", clock, limit=None)
     hold = await budget.reserve("r:1", 10**12)
     assert hold is not None
@@ -249,9 +247,7 @@ async def test_daily_period_rolls_over_at_midnight_utc(redis_client: aioredis.Re
     assert isinstance(late, RedisReservation) and late.period_id == "2026-12-02"
 
 
-async def test_monthly_period_rolls_over_on_the_first_across_a_year(
-    redis_client: aioredis.Redis, key_prefix: str
-):
+async def test_monthly_period_rolls_over_on_the_first_across_a_year(redis_client: aioredis.Redis, key_prefix: str):
     clock = Clock(datetime(2026, 12, 31, 23, 0, tzinfo=UTC))
     budget = make_budget(redis_client, f"{key_prefix}:ws:T1", clock, period="monthly")
     hold = await budget.reserve("r:1", 1_000)
@@ -267,9 +263,7 @@ async def test_monthly_period_rolls_over_on_the_first_across_a_year(
 
 
 def test_period_windows():
-    assert period_window(datetime(2026, 2, 28, 23, 59, tzinfo=UTC), "daily").end == datetime(
-        2026, 3, 1, tzinfo=UTC
-    )
+    assert period_window(datetime(2026, 2, 28, 23, 59, tzinfo=UTC), "daily").end == datetime(2026, 3, 1, tzinfo=UTC)
     march = period_window(datetime(2026, 3, 15, tzinfo=UTC), "monthly")
     assert (march.id, march.start, march.end) == (
         "2026-03",
@@ -294,9 +288,7 @@ async def test_another_workspace_is_unaffected(redis_client: aioredis.Redis, key
     assert await other.reserve("r:1", 1_000) is not None
 
 
-async def test_keys_share_one_hash_tag_per_workspace(
-    redis_client: aioredis.Redis, key_prefix: str, clock: Clock
-):
+async def test_keys_share_one_hash_tag_per_workspace(redis_client: aioredis.Redis, key_prefix: str, clock: Clock):
     budget = make_budget(redis_client, f"{key_prefix}:ws:T1", clock)
     hold = await budget.reserve("r:1", 10)
     assert hold is not None
@@ -383,3 +375,41 @@ async def test_bad_amounts_are_refused(redis_client: aioredis.Redis, key_prefix:
     assert hold is not None
     with pytest.raises(ValueError, match="micro-dollars"):
         await budget.settle(hold, -1)
+
+
+# ------------------------------------------------------------------------------------------------ with the engine
+async def test_twenty_concurrent_runs_stay_within_the_workspace_budget(
+    redis_client: aioredis.Redis, key_prefix: str, clock: Clock, fake_openai, make_agent
+):
+    """The real loop, the real OpenAI client and the fake server: 20 runs of one workspace at once."""
+    from tests.fakes.openai_server import text, tool_calls
+
+    def script(request):  # each run: one tool call, then an answer; every reply reports its usage
+        if any(m["role"] == "tool" for m in request.messages):
+            return text("done", prompt_tokens=100, completion_tokens=500)
+        return tool_calls(("echo", {"text": "hi", "times": 1}), prompt_tokens=100, completion_tokens=500)
+
+    fake_openai.script = script
+    # gpt-4o-mini: a call costs 15 + 300 = 315 µ$ as reported; its worst case (1,024 completion tokens) ~630 µ$.
+    limit = 5_000
+    agent = make_agent()
+    runs = [
+        agent.run(f"task {i}", run_id=f"run{i}", budget=make_budget(redis_client, f"{key_prefix}:ws:T1", clock, limit))
+        for i in range(20)
+    ]
+    other = agent.run(
+        "elsewhere", run_id="other", budget=make_budget(redis_client, f"{key_prefix}:ws:T2", clock, limit)
+    )
+    *results, other_result = await asyncio.gather(*runs, other)
+
+    reasons = [r.reason.value for r in results]
+    assert set(reasons) == {"final_answer", "budget_exhausted"}, reasons
+    usage = await make_budget(redis_client, f"{key_prefix}:ws:T1", clock, limit).usage_summary()
+    assert usage.spent_micros <= limit and usage.held_micros == 0
+    # Every call the server answered was recorded, and nothing else: spend is exactly what the runs report.
+    assert usage.spent_micros == sum(r.usage.cost_micros for r in results)
+    calls_t1 = len(fake_openai.requests) - other_result.steps
+    assert usage.spent_micros == 315 * calls_t1
+    # The other workspace ran to its answer on its own budget.
+    assert other_result.reason.value == "final_answer"
+    assert (await make_budget(redis_client, f"{key_prefix}:ws:T2", clock, limit).spent()) == 630

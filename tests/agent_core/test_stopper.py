@@ -70,16 +70,15 @@ async def test_empty_and_repeated_results_count_as_no_progress(
     fake_openai: FakeOpenAI, make_agent: AgentFactory
 ) -> None:
     fake_openai.queue(
-        tool_calls(("lookup", {"key": "empty"})),          # []
-        tool_calls(echo_call("same words here")),           # new
-        tool_calls(echo_call("same words here", raw='{"text": "same words here", "times": 1} ')),  # loop? no:
+        tool_calls(echo_call("same words here")),  # new: progress
+        tool_calls(("lookup", {"key": "empty"})),  # []: idle 1
+        tool_calls(("echo", '{"times": 1, "text": "same words here"}')),  # a repeat of the first result: idle 2
         text("never"),
     )
-    # The third call is the 2nd identical one (allowed), but its result repeats the 2nd: idle again.
-    # Together with a 4th idle step the run must stop: make the window 2 for this test.
     stopped = await make_agent(limits=Limits(no_progress_steps=2)).run("nothing new")
     assert stopped.reason is StopReason.NO_PROGRESS
-    assert "repeated result" in stopped.detail
+    assert "empty result" in stopped.detail and "repeated result" in stopped.detail
+    assert len(fake_openai.requests) == 3
 
 
 async def test_errors_then_success_resets_no_progress(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:

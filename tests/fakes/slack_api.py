@@ -278,7 +278,8 @@ class FakeSlack:
             channel, ts, str(thread_ts) if thread_ts else None, text[:MAX_TEXT_CHARS], blocks, params, truncated
         )
         self.messages.append(msg)
-        return {"ok": True, "channel": channel, "ts": ts, "message": {"text": msg.text, "ts": ts, "bot_id": self.bot_id}}
+        message = {"text": msg.text, "ts": ts, "bot_id": self.bot_id}
+        return {"ok": True, "channel": channel, "ts": ts, "message": message}
 
     def _update(self, params: dict[str, Any]) -> dict[str, Any]:
         channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")

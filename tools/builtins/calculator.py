@@ -46,8 +46,13 @@ class CalculatorArgs(BaseModel):
 
     expression: str = Field(
         description="An arithmetic expression in Python syntax, e.g. 2340 * 0.15 or sqrt(2) / 3. "
-        "Operators: + - * / // % **; functions: " + ", ".join(sorted(("sqrt", "log", "exp", "sin", "cos",
-        "tan", "abs", "round", "min", "max", "floor", "ceil", "factorial"))) + "; constants: pi, e."
+        "Operators: + - * / // % **; functions: "
+        + ", ".join(
+            sorted(
+                ("sqrt", "log", "exp", "sin", "cos", "tan", "abs", "round", "min", "max", "floor", "ceil", "factorial")
+            )
+        )
+        + "; constants: pi, e."
     )
 
 
@@ -89,8 +94,9 @@ def calculator(args: CalculatorArgs, ctx: ToolContext) -> str:
 
 def _check_text(expression: str) -> None:
     if len(expression) > MAX_EXPRESSION_CHARS:
-        raise CalculatorError(f"the expression is {len(expression)} characters long; the limit is "
-                              f"{MAX_EXPRESSION_CHARS}")
+        raise CalculatorError(
+            f"the expression is {len(expression)} characters long; the limit is {MAX_EXPRESSION_CHARS}"
+        )
     if not expression.strip():
         raise CalculatorError("the expression is empty; send something like 2 + 2")
     for ch in expression:
@@ -119,10 +125,12 @@ def _syntax_message(expression: str, exc: SyntaxError) -> str:
 def _comma_message(expression: str) -> str:
     match = _THOUSANDS.search(expression)
     if match:
-        number = re.search(r"\d[\d,]*\d", expression[max(0, match.start() - 20):])
+        number = re.search(r"\d[\d,]*\d", expression[max(0, match.start() - 20) :])
         shown = number.group() if number else match.group()
-        return (f"{shown!r} looks like a number with a thousands separator: write it without commas, "
-                f"e.g. {shown.replace(',', '')}")
+        return (
+            f"{shown!r} looks like a number with a thousands separator: write it without commas, "
+            f"e.g. {shown.replace(',', '')}"
+        )
     return "commas only separate function arguments, e.g. max(1, 2); send a single expression"
 
 
@@ -140,8 +148,10 @@ def _bits(value: Number) -> int:
 
 
 def _too_big(what: str) -> CalculatorError:
-    return CalculatorError(f"{what} would have more than {MAX_INT_BITS * 3 // 10:,} digits; "
-                           "use smaller numbers or decimals (e.g. 2.0 ** 1000)")
+    return CalculatorError(
+        f"{what} would have more than {MAX_INT_BITS * 3 // 10:,} digits; "
+        "use smaller numbers or decimals (e.g. 2.0 ** 1000)"
+    )
 
 
 def _checked(value: Number) -> Number:
@@ -153,19 +163,17 @@ def _checked(value: Number) -> Number:
 
 
 def _power(base: Number, exp: Number) -> Number:
-    if isinstance(base, int) and isinstance(exp, int) and exp >= 0 and abs(base) > 1:
+    if isinstance(base, int) and isinstance(exp, int) and exp >= 0:
         # Result size from the operands, before computing: bits(base ** exp) ≈ exp * log2(|base|).
-        if exp > MAX_INT_BITS or exp * math.log2(abs(base)) > MAX_INT_BITS:
+        if abs(base) > 1 and (exp > MAX_INT_BITS or exp * math.log2(abs(base)) > MAX_INT_BITS):
             raise _too_big(f"{format_number(base)} ** {format_number(exp)}")
-        return base**exp
+        return int(base**exp)
     if base < 0 and not float(exp).is_integer():
         raise CalculatorError("a negative number to a fractional power has no real value")
     if base == 0 and exp < 0:
         raise CalculatorError("0 to a negative power is a division by zero")
-    if isinstance(exp, int) and abs(exp) > MAX_INT_BITS and abs(base) != 1:
-        exp = float(exp)  # a float power is O(1); an int one that large could only overflow or vanish
-    result: Number = base**exp
-    return result
+    # A float power costs O(1) whatever the operands; too large ones raise OverflowError.
+    return math.pow(float(base), float(exp))
 
 
 def _multiply(a: Number, b: Number) -> Number:

@@ -1,0 +1,338 @@
+"""Turns and the run job: enqueue a human message, run the agent for it, one run per thread at a time.
+
+A *turn* is one human message that asks the bot something. The web process stores it in the thread's inbox
+(idempotently, by message ts) and enqueues an arq job; the job takes the thread's run slot (a Redis lock
+owned by the job id), runs the oldest waiting turn, releases the slot and, if more turns are waiting,
+enqueues a job for the next one. So a follow-up during a run waits behind it (and its asker is told), and
+a worker killed mid-run is rerun by arq under the same job id, reclaims its own slot and resumes the run
+from its last persisted step (``resume=True``).
+
+arq facts this relies on: a killed worker's job runs again after ``job_timeout + 10 s``, so ``job_timeout``
+is set just above the run's own wall-clock cap; job-id dedupe holds while the result is kept, so results are
+kept for a day (Slack's retries are over long before); a job that fails or runs out of tries tells nobody,
+so the job posts an error reply itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from arq.connections import ArqRedis
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent_core import Budget, CancelToken, Event, Limits
+from agent_core.keys import Keys
+from agent_core.redis_store import RedisThreadStore, RedisTraceSink
+from bot import render
+from bot.poster import Pacer, Poster, RunLedger, SlackEventSink, Target, ThreadStatus
+from bot.settings import Settings
+from bot.slack_reader import WebSlackReader
+from bot.workspace_limits import RunRecord, Workspace, WorkspaceLimitsStore, limits_for
+from bot.workspace_settings import WorkspaceSettings
+from tools import RefuseAll, ToolContext
+
+log = logging.getLogger(__name__)
+
+#: The arq function name of a run.
+JOB_FUNCTION = "run_thread"
+#: Tries of one job: the first, and reruns after a worker died under it.
+JOB_MAX_TRIES = 3
+#: Seconds a job may run beyond the run's own wall-clock cap (posting the final replies, pacing, Slack retries).
+JOB_TIMEOUT_MARGIN_SECONDS = 120
+#: How long arq keeps a job's result, and so refuses a second job with the same id.
+JOB_KEEP_RESULT_SECONDS = 24 * 3600
+
+# Store the turn once (by id) and queue it; answer whether the thread's run slot is taken right now.
+_PUSH_TURN = """
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 1 then redis.call('RPUSH', KEYS[1], ARGV[1]) end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return redis.call('EXISTS', KEYS[3])
+"""
+# Take the slot, or take it back after a restart (same job id).
+_ACQUIRE = """
+local holder = redis.call('GET', KEYS[1])
+if holder == false or holder == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return 1
+end
+return 0
+"""
+# Give the slot back and name the next waiting turn, atomically: a turn queued at any moment is either seen
+# here (and gets a job) or finds the slot free (and runs in its own job).
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return redis.call('LINDEX', KEYS[2], 0)
+"""
+_DONE = """
+redis.call('LREM', KEYS[1], 1, ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One human message to answer: the conversation it continues and where to reply."""
+
+    thread: str
+    """The conversation's thread id (``str(ThreadRef)``): a channel thread, or a whole DM."""
+    turn_id: str
+    """The message's ts: unique in its channel, so retries and double deliveries map to one turn."""
+    text: str
+    user_id: str
+    team_id: str
+    enterprise_id: str
+    channel_id: str
+    reply_thread_ts: str
+    """The Slack thread the replies go in (a DM conversation spans many)."""
+    message_ts: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Turn:
+        return cls(**json.loads(raw))
+
+    @property
+    def run_id(self) -> str:
+        return f"run-{self.turn_id}"
+
+
+async def enqueue_turn(redis: Redis, queue: ArqRedis, keys: Keys, turn: Turn, *, ttl_seconds: int) -> bool:
+    """Queue ``turn`` for its thread; True when a run of that thread is in progress (the turn waits)."""
+    script = redis.register_script(_PUSH_TURN)
+    busy = await script(
+        keys=[keys.inbox(turn.thread), keys.turns(turn.thread), keys.lock(turn.thread)],
+        args=[turn.turn_id, turn.to_json(), ttl_seconds],
+    )
+    job_id = keys.job_id("turn", turn.thread, turn.turn_id)
+    await queue.enqueue_job(JOB_FUNCTION, turn.thread, turn.turn_id, _job_id=job_id)
+    return bool(busy)
+
+
+async def request_cancel(redis: Redis, keys: Keys, thread: str, run_id: str, reason: str) -> None:
+    """Ask run ``run_id`` to stop: a flag (for a run that has not started watching yet) and a message."""
+    key = keys.cancel(thread, run_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.set(key, reason, ex=24 * 3600)
+        pipe.publish(key, reason)
+        await pipe.execute()
+
+
+class EventSource(Protocol):
+    """The part of ``agent_core.Agent`` a job uses (the real Agent in the service)."""
+
+    def events(
+        self,
+        task: str,
+        *,
+        thread: str | None = None,
+        run_id: str | None = None,
+        cancel: CancelToken | None = None,
+        scope: ToolContext | None = None,
+        limits: Limits | None = None,
+        budget: Budget | None = None,
+        resume: bool = False,
+    ) -> AsyncIterator[Event]: ...
+
+    async def aclose(self) -> None: ...
+
+
+AgentFactory = Callable[[Settings, RedisThreadStore, RedisTraceSink], EventSource]
+
+
+class Runtime:
+    """What a worker holds for its jobs: clients, the agent, stores. Built once in arq's ``on_startup``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        redis: Redis,
+        queue: ArqRedis,
+        slack: AsyncWebClient,
+        agent_factory: AgentFactory,
+    ) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.queue = queue
+        self.slack = slack
+        self.keys = Keys(settings.redis_key_prefix)
+        ttl = settings.thread_ttl_seconds
+        self.store = RedisThreadStore(redis, self.keys, ttl_seconds=ttl)
+        self.trace = RedisTraceSink(redis, self.keys, ttl_seconds=ttl)
+        self.agent = agent_factory(settings, self.store, self.trace)
+        self.limits = WorkspaceLimitsStore(redis, key_prefix=settings.redis_key_prefix)
+        self.workspace = WorkspaceSettings(redis, self.keys, default=settings.agent_verbosity)
+        self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=3)
+        self.update_pacer = Pacer(redis, per_second=settings.slack_updates_per_minute / 60, burst=5)
+        self.reader = WebSlackReader(slack)
+        self.lock_ttl = job_timeout(settings) + 60
+
+    async def aclose(self) -> None:
+        await self.agent.aclose()
+
+    def poster(self, turn: Turn) -> Poster:
+        rate_key = self.keys.rate(turn.team_id, turn.enterprise_id, "slack")
+        return Poster(self.slack, self.post_pacer, self.update_pacer, rate_key)
+
+    # --- the job
+
+    async def run_thread(self, thread: str, turn_id: str, *, job_id: str, job_try: int, last_try: bool) -> str:
+        keys = self.keys
+        acquire = self.redis.register_script(_ACQUIRE)
+        if not await acquire(keys=[keys.lock(thread)], args=[job_id, self.lock_ttl]):
+            await self._tell_queued(thread, turn_id, job_id)
+            return "queued"
+        head: Turn | None = None
+        try:
+            head = await self._head(thread)
+            if head is not None:
+                await self._run_turn(head, resumed=job_try > 1, last_try=last_try)
+                done = self.redis.register_script(_DONE)
+                await done(keys=[keys.inbox(thread), keys.turns(thread)], args=[head.turn_id])
+        finally:
+            release = self.redis.register_script(_RELEASE)
+            with contextlib.suppress(RedisError):
+                following = await release(keys=[keys.lock(thread), keys.inbox(thread)], args=[job_id])
+                if following:
+                    next_id = following.decode() if isinstance(following, bytes) else str(following)
+                    await self.queue.enqueue_job(
+                        JOB_FUNCTION, thread, next_id, _job_id=keys.job_id("next", thread, next_id)
+                    )
+        return "ran" if head is not None else "idle"
+
+    async def _head(self, thread: str) -> Turn | None:
+        turn_id = await self.redis.lindex(self.keys.inbox(thread), 0)
+        if turn_id is None:
+            return None
+        raw = await self.redis.hget(self.keys.turns(thread), turn_id)
+        if raw is None:
+            await self.redis.lrem(self.keys.inbox(thread), 1, turn_id)
+            return None
+        return Turn.from_json(raw)
+
+    async def _tell_queued(self, thread: str, turn_id: str, job_id: str) -> None:
+        if ":turn:" not in job_id:
+            return  # a follow-on job: its turn's own job already said so
+        raw = await self.redis.hget(self.keys.turns(thread), turn_id)
+        if raw is None:
+            return
+        turn = Turn.from_json(raw)
+        await self.poster(turn).post(_target(turn), render.notice(
+            ":hourglass: I'm still working on an earlier request in this thread. "
+            "Yours is queued and I'll start on it as soon as that run ends."
+        ))
+
+    async def _run_turn(self, turn: Turn, *, resumed: bool, last_try: bool) -> None:
+        progress = await self.store.progress(turn.thread)
+        run_id = turn.run_id
+        if progress is not None and progress.run_id == run_id and progress.status == "stopped":
+            return  # finished just before a restart: its replies are out
+        resume = progress is not None and progress.run_id == run_id and progress.status == "running"
+        ws = Workspace.of(turn.team_id, turn.enterprise_id)
+        config = await self.limits.get(ws)
+        limits = limits_for(config, base=self.settings.limits())
+        budget = self.limits.budget_for(ws, config)
+        target = _target(turn)
+        poster = self.poster(turn)
+        ledger = RunLedger(self.redis, self.keys.run(turn.thread, run_id), self.settings.thread_ttl_seconds)
+        await ledger.set(requester=turn.user_id, thread=turn.thread)
+        if resume or resumed:
+            await poster.post(target, render.notice(
+                ":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step."
+            ))
+        view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=limits.max_steps)
+        sink = SlackEventSink(
+            poster, target, view, ledger,
+            verbosity=await self.workspace.verbosity(turn.team_id, turn.enterprise_id),
+            status=ThreadStatus(self.slack, target),
+        )
+        token = CancelToken()
+        watcher = asyncio.create_task(self._watch_cancel(turn.thread, run_id, token))
+        self.trace.bind(run_id, turn.thread)
+        scope = ToolContext(
+            run_id=run_id, step=0, team_id=turn.team_id, channel_id=turn.channel_id, user_id=turn.user_id,
+            slack=self.reader, approver=RefuseAll(),
+        )
+        try:
+            events = self.agent.events(
+                turn.text, thread=turn.thread, run_id=run_id, cancel=token, scope=scope, limits=limits,
+                budget=budget, resume=resume,
+            )
+            async for event in events:
+                await sink.emit(event)
+        except Exception as exc:  # a bug or an outage: tell the thread, never fail silently
+            log.exception("run %s in %s failed", run_id, turn.thread)
+            await self._report_failure(sink, f"The run failed ({type(exc).__name__}); please try again.")
+        except asyncio.CancelledError:
+            if last_try:  # arq will not run this job again: say so before going
+                await asyncio.shield(self._report_failure(sink, "The run was interrupted and cannot resume."))
+            raise
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            self.trace.unbind(run_id)
+        if sink.final is not None:
+            await self._record(ws, turn, sink)
+
+    async def _report_failure(self, sink: SlackEventSink, text: str) -> None:
+        if sink.final is None:
+            await sink.poster.post(sink.target, render.error_message(text))
+            if sink.status is not None:
+                await sink.status.stop()
+
+    async def _record(self, ws: Workspace, turn: Turn, sink: SlackEventSink) -> None:
+        final = sink.final
+        assert final is not None
+        with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
+            await self.limits.record_run(ws, RunRecord(
+                user_id=turn.user_id, at=datetime.now(UTC), stop_reason=final.reason.value, steps=final.steps,
+                cost_micros=final.usage.cost_micros, channel_id=turn.channel_id, thread_ts=turn.reply_thread_ts,
+                run_id=final.run_id,
+            ))
+
+    async def _watch_cancel(self, thread: str, run_id: str, token: CancelToken) -> None:
+        key = self.keys.cancel(thread, run_id)
+        pubsub = self.redis.pubsub()
+        try:
+            await pubsub.subscribe(key)
+            # Subscribed first, then the flag: a press between the two is seen by one or the other.
+            reason = await self.redis.get(key)
+            while reason is None:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                if message is not None and message.get("type") == "message":
+                    reason = message.get("data")
+            token.cancel(reason.decode() if isinstance(reason, bytes) else str(reason))
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()
+
+
+def job_timeout(settings: Settings) -> int:
+    """A bit above the run's own cap: the engine stops itself first, arq's timeout is the backstop."""
+    return int(settings.agent_max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS
+
+
+def _target(turn: Turn) -> Target:
+    return Target(turn.team_id, turn.enterprise_id, turn.channel_id, turn.reply_thread_ts, turn.message_ts)
+
+
+async def run_thread(ctx: dict[str, Any], thread: str, turn_id: str) -> str:
+    """The arq job: run the thread's oldest waiting turn (see the module docstring)."""
+    runtime: Runtime = ctx["runtime"]
+    job_try = int(ctx.get("job_try", 1))
+    return await runtime.run_thread(
+        thread, turn_id, job_id=str(ctx["job_id"]), job_try=job_try, last_try=job_try >= JOB_MAX_TRIES
+    )

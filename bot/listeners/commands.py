@@ -1,0 +1,70 @@
+"""``/agent-limits``: show the workspace's limits and budget, or change them (admins and owners only).
+
+The reply goes in the ack itself, as an ephemeral message: nothing is posted to the channel, and the answer
+arrives within Slack's 3 s or not at all (then a short apology, never a silent failure). The rules live in
+:mod:`bot.workspace_limits`; this module only adapts Bolt's request to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent_core.errors import StoreError
+from bot.services import Services
+from bot.workspace_limits import LimitsPolicy, SlackLookupError, Workspace, WorkspaceLimits
+
+log = logging.getLogger(__name__)
+
+COMMAND = "/agent-limits"
+#: Slack drops a slash-command answer after 3 s; what is left after this goes to the network.
+ANSWER_WITHIN_SECONDS = 2.5
+
+
+def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None = None) -> None:
+    """Handle ``/agent-limits``; ``limits`` is shared with App Home when given (one users.info cache)."""
+    rules = limits or limits_for_services(services)
+
+    async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
+        client = context.client or services.slack
+        reply = await answer(rules, client, context, str(command.get("user_id", "")), str(command.get("text", "")))
+        await ack(text=reply, response_type="ephemeral")
+
+    app.command(COMMAND)(on_command)
+
+
+def limits_for_services(services: Services) -> WorkspaceLimits:
+    """The limits rules built from the service's settings and Redis."""
+    return WorkspaceLimits.create(
+        services.redis, LimitsPolicy.from_settings(services.settings), key_prefix=services.keys.prefix
+    )
+
+
+def workspace_of(context: AsyncBoltContext) -> Workspace:
+    # Bolt's resolved installation, not raw payload fields (a Slack Connect channel's ids are shared).
+    return Workspace.of(context.team_id, context.enterprise_id)
+
+
+async def answer(
+    rules: WorkspaceLimits, client: AsyncWebClient, context: AsyncBoltContext, user_id: str, text: str
+) -> str:
+    """The ephemeral text for one ``/agent-limits`` request; every failure becomes a reply saying what to do."""
+    try:
+        return await asyncio.wait_for(
+            rules.run_command(client, workspace_of(context), user_id, text), ANSWER_WITHIN_SECONDS
+        )
+    except SlackLookupError as exc:
+        return str(exc)
+    except StoreError as exc:
+        log.warning("/agent-limits: %s", exc)
+        return "The limits store is unavailable right now, so nothing was shown or changed. Try again shortly."
+    except TimeoutError:
+        log.warning("/agent-limits took longer than %.1fs (text %r)", ANSWER_WITHIN_SECONDS, text)
+        return (
+            "That took too long (Slack or Redis is slow). A change may or may not have been applied: "
+            "check with `/agent-limits show`."
+        )

@@ -1,0 +1,305 @@
+"""Posting a run to Slack: ordered per thread, paced to Slack's limits across workers, status while running.
+
+``SlackEventSink.emit`` consumes the engine's event stream in order and awaits each Web API call before the
+next, so replies can never overtake each other; a 429 is retried inside the client (Retry-After, capped)
+before ``emit`` returns, so nothing is dropped or reordered either. Pacing is shared through Redis (a GCRA
+per channel for ``chat.postMessage``, per workspace for ``chat.update``), so many runs on many workers stay
+inside Slack's limits instead of collecting 429s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent_core.events import Event, FinalAnswer, Observed, RunStarted, Stopped, Thought, ToolCalled
+from bot import render
+from bot.render import RunView, SlackMessage, Step
+
+log = logging.getLogger(__name__)
+
+Verbosity = Literal["full", "compact"]
+
+#: Reaction shown on the mention while a run works, where assistant.threads.setStatus is not available.
+WORKING_REACTION = "hourglass_flowing_sand"
+#: Slack drops a thread status after 2 minutes; it is set again well before that.
+STATUS_REFRESH_SECONDS = 90.0
+STATUS_TEXT = "is working on it…"
+#: Messages allowed in a quick burst before per-channel pacing applies.
+POST_BURST = 3
+UPDATE_BURST = 5
+
+# GCRA: KEYS[1] holds the theoretical arrival time (ms). Returns the ms to wait before sending (and books the
+# slot), or, in try-only mode, -ms without booking when the caller would have to wait.
+_GCRA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local wait = tat - (burst - 1) * interval - now
+if wait < 0 then wait = 0 end
+if ARGV[3] == '1' and wait > 0 then return -wait end
+redis.call('SET', KEYS[1], tat + interval, 'PX', tat + interval - now + 1000)
+return wait
+"""
+
+
+class Pacer:
+    """A rate shared by every process through Redis; ``per_second <= 0`` turns pacing off."""
+
+    def __init__(self, redis: Redis, *, per_second: float, burst: int) -> None:
+        self._redis = redis
+        self._interval_ms = int(1000 / per_second) if per_second > 0 else 0
+        self._burst = max(1, burst)
+        self._script = redis.register_script(_GCRA)
+
+    async def wait(self, key: str, *, try_only: bool = False) -> bool:
+        """Wait for a slot under ``key``; with ``try_only``, return False at once instead of waiting."""
+        if not self._interval_ms:
+            return True
+        try:
+            ms = int(await self._script(keys=[key], args=[self._interval_ms, self._burst, "1" if try_only else "0"]))
+        except RedisError as exc:
+            # Pacing is a courtesy to Slack; a Redis hiccup must not stop the reply (Slack's 429s still apply).
+            log.warning("pacing unavailable (%s); posting without it", exc)
+            return True
+        if ms < 0:
+            return False
+        if ms:
+            await asyncio.sleep(ms / 1000)
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a run speaks: the channel, the thread to reply in, and the human message that asked."""
+
+    team_id: str
+    enterprise_id: str
+    channel_id: str
+    thread_ts: str
+    message_ts: str
+
+
+class Poster:
+    """Slack writes for one workspace: paced, unfurls off, a failed rich post retried as plain text."""
+
+    def __init__(self, client: AsyncWebClient, post_pacer: Pacer, update_pacer: Pacer, rate_key: str) -> None:
+        self.client = client
+        self._posts = post_pacer
+        self._updates = update_pacer
+        self._rate_key = rate_key
+
+    async def post(self, target: Target, message: SlackMessage) -> str | None:
+        """Post in the thread; the new message's ts, or None when Slack refused it even as plain text."""
+        await self._posts.wait(f"{self._rate_key}:post:{target.channel_id}")
+        args = dict(channel=target.channel_id, thread_ts=target.thread_ts, unfurl_links=False, unfurl_media=False)
+        try:
+            resp = await self.client.chat_postMessage(**args, **message.api_args())
+        except SlackApiError as exc:
+            log.warning("chat.postMessage refused (%s); retrying as plain text", exc.response.get("error"))
+            try:
+                resp = await self.client.chat_postMessage(**args, text=message.text[:3_000])
+            except SlackApiError as again:
+                log.error("chat.postMessage refused twice (%s): reply dropped", again.response.get("error"))
+                return None
+        return str(resp.get("ts") or "") or None
+
+    async def update(self, target: Target, ts: str, message: SlackMessage, *, best_effort: bool = False) -> bool:
+        """Edit a message; ``best_effort`` edits are skipped (False) rather than waited for under pacing."""
+        if not await self._updates.wait(f"{self._rate_key}:update", try_only=best_effort):
+            return False
+        try:
+            await self.client.chat_update(channel=target.channel_id, ts=ts, **message.api_args())
+        except SlackApiError as exc:
+            log.warning("chat.update refused (%s)", exc.response.get("error"))
+            return False
+        return True
+
+
+@dataclass
+class ThreadStatus:
+    """'is working…' under the thread: assistant.threads.setStatus where it works, else a reaction."""
+
+    client: AsyncWebClient
+    target: Target
+    mode: Literal["status", "reaction", "off"] = "status"
+    _refresher: asyncio.Task[None] | None = field(default=None, repr=False)
+    _done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    async def start(self) -> None:
+        if not await self._set(STATUS_TEXT):
+            self.mode = "reaction"
+            try:
+                await self.client.reactions_add(
+                    channel=self.target.channel_id, timestamp=self.target.message_ts, name=WORKING_REACTION
+                )
+            except SlackApiError as exc:
+                if exc.response.get("error") != "already_reacted":
+                    log.info("no working indicator: %s", exc.response.get("error"))
+                    self.mode = "off"
+        if self.mode == "status":
+            self._refresher = asyncio.create_task(self._refresh())
+
+    async def touch(self) -> None:
+        """A reply clears Slack's status: set it again after each one."""
+        if self.mode == "status":
+            await self._set(STATUS_TEXT)
+
+    async def stop(self) -> None:
+        self._done.set()
+        if self._refresher is not None:
+            self._refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresher
+        if self.mode == "status":
+            await self._set("")
+        elif self.mode == "reaction":
+            try:
+                await self.client.reactions_remove(
+                    channel=self.target.channel_id, timestamp=self.target.message_ts, name=WORKING_REACTION
+                )
+            except SlackApiError as exc:
+                log.info("could not remove the working reaction: %s", exc.response.get("error"))
+
+    async def _refresh(self) -> None:
+        while not self._done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._done.wait(), STATUS_REFRESH_SECONDS)
+            if not self._done.is_set():
+                await self._set(STATUS_TEXT)
+
+    async def _set(self, text: str) -> bool:
+        try:
+            await self.client.assistant_threads_setStatus(
+                channel_id=self.target.channel_id, thread_ts=self.target.thread_ts, status=text
+            )
+        except SlackApiError as exc:
+            log.info("assistant.threads.setStatus unavailable: %s", exc.response.get("error"))
+            return False
+        return True
+
+
+class RunLedger:
+    """What a run already posted (first reply ts, last posted step), so a resumed run does not repeat it."""
+
+    def __init__(self, redis: Redis, key: str, ttl_seconds: int) -> None:
+        self._redis = redis
+        self._key = key
+        self._ttl = ttl_seconds
+
+    async def get(self) -> dict[str, str]:
+        raw = await self._redis.hgetall(self._key)
+        return {k.decode() if isinstance(k, bytes) else str(k): v.decode() if isinstance(v, bytes) else str(v)
+                for k, v in raw.items()}
+
+    async def set(self, **fields: str | int) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(self._key, mapping={k: str(v) for k, v in fields.items()})
+            pipe.expire(self._key, self._ttl)
+            await pipe.execute()
+
+
+class SlackEventSink:
+    """Turns the event stream into the thread: one reply per step (``full``) or one edited status (``compact``)."""
+
+    def __init__(
+        self,
+        poster: Poster,
+        target: Target,
+        view: RunView,
+        ledger: RunLedger,
+        *,
+        verbosity: Verbosity = "full",
+        status: ThreadStatus | None = None,
+    ) -> None:
+        self.poster = poster
+        self.target = target
+        self.view = view
+        self.ledger = ledger
+        self.verbosity = verbosity
+        self.status = status
+        self.first_ts: str | None = None
+        self.final: Stopped | None = None
+        self._pending: Step | None = None
+        self._posted_step = 0
+        self._steps_done = 0
+
+    async def emit(self, event: Event) -> None:
+        match event:
+            case RunStarted():
+                await self._started(event)
+            case Thought(step=step, text=text):
+                await self._flush_unless(step)
+                self._pending = Step(step, thought=text)
+            case ToolCalled(step=step):
+                await self._flush_unless(step)
+                pending = self._pending or Step(step)
+                self._pending = replace(pending, calls=(*pending.calls, event))
+            case Observed(step=step):
+                await self._flush_unless(step)
+                pending = self._pending or Step(step)
+                self._pending = replace(pending, observations=(*pending.observations, event))
+                if len(self._pending.observations) >= len(self._pending.calls):
+                    await self._flush()
+            case FinalAnswer():
+                await self._flush(final_text=event.text)
+            case Stopped():
+                await self._flush(final_text=event.answer)
+                await self._stopped(event)
+
+    async def _started(self, event: RunStarted) -> None:
+        seen = await self.ledger.get()
+        self._posted_step = int(seen.get("posted_step", "0"))
+        self.first_ts = seen.get("first_ts") or None
+        if self.first_ts is None:
+            self.first_ts = await self.poster.post(self.target, render.started(event, self.view))
+            if self.first_ts:
+                await self.ledger.set(first_ts=self.first_ts)
+        if self.status is not None:
+            await self.status.start()
+
+    async def _flush_unless(self, step: int) -> None:
+        if self._pending is not None and self._pending.number != step:
+            await self._flush()
+
+    async def _flush(self, *, final_text: str | None = None) -> None:
+        step, self._pending = self._pending, None
+        if step is None:
+            return
+        if not step.calls and not step.observations and (not step.thought or step.thought == final_text):
+            return  # the final step's thought is the answer itself: it is posted once, as the answer
+        self._steps_done = max(self._steps_done, step.number)
+        if step.number <= self._posted_step:
+            return  # posted before a worker restart; the engine replays nothing older, this is belt and braces
+        if self.verbosity == "compact":
+            if self.first_ts:
+                live = render.live_status(step, self.view, steps_done=step.number)
+                await self.poster.update(self.target, self.first_ts, live, best_effort=True)
+        else:
+            for message in render.step_messages(step):
+                await self.poster.post(self.target, message)
+            if self.status is not None:
+                await self.status.touch()
+        self._posted_step = step.number
+        await self.ledger.set(posted_step=step.number)
+
+    async def _stopped(self, event: Stopped) -> None:
+        self.final = event
+        for message in render.final_messages(event):
+            await self.poster.post(self.target, message)
+        if self.first_ts:
+            await self.poster.update(self.target, self.first_ts, render.finished_header(event))
+        if self.status is not None:
+            await self.status.stop()
+        await self.ledger.set(final="1")

@@ -1,0 +1,211 @@
+"""Pure rendering: an agent event (or a finished step) → Slack messages (blocks + fallback text). No I/O.
+
+The thread shape (``full`` verbosity):
+
+1. on ``RunStarted``: a short "working on it" reply carrying the Stop button;
+2. one reply per step: the thought, each tool call (name, arguments as code) and its observation (shortened);
+3. on ``Stopped``: the answer (split over as many replies as it needs) and a footer with the stop reason
+   verbatim (``final_answer``) beside human words, steps, tokens and cost; the first reply is edited once to
+   drop its Stop button.
+
+``compact`` verbosity edits the first reply per step (``live_status``) instead of posting step replies.
+Every text that came from the model or a tool goes through ``bot.mrkdwn`` (escaped, no pings).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_core.events import Observed, RunStarted, Stopped, StopReason, ToolCalled
+from bot import mrkdwn
+
+#: action_id of the Stop button (matched by bot.listeners.actions).
+STOP_ACTION_ID = "agent_stop"
+#: Characters of a thought, of a call's arguments and of an observation shown in a step reply.
+THOUGHT_LIMIT = 2_500
+ARGUMENTS_LIMIT = 1_200
+OBSERVATION_LIMIT = 1_500
+#: Block text per message; Slack's cap is near 12,000 (``msg_blocks_too_long``): stay well below it.
+MESSAGE_TEXT_LIMIT = 8_000
+#: Blocks per message; Slack allows 50.
+MESSAGE_BLOCK_LIMIT = 40
+#: chat.update rejects a text over about 4,000 bytes: live status edits stay far below.
+UPDATE_TEXT_LIMIT = 1_500
+
+STOP_WORDS: dict[StopReason, str] = {
+    StopReason.FINAL_ANSWER: "answered",
+    StopReason.MAX_STEPS: "step limit reached",
+    StopReason.MAX_TOKENS: "token limit reached",
+    StopReason.MAX_COST: "cost limit reached",
+    StopReason.NO_PROGRESS: "stopped: no progress",
+    StopReason.DANGEROUS_LOOP: "stopped a repeating risky action",
+    StopReason.BUDGET_EXHAUSTED: "workspace budget used up",
+    StopReason.CANCELLED: "stopped on request",
+    StopReason.ERROR: "failed",
+    StopReason.MAX_TIME: "time limit reached",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SlackMessage:
+    """One message to post or edit: ``text`` is the notification and screen-reader fallback."""
+
+    text: str
+    blocks: tuple[dict[str, Any], ...] = ()
+
+    def api_args(self) -> dict[str, Any]:
+        return {"text": self.text, "blocks": list(self.blocks)}
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One finished step: its thought, its tool calls and their observations, in call order."""
+
+    number: int
+    thought: str | None = None
+    calls: tuple[ToolCalled, ...] = ()
+    observations: tuple[Observed, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """What rendering needs to know about the run beyond the event itself."""
+
+    run_id: str
+    #: The Stop button's value: names the thread and the run, so any web process can route the press.
+    stop_value: str
+    max_steps: int = 0
+    tools_used: tuple[str, ...] = field(default_factory=tuple)
+
+
+def render(item: RunStarted | Step | Stopped, view: RunView) -> list[SlackMessage]:
+    """The replies ``full`` verbosity posts for ``item``."""
+    match item:
+        case RunStarted():
+            return [started(item, view)]
+        case Step():
+            return step_messages(item)
+        case Stopped():
+            return final_messages(item)
+
+
+def started(event: RunStarted, view: RunView) -> SlackMessage:
+    resumed = f" (resuming at step {event.step + 1})" if event.step else ""
+    text = f":hourglass_flowing_sand: Working on it{resumed}. I'll post each step in this thread."
+    return SlackMessage(text, (_section(text), stop_button(view)))
+
+
+def stop_button(view: RunView) -> dict[str, Any]:
+    return {
+        "type": "actions",
+        "block_id": "agent_run_controls",
+        "elements": [{
+            "type": "button", "action_id": STOP_ACTION_ID, "style": "danger",
+            "text": {"type": "plain_text", "text": "Stop"}, "value": view.stop_value,
+        }],
+    }
+
+
+def step_messages(step: Step) -> list[SlackMessage]:
+    sections: list[str] = []
+    if step.thought:
+        sections.append(":thought_balloon: " + mrkdwn.to_mrkdwn(mrkdwn.shorten(step.thought, THOUGHT_LIMIT)))
+    observed = {o.call_id: o for o in step.observations}
+    for call in step.calls:
+        sections.append(call_text(call))
+        if call.call_id in observed:
+            sections.append(observation_text(observed.pop(call.call_id)))
+    sections.extend(observation_text(o) for o in observed.values())
+    return pack(f"*Step {step.number}*", sections or ["(no output)"])
+
+
+def call_text(call: ToolCalled) -> str:
+    args = json.dumps(call.arguments, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return f":hammer_and_wrench: Calling {mrkdwn.inline_code(call.tool)}\n" + mrkdwn.code_block(
+        mrkdwn.shorten(args, ARGUMENTS_LIMIT)
+    )
+
+
+def observation_text(obs: Observed) -> str:
+    icon = ":mag:" if obs.outcome == "ok" else ":warning:"
+    size = f"{obs.full_chars:,} chars" + (f", {obs.duration_ms / 1000:.1f}s" if obs.duration_ms else "")
+    head = f"{icon} {mrkdwn.inline_code(obs.tool)} → {mrkdwn.escape(obs.outcome)} ({size})"
+    return head + "\n" + mrkdwn.code_block(mrkdwn.shorten(obs.text, OBSERVATION_LIMIT))
+
+
+def stop_line(event: Stopped) -> str:
+    """``final_answer`` verbatim beside human words, then steps, tokens and cost."""
+    words = STOP_WORDS.get(event.reason, str(event.reason))
+    usage = event.usage
+    line = (
+        f"Stop reason: `{event.reason.value}` ({words}) · {event.steps} step{'s' if event.steps != 1 else ''}"
+        f" · {usage.total_tokens:,} tokens · {money(usage.cost_micros)}"
+    )
+    if event.detail and event.reason is not StopReason.FINAL_ANSWER:
+        line += f"\n{mrkdwn.escape(event.detail)}"
+    return line
+
+
+def final_messages(event: Stopped) -> list[SlackMessage]:
+    answer = mrkdwn.to_mrkdwn(event.answer or "(no answer)")
+    messages = pack(None, [answer], footer=stop_line(event))
+    return messages
+
+
+def finished_header(event: Stopped) -> SlackMessage:
+    """The edit of the first reply once the run ended: same place, no Stop button."""
+    icon = ":white_check_mark:" if event.reason is StopReason.FINAL_ANSWER else ":octagonal_sign:"
+    text = f"{icon} Finished: `{event.reason.value}` ({STOP_WORDS.get(event.reason, '')})"
+    return SlackMessage(text, (_section(text),))
+
+
+def live_status(step: Step, view: RunView, *, steps_done: int) -> SlackMessage:
+    """``compact`` verbosity: the first reply, edited to show the latest step (stays under chat.update's cap)."""
+    of = f" of {view.max_steps}" if view.max_steps else ""
+    last = ", ".join(
+        f"{mrkdwn.inline_code(o.tool)} → {mrkdwn.escape(o.outcome)}" for o in step.observations
+    ) or "thinking"
+    text = mrkdwn.shorten(f":hourglass_flowing_sand: Working… step {steps_done}{of} · last: {last}", UPDATE_TEXT_LIMIT)
+    return SlackMessage(text, (_section(text), stop_button(view)))
+
+
+def error_message(what: str) -> SlackMessage:
+    text = f":x: {mrkdwn.escape(what)}"
+    return SlackMessage(mrkdwn.shorten(text, UPDATE_TEXT_LIMIT), (_section(mrkdwn.shorten(text, 2_900)),))
+
+
+def notice(text: str) -> SlackMessage:
+    """A short message of the app's own (never model text)."""
+    return SlackMessage(text, (_section(text),))
+
+
+def money(micros: int) -> str:
+    return f"${micros / 1_000_000:,.4f}"
+
+
+def pack(header: str | None, sections: list[str], *, footer: str | None = None) -> list[SlackMessage]:
+    """Lay sections out as section blocks (each ≤ 3,000 chars) over as few messages as Slack's caps allow."""
+    pieces = [piece for text in sections for piece in mrkdwn.split(text, mrkdwn.SECTION_LIMIT - 100)]
+    messages: list[SlackMessage] = []
+    blocks: list[dict[str, Any]] = []
+    texts: list[str] = []
+    if header:
+        blocks.append(_section(header))
+        texts.append(header)
+    for piece in pieces:
+        if blocks and (sum(map(len, texts)) + len(piece) > MESSAGE_TEXT_LIMIT or len(blocks) >= MESSAGE_BLOCK_LIMIT):
+            messages.append(SlackMessage("\n".join(texts), tuple(blocks)))
+            blocks, texts = [], []
+        blocks.append(_section(piece))
+        texts.append(piece)
+    if footer:
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": footer[:2_900]}]})
+        texts.append(footer)
+    messages.append(SlackMessage("\n".join(texts), tuple(blocks)))
+    return messages
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}

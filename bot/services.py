@@ -1,0 +1,23 @@
+"""Services: the clients and values every listener and job needs, built once at start-up and passed in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from arq.connections import ArqRedis
+from redis.asyncio import Redis
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent_core.keys import Keys
+from bot.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Passed to every ``register(app, services)``; nothing in ``bot`` reads globals or the environment."""
+
+    settings: Settings
+    redis: Redis
+    slack: AsyncWebClient
+    queue: ArqRedis
+    keys: Keys

@@ -1,0 +1,63 @@
+"""The arq worker that runs agents: job function, timeouts, retries, and the clients built at start-up."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from arq import Worker
+from arq.worker import func
+
+from agent_core import Agent
+from agent_core.redis_store import RedisThreadStore, RedisTraceSink
+from bot.jobs import JOB_FUNCTION, JOB_KEEP_RESULT_SECONDS, JOB_MAX_TRIES, EventSource, Runtime, job_timeout, run_thread
+from bot.redis import RedisHandle, arq_settings
+from bot.settings import Settings
+from tools import builtin_registry
+
+log = logging.getLogger(__name__)
+
+
+def default_agent(settings: Settings, store: RedisThreadStore, trace: RedisTraceSink) -> EventSource:
+    """The real engine with the built-in tools; raises ConfigError naming a bad setting."""
+    return Agent.from_settings(
+        settings,
+        builtin_registry(settings),
+        store=store,
+        trace=trace,
+        secrets=settings.secrets(),
+        observation_max_chars=settings.agent_observation_max_chars,
+        tool_timeouts=settings.agent_tool_timeouts,
+    )
+
+
+def build_worker(
+    settings: Settings,
+    redis: RedisHandle,
+    runtime: Runtime,
+    *,
+    burst: bool = False,
+    poll_delay: float = 0.5,
+    handle_signals: bool = True,
+) -> Worker:
+    """An arq Worker on ``settings.arq_queue_name`` running jobs with ``runtime`` (its owner closes it).
+
+    ``burst=True`` drains the queue and returns: tests run ``await worker.main()`` instead of sleeping.
+    """
+
+    async def startup(ctx: dict[str, Any]) -> None:
+        ctx["runtime"] = runtime
+
+    return Worker(
+        functions=[func(run_thread, name=JOB_FUNCTION, timeout=job_timeout(settings), max_tries=JOB_MAX_TRIES)],
+        queue_name=settings.arq_queue_name,
+        redis_settings=arq_settings(redis.url),
+        on_startup=startup,
+        burst=burst,
+        poll_delay=poll_delay,
+        handle_signals=handle_signals,
+        max_jobs=settings.worker_max_jobs,
+        keep_result=JOB_KEEP_RESULT_SECONDS,
+        max_tries=JOB_MAX_TRIES,
+        health_check_key=f"{settings.arq_queue_name}:health-check",
+    )

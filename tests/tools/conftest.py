@@ -1,0 +1,26 @@
+"""Fixtures for the tool tests: the local page server and a plain run context."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.fakes.pages import PageServer
+from tools import ToolContext, ToolSettings
+
+
+@pytest.fixture
+async def pages() -> AsyncIterator[PageServer]:
+    async with PageServer() as server:
+        yield server
+
+
+@pytest.fixture
+def ctx() -> ToolContext:
+    return ToolContext(run_id="r1", step=1, task="test the tools")
+
+
+def make_settings(**values: object) -> ToolSettings:
+    """Settings from code only (no .env file, the environment is cleaned by tests/conftest.py)."""
+    return ToolSettings(_env_file=None, **values)  # type: ignore[arg-type]

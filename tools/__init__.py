@@ -1,0 +1,42 @@
+"""The tool system: tool values and their registry, the executor that runs one call, and the built-ins.
+
+The engine imports only these names. No Slack here (``SlackReader`` is a port ``bot`` implements), and
+no ``agent_core``.
+"""
+
+from tools.builtins import builtin_registry
+from tools.context import Approver, RefuseAll, SlackReader, ToolContext
+from tools.executor import Executor, PreparedCall
+from tools.policy import ToolPolicy
+from tools.redact import Redactor, wrap_untrusted
+from tools.registry import Registry, tool
+from tools.result import Outcome, ToolResult
+from tools.settings import ToolSettings
+from tools.tool import Tool
+from tools.tracing import InMemoryTraceSink, TraceRecord, TraceSink
+
+__all__ = [
+    # values
+    "Outcome",
+    "ToolResult",
+    "ToolContext",
+    "Tool",
+    "PreparedCall",
+    "TraceRecord",
+    # ports and their simple implementations
+    "SlackReader",
+    "Approver",
+    "RefuseAll",
+    "TraceSink",
+    "InMemoryTraceSink",
+    # building and running tools
+    "tool",
+    "Registry",
+    "Executor",
+    "ToolPolicy",
+    "Redactor",
+    "wrap_untrusted",
+    # configuration and built-ins
+    "ToolSettings",
+    "builtin_registry",
+]
