@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -18,6 +18,8 @@ from redis.exceptions import RedisError
 from agent_core.errors import StoreError
 from agent_core.keys import Keys
 from agent_core.store import Message, Progress, ThreadState
+
+T = TypeVar("T")
 
 #: How long a thread's state lives after its last step (30 days), unless the deployment sets its own.
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600
@@ -110,8 +112,13 @@ class RedisTraceSink:
 
     async def records(self, thread: str) -> list[dict[str, Any]]:
         """Every kept record of the thread, oldest first."""
-        raw = await self._redis.lrange(self._keys.trace(thread), 0, -1)
+        raw = await _awaited(self._redis.lrange(self._keys.trace(thread), 0, -1))
         return [json.loads(item) for item in raw]
+
+
+async def _awaited(result: Awaitable[T] | T) -> T:
+    # redis-py types a command as "Awaitable[T] | T" (one stub for both clients); the async one awaits.
+    return await cast(Awaitable[T], result)
 
 
 def _as_dict(rec: Any) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from agent_core.keys import Keys
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from bot import render
 from bot.poster import Pacer, Poster, RunLedger, SlackEventSink, Target, ThreadStatus
+from bot.redis import awaited
 from bot.settings import Settings
 from bot.slack_reader import WebSlackReader
 from bot.workspace_limits import RunRecord, Workspace, WorkspaceLimitsStore, limits_for
@@ -213,19 +214,19 @@ class Runtime:
         return "ran" if head is not None else "idle"
 
     async def _head(self, thread: str) -> Turn | None:
-        turn_id = await self.redis.lindex(self.keys.inbox(thread), 0)
+        turn_id = await awaited(self.redis.lindex(self.keys.inbox(thread), 0))
         if turn_id is None:
             return None
-        raw = await self.redis.hget(self.keys.turns(thread), turn_id)
+        raw = await awaited(self.redis.hget(self.keys.turns(thread), turn_id))
         if raw is None:
-            await self.redis.lrem(self.keys.inbox(thread), 1, turn_id)
+            await awaited(self.redis.lrem(self.keys.inbox(thread), 1, turn_id))
             return None
         return Turn.from_json(raw)
 
     async def _tell_queued(self, thread: str, turn_id: str, job_id: str) -> None:
         if ":turn:" not in job_id:
             return  # a follow-on job: its turn's own job already said so
-        raw = await self.redis.hget(self.keys.turns(thread), turn_id)
+        raw = await awaited(self.redis.hget(self.keys.turns(thread), turn_id))
         if raw is None:
             return
         turn = Turn.from_json(raw)
@@ -317,7 +318,7 @@ class Runtime:
             token.cancel(reason.decode() if isinstance(reason, bytes) else str(reason))
         finally:
             with contextlib.suppress(RedisError, OSError):
-                await pubsub.aclose()
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
 
 
 def job_timeout(settings: Settings) -> int:

@@ -22,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core.events import Event, FinalAnswer, Observed, RunStarted, Stopped, Thought, ToolCalled
 from bot import render
+from bot.redis import awaited
 from bot.render import RunView, SlackMessage, Step
 
 log = logging.getLogger(__name__)
@@ -103,13 +104,19 @@ class Poster:
     async def post(self, target: Target, message: SlackMessage) -> str | None:
         """Post in the thread; the new message's ts, or None when Slack refused it even as plain text."""
         await self._posts.wait(f"{self._rate_key}:post:{target.channel_id}")
-        args = dict(channel=target.channel_id, thread_ts=target.thread_ts, unfurl_links=False, unfurl_media=False)
+        channel, thread_ts = target.channel_id, target.thread_ts
         try:
-            resp = await self.client.chat_postMessage(**args, **message.api_args())
+            resp = await self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=message.text, blocks=list(message.blocks),
+                unfurl_links=False, unfurl_media=False,
+            )
         except SlackApiError as exc:
             log.warning("chat.postMessage refused (%s); retrying as plain text", exc.response.get("error"))
             try:
-                resp = await self.client.chat_postMessage(**args, text=message.text[:3_000])
+                resp = await self.client.chat_postMessage(
+                    channel=channel, thread_ts=thread_ts, text=message.text[:3_000],
+                    unfurl_links=False, unfurl_media=False,
+                )
             except SlackApiError as again:
                 log.error("chat.postMessage refused twice (%s): reply dropped", again.response.get("error"))
                 return None
@@ -120,7 +127,9 @@ class Poster:
         if not await self._updates.wait(f"{self._rate_key}:update", try_only=best_effort):
             return False
         try:
-            await self.client.chat_update(channel=target.channel_id, ts=ts, **message.api_args())
+            await self.client.chat_update(
+                channel=target.channel_id, ts=ts, text=message.text, blocks=list(message.blocks)
+            )
         except SlackApiError as exc:
             log.warning("chat.update refused (%s)", exc.response.get("error"))
             return False
@@ -199,7 +208,7 @@ class RunLedger:
         self._ttl = ttl_seconds
 
     async def get(self) -> dict[str, str]:
-        raw = await self._redis.hgetall(self._key)
+        raw = await awaited(self._redis.hgetall(self._key))
         return {k.decode() if isinstance(k, bytes) else str(k): v.decode() if isinstance(v, bytes) else str(v)
                 for k, v in raw.items()}
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import redis.asyncio as aioredis
 from arq.connections import ArqRedis, RedisSettings, create_pool
@@ -15,6 +16,7 @@ from redis.exceptions import RedisError
 from agent_core.errors import ConfigError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Persistence of the embedded server: an append-only file fsynced every second bounds a crash's loss to ~1 s.
 EMBEDDED_CONFIG: dict[str, Any] = {"appendonly": "yes", "appendfsync": "everysec", "save": "60 1"}
@@ -31,7 +33,7 @@ class RedisHandle:
 
     def client(self) -> aioredis.Redis:
         """A new client of this Redis (bytes in, bytes out); closed by ``close``."""
-        client = aioredis.Redis.from_url(self.url, decode_responses=False)
+        client: aioredis.Redis = aioredis.Redis.from_url(self.url, decode_responses=False)
         self._clients.append(client)
         return client
 
@@ -77,6 +79,16 @@ async def open_redis(url: str | None, data_dir: Path) -> RedisHandle:
         "web and worker must run in this one process", url, folder,
     )
     return RedisHandle(url, embedded=server)
+
+
+async def awaited(result: Awaitable[T] | T) -> T:
+    """Await a redis-py command result (typed "Awaitable[T] | T", one stub for sync and async clients)."""
+    return await cast(Awaitable[T], result)
+
+
+def as_text(raw: bytes | str | None) -> str | None:
+    """A reply of the bytes client as text (the stubs say str, the client gives bytes)."""
+    return raw.decode() if isinstance(raw, bytes) else raw
 
 
 async def redis_ok(client: aioredis.Redis) -> bool:

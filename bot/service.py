@@ -93,7 +93,7 @@ class Service:
 
     async def close(self) -> None:
         if self._socket is not None:
-            await self._socket.close_async()
+            await self._socket.close_async()  # type: ignore[no-untyped-call]
             self._socket = None
         if self._runner is not None:
             await self._runner.cleanup()

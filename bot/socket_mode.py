@@ -14,5 +14,5 @@ async def connect(app: AsyncApp, app_token: str, client: AsyncWebClient) -> Asyn
     app means after the turn was deduped and enqueued, as over HTTP.
     """
     handler = AsyncSocketModeHandler(app, app_token, web_client=client)
-    await handler.connect_async()
+    await handler.connect_async()  # type: ignore[no-untyped-call]
     return handler

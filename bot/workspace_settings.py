@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import cast, get_args
+from typing import get_args
 
 from redis.asyncio import Redis
 
 from agent_core.keys import Keys
+from bot.redis import as_text, awaited
 from bot.settings import Verbosity
 
 VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
@@ -21,13 +22,13 @@ class WorkspaceSettings:
         self.default = default
 
     async def verbosity(self, team_id: str, enterprise_id: str = "") -> Verbosity:
-        raw = await self._redis.hget(self._keys.workspace_settings(team_id, enterprise_id), "verbosity")
-        value = raw.decode() if isinstance(raw, bytes) else raw
-        return cast(Verbosity, value) if value in VERBOSITIES else self.default
+        raw = await awaited(self._redis.hget(self._keys.workspace_settings(team_id, enterprise_id), "verbosity"))
+        value = as_text(raw)
+        return next((v for v in VERBOSITIES if v == value), self.default)
 
     async def set_verbosity(self, team_id: str, enterprise_id: str, value: str) -> Verbosity:
         """Store ``value`` (``full`` or ``compact``); raises ValueError naming the choices otherwise."""
         if value not in VERBOSITIES:
             raise ValueError(f"verbosity must be one of {', '.join(VERBOSITIES)}, got {value!r}")
-        await self._redis.hset(self._keys.workspace_settings(team_id, enterprise_id), "verbosity", value)
-        return cast(Verbosity, value)
+        await awaited(self._redis.hset(self._keys.workspace_settings(team_id, enterprise_id), "verbosity", value))
+        return value

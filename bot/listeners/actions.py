@@ -11,6 +11,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 
 from agent_core.keys import ThreadRef
 from bot.jobs import request_cancel
+from bot.redis import as_text, awaited
 from bot.render import STOP_ACTION_ID
 from bot.services import Services
 from bot.workspace_limits import SlackLookupError, SlackUsers
@@ -37,8 +38,8 @@ def register(app: AsyncApp, services: Services) -> None:
         if ref.team_id != team_id or ref.enterprise_id != (context.enterprise_id or ""):
             log.warning("Stop button for another workspace's thread ignored")
             return  # a run is stopped only from the workspace it belongs to
-        requester = await services.redis.hget(services.keys.run(thread, run_id), "requester")
-        allowed = requester is not None and requester.decode() == user
+        requester = as_text(await awaited(services.redis.hget(services.keys.run(thread, run_id), "requester")))
+        allowed = requester is not None and requester == user
         if not allowed:
             try:
                 allowed = await users.is_admin(context.client, team_id, user)
@@ -46,7 +47,7 @@ def register(app: AsyncApp, services: Services) -> None:
                 await _tell(context, channel, user, str(exc))
                 return
         if not allowed:
-            who = f"<@{requester.decode()}>" if requester else "the person who asked"
+            who = f"<@{requester}>" if requester else "the person who asked"
             await _tell(context, channel, user, f"Only {who} or a workspace admin can stop this run.")
             return
         await request_cancel(services.redis, services.keys, thread, run_id, f"stopped by <@{user}>")

@@ -17,6 +17,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from agent_core.keys import ThreadRef
 from bot.dedupe import Dedupe
 from bot.jobs import Turn, enqueue_turn, request_cancel
+from bot.redis import as_text, awaited
 from bot.services import Services
 from bot.workspace_limits import SlackUsers
 
@@ -55,8 +56,8 @@ def register(app: AsyncApp, services: Services) -> None:
         if progress.get("status") != "running":
             return
         run_id = str(progress.get("run_id", ""))
-        requester = await services.redis.hget(services.keys.run(thread, run_id), "requester")
-        is_requester = requester is not None and requester.decode() == user
+        requester = await awaited(services.redis.hget(services.keys.run(thread, run_id), "requester"))
+        is_requester = as_text(requester) == user
         if is_requester or await users.is_admin(context.client, team_id, str(user)):
             await request_cancel(services.redis, services.keys, thread, run_id, "stopped with Slack's stop button")
 
