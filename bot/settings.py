@@ -37,7 +37,9 @@ class Settings(AgentSettings, ToolSettings):
     )
     slack_api_url: str = Field(default=DEFAULT_SLACK_API_URL, description="Slack Web API base URL.")
     redis_url: str | None = Field(default=None, description="Redis to use; unset starts an embedded one.")
-    port: int = Field(default=DEFAULT_PORT, ge=0, lt=65536, description="HTTP port of /slack/events and /healthz (0: any free port).")
+    port: int = Field(
+        default=DEFAULT_PORT, ge=0, lt=65536, description="HTTP port of /slack/events and /healthz (0: any free)."
+    )
     host: str = Field(default="0.0.0.0", description="Address the HTTP server binds.")
     redis_key_prefix: str = Field(default=DEFAULT_KEY_PREFIX, min_length=1, description="Prefix of every Redis key.")
     arq_queue_name: str = Field(default=DEFAULT_QUEUE_NAME, min_length=1, description="arq queue of agent runs.")

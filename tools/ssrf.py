@@ -96,7 +96,7 @@ def refusal_reason(ip: IPAddress) -> str | None:
     if target == METADATA_ADDRESS:
         return "cloud metadata"
     if isinstance(target, ipaddress.IPv4Address) and target in CGNAT:
-        return "carrier-grade NAT (100.64.0.0/10)"
+        return "carrier-grade NAT"
     checks = (
         ("unspecified", target.is_unspecified),
         ("loopback", target.is_loopback),

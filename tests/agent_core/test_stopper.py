@@ -172,3 +172,13 @@ def test_stopper_near_identical_observations() -> None:
     assert stopper.record_step([almost]) is None
     stop = stopper.record_step([ToolResult("t", Outcome.ERROR, "boom", "boom")])
     assert stop is not None and stop.reason is StopReason.NO_PROGRESS
+
+
+async def test_budget_lowers_the_completion_cap(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
+    price = Price(prompt=0, cached_prompt=0, completion=1_000_000)  # $1 per 1M completion tokens
+    budget = InMemoryBudget(limit_micros=250)
+    fake_openai.queue(text("ok", completion_tokens=10))
+    stopped = await make_agent(price=price, budget=budget).run("cheap")
+    assert stopped.reason is StopReason.FINAL_ANSWER
+    assert fake_openai.requests[0].max_tokens == 250
+    assert budget.spent_micros == 10
