@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from arq.connections import ArqRedis
+from arq.constants import in_progress_key_prefix as ARQ_IN_PROGRESS_PREFIX
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -34,7 +35,7 @@ from agent_core.keys import Keys
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from bot import render
 from bot.poster import Pacer, Poster, RunLedger, SlackEventSink, Target, ThreadStatus
-from bot.redis import awaited
+from bot.redis import as_text, awaited
 from bot.settings import Settings
 from bot.slack_reader import WebSlackReader
 from bot.workspace_limits import RunRecord, Workspace, WorkspaceLimitsStore, limits_for
@@ -59,14 +60,15 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 return redis.call('EXISTS', KEYS[3])
 """
-# Take the slot, or take it back after a restart (same job id).
+# Take the slot when it is free, ours already (a rerun after a restart: same job id), or held by ARGV[3], a
+# job the caller found dead. Returns 1 when taken, else the holder's job id.
 _ACQUIRE = """
 local holder = redis.call('GET', KEYS[1])
-if holder == false or holder == ARGV[1] then
+if holder == false or holder == ARGV[1] or holder == ARGV[3] then
   redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
   return 1
 end
-return 0
+return holder
 """
 # Give the slot back and name the next waiting turn, atomically: a turn queued at any moment is either seen
 # here (and gets a job) or finds the slot free (and runs in its own job).
@@ -190,9 +192,7 @@ class Runtime:
     # --- the job
 
     async def run_thread(self, thread: str, turn_id: str, *, job_id: str, job_try: int, last_try: bool) -> str:
-        keys = self.keys
-        acquire = self.redis.register_script(_ACQUIRE)
-        if not await acquire(keys=[keys.lock(thread)], args=[job_id, self.lock_ttl]):
+        if not await self._acquire(thread, job_id):
             await self._tell_queued(thread, turn_id, job_id)
             return "queued"
         head: Turn | None = None
@@ -201,17 +201,43 @@ class Runtime:
             if head is not None:
                 await self._run_turn(head, resumed=job_try > 1, last_try=last_try)
                 done = self.redis.register_script(_DONE)
-                await done(keys=[keys.inbox(thread), keys.turns(thread)], args=[head.turn_id])
-        finally:
-            release = self.redis.register_script(_RELEASE)
-            with contextlib.suppress(RedisError):
-                following = await release(keys=[keys.lock(thread), keys.inbox(thread)], args=[job_id])
-                if following:
-                    next_id = following.decode() if isinstance(following, bytes) else str(following)
-                    await self.queue.enqueue_job(
-                        JOB_FUNCTION, thread, next_id, _job_id=keys.job_id("next", thread, next_id)
-                    )
+                await done(keys=[self.keys.inbox(thread), self.keys.turns(thread)], args=[head.turn_id])
+        except asyncio.CancelledError:
+            # Shutdown or timeout: keep the slot. arq reruns this job id after a shutdown and it takes the slot
+            # back; after a timeout the next job finds this one gone and takes over (see _acquire).
+            raise
+        except Exception:
+            await self._release(thread, job_id)
+            raise
+        await self._release(thread, job_id)
         return "ran" if head is not None else "idle"
+
+    async def _acquire(self, thread: str, job_id: str) -> bool:
+        acquire = self.redis.register_script(_ACQUIRE)
+        holder = await acquire(keys=[self.keys.lock(thread)], args=[job_id, self.lock_ttl, ""])
+        if holder == 1:
+            return True
+        holder_id = as_text(holder) or ""
+        if await self._job_alive(holder_id):
+            return False
+        log.warning("thread %s: run slot held by %s, which is no longer running; taking over", thread, holder_id)
+        return bool(await acquire(keys=[self.keys.lock(thread)], args=[job_id, self.lock_ttl, holder_id]) == 1)
+
+    async def _job_alive(self, job_id: str) -> bool:
+        """Running (arq's in-progress key) or waiting in the queue (to be rerun after a shutdown)."""
+        running = await self.queue.exists(f"{ARQ_IN_PROGRESS_PREFIX}{job_id}")
+        queued = await self.queue.zscore(self.settings.arq_queue_name, job_id)
+        return bool(running) or queued is not None
+
+    async def _release(self, thread: str, job_id: str) -> None:
+        release = self.redis.register_script(_RELEASE)
+        with contextlib.suppress(RedisError):
+            following = await release(keys=[self.keys.lock(thread), self.keys.inbox(thread)], args=[job_id])
+            if following:
+                next_id = as_text(following) or ""
+                await self.queue.enqueue_job(
+                    JOB_FUNCTION, thread, next_id, _job_id=self.keys.job_id("next", thread, next_id)
+                )
 
     async def _head(self, thread: str) -> Turn | None:
         turn_id = await awaited(self.redis.lindex(self.keys.inbox(thread), 0))
@@ -281,6 +307,8 @@ class Runtime:
                 await asyncio.shield(self._report_failure(sink, "The run was interrupted and cannot resume."))
             raise
         finally:
+            if sink.status is not None:
+                sink.status.abandon()
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher

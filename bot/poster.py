@@ -165,6 +165,12 @@ class ThreadStatus:
         if self.mode == "status":
             await self._set(STATUS_TEXT)
 
+    def abandon(self) -> None:
+        """Stop refreshing without touching Slack (the run ended without ``stop``, e.g. a shutdown)."""
+        self._done.set()
+        if self._refresher is not None:
+            self._refresher.cancel()
+
     async def stop(self) -> None:
         self._done.set()
         if self._refresher is not None:

@@ -21,7 +21,7 @@ from bot.redis import RedisHandle, open_redis
 from bot.services import Services
 from bot.settings import Role, Settings
 from bot.slack_client import make_web_client
-from bot.worker import build_worker, default_agent
+from bot.worker import build_worker, close_worker, default_agent
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class Service:
             await self._runner.cleanup()
             self._runner = None
         if self._worker is not None:
-            await self._worker.close()
+            await close_worker(self._worker)
             if self._worker_task is not None:
                 self._worker_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

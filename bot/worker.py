@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Any
 
 from arq import Worker
@@ -61,3 +62,10 @@ def build_worker(
         max_tries=JOB_MAX_TRIES,
         health_check_key=f"{settings.arq_queue_name}:health-check",
     )
+
+
+async def close_worker(worker: Worker) -> None:
+    """``worker.close()``, minus the DeprecationWarning arq 0.28 triggers on redis-py 5 (it calls ``close()``)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Call to deprecated close", category=DeprecationWarning)
+        await worker.close()

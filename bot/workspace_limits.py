@@ -100,6 +100,8 @@ DEFAULT_PERIOD: Period = "monthly"
 ADMIN_CACHE_SECONDS = 300.0
 """users.info answers are reused this long: admin changes take effect within five minutes."""
 AUDIT_CAP = 100
+#: Optimistic-transaction retries when another admin changes the same workspace at the same moment.
+_MAX_WATCH_RETRIES = 20
 RUNS_CAP = 50
 
 ConfigField = Literal["max_steps", "max_tokens", "max_cost_micros", "budget_micros", "period"]
@@ -529,7 +531,7 @@ class WorkspaceLimitsStore:
         key, audit_key = self._config_key(ws), self._audit_key(ws)
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
-                while True:
+                for _attempt in range(_MAX_WATCH_RETRIES):
                     try:
                         await pipe.watch(key)
                         writes, audit = plan(self._merge(await _awaited(pipe.hgetall(key))))
@@ -547,6 +549,10 @@ class WorkspaceLimitsStore:
                         continue
         except RedisError as exc:
             raise _unavailable(exc) from exc
+        raise StoreError(
+            f"The limits of {self.namespace(ws)!r} kept changing under this update ({_MAX_WATCH_RETRIES} tries); "
+            "nothing was changed. Try again."
+        )
 
     async def recent_changes(self, ws: Workspace, n: int = 5) -> list[Change]:
         """The last ``n`` changes, newest first."""
@@ -762,7 +768,7 @@ def format_show(
         f"• Max tokens per run: {config.max_tokens:,}",
         f"• Max cost per run: {format_usd(config.max_cost_micros)}",
         f"• Budget: {describe_budget(config)}",
-        f"• Spent this {_unit(usage.window.period)}: {format_usd(usage.spent_micros)}"
+        f"• Spent {'this month' if usage.window.period == 'monthly' else 'today'}: {format_usd(usage.spent_micros)}"
         + (f" (+ {format_usd(usage.held_micros)} held by runs in progress)" if usage.held_micros else ""),
     ]
     if usage.remaining_micros is not None:

@@ -140,7 +140,9 @@ class Executor:
         try:
             text = value if isinstance(value, str) else _to_json(value)
         except (TypeError, ValueError) as exc:
-            detail = f"{tool.name} returned a value that is not JSON-serialisable ({_describe_exception(exc)})"
+            detail = (
+                f"{tool.name} returned a value that is not JSON-serialisable ({_describe_exception(exc)})"
+            )
             return self._failure(tool.name, Outcome.ERROR, detail)
         full = self._redactor.redact(text)
         shaped = shape(full, self._max_chars, query=f"{ctx.task}\n{ctx.thought}")
@@ -171,7 +173,9 @@ class Executor:
         parts = [f"Unknown tool {name!r}."]
         if suggestion:
             parts.append(f"Did you mean {suggestion!r}?")
-        parts.append(f"Available tools: {', '.join(names)}." if names else "No tools are available in this run.")
+        parts.append(
+            f"Available tools: {', '.join(names)}." if names else "No tools are available in this run."
+        )
         text = self._redactor.redact(" ".join(parts))
         return ToolResult(name, Outcome.UNKNOWN_TOOL, text, text)
 

@@ -12,7 +12,7 @@ REDACTED = "[redacted]"
 MIN_SECRET_LENGTH = 8
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # Slack tokens: bot, user, app-level, legacy and refresh (xoxb-, xoxp-, xapp-, xoxa-, xoxr-, xoxs-, xoxe-…).
+    # Slack tokens: bot, user, app-level, legacy, refresh (xoxb-, xoxp-, xapp-, xoxa-, xoxr-, xoxs-, xoxe-…).
     (re.compile(r"\b(?:xox[a-z]|xapp)-[A-Za-z0-9-]{6,}"), REDACTED),
     # OpenAI keys: sk-…, sk-proj-…, sk-svcacct-…, sk-admin-… (the long tail keeps "sk-learn" alone).
     (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), REDACTED),

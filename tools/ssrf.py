@@ -116,7 +116,7 @@ def refusal_reason(ip: IPAddress) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class AllowList:
-    """Operator exceptions (FETCH_URL_ALLOWED_HOSTS): host names or addresses, with an optional port, or CIDRs.
+    """Operator exceptions (FETCH_URL_ALLOWED_HOSTS): names or addresses with an optional port, or CIDRs.
 
     >>> AllowList.parse(["docs.internal", "127.0.0.1:8080", "10.1.0.0/16"]).allows_name("docs.internal", 443)
     True
@@ -212,7 +212,9 @@ class URLGuard:
     async def check(self, url: URL) -> CheckedTarget:
         """The checked target, or ``BlockedURLError`` saying what is wrong and what to change."""
         if url.scheme not in ALLOWED_SCHEMES:
-            raise BlockedURLError(f"only http and https URLs can be fetched, not {url.scheme or 'no'!r} scheme")
+            raise BlockedURLError(
+                f"only http and https URLs can be fetched, not {url.scheme or 'no'!r} scheme"
+            )
         if url.user or url.password:
             raise BlockedURLError("URLs with a user name or password are not fetched")
         host = (url.host or "").lower().rstrip(".")
@@ -231,8 +233,8 @@ class URLGuard:
                 if reason is not None and not self._allow.allows_address(ip, port):
                     shown = host if literal is None else str(url.host)
                     raise BlockedURLError(
-                        f"refused {str(url)!r}: {shown} is {ip}, a {reason} address, which fetch_url does not "
-                        "reach (operators can allow it in FETCH_URL_ALLOWED_HOSTS)"
+                        f"refused {str(url)!r}: {shown} is {ip}, a {reason} address, which fetch_url "
+                        "does not reach (operators can allow it in FETCH_URL_ALLOWED_HOSTS)"
                     )
         return CheckedTarget(url, host, port, tuple(str(ip) for ip in addresses))
 
@@ -263,5 +265,10 @@ class PinnedResolver(AbstractResolver):
 def _result(host: str, address: str, port: int) -> ResolveResult:
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     return ResolveResult(
-        hostname=host, host=address, port=port, family=family, proto=socket.IPPROTO_TCP, flags=socket.AI_NUMERICHOST
+        hostname=host,
+        host=address,
+        port=port,
+        family=family,
+        proto=socket.IPPROTO_TCP,
+        flags=socket.AI_NUMERICHOST,
     )

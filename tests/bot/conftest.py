@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import pytest
+from arq import Worker
 
 from bot.jobs import Runtime
 from bot.redis import RedisHandle
 from bot.service import Service
 from bot.settings import Settings
 from bot.slack_client import make_web_client
-from bot.worker import build_worker, default_agent
+from bot.worker import build_worker, close_worker, default_agent
 from tests.conftest import TEST_REDIS_URL
 from tests.fakes.openai_server import FakeOpenAI, ensure_loopback_url
 from tests.fakes.slack_api import FakeSlack
@@ -87,15 +89,22 @@ class App:
 
 
 async def drain(settings: Settings, agent_factory: Any = default_agent) -> None:
+    async with burst_worker(settings, agent_factory) as worker:
+        await worker.main()
+
+
+@contextlib.asynccontextmanager
+async def burst_worker(settings: Settings, agent_factory: Any = default_agent) -> AsyncIterator[Worker]:
+    """A worker that drains the queue when ``main()`` is awaited, with its own clients (a separate process)."""
     handle = RedisHandle(settings.redis_url or TEST_REDIS_URL)
     slack = make_web_client(token=settings.bot_token(), base_url=settings.slack_api_url, max_retry_after=1)
     queue = await handle.arq_pool(settings.arq_queue_name)
     runtime = Runtime(settings, handle.client(), queue, slack, agent_factory)
     worker = build_worker(settings, handle, runtime, burst=True, poll_delay=0.01, handle_signals=False)
     try:
-        await worker.main()
+        yield worker
     finally:
-        await worker.close()
+        await close_worker(worker)
         await runtime.aclose()
         await handle.close()
 

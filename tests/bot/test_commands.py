@@ -276,11 +276,11 @@ async def test_the_budget_rolls_over_without_a_job(harness: Harness):
     assert hold is not None
     await plan.budget.settle(hold, 10_000)
     assert isinstance(await harness.limits.preflight(client, WS, "UMEMBER"), RunBlocked)
-    assert "Spent this day: $0.01" in await harness.command("show")
+    assert "Spent today: $0.01" in await harness.command("show")
 
     harness.clock.now = datetime(2026, 12, 3, 0, 0, tzinfo=UTC) + timedelta(seconds=1)
     assert isinstance(await harness.limits.preflight(client, WS, "UMEMBER"), RunPlan)
-    assert "Spent this day: $0.00" in await harness.command("show")
+    assert "Spent today: $0.00" in await harness.command("show")
 
 
 async def test_a_failed_users_info_changes_nothing_and_says_try_again(harness: Harness):

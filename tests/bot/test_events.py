@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import socket
+
+import aiohttp
+import pytest
 import redis.asyncio as aioredis
 
+from bot.service import Service
 from bot.settings import Settings
-from tests.bot.conftest import App
+from tests.bot.conftest import SECRET, App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.slack_api import FakeSlack
-from tests.signing import event_body, mention, message, next_ts
+from tests.signing import event_body, mention, message, next_ts, signed_headers
 
 
-async def test_mention_becomes_thread_replies_in_order(app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI) -> None:
+async def test_mention_becomes_thread_replies_in_order(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
     fake_openai.queue(
         tool_calls(("calculator", {"expression": "2+2"}), content="I should add the numbers."),
         text("The answer is **4**."),
@@ -25,8 +35,9 @@ async def test_mention_becomes_thread_replies_in_order(app: App, fake_slack: Fak
     texts = [m.block_text() or m.text for m in thread]
     assert len(thread) == 3, texts
     started, step, final = thread
-    assert "Working on it" in started.block_text() and started.edits == 1  # Stop button dropped at the end
-    assert not started.buttons()
+    # The first reply carried the Stop button; it was edited once, at the end, to drop it.
+    assert started.params["blocks"][-1]["elements"][0]["action_id"] == "agent_stop"
+    assert started.edits == 1 and not started.buttons() and "Finished: `final_answer`" in started.block_text()
     assert "I should add the numbers." in step.block_text()
     assert "`calculator`" in step.block_text() and '"expression": "2+2"' in step.block_text()
     assert "→ ok" in step.block_text() and "4" in step.block_text()
@@ -37,7 +48,8 @@ async def test_mention_becomes_thread_replies_in_order(app: App, fake_slack: Fak
         assert m.params["unfurl_links"] is False and m.params["unfurl_media"] is False
         assert m.text, "every message carries a fallback text"
     # The model saw the task without the bot's mention.
-    assert fake_openai.requests[0].messages[-1]["content"].endswith("what is 2+2?")
+    prompt = str(fake_openai.requests[0].messages)
+    assert "what is 2+2?" in prompt and "<@UBOT>" not in prompt
 
 
 async def test_bad_signature_is_401_and_enqueues_nothing(
@@ -52,14 +64,12 @@ async def test_bad_signature_is_401_and_enqueues_nothing(
         async with app.http.post(f"{app.url}/slack/events", data=body, headers=hdrs) as resp:
             assert resp.status == 401
             assert "Signature" in await resp.text() or "Timestamp" in await resp.text()
-    from tests.signing import signed_headers
-    from tests.bot.conftest import SECRET
-
     wrong = signed_headers("not-the-secret", body)
     async with app.http.post(f"{app.url}/slack/events", data=body, headers=wrong) as resp:
         assert resp.status == 401
     malformed = b'{"type": "event_callback", '
-    async with app.http.post(f"{app.url}/slack/events", data=malformed, headers=signed_headers(SECRET, malformed)) as resp:
+    signed = signed_headers(SECRET, malformed)
+    async with app.http.post(f"{app.url}/slack/events", data=malformed, headers=signed) as resp:
         assert resp.status == 400
     assert [k async for k in redis_client.scan_iter(match=f"*{key_prefix}*")] == []
     assert await redis_client.zcard(settings.arq_queue_name) == 0
@@ -77,10 +87,62 @@ async def test_duplicate_deliveries_start_one_run(app: App, fake_slack: FakeSlac
     assert (await app.post_event(as_message)).status == 200
     await app.drain()
     assert len(fake_openai.requests) == 1
-    assert len([m for m in fake_slack.thread_messages("C1", ts) if "answered" in m.block_text()]) == 1
+    assert len([m for m in fake_slack.thread_messages("C1", ts) if "Stop reason" in m.block_text()]) == 1
 
 
 async def test_healthz(app: App) -> None:
     async with app.http.get(f"{app.url}/healthz") as resp:
         assert resp.status == 200
         assert (await resp.json())["ok"] is True
+
+
+async def test_refused_requests_never_log_the_body(app: App, caplog: pytest.LogCaptureFixture) -> None:
+    body = event_body(mention(text="<@UBOT> secret-body-text"))
+    with caplog.at_level(logging.DEBUG):
+        async with app.http.post(f"{app.url}/slack/events", data=body,
+                                 headers=signed_headers("wrong-secret", body)) as resp:
+            assert resp.status == 401
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "refused a Slack request" in logged
+    assert "secret-body-text" not in logged and "legacy-verification-token" not in logged
+
+
+async def test_url_verification_challenge(app: App) -> None:
+    body = json.dumps({"type": "url_verification", "challenge": "abc123", "token": "t"}).encode()
+    resp_text = ""
+    async with app.http.post(f"{app.url}/slack/events", data=body, headers=signed_headers(SECRET, body)) as resp:
+        assert resp.status == 200
+        resp_text = await resp.text()
+    assert "abc123" in resp_text
+
+
+async def test_healthz_is_503_when_redis_is_down(key_prefix: str, fake_slack: FakeSlack) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = await asyncio.create_subprocess_exec(
+        "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        probe = aioredis.Redis.from_url(url)
+        for _ in range(100):  # wait for the server's port: a bounded readiness loop, not a timing guess
+            try:
+                await probe.ping()
+                break
+            except aioredis.ConnectionError:
+                await asyncio.sleep(0.05)
+        await probe.aclose()
+        settings = make_settings(key_prefix, fake_slack, None, redis_url=url)
+        async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{service.port}/healthz") as resp:
+                assert resp.status == 200
+            server.terminate()
+            await server.wait()
+            async with http.get(f"http://127.0.0.1:{service.port}/healthz") as resp:
+                assert resp.status == 503
+    finally:
+        if server.returncode is None:
+            server.terminate()
+            await server.wait()

@@ -49,7 +49,9 @@ async def test_limit_is_passed_and_bounded() -> None:
     _, text, _ = await history({"limit": 1}, ctx)
     assert text == "U3: third\n  with a second line" and reader.calls == [("C1", 1)]
     outcome, text, _ = await history({"limit": 0}, ctx)
-    assert outcome is Outcome.INVALID_ARGUMENTS and "limit: Input should be greater than or equal to 1" in text
+    assert (
+        outcome is Outcome.INVALID_ARGUMENTS and "limit: Input should be greater than or equal to 1" in text
+    )
     assert reader.calls == [("C1", 1)]  # the invalid call never reached Slack
 
 

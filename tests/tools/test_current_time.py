@@ -16,7 +16,9 @@ FIXED = datetime(2024, 7, 1, 12, 30, 0, tzinfo=UTC)  # a Monday, summer time in 
 
 async def run(timezone: str, ctx: ToolContext) -> tuple[Outcome, str]:
     executor = Executor(Registry([make_current_time(lambda: FIXED)]))
-    result = await executor.execute(executor.prepare("current_time", {"timezone": timezone}, call_id="c"), ctx)
+    result = await executor.execute(
+        executor.prepare("current_time", {"timezone": timezone}, call_id="c"), ctx
+    )
     return result.outcome, result.text
 
 

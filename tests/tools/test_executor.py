@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from tools import (
     Executor,
@@ -55,7 +55,8 @@ async def leak(args: TextArgs, ctx: ToolContext) -> str:
 @tool()
 def sync_upper(args: TextArgs, ctx: ToolContext) -> str:
     """Upper-case in a worker thread."""
-    return f"{args.text.upper()} from {'main' if threading.current_thread() is threading.main_thread() else 'worker'}"
+    where = "main" if threading.current_thread() is threading.main_thread() else "worker"
+    return f"{args.text.upper()} from {where}"
 
 
 @tool()
@@ -90,8 +91,19 @@ async def delete_everything(args: NoArgs, ctx: ToolContext) -> str:
 
 def make_executor(**kwargs: Any) -> Executor:
     registry = Registry(
-        [calculator, channel_history, hang, boom, leak, sync_upper, nothing, structured, unserialisable,
-         long_text, delete_everything]
+        [
+            calculator,
+            channel_history,
+            hang,
+            boom,
+            leak,
+            sync_upper,
+            nothing,
+            structured,
+            unserialisable,
+            long_text,
+            delete_everything,
+        ]
     )
     return Executor(registry, **kwargs)
 
@@ -110,7 +122,7 @@ def test_prepare_validates_and_dumps_arguments() -> None:
 def test_canonical_ignores_key_order_whitespace_and_defaults() -> None:
     executor = make_executor()
     a = executor.prepare("channel_history", '{"limit": 20}', call_id="a")
-    b = executor.prepare("channel_history", '{ }', call_id="b")
+    b = executor.prepare("channel_history", "{ }", call_id="b")
     c = executor.prepare("channel_history", {"limit": None}, call_id="c")
     assert a.canonical == b.canonical == c.canonical == 'channel_history\x1f{"limit":20}'
     x = executor.prepare("leak", '{"text": "é",   "x": 1}', call_id="x")  # extra key ignored by the model
@@ -167,7 +179,9 @@ def test_bad_json_and_non_object_json_are_invalid_arguments() -> None:
 async def test_execute_runs_and_traces(ctx: ToolContext) -> None:
     sink = InMemoryTraceSink()
     executor = make_executor(trace=sink)
-    result = await executor.execute(executor.prepare("calculator", '{"expression": "6*7"}', call_id="c1"), ctx)
+    result = await executor.execute(
+        executor.prepare("calculator", '{"expression": "6*7"}', call_id="c1"), ctx
+    )
     assert result.outcome is Outcome.OK and result.ok
     assert result.text == result.full == "42"
     assert result.tool == "calculator" and not result.empty

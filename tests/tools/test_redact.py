@@ -36,7 +36,9 @@ def test_openai_keys_are_redacted_but_ordinary_words_are_not() -> None:
 def test_bearer_and_authorization_values_are_redacted() -> None:
     redactor = Redactor()
     assert redactor.redact("Authorization: Bearer abc.def-ghi_jkl") == "Authorization: Bearer [redacted]"
-    assert redactor.redact('{"authorization": "Basic dXNlcjpwYXNz"}') == '{"authorization": "Basic [redacted]"}'
+    assert (
+        redactor.redact('{"authorization": "Basic dXNlcjpwYXNz"}') == '{"authorization": "Basic [redacted]"}'
+    )
     assert redactor.redact("curl -H 'authorization: tok_1234567890'") == "curl -H 'authorization: [redacted]'"
 
 

@@ -114,7 +114,9 @@ def _walk_objects(schema: dict) -> list[dict]:  # type: ignore[type-arg]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if node.get("type") == "object" or (isinstance(node.get("type"), list) and "object" in node["type"]):
+            if node.get("type") == "object" or (
+                isinstance(node.get("type"), list) and "object" in node["type"]
+            ):
                 found.append(node)
             stack.extend(node.values())
         elif isinstance(node, list):
@@ -135,7 +137,16 @@ def test_schemas_are_strict_mode_compatible() -> None:
             assert obj["additionalProperties"] is False
             assert sorted(obj["required"]) == sorted(obj["properties"])
         text = repr(params)
-        for keyword in ("$ref", "$defs", "'default'", "'title'", "'minimum'", "'maximum'", "'maxItems'", "'pattern'"):
+        for keyword in (
+            "$ref",
+            "$defs",
+            "'default'",
+            "'title'",
+            "'minimum'",
+            "'maximum'",
+            "'maxItems'",
+            "'pattern'",
+        ):
             assert keyword not in text, keyword
 
 
@@ -145,7 +156,11 @@ def test_schema_keeps_descriptions_and_makes_optional_fields_nullable() -> None:
     times = params["properties"]["times"]
     assert times["type"] == ["integer", "null"]
     assert "How often." in times["description"]
-    assert ">= 1" in times["description"] and "<= 5" in times["description"] and "default 1" in times["description"]
+    assert (
+        ">= 1" in times["description"]
+        and "<= 5" in times["description"]
+        and "default 1" in times["description"]
+    )
 
     nested = Registry([nested_tool]).schemas()[0]["function"]["parameters"]
     place = nested["properties"]["place"]

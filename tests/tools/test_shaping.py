@@ -51,8 +51,10 @@ def test_markers_count_the_omitted_characters() -> None:
     text = filler(30_000, seed=5) + " " + PLANTED + " " + filler(30_000, seed=6)
     out = shape(text, 3000, query="Bluebird launch code")
     omitted = sum(int(m.replace(",", "")) for m in re.findall(r"\[… ([\d,]+) characters omitted …\]", out))
-    kept = len(out) - sum(len(omitted_marker(0)) - 1 + len(f"{int(m.replace(',', '')):,}")
-                          for m in re.findall(r"\[… ([\d,]+) characters omitted …\]", out))
+    kept = len(out) - sum(
+        len(omitted_marker(0)) - 1 + len(f"{int(m.replace(',', '')):,}")
+        for m in re.findall(r"\[… ([\d,]+) characters omitted …\]", out)
+    )
     assert omitted + kept == len(text)
 
 

@@ -10,7 +10,15 @@ from yarl import URL
 
 from tests.tools.conftest import make_settings
 from tools.errors import BlockedURLError, FetchError
-from tools.ssrf import AllowList, IPAddress, PinnedResolver, URLGuard, parse_ip_literal, refusal_reason, unwrap
+from tools.ssrf import (
+    AllowList,
+    IPAddress,
+    PinnedResolver,
+    URLGuard,
+    parse_ip_literal,
+    refusal_reason,
+    unwrap,
+)
 
 
 async def no_dns(host: str, port: int) -> list[IPAddress]:
@@ -46,7 +54,9 @@ def test_inet_aton_spellings_are_parsed(spelling: str, address: str) -> None:
     assert parse_ip_literal(spelling) == ipaddress.ip_address(address)
 
 
-@pytest.mark.parametrize("host", ["example.com", "127.0.0.1.example.com", "0x7g.1", "1.2.3.4.5", "256.1.1.1", "09"])
+@pytest.mark.parametrize(
+    "host", ["example.com", "127.0.0.1.example.com", "0x7g.1", "1.2.3.4.5", "256.1.1.1", "09"]
+)
 def test_names_are_not_literals(host: str) -> None:
     assert parse_ip_literal(host) is None
 
@@ -101,7 +111,9 @@ def test_non_public_addresses_are_refused(address: str, reason: str) -> None:
     assert refusal_reason(ipaddress.ip_address(address)) == reason
 
 
-@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::8.8.8.8"])
+@pytest.mark.parametrize(
+    "address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::8.8.8.8"]
+)
 def test_public_addresses_pass(address: str) -> None:
     assert refusal_reason(ipaddress.ip_address(address)) is None
 
@@ -158,7 +170,9 @@ async def test_names_resolving_to_private_addresses_are_refused() -> None:
 
 
 async def test_public_names_pass_with_their_addresses() -> None:
-    guard = URLGuard(resolve=fake_dns({"example.com": ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"]}))
+    guard = URLGuard(
+        resolve=fake_dns({"example.com": ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"]})
+    )
     target = await guard.check(URL("https://Example.COM./path"))
     assert (target.host, target.port) == ("example.com", 443)
     assert target.addresses == ("93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c")
@@ -174,7 +188,9 @@ async def test_unresolvable_names_are_a_fetch_error() -> None:
 
 async def test_allow_list_by_host_and_port_by_cidr_and_by_name() -> None:
     allow = AllowList.parse(["127.0.0.1:8080", "10.20.0.0/16", "docs.internal", "[::1]:9000"])
-    guard = URLGuard(allow, resolve=fake_dns({"docs.internal": ["192.168.5.5"], "other.internal": ["10.20.3.4"]}))
+    guard = URLGuard(
+        allow, resolve=fake_dns({"docs.internal": ["192.168.5.5"], "other.internal": ["10.20.3.4"]})
+    )
     assert (await guard.check(URL("http://127.0.0.1:8080/"))).addresses == ("127.0.0.1",)
     assert (await guard.check(URL("http://0x7f.1:8080/"))).addresses == ("127.0.0.1",)  # same address
     assert (await guard.check(URL("http://[::1]:9000/"))).addresses == ("::1",)

@@ -36,7 +36,17 @@ CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "tau": math.tau}
 
 _THOUSANDS = re.compile(r"\d,\d{3}(?!\d)")
 _DIGIT_UNDERSCORE = re.compile(r"\d_|_\d")
-_NON_ASCII_HINTS = {"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "π": "pi", "²": "**2", "³": "**3", "√": "sqrt()"}
+_NON_ASCII_HINTS = {
+    "×": "*",
+    "·": "*",
+    "÷": "/",
+    "−": "-",
+    "–": "-",
+    "π": "pi",
+    "²": "**2",
+    "³": "**3",
+    "√": "sqrt()",
+}
 
 
 class CalculatorArgs(BaseModel):
@@ -49,7 +59,21 @@ class CalculatorArgs(BaseModel):
         "Operators: + - * / // % **; functions: "
         + ", ".join(
             sorted(
-                ("sqrt", "log", "exp", "sin", "cos", "tan", "abs", "round", "min", "max", "floor", "ceil", "factorial")
+                (
+                    "sqrt",
+                    "log",
+                    "exp",
+                    "sin",
+                    "cos",
+                    "tan",
+                    "abs",
+                    "round",
+                    "min",
+                    "max",
+                    "floor",
+                    "ceil",
+                    "factorial",
+                )
             )
         )
         + "; constants: pi, e."
@@ -105,7 +129,9 @@ def _check_text(expression: str) -> None:
             if hint:
                 raise CalculatorError(f"write {hint!r} instead of {ch!r}")
             kind = "digit" if ch.isdigit() or ch.isnumeric() else "character"
-            raise CalculatorError(f"the {kind} {ch!r} is not allowed: use ASCII digits 0-9 and operators only")
+            raise CalculatorError(
+                f"the {kind} {ch!r} is not allowed: use ASCII digits 0-9 and operators only"
+            )
     if _DIGIT_UNDERSCORE.search(expression):
         raise CalculatorError("write numbers without underscores, e.g. 1000000 instead of 1_000_000")
 
@@ -317,7 +343,9 @@ class _Evaluator:
         except ZeroDivisionError:
             raise CalculatorError("division by zero") from None
         except OverflowError:
-            raise CalculatorError("a number got too large to represent (overflow); use smaller numbers") from None
+            raise CalculatorError(
+                "a number got too large to represent (overflow); use smaller numbers"
+            ) from None
         except ValueError as exc:  # math domain errors: asin(2), log of huge-but-invalid input...
             raise CalculatorError(f"a function got a value outside its domain ({exc})") from None
 
@@ -354,7 +382,9 @@ class _Evaluator:
         if name in FUNCTIONS:
             raise CalculatorError(f"{name} is a function: call it, e.g. {name}(2)")
         known = ", ".join(sorted(CONSTANTS))
-        raise CalculatorError(f"unknown name {name!r}; the constants are {known} (variables are not supported)")
+        raise CalculatorError(
+            f"unknown name {name!r}; the constants are {known} (variables are not supported)"
+        )
 
     def _call(self, node: ast.Call) -> Number:
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
@@ -365,7 +395,9 @@ class _Evaluator:
             raise CalculatorError(f"{name} takes plain positional arguments only")
         fn, fewest, most = FUNCTIONS[name]
         if len(node.args) < fewest or (most is not None and len(node.args) > most):
-            wanted = f"{fewest}" if fewest == most else f"{fewest} or more" if most is None else f"{fewest}-{most}"
+            wanted = (
+                f"{fewest}" if fewest == most else f"{fewest} or more" if most is None else f"{fewest}-{most}"
+            )
             raise CalculatorError(f"{name} takes {wanted} argument(s), got {len(node.args)}")
         return fn(*(self._eval(arg) for arg in node.args))
 

@@ -53,7 +53,9 @@ def _unknown_message(name: str) -> str:
     close = difflib.get_close_matches(lowered, list(zones), n=MAX_SUGGESTIONS, cutoff=0.5)
     # "paris" should find "Europe/Paris": also compare with the last part of each key.
     by_city = {key.rsplit("/", 1)[-1]: key for key in zones}
-    close += [by_city[c] for c in difflib.get_close_matches(lowered, list(by_city), n=MAX_SUGGESTIONS, cutoff=0.7)]
+    close += [
+        by_city[c] for c in difflib.get_close_matches(lowered, list(by_city), n=MAX_SUGGESTIONS, cutoff=0.7)
+    ]
     suggestions = list(dict.fromkeys(zones[c] for c in close))[:MAX_SUGGESTIONS]
     hint = f" Did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
     return f"{name!r} is not an IANA time zone name (like 'Europe/Paris' or 'America/New_York').{hint}"

@@ -22,7 +22,9 @@ MAX_URL_CHARS = 2048
 USER_AGENT = "slack-agent-fetch/0.1 (+tool fetch_url)"
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-_TEXT_TYPES = frozenset({"application/json", "application/xml", "application/javascript", "application/x-yaml"})
+_TEXT_TYPES = frozenset(
+    {"application/json", "application/xml", "application/javascript", "application/x-yaml"}
+)
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _READ_CHUNK = 64 * 1024
 
@@ -87,7 +89,9 @@ class Fetcher:
                     raise FetchError(f"could not connect to {url.host} ({exc})") from exc
                 except aiohttp.ClientResponseError as exc:
                     raise FetchError(f"bad HTTP response from {url.host} ({exc.message})") from exc
-        raise FetchError(f"{raw_url!r} redirected more than {self.max_redirects} times (last hop: {str(url)!r})")
+        raise FetchError(
+            f"{raw_url!r} redirected more than {self.max_redirects} times (last hop: {str(url)!r})"
+        )
 
     async def _read(self, url: URL, resp: aiohttp.ClientResponse) -> str:
         if resp.status >= 400:

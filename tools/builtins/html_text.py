@@ -11,7 +11,9 @@ from html.parser import HTMLParser
 from urllib.parse import urljoin
 
 #: Elements whose content is never text for a reader.
-_SKIP = frozenset({"script", "style", "noscript", "template", "svg", "math", "iframe", "object", "canvas", "select"})
+_SKIP = frozenset(
+    {"script", "style", "noscript", "template", "svg", "math", "iframe", "object", "canvas", "select"}
+)
 _BLOCK = frozenset(
     "address article aside blockquote br dd div dl dt fieldset figcaption figure footer form h1 h2 h3 h4 h5 "
     "h6 header hr li main nav ol p pre section table tbody td th thead tr ul".split()

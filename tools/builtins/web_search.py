@@ -10,7 +10,7 @@ import html
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,21 +35,22 @@ class WebSearchArgs(BaseModel):
     query: str = Field(min_length=1, max_length=400, description="What to search the web for.")
 
 
-class SearchBackend:
+class SearchBackend(Protocol):
     """One search service: builds the request and reads the answer into result dicts."""
 
-    name = "search"
+    #: Shown in error messages ("SearXNG answered HTTP 500").
+    name: str
 
     def request(self, query: str) -> tuple[str, dict[str, str], dict[str, str]]:
         """(url, query parameters, headers) for ``query``."""
-        raise NotImplementedError
+        ...
 
     def results(self, payload: Any) -> list[dict[str, str]]:
         """The answer's results as ``{"title", "url", "snippet"}`` dicts."""
-        raise NotImplementedError
+        ...
 
 
-class SearxngBackend(SearchBackend):
+class SearxngBackend:
     """``GET {base}/search?q=…&format=json`` (the instance must allow the json format)."""
 
     name = "SearXNG"
@@ -67,7 +68,7 @@ class SearxngBackend(SearchBackend):
         return [_result(i.get("title"), i.get("url"), i.get("content")) for i in items if isinstance(i, dict)]
 
 
-class BraveBackend(SearchBackend):
+class BraveBackend:
     """Brave Search API web search, authenticated by the ``X-Subscription-Token`` header."""
 
     name = "Brave Search"
@@ -85,7 +86,9 @@ class BraveBackend(SearchBackend):
         items = web.get("results", []) if isinstance(web, dict) else []
         if not isinstance(items, list):
             raise SearchError("Brave Search answered without a results list")
-        return [_result(i.get("title"), i.get("url"), i.get("description")) for i in items if isinstance(i, dict)]
+        return [
+            _result(i.get("title"), i.get("url"), i.get("description")) for i in items if isinstance(i, dict)
+        ]
 
 
 def _result(title: Any, url: Any, snippet: Any) -> dict[str, str]:
