@@ -43,8 +43,9 @@ class Settings(AgentSettings, ToolSettings):
     host: str = Field(default="0.0.0.0", description="Address the HTTP server binds.")
     redis_key_prefix: str = Field(default=DEFAULT_KEY_PREFIX, min_length=1, description="Prefix of every Redis key.")
     arq_queue_name: str = Field(default=DEFAULT_QUEUE_NAME, min_length=1, description="arq queue of agent runs.")
-    thread_ttl_seconds: int = Field(
-        default=DEFAULT_TTL_SECONDS, gt=0, description="How long a thread's history, progress and trace are kept."
+    thread_retention_days: float = Field(
+        default=DEFAULT_TTL_SECONDS / 86_400, gt=0,
+        description="Days a thread's history, progress and trace are kept after its last step.",
     )
     agent_verbosity: Verbosity = Field(default="full", description="Default per-workspace thread shape.")
     data_dir: Path = Field(default=Path("data"), description="Where the embedded Redis keeps its files.")
@@ -58,6 +59,10 @@ class Settings(AgentSettings, ToolSettings):
         default=50.0, ge=0, description="Per-workspace chat.update pace across all workers (0: no pacing)."
     )
     worker_max_jobs: int = Field(default=10, gt=0, description="Agent runs one worker process runs at once.")
+
+    @property
+    def thread_ttl_seconds(self) -> int:
+        return max(1, int(self.thread_retention_days * 86_400))
 
     @property
     def socket_mode(self) -> bool:

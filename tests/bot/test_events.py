@@ -122,18 +122,13 @@ async def test_healthz_is_503_when_redis_is_down(key_prefix: str, fake_slack: Fa
         port = s.getsockname()[1]
     server = await asyncio.create_subprocess_exec(
         "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-        stdout=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
     )
     url = f"redis://127.0.0.1:{port}/0"
     try:
-        probe = aioredis.Redis.from_url(url)
-        for _ in range(100):  # wait for the server's port: a bounded readiness loop, not a timing guess
-            try:
-                await probe.ping()
-                break
-            except aioredis.ConnectionError:
-                await asyncio.sleep(0.05)
-        await probe.aclose()
+        assert server.stdout is not None
+        while b"Ready to accept connections" not in await asyncio.wait_for(server.stdout.readline(), 10):
+            pass
         settings = make_settings(key_prefix, fake_slack, None, redis_url=url)
         async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
             async with http.get(f"http://127.0.0.1:{service.port}/healthz") as resp:
