@@ -28,8 +28,8 @@ from pydantic import BaseModel
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agent_core import Agent, InMemoryBudget, InMemoryThreadStore, OpenAIChatLLM, price_for  # noqa: E402
-from tools import InMemoryTraceSink, Registry, ToolContext, tool  # noqa: E402
+from agent_core import Agent, InMemoryBudget, InMemoryThreadStore, OpenAIChatLLM, price_for
+from tools import InMemoryTraceSink, Registry, ToolContext, tool
 
 STEPS = 10
 TOOLS = [{"type": "function", "function": {"name": "echo", "description": "Echo a text.", "parameters": {
