@@ -5,7 +5,9 @@ counted): a minimal hand-written loop on raw aiohttp, the same loop on the plain
 client, and ``agent_core.Agent`` with every engine feature on (context assembly, token counting, cost and
 budget accounting, stopper, tool validation, shaping, redaction, tracing, thread store).
 
-    python bench/loop_overhead.py [--runs 30]
+    python bench/loop_overhead.py [--runs 30] [--reps 3] [--quick] [--json out.json]
+
+Each repetition measures ``--runs`` runs of every loop; the report is the median of the repetitions' medians.
 """
 
 from __future__ import annotations
@@ -14,9 +16,7 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +27,8 @@ import openai
 from pydantic import BaseModel
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from common import fake_llm, summarize, write_json
 
 from agent_core import Agent, InMemoryBudget, InMemoryThreadStore, OpenAIChatLLM, price_for
 from tools import InMemoryTraceSink, Registry, ToolContext, tool
@@ -45,12 +47,6 @@ class EchoArgs(BaseModel):
 @tool(name="echo", description="Echo a text a number of times.")
 async def echo(args: EchoArgs, ctx: ToolContext) -> str:
     return " ".join([args.text] * args.times)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def raw_aiohttp_run(session: aiohttp.ClientSession, url: str) -> int:
@@ -102,19 +98,10 @@ async def measure(name: str, runs: int, one_run: Callable[[int], Awaitable[int]]
 
 
 async def main(runs: int) -> dict[str, dict[str, float]]:
-    port = free_port()
-    server = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "fake_llm.py"), str(port)])
-    base = f"http://127.0.0.1:{port}/v1/"
-    try:
+    with fake_llm(calls=STEPS, tool="echo") as (_, base):
+        results: dict[str, dict[str, float]] = {}
+        url = base + "chat/completions"
         async with aiohttp.ClientSession() as session:
-            for _ in range(100):
-                try:
-                    async with session.get(f"http://127.0.0.1:{port}/"):
-                        break
-                except aiohttp.ClientConnectionError:
-                    await asyncio.sleep(0.05)
-            results: dict[str, dict[str, float]] = {}
-            url = base + "chat/completions"
             results["raw aiohttp loop"] = await measure("raw", runs, lambda i: raw_aiohttp_run(session, url))
         client = openai.AsyncOpenAI(base_url=base, api_key="x", max_retries=0,
                                     http_client=openai.DefaultAioHttpClient())
@@ -132,17 +119,30 @@ async def main(runs: int) -> dict[str, dict[str, float]]:
         results["agent_core.Agent (all features)"] = await measure("agent", runs, agent_run)
         await agent.aclose()
         return results
-    finally:
-        server.terminate()
-        server.wait()
+
+
+def repeat(reps: int, runs: int) -> dict[str, dict[str, object]]:
+    """``reps`` repetitions, each in a fresh event loop; per loop the summary of the repetitions' medians."""
+    outs = [asyncio.run(main(runs)) for _ in range(reps)]
+    return {name: {"cpu_ms_per_step": summarize([o[name]["cpu_ms_median"] for o in outs]),
+                   "wall_ms_per_step": summarize([o[name]["wall_ms_median"] for o in outs])}
+            for name in outs[0]}
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json")
     args = parser.parse_args()
-    out = asyncio.run(main(args.runs))
-    print(f"{'loop':38} {'CPU ms/step (median, min-max)':32} wall ms/step")
+    out = repeat(1 if args.quick else args.reps, 10 if args.quick else args.runs)
+    if args.json:
+        write_json(args.json, {"what": f"CPU and wall ms per step of {STEPS}-step runs, fake LLM answering at once",
+                               "steps_per_run": STEPS, "loops": out})
+    print(f"{'loop':38} {'CPU ms/step (median of reps, min-max)':40} wall ms/step", file=sys.stderr)
     for name, r in out.items():
-        print(f"{name:38} {r['cpu_ms_median']:6.2f} ({r['cpu_ms_min']:.2f}-{r['cpu_ms_max']:.2f}){'':14} "
-              f"{r['wall_ms_median']:6.2f}")
+        cpu, wall = r["cpu_ms_per_step"], r["wall_ms_per_step"]
+        assert isinstance(cpu, dict) and isinstance(wall, dict)
+        print(f"{name:38} {cpu['median']:6.2f} ({cpu['min']:.2f}-{cpu['max']:.2f}){'':22} {wall['median']:6.2f}",
+              file=sys.stderr)

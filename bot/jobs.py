@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import Budget, CancelToken, Event, Limits
+from agent_core import Budget, CancelToken, Event, Limits, StoreError
 from agent_core.keys import Keys
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from bot import render
@@ -38,7 +38,14 @@ from bot.poster import Pacer, Poster, RunLedger, SlackEventSink, Target, ThreadS
 from bot.redis import as_text, awaited
 from bot.settings import Settings
 from bot.slack_reader import WebSlackReader
-from bot.workspace_limits import RunRecord, Workspace, WorkspaceLimitsStore, limits_for
+from bot.workspace_limits import (
+    LimitsPolicy,
+    RunBlocked,
+    RunRecord,
+    SlackLookupError,
+    Workspace,
+    WorkspaceLimits,
+)
 from bot.workspace_settings import WorkspaceSettings
 from tools import RefuseAll, ToolContext
 
@@ -175,7 +182,9 @@ class Runtime:
         self.store = RedisThreadStore(redis, self.keys, ttl_seconds=ttl)
         self.trace = RedisTraceSink(redis, self.keys, ttl_seconds=ttl)
         self.agent = agent_factory(settings, self.store, self.trace)
-        self.limits = WorkspaceLimitsStore(redis, key_prefix=settings.redis_key_prefix)
+        self.limits = WorkspaceLimits.create(
+            redis, LimitsPolicy.from_settings(settings), key_prefix=settings.redis_key_prefix
+        )
         self.workspace = WorkspaceSettings(redis, self.keys, default=settings.agent_verbosity)
         self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=3)
         self.update_pacer = Pacer(redis, per_second=settings.slack_updates_per_minute / 60, burst=5)
@@ -268,11 +277,18 @@ class Runtime:
             return  # finished just before a restart: its replies are out
         resume = progress is not None and progress.run_id == run_id and progress.status == "running"
         ws = Workspace.of(turn.team_id, turn.enterprise_id)
-        config = await self.limits.get(ws)
-        limits = limits_for(config, base=self.settings.limits())
-        budget = self.limits.budget_for(ws, config)
         target = _target(turn)
         poster = self.poster(turn)
+        try:
+            plan = await self.limits.preflight(self.slack, ws, turn.user_id, base=self.settings.limits())
+        except (StoreError, SlackLookupError) as exc:
+            # Fail closed: no LLM call when the budget or the user's standing cannot be checked.
+            await poster.post(target, render.error_message(f"`error`: {exc}"))
+            return
+        if isinstance(plan, RunBlocked):
+            await poster.post(target, render.notice(plan.message))
+            return
+        limits, budget = plan.limits, plan.budget
         ledger = RunLedger(self.redis, self.keys.run(turn.thread, run_id), self.settings.thread_ttl_seconds)
         await ledger.set(requester=turn.user_id, thread=turn.thread)
         if resume or resumed:
@@ -326,10 +342,14 @@ class Runtime:
         final = sink.final
         assert final is not None
         with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
-            await self.limits.record_run(ws, RunRecord(
+            permalink = ""
+            with contextlib.suppress(Exception):
+                link = await self.slack.chat_getPermalink(channel=turn.channel_id, message_ts=turn.reply_thread_ts)
+                permalink = str(link.get("permalink") or "")
+            await self.limits.store.record_run(ws, RunRecord(
                 user_id=turn.user_id, at=datetime.now(UTC), stop_reason=final.reason.value, steps=final.steps,
                 cost_micros=final.usage.cost_micros, channel_id=turn.channel_id, thread_ts=turn.reply_thread_ts,
-                run_id=final.run_id,
+                permalink=permalink, run_id=final.run_id,
             ))
 
     async def _watch_cancel(self, thread: str, run_id: str, token: CancelToken) -> None:

@@ -59,6 +59,20 @@ class Settings(AgentSettings, ToolSettings):
         default=50.0, ge=0, description="Per-workspace chat.update pace across all workers (0: no pacing)."
     )
     worker_max_jobs: int = Field(default=10, gt=0, description="Agent runs one worker process runs at once.")
+    agent_budget_usd: str = Field(
+        default="10.00",
+        description="Default budget of each workspace per period, USD; empty: no budget; 0 freezes spending.",
+    )
+    agent_budget_period: Literal["monthly", "daily"] = Field(
+        default="monthly", description="Budget period: monthly (the 1st, 00:00 UTC) or daily (00:00 UTC)."
+    )
+    agent_admin_user_ids: str = Field(
+        default="", description="Comma-separated user ids that may change limits besides Slack admins and owners."
+    )
+    agent_allow_guests: bool = Field(default=False, description="Let guests start runs on the workspace's budget.")
+    agent_allow_external_users: bool = Field(
+        default=False, description="Let people of other organisations in shared channels start runs."
+    )
 
     @property
     def thread_ttl_seconds(self) -> int:

@@ -256,6 +256,8 @@ Workspace admins and owners can change them:
 • `/agent-limits max-tokens <n>` tokens per run, 1,000 to 2,000,000
 • `/agent-limits max-cost <usd>` cost cap of one run, $0.01 to $100.00
 • `/agent-limits reset` back to the defaults
+• `/agent-limits verbosity full|compact` full: a thread reply per step; compact: one status message \
+edited per step, then the answer
 Amounts are plain dollars with at most two decimals, like `25` or `0.50`."""
 
 

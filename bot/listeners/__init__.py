@@ -1,17 +1,18 @@
-"""Wires every listener module into the Bolt app; each module exposes ``register(app, services)``."""
+"""Wires every listener module into the Bolt app; each module exposes ``register(app, services, ...)``."""
 
 from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.listeners import actions, events
+from bot.listeners import actions, commands, events, home
 from bot.services import Services
-
-# TODO(limits helper): add `commands` (/agent-limits) and `home` (App Home) here once
-# bot/listeners/commands.py and bot/listeners/home.py exist: `from bot.listeners import commands, home`.
-MODULES = (events, actions)
 
 
 def register(app: AsyncApp, services: Services) -> None:
-    for module in MODULES:
-        module.register(app, services)
+    # One rules object per process: /agent-limits, App Home, Stop and the agent-session stop event share its
+    # admin list and users.info cache.
+    limits = commands.limits_for_services(services)
+    events.register(app, services, limits)
+    actions.register(app, services, limits)
+    commands.register(app, services, limits)
+    home.register(app, services, limits)

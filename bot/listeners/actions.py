@@ -14,13 +14,14 @@ from bot.jobs import request_cancel
 from bot.redis import as_text, awaited
 from bot.render import STOP_ACTION_ID
 from bot.services import Services
-from bot.workspace_limits import SlackLookupError, SlackUsers
+from bot.workspace_limits import SlackLookupError, WorkspaceLimits
 
 log = logging.getLogger(__name__)
 
 
-def register(app: AsyncApp, services: Services) -> None:
-    users = SlackUsers()
+def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
+    """The Stop button; ``limits`` is the process's shared rules object (admin list, users.info cache)."""
+    users = limits.users
 
     @app.action(STOP_ACTION_ID)
     async def on_stop(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:

@@ -19,7 +19,7 @@ from bot.dedupe import Dedupe
 from bot.jobs import Turn, enqueue_turn, request_cancel
 from bot.redis import as_text, awaited
 from bot.services import Services
-from bot.workspace_limits import SlackUsers
+from bot.workspace_limits import WorkspaceLimits
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +29,10 @@ HUMAN_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 DM_THREAD = "dm"
 
 
-def register(app: AsyncApp, services: Services) -> None:
+def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
+    """Mentions, thread replies, DMs and Slack's agent-session stop; ``limits`` gives the admin check."""
     dedupe = Dedupe(services.redis, services.keys)
-    users = SlackUsers()
+    users = limits.users
 
     @app.event("app_mention")
     async def on_mention(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:

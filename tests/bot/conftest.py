@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -115,4 +115,3 @@ async def app(settings: Settings) -> AsyncIterator[App]:
         yield App(service, http)
 
 
-Drain = Callable[[], Awaitable[None]]

@@ -325,3 +325,21 @@ def test_policy_reads_the_settings(monkeypatch: pytest.MonkeyPatch):
         max_steps=9, max_tokens=50_000, max_cost_micros=500_000, budget_micros=2_500_000, period="daily"
     )
     assert policy.admin_user_ids == {"U1", "U2"} and policy.allow_guests and not policy.allow_external
+
+
+async def test_admins_set_the_verbosity_and_show_tells_it(harness: Harness):
+    harness.slack.users["UADMIN"] = {"is_admin": True}
+    assert "*Verbosity:* `full`" in await harness.command("show")
+    reply = await harness.command("verbosity compact", user="UADMIN")
+    assert "Verbosity is now `compact`" in reply
+    assert "*Verbosity:* `compact`" in await harness.command("show", user="USOMEONE")
+
+
+async def test_verbosity_is_refused_for_members_and_bad_values_change_nothing(harness: Harness):
+    harness.slack.users["UMEMBER"] = {}
+    harness.slack.users["UADMIN"] = {"is_admin": True}
+    assert "Only workspace admins and owners" in await harness.command("verbosity compact", user="UMEMBER")
+    for bad in ("verbosity", "verbosity loud", "verbosity full compact"):
+        reply = await harness.command(bad, user="UADMIN")
+        assert "takes one of: full, compact" in reply and "*Usage:*" in reply
+    assert "*Verbosity:* `full`" in await harness.command("show")

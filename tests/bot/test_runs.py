@@ -134,11 +134,14 @@ async def test_two_workspaces_never_see_each_others_threads(
 ) -> None:
     # A Slack Connect channel has one id in both organisations; the same ts is the worst case.
     fake_openai.queue(text("ok A"), text("ok B"), text("B again"))
+    fake_slack.users.update({"UA": {"team_id": "TA"}, "UB": {"team_id": "TB"}})
     ts = next_ts()
-    await app.post_event(event_body(mention(text="<@UBOT> secret of A is 1234", ts=ts, team="TA"), team_id="TA"))
-    await app.post_event(event_body(mention(text="<@UBOT> hello from B", ts=ts, team="TB"), team_id="TB"))
+    await app.post_event(event_body(mention(text="<@UBOT> secret of A is 1234", ts=ts, team="TA", user="UA"),
+                                    team_id="TA"))
+    await app.post_event(event_body(mention(text="<@UBOT> hello from B", ts=ts, team="TB", user="UB"), team_id="TB"))
     await app.drain()
-    await app.post_event(event_body(message(text="what did I say?", thread_ts=ts, team="TB"), team_id="TB"))
+    await app.post_event(event_body(message(text="what did I say?", thread_ts=ts, team="TB", user="UB"),
+                                    team_id="TB"))
     await app.drain()
     assert len(fake_openai.requests) == 3
     b_follow_up = json.dumps(fake_openai.requests[2].messages)
@@ -292,3 +295,40 @@ async def test_worker_killed_mid_run_resumes_from_the_last_step(
     assert "The answer is 42." in thread[-1] and "`final_answer`" in thread[-1]
     resumed = json.dumps(fake_openai.requests[2].messages)
     assert "6*7" in resumed and "42" in resumed  # the step before the crash is in the resumed context
+
+
+async def test_guest_is_refused_before_any_llm_call(app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI) -> None:
+    fake_slack.users["UGUEST"] = {"is_restricted": True}
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> spend money", ts=ts, user="UGUEST")))
+    await app.drain()
+    assert fake_openai.requests == []
+    [reply] = fake_slack.thread_messages("C1", ts)
+    assert "guests can't start runs" in reply.block_text()
+
+
+async def test_used_up_budget_is_refused_at_once_and_other_workspaces_run(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    from bot.workspace_limits import Workspace, WorkspaceLimitsStore
+
+    store = WorkspaceLimitsStore(redis_client, key_prefix=key_prefix)
+    await store.set(Workspace("T0001"), "budget_micros", 0, "UADMIN")
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> spend money", ts=ts)))
+    await app.drain()
+    assert fake_openai.requests == []
+    [reply] = fake_slack.thread_messages("C1", ts)
+    assert "budget_exhausted" in reply.block_text()
+    assert "resets" in reply.block_text() and "admin" in reply.block_text()
+
+    fake_openai.queue(text("Another workspace still runs."))
+    fake_slack.users["U2"] = {"team_id": "T0002"}
+    other = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> hello", ts=other, team="T0002", user="U2"),
+                                    team_id="T0002"))
+    await app.drain()
+    assert len(fake_openai.requests) == 1
+    assert "Another workspace still runs." in final_of(fake_slack.thread_messages("C1", other)).block_text()
+    runs = await store.recent_runs(Workspace("T0002"))
+    assert runs and runs[0].permalink.startswith("https://fake.example/archives/C1/p")

@@ -249,7 +249,16 @@ class FakeSlack:
             "conversations.history": self._history,
             "apps.connections.open": self._connections_open,
             "views.publish": lambda p: {"ok": True, "view": {"id": "V1"}},
+            "views.open": lambda p: {"ok": True, "view": {"id": "V2"}},
+            "chat.getPermalink": self._permalink,
         }
+
+    def _permalink(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = str(params.get("channel") or ""), str(params.get("message_ts") or "")
+        if not channel or not ts:
+            return {"ok": False, "error": "channel_not_found" if not channel else "message_not_found"}
+        return {"ok": True, "channel": channel,
+                "permalink": f"https://fake.example/archives/{channel}/p{ts.replace('.', '')}"}
 
     def _auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -1,0 +1,26 @@
+"""Pacing shared through Redis: a GCRA per key, booked atomically, so every worker sees the same rate."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+from bot.poster import Pacer
+
+
+async def test_burst_then_paced(redis_client: aioredis.Redis, key_prefix: str) -> None:
+    pacer = Pacer(redis_client, per_second=1 / 60, burst=2)   # one a minute after a burst of two
+    key = f"{key_prefix}:rl:post:C1"
+    assert await pacer.wait(key, try_only=True)
+    assert await pacer.wait(key, try_only=True)
+    # A third now would have to wait about a minute: try-only says no at once and books nothing.
+    assert not await pacer.wait(key, try_only=True)
+    assert not await pacer.wait(key, try_only=True)
+    assert 0 < await redis_client.pttl(key) <= 121_000
+
+
+async def test_other_keys_are_independent_and_zero_rate_is_off(redis_client: aioredis.Redis, key_prefix: str) -> None:
+    pacer = Pacer(redis_client, per_second=1 / 60, burst=1)
+    assert await pacer.wait(f"{key_prefix}:a", try_only=True)
+    assert await pacer.wait(f"{key_prefix}:b", try_only=True)
+    off = Pacer(redis_client, per_second=0, burst=1)
+    assert all([await off.wait(f"{key_prefix}:c", try_only=True) for _ in range(5)])
