@@ -13,6 +13,11 @@ Layout (``P`` is the configurable prefix, ``E`` the enterprise id or ``-``, ``T`
     P:E:T:dedupe:ev:ID         an Events API delivery already taken
     P:E:T:dedupe:msg:C:ts      a human message already taken (app_mention and message share it)
     P:E:T:settings             per-workspace settings (verbosity)
+    P:E:T:limits               per-workspace limit overrides (hash)
+    P:E:T:limits:audit         capped list of limit changes (who, when, old -> new)
+    P:E:T:runs                 capped list of recent run summaries (App Home)
+    {P:E:T}:budget:PERIOD:...  budget ledger (spent, held, expiries, settled); the whole namespace is the
+                               hash tag, so one workspace's budget scripts touch one Cluster slot
     P:E:T:rl:...               rate-limit pacing state
 
 The hash tag holds channel and ts only: a thread's keys share one Redis Cluster slot, so one MULTI or script
@@ -113,6 +118,15 @@ class Keys:
 
     def workspace_settings(self, team_id: str, enterprise_id: str = "") -> str:
         return f"{self.namespace(team_id, enterprise_id)}:settings"
+
+    def limits(self, team_id: str, enterprise_id: str = "") -> str:
+        return f"{self.namespace(team_id, enterprise_id)}:limits"
+
+    def limits_audit(self, team_id: str, enterprise_id: str = "") -> str:
+        return f"{self.namespace(team_id, enterprise_id)}:limits:audit"
+
+    def recent_runs(self, team_id: str, enterprise_id: str = "") -> str:
+        return f"{self.namespace(team_id, enterprise_id)}:runs"
 
     def rate(self, team_id: str, enterprise_id: str, what: str) -> str:
         return f"{self.namespace(team_id, enterprise_id)}:rl:{what}"

@@ -446,13 +446,13 @@ class WorkspaceLimitsStore:
         return self._keys.namespace(ws.team_id, ws.enterprise_id)
 
     def _config_key(self, ws: Workspace) -> str:
-        return f"{self.namespace(ws)}:limits"
+        return self._keys.limits(ws.team_id, ws.enterprise_id)
 
     def _audit_key(self, ws: Workspace) -> str:
-        return f"{self.namespace(ws)}:limits:audit"
+        return self._keys.limits_audit(ws.team_id, ws.enterprise_id)
 
     def _runs_key(self, ws: Workspace) -> str:
-        return f"{self.namespace(ws)}:runs"
+        return self._keys.recent_runs(ws.team_id, ws.enterprise_id)
 
     async def get(self, ws: Workspace) -> WorkspaceConfig:
         """The workspace's effective config: its overrides on top of the defaults."""
