@@ -8,6 +8,9 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+#: How long an abandoned call may take to finish its own clean-up before the run moves on without it.
+CANCEL_GRACE_SECONDS = 1.0
+
 
 class Cancelled(Exception):
     """Raised by :meth:`CancelToken.race` when the token fires first; the loop turns it into a stop."""
@@ -48,13 +51,17 @@ class CancelToken:
         stop = asyncio.ensure_future(self._event.wait())
         try:
             await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            # Our own task was cancelled (a deadline, a shutdown): the work must not outlive it.
+            work.cancel()
+            await asyncio.wait({work}, timeout=CANCEL_GRACE_SECONDS)
+            raise
         finally:
             stop.cancel()
         if work.done():
             return work.result()
         work.cancel()
-        try:
-            await work
-        except BaseException:  # noqa: B036 - the abandoned call's own ending is of no interest
-            pass
+        await asyncio.wait({work}, timeout=CANCEL_GRACE_SECONDS)
+        if work.done() and not work.cancelled():
+            work.exception()  # retrieved, so an abandoned call's own error is not logged as unhandled
         raise Cancelled(self.reason)

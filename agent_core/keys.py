@@ -10,6 +10,7 @@ Layout (``P`` is the configurable prefix, ``E`` the enterprise id or ``-``, ``T`
     P:E:T:{C:ts}:lock          the run slot (value: the job holding it)
     P:E:T:{C:ts}:run:R         hash of run R's Slack bookkeeping (reply ts, requester, posted steps)
     P:E:T:{C:ts}:cancel:R      set when run R was asked to stop (a pub/sub message is sent too)
+    P:E:T:{C:ts}:approval:R:A  approval request A of run R: ``pending``, then its decision (also published)
     P:E:T:dedupe:ev:ID         an Events API delivery already taken
     P:E:T:dedupe:msg:C:ts      a human message already taken (app_mention and message share it)
     P:E:T:settings             per-workspace settings (verbosity)
@@ -109,6 +110,10 @@ class Keys:
     def cancel(self, thread: str, run_id: str) -> str:
         """Both the flag key and the pub/sub channel a Stop press is announced on."""
         return f"{self.thread_base(thread)}:cancel:{run_id}"
+
+    def approval(self, thread: str, run_id: str, request_id: str) -> str:
+        """Both the state of one approval request and the pub/sub channel its decision is announced on."""
+        return f"{self.thread_base(thread)}:approval:{run_id}:{request_id}"
 
     def dedupe_event(self, team_id: str, enterprise_id: str, event_id: str) -> str:
         return f"{self.namespace(team_id, enterprise_id)}:dedupe:ev:{event_id}"

@@ -132,7 +132,7 @@ def repeat(reps: int, runs: int) -> dict[str, dict[str, object]]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()

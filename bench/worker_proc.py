@@ -21,13 +21,15 @@ import sys
 import time
 from typing import Any
 
+import aiohttp
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bot.jobs import Runtime  # noqa: E402
-from bot.redis import RedisHandle  # noqa: E402
-from bot.settings import Settings  # noqa: E402
-from bot.slack_client import make_web_client  # noqa: E402
-from bot.worker import build_worker, close_worker, default_agent  # noqa: E402
+from bot.jobs import Runtime
+from bot.redis import RedisHandle
+from bot.settings import Settings
+from bot.slack_client import make_web_client
+from bot.worker import build_worker, close_worker, default_agent
 
 #: What Service uses in production (``python -m bot worker``).
 SERVICE_POLL_DELAY = 0.5
@@ -43,11 +45,19 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def main(values: dict[str, Any], warmup: int, runs: int, timeout: float, poll_delay: float) -> None:
+async def main(
+    values: dict[str, Any], warmup: int, runs: int, timeout: float, poll_delay: float, shared_session: bool
+) -> None:
     settings = Settings(_env_file=None, **values)
     handle = RedisHandle(settings.redis_url or "")
     slack = make_web_client(token=settings.bot_token(), base_url=settings.slack_api_url,
                             max_retry_after=settings.slack_max_retry_after_seconds)
+    session: aiohttp.ClientSession | None = None
+    if shared_session:
+        # The proposed fix, tried from here: one aiohttp session (kept-alive connections) for every Web API call,
+        # instead of the SDK's new session and TCP connection per call when it is given none.
+        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        slack.session = session
     queue = await handle.arq_pool(settings.arq_queue_name)
     runtime = Runtime(settings, handle.client(), queue, slack, default_agent)
     worker = build_worker(settings, handle, runtime, poll_delay=poll_delay, handle_signals=False)
@@ -95,6 +105,8 @@ async def main(values: dict[str, Any], warmup: int, runs: int, timeout: float, p
         await task
     await runtime.aclose()
     await handle.close()
+    if session is not None:
+        await session.close()
 
 
 if __name__ == "__main__":
@@ -104,5 +116,7 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, required=True)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--poll-delay", type=float, default=SERVICE_POLL_DELAY)
+    parser.add_argument("--shared-slack-session", action="store_true")
     args = parser.parse_args()
-    asyncio.run(main(json.loads(args.settings), args.warmup, args.runs, args.timeout, args.poll_delay))
+    asyncio.run(main(json.loads(args.settings), args.warmup, args.runs, args.timeout, args.poll_delay,
+                     args.shared_slack_session))

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from agent_core import Budget, CancelToken, Event, Limits, StoreError
 from agent_core.keys import Keys
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from bot import render
+from bot.approvals import SlackApprover
 from bot.poster import Pacer, Poster, RunLedger, SlackEventSink, Target, ThreadStatus
 from bot.redis import as_text, awaited
 from bot.settings import Settings
@@ -47,7 +49,7 @@ from bot.workspace_limits import (
     WorkspaceLimits,
 )
 from bot.workspace_settings import WorkspaceSettings
-from tools import RefuseAll, ToolContext
+from tools import ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -304,9 +306,14 @@ class Runtime:
         token = CancelToken()
         watcher = asyncio.create_task(self._watch_cancel(turn.thread, run_id, token))
         self.trace.bind(run_id, turn.thread)
+        approver = SlackApprover(
+            self.redis, self.keys, poster, target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
+            timeout_seconds=self.settings.agent_approval_timeout_seconds,
+            deadline=time.monotonic() + limits.max_seconds,
+        )
         scope = ToolContext(
             run_id=run_id, step=0, team_id=turn.team_id, channel_id=turn.channel_id, user_id=turn.user_id,
-            slack=self.reader, approver=RefuseAll(),
+            slack=self.reader, approver=approver,
         )
         try:
             events = self.agent.events(
@@ -328,6 +335,7 @@ class Runtime:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+            await asyncio.shield(approver.aclose())  # requests a stopped run left open are closed, denied
             self.trace.unbind(run_id)
         if sink.final is not None:
             await self._record(ws, turn, sink)

@@ -12,6 +12,7 @@ from agent_core.errors import ConfigError
 from agent_core.keys import DEFAULT_KEY_PREFIX
 from agent_core.redis_store import DEFAULT_TTL_SECONDS
 from agent_core.settings import AgentSettings
+from bot.approvals import DEFAULT_TIMEOUT_SECONDS as DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from tools import ToolSettings
 
 #: Slack's Web API; the trailing slash matters, the SDK joins method names onto it with urljoin.
@@ -72,6 +73,10 @@ class Settings(AgentSettings, ToolSettings):
     agent_allow_guests: bool = Field(default=False, description="Let guests start runs on the workspace's budget.")
     agent_allow_external_users: bool = Field(
         default=False, description="Let people of other organisations in shared channels start runs."
+    )
+    agent_approval_timeout_seconds: float = Field(
+        default=DEFAULT_APPROVAL_TIMEOUT_SECONDS, gt=0,
+        description="How long a tool call needing approval waits for a press before it is denied.",
     )
 
     @property

@@ -1,57 +1,115 @@
-"""Interactivity: the Stop button (requester or a workspace admin only) ends its run with ``cancelled``."""
+"""Interactivity: the Stop button and the approval buttons, each for the run's requester or a workspace admin.
+
+Stop ends its run with ``cancelled``; Approve/Deny decide one pending tool call (``bot.approvals``). Anyone else
+is told so privately and nothing changes.
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from redis.exceptions import RedisError
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from agent_core.keys import ThreadRef
+from bot.approvals import APPROVE_ACTION_ID, DENY_ACTION_ID, ApprovalRef, Decision, Verdict, decide, describe
 from bot.jobs import request_cancel
 from bot.redis import as_text, awaited
 from bot.render import STOP_ACTION_ID
 from bot.services import Services
-from bot.workspace_limits import SlackLookupError, WorkspaceLimits
+from bot.workspace_limits import SlackLookupError, SlackUsers, WorkspaceLimits
 
 log = logging.getLogger(__name__)
 
 
 def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
-    """The Stop button; ``limits`` is the process's shared rules object (admin list, users.info cache)."""
+    """The buttons; ``limits`` is the process's shared rules object (admin list, users.info cache)."""
     users = limits.users
 
     @app.action(STOP_ACTION_ID)
     async def on_stop(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
-        action = (body.get("actions") or [{}])[0]
+        action = _action(body)
         thread, _, run_id = str(action.get("value") or "").rpartition("|")
-        user = str((body.get("user") or {}).get("id") or "")
-        channel = str((body.get("channel") or {}).get("id") or "")
+        user, channel = _who(body)
         try:
             ref = ThreadRef.parse(thread)
         except ValueError:
             log.warning("Stop button with a malformed value ignored")
             return
-        team_id = context.team_id or ""
-        if ref.team_id != team_id or ref.enterprise_id != (context.enterprise_id or ""):
+        if not _same_workspace(ref, context):
             log.warning("Stop button for another workspace's thread ignored")
             return  # a run is stopped only from the workspace it belongs to
-        requester = as_text(await awaited(services.redis.hget(services.keys.run(thread, run_id), "requester")))
-        allowed = requester is not None and requester == user
-        if not allowed:
-            try:
-                allowed = await users.is_admin(context.client, team_id, user)
-            except SlackLookupError as exc:
-                await _tell(context, channel, user, str(exc))
-                return
-        if not allowed:
-            who = f"<@{requester}>" if requester else "the person who asked"
-            await _tell(context, channel, user, f"Only {who} or a workspace admin can stop this run.")
+        if not await _may_control(services, users, context, thread, run_id, user, channel, "stop this run"):
             return
         await request_cancel(services.redis, services.keys, thread, run_id, f"stopped by <@{user}>")
+
+    async def on_decision(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+        await ack()
+        action = _action(body)
+        user, channel = _who(body)
+        try:
+            ref = ApprovalRef.parse(action.get("value"))
+        except ValueError as exc:
+            log.warning("approval button with a malformed value: %s", exc)
+            await _tell(context, channel, user, "This approval button is malformed; nothing was decided.")
+            return
+        if not _same_workspace(ThreadRef.parse(ref.thread), context):
+            await _tell(context, channel, user, "This approval belongs to another workspace; nothing was decided.")
+            return
+        verdict = Verdict.APPROVED if action.get("action_id") == APPROVE_ACTION_ID else Verdict.DENIED
+        try:
+            if not await _may_control(
+                services, users, context, ref.thread, ref.run_id, user, channel, "approve or deny this tool call"
+            ):
+                return
+            standing = await decide(services.redis, services.keys, ref, Decision(verdict, user))
+        except RedisError as exc:
+            log.warning("approval decision not recorded: %s", exc)
+            await _tell(context, channel, user, "Your decision could not be recorded; please try again.")
+            return
+        if standing is not None:
+            await _tell(context, channel, user, describe(standing))
+
+    app.action(APPROVE_ACTION_ID)(on_decision)
+    app.action(DENY_ACTION_ID)(on_decision)
+
+
+def _action(body: dict[str, Any]) -> dict[str, Any]:
+    actions = body.get("actions")
+    first = actions[0] if isinstance(actions, list) and actions else None
+    return first if isinstance(first, dict) else {}
+
+
+def _who(body: dict[str, Any]) -> tuple[str, str]:
+    """(the presser's user id, the channel of the message pressed)."""
+    return str((body.get("user") or {}).get("id") or ""), str((body.get("channel") or {}).get("id") or "")
+
+
+def _same_workspace(ref: ThreadRef, context: AsyncBoltContext) -> bool:
+    return ref.team_id == (context.team_id or "") and ref.enterprise_id == (context.enterprise_id or "")
+
+
+async def _may_control(
+    services: Services, users: SlackUsers, context: AsyncBoltContext, thread: str, run_id: str, user: str,
+    channel: str, what: str,
+) -> bool:
+    """The run's requester or a workspace admin; anyone else is told privately (False)."""
+    requester = as_text(await awaited(services.redis.hget(services.keys.run(thread, run_id), "requester")))
+    if requester is not None and requester == user:
+        return True
+    try:
+        allowed = await users.is_admin(context.client, context.team_id or "", user)
+    except SlackLookupError as exc:
+        await _tell(context, channel, user, str(exc))
+        return False
+    if not allowed:
+        who = f"<@{requester}>" if requester else "the person who asked"
+        await _tell(context, channel, user, f"Only {who} or a workspace admin can {what}.")
+    return allowed
 
 
 async def _tell(context: AsyncBoltContext, channel: str, user: str, text: str) -> None:

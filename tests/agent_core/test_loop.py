@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+from pydantic import BaseModel
+
 from agent_core import (
     CancelToken,
     FinalAnswer,
@@ -21,7 +23,11 @@ from agent_core import (
 )
 from tests.agent_core.conftest import AgentFactory
 from tests.fakes.openai_server import FakeOpenAI, delay, error, text, tool_calls
-from tools import ToolSettings, builtin_registry
+from tools import Registry, ToolContext, ToolSettings, builtin_registry, tool
+
+
+class NoArgs(BaseModel):
+    pass
 
 
 async def collect(agent_events):  # type: ignore[no-untyped-def]
@@ -272,3 +278,21 @@ async def test_a_long_history_is_trimmed_without_losing_the_task_or_pairs(
     total_chars = sum(len(m.get("content") or "") for m in sent)
     assert total_chars < sum(len(m.get("content") or "") for m in history) / 4
     assert sent[1]["role"] != "tool"
+
+
+async def test_the_deadline_cancels_a_running_tool_call(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    @tool(name="hang", description="Never returns.", timeout=60)
+    async def hang(args: NoArgs, ctx: ToolContext) -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+        return "unreachable"
+
+    fake_openai.queue(tool_calls(("hang", {})))
+    stopped = await make_agent(registry=Registry([hang]), limits=Limits(max_seconds=0.5)).run("hang")
+    assert stopped.reason is StopReason.MAX_TIME
+    assert started.is_set() and cancelled.is_set()

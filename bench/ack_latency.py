@@ -1,0 +1,155 @@
+"""Ack latency: signed ``app_mention`` events into the real web process at 50, 200 and 500 events/s.
+
+The web process is ``python -m bot web`` itself (Bolt on aiohttp, signature guard, dedupe, enqueue to arq on
+the real Redis), configured through the environment like a deployment, with our own key prefix and queue; the
+fake Slack (for Bolt's auth.test) and the load generator (``bench/loadgen.py``) run in their own processes.
+Per rate: p50/p99/max of the HTTP answer, error answers, the web process's CPU per event, and the exactly-once
+check: the arq queue gained one job per distinct event (5 % of events are re-sent as Slack retries).
+
+    python bench/ack_latency.py [--reps 3] [--seconds 20] [--quick] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from typing import Any
+
+import aiohttp
+import redis.asyncio as aioredis
+from common import BENCH_DIR, REPO, delete_prefix, fake_slack, new_prefix, settings_values, summarize_dicts, write_json
+
+RATES = (50, 200, 500)
+TARGET_P99_MS = 50.0
+TARGET_RATE = 200
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ProcCPU:
+    """CPU seconds (user + system) of another process, from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds(self) -> float:
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / self.tick
+
+
+def web_env(values: dict[str, Any]) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
+    return {**keep, "PYTHONPATH": REPO, **{k.upper(): str(v) for k, v in values.items()}}
+
+
+async def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(200):
+            if proc.poll() is not None:
+                raise RuntimeError("the web process exited at start-up")
+            try:
+                async with session.get(url) as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError("the web process never answered /healthz")
+
+
+async def level(url: str, queue: str, web: ProcCPU, rate: int, seconds: float) -> dict[str, Any]:
+    redis = aioredis.Redis.from_url(settings_values("x", "http://127.0.0.1/", "http://127.0.0.1/")["redis_url"])
+    try:
+        before = await redis.zcard(queue)
+        cpu0 = web.seconds()
+        out = subprocess.run(
+            [sys.executable, os.path.join(BENCH_DIR, "loadgen.py"), url, "--rate", str(rate), "--seconds", str(seconds),
+             "--tag", uuid.uuid4().hex[:6].upper()],
+            capture_output=True, text=True, timeout=seconds + 60, env={**os.environ, "PYTHONPATH": REPO},
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"load generator failed: {out.stderr[-2000:]}")
+        result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        await asyncio.sleep(0.5)
+        cpu1 = web.seconds()
+        enqueued = await redis.zcard(queue) - before
+    finally:
+        await redis.aclose()
+    result["enqueued"] = enqueued
+    result["exactly_once"] = enqueued == result["events"]
+    result["web_cpu_ms_per_event"] = (cpu1 - cpu0) * 1000 / (result["events"] + result["retries"])
+    return result
+
+
+async def main(reps: int, seconds: float) -> dict[str, Any]:
+    by_rate: dict[str, list[dict[str, Any]]] = {str(r): [] for r in RATES}
+    with fake_slack() as (_, slack_url):
+        prefix = new_prefix("ack")
+        port = free_port()
+        values = settings_values(prefix, slack_url, "http://127.0.0.1:9/v1/", port=port)
+        workdir = tempfile.mkdtemp(prefix="bench-web-")  # no .env is read from here
+        log_path = os.path.join(workdir, "web.log")
+        log_file = open(log_path, "wb")  # a file, not a pipe: a chatty log must never block the server
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "web"], env=web_env(values), cwd=workdir,
+                                stdout=subprocess.DEVNULL, stderr=log_file)
+        try:
+            await wait_healthy(f"http://127.0.0.1:{port}/healthz", proc)
+            web = ProcCPU(proc.pid)
+            url = f"http://127.0.0.1:{port}/slack/events"
+            await level(url, values["arq_queue_name"], web, 20, 1.0)  # warm-up: auth.test, connections, scripts
+            for _ in range(reps):
+                for rate in RATES:
+                    by_rate[str(rate)].append(await level(url, values["arq_queue_name"], web, rate, seconds))
+                await delete_prefix(prefix)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log_file.close()
+            await delete_prefix(prefix)
+    with open(log_path, "rb") as f:
+        err = f.read()
+    summary = {r: summarize_dicts(runs) for r, runs in by_rate.items()}
+    at_target = summary[str(TARGET_RATE)]
+    return {
+        "what": f"HTTP answer time of signed app_mention events, {seconds:g} s per rate, open-loop generator",
+        "seconds_per_rate": seconds,
+        "by_rate": summary,
+        "target": {"p99_ms_under": TARGET_P99_MS, "at_rate": TARGET_RATE,
+                   "met": at_target["p99_ms"]["median"] < TARGET_P99_MS
+                   and max(at_target["error_responses"]["runs"]) == 0
+                   and all(all(r["exactly_once"] for r in runs) for runs in by_rate.values())},
+        "web_stderr_tail": err.decode(errors="replace")[-1500:] if err else "",
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    out = asyncio.run(main(1 if args.quick else args.reps, 3.0 if args.quick else args.seconds))
+    write_json(args.json, out)
+    for rate, r in out["by_rate"].items():
+        print(f"{rate:>4} ev/s: p50 {r['p50_ms']['median']:.1f} ms, p99 {r['p99_ms']['median']:.1f} ms, "
+              f"max {r['max_ms']['median']:.1f} ms, errors {r['error_responses']['max']:.0f}, "
+              f"web CPU {r['web_cpu_ms_per_event']['median']:.2f} ms/event, exactly once: {r['exactly_once']}",
+              file=sys.stderr)
