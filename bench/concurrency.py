@@ -51,7 +51,7 @@ CALLS = 11  # 10 tool steps and the final answer
 TARGET_SHARE = 0.8
 RUN_TIMEOUT = 120.0
 SWEEP_UP = (100, 200)
-SWEEP_DOWN = (25, 12)
+SWEEP_DOWN = (10,)
 
 UNATTRIBUTED = "event loop + HTTP I/O (unattributed)"
 NO_STACK = "no Python frame (C code, GC, missed sample)"

@@ -43,7 +43,7 @@ from agent_core.keys import Keys, ThreadRef
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from agent_core.store import Progress
 from bot.jobs import EventSource, Runtime, Turn, enqueue_turn
-from bot.redis import RedisHandle
+from bot.redis import RedisHandle, awaited
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 from bot.worker import default_agent
@@ -97,7 +97,8 @@ class CountingConnection(Connection):
     """A redis-py asyncio connection counting round trips (one per send) and bytes both ways."""
 
     async def _connect(self) -> None:
-        await super()._connect()
+        await super()._connect()  # type: ignore[no-untyped-call]
+        assert self._reader is not None
         self._reader = _CountingReader(self._reader)  # type: ignore[assignment]
 
     async def send_packed_command(self, command: bytes | str | Iterable[bytes], check_health: bool = True) -> None:
@@ -183,7 +184,7 @@ async def measure_history(settings: Settings, turns: int, serial: int) -> dict[s
             marks = probe.marks
             assert len(marks) == CALLS, f"{len(marks)} thoughts, expected {CALLS}"
             steps = [_delta(a, b) for a, b in zip(marks, marks[1:], strict=False)]
-            history_len = await plain.llen(keys.history(thread))
+            history_len = await awaited(plain.llen(keys.history(thread)))
             result = {
                 "history_turns": turns,
                 "history_messages_before": 2 * turns,

@@ -40,7 +40,7 @@ from bot.worker import default_agent
 
 SLACK_RATE = 1.0
 SLACK_BURST = 3
-CALLS = 5  # replies per run: "working on it", 4 steps, the answer
+CALLS = 4  # replies per run: "working on it", 3 steps, the answer
 #: case -> (SLACK_POSTS_PER_SECOND, threads in the channel, pacer burst override or None for the service's own).
 #: The ``*_headroom`` case is the proposed fix, tried from here: pace one token below Slack's burst.
 CASES: dict[str, tuple[float, int, int | None]] = {
