@@ -291,9 +291,9 @@ async def main(reps: int, n: int, quick: bool, profile: bool, sweep: bool, exper
         if profile:
             out["profiled_run"] = await one_run(slack_url, llm_url, n, profile=True)
         if experiments:
-            # The proposed fix for the Slack client, tried from the bench: one shared aiohttp session.
-            out["experiment_shared_slack_session"] = summarize_dicts([
-                await one_run(slack_url, llm_url, n, extra=("--shared-slack-session",)) for _ in range(reps)])
+            # The Slack client as it was before the fix (a new aiohttp session per call), for comparison.
+            out["experiment_no_shared_slack_session"] = summarize_dicts([
+                await one_run(slack_url, llm_url, n, extra=("--no-shared-slack-session",)) for _ in range(reps)])
         if sweep:
             out["sweep"], out["largest_concurrency_at_80pct"] = await find_largest(
                 slack_url, llm_url, n, out["summary"]["share_of_ideal"]["median"] >= TARGET_SHARE)

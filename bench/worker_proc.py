@@ -29,10 +29,10 @@ from bot.jobs import Runtime
 from bot.redis import RedisHandle
 from bot.settings import Settings
 from bot.slack_client import make_web_client
-from bot.worker import build_worker, close_worker, default_agent
+from bot.worker import DEFAULT_POLL_DELAY_SECONDS, build_worker, close_worker, default_agent
 
 #: What Service uses in production (``python -m bot worker``).
-SERVICE_POLL_DELAY = 0.5
+SERVICE_POLL_DELAY = DEFAULT_POLL_DELAY_SECONDS
 
 
 def rss_bytes() -> int:
@@ -50,14 +50,11 @@ async def main(
 ) -> None:
     settings = Settings(_env_file=None, **values)
     handle = RedisHandle(settings.redis_url or "")
+    # As Service does: one aiohttp session (kept-alive connections) for every Web API call; without it
+    # (--no-shared-slack-session) the SDK opens a new session and TCP connection per call.
+    session = aiohttp.ClientSession() if shared_session else None
     slack = make_web_client(token=settings.bot_token(), base_url=settings.slack_api_url,
-                            max_retry_after=settings.slack_max_retry_after_seconds)
-    session: aiohttp.ClientSession | None = None
-    if shared_session:
-        # The proposed fix, tried from here: one aiohttp session (kept-alive connections) for every Web API call,
-        # instead of the SDK's new session and TCP connection per call when it is given none.
-        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
-        slack.session = session
+                            max_retry_after=settings.slack_max_retry_after_seconds, session=session)
     queue = await handle.arq_pool(settings.arq_queue_name)
     runtime = Runtime(settings, handle.client(), queue, slack, default_agent)
     worker = build_worker(settings, handle, runtime, poll_delay=poll_delay, handle_signals=False)
@@ -116,7 +113,7 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, required=True)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--poll-delay", type=float, default=SERVICE_POLL_DELAY)
-    parser.add_argument("--shared-slack-session", action="store_true")
+    parser.add_argument("--no-shared-slack-session", dest="shared_slack_session", action="store_false")
     args = parser.parse_args()
     asyncio.run(main(json.loads(args.settings), args.warmup, args.runs, args.timeout, args.poll_delay,
                      args.shared_slack_session))

@@ -8,6 +8,7 @@ import logging
 from types import TracebackType
 from typing import Self
 
+import aiohttp
 from aiohttp import web
 from arq import Worker
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -21,7 +22,7 @@ from bot.redis import RedisHandle, open_redis
 from bot.services import Services
 from bot.settings import Role, Settings
 from bot.slack_client import make_web_client
-from bot.worker import build_worker, close_worker, default_agent
+from bot.worker import DEFAULT_POLL_DELAY_SECONDS, build_worker, close_worker, default_agent
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class Service:
         role: Role = "all",
         *,
         agent_factory: AgentFactory = default_agent,
-        poll_delay: float = 0.5,
+        poll_delay: float = DEFAULT_POLL_DELAY_SECONDS,
     ) -> None:
         self.settings = settings
         self.role = role
@@ -49,6 +50,7 @@ class Service:
         self._worker: Worker | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self._runtime: Runtime | None = None
+        self._http: aiohttp.ClientSession | None = None
 
     async def start(self) -> Self:
         settings = self.settings
@@ -58,9 +60,11 @@ class Service:
             raise ConfigError(
                 f"REDIS_URL is not set: the embedded Redis needs `python -m bot` (all), not {self.role!r}"
             )
+        # One HTTP session (connection pool) for every Slack call of this process.
+        self._http = aiohttp.ClientSession()
         slack = make_web_client(
             token=settings.bot_token(), base_url=settings.slack_api_url,
-            max_retry_after=settings.slack_max_retry_after_seconds,
+            max_retry_after=settings.slack_max_retry_after_seconds, session=self._http,
         )
         redis = self.redis.client()
         queue = await self.redis.arq_pool(settings.arq_queue_name)
@@ -111,6 +115,9 @@ class Service:
         if self.redis is not None:
             await self.redis.close()
             self.redis = None
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
 
     async def __aenter__(self) -> Self:
         try:

@@ -59,7 +59,9 @@ class Settings(AgentSettings, ToolSettings):
     slack_updates_per_minute: float = Field(
         default=50.0, ge=0, description="Per-workspace chat.update pace across all workers (0: no pacing)."
     )
-    worker_max_jobs: int = Field(default=10, gt=0, description="Agent runs one worker process runs at once.")
+    worker_max_jobs: int = Field(
+        default=50, gt=0, description="Agent runs one worker process runs at once (each mostly waits on the LLM)."
+    )
     agent_budget_usd: str = Field(
         default="10.00",
         description="Default budget of each workspace per period, USD; empty: no budget; 0 freezes spending.",

@@ -18,6 +18,9 @@ from tools import builtin_registry
 
 log = logging.getLogger(__name__)
 
+#: How often an idle worker asks Redis for new jobs: arq's 0.5 s default is a visible delay before a run starts.
+DEFAULT_POLL_DELAY_SECONDS = 0.1
+
 
 def default_agent(settings: Settings, store: RedisThreadStore, trace: RedisTraceSink) -> EventSource:
     """The real engine with the built-in tools; raises ConfigError naming a bad setting."""
@@ -38,7 +41,7 @@ def build_worker(
     runtime: Runtime,
     *,
     burst: bool = False,
-    poll_delay: float = 0.5,
+    poll_delay: float = DEFAULT_POLL_DELAY_SECONDS,
     handle_signals: bool = True,
 ) -> Worker:
     """An arq Worker on ``settings.arq_queue_name`` running jobs with ``runtime`` (its owner closes it).
