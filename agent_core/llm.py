@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 from collections.abc import Sequence
@@ -10,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import openai
-from openai.types.chat import ChatCompletion
 
 from agent_core.errors import LLMError
 from agent_core.store import Message
@@ -141,10 +141,12 @@ class OpenAIChatLLM:
             try:
                 # The client's own POST, without `create()`'s per-call TypedDict transform of the whole
                 # history (several ms of CPU per step, growing with history): our messages are plain JSON.
-                completion = await self._client.post(
-                    "/chat/completions", body=params, cast_to=ChatCompletion, options=_REQUEST_OPTIONS
+                # The body comes back as bytes and is read as plain JSON: building the typed models costs more
+                # than the whole step's engine work.
+                raw = await self._client.post(
+                    "/chat/completions", body=params, cast_to=bytes, options=_REQUEST_OPTIONS
                 )
-                return _to_response(completion)
+                return _to_response(_json_object(raw))
             except openai.APIStatusError as exc:
                 retryable = exc.status_code == 429 or exc.status_code >= 500
                 if exc.status_code == 429 and _error_code(exc) == "insufficient_quota":
@@ -174,23 +176,36 @@ def _describe_status(exc: openai.APIStatusError, base_url: str) -> str:
     return f"LLM call failed with HTTP {exc.status_code}: {message}"
 
 
-def _to_response(completion: Any) -> LLMResponse:
-    if not completion.choices:
-        raise LLMError("the LLM endpoint returned no choices")
-    choice = completion.choices[0]
-    message = choice.message
-    calls = tuple(
-        ToolCallRequest(id=c.id, name=c.function.name, arguments=c.function.arguments or "")
-        for c in (message.tool_calls or ())
-        if getattr(c, "function", None) is not None
-    )
-    usage = completion.usage
-    details = getattr(usage, "prompt_tokens_details", None) if usage else None
-    return LLMResponse(
-        content=message.content,
-        tool_calls=calls,
-        prompt_tokens=usage.prompt_tokens if usage else 0,
-        completion_tokens=usage.completion_tokens if usage else 0,
-        cached_tokens=(getattr(details, "cached_tokens", 0) or 0) if details else 0,
-        finish_reason=choice.finish_reason or "stop",
-    )
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise LLMError(f"the LLM endpoint answered with something that is not JSON: {raw[:200]!r}") from None
+    if not isinstance(data, dict):
+        raise LLMError("the LLM endpoint answered with JSON that is not an object")
+    return data
+
+
+def _to_response(completion: dict[str, Any]) -> LLMResponse:
+    """Read a Chat Completions response body (shape checked, so a broken endpoint is an LLMError)."""
+    try:
+        choice = completion["choices"][0]
+        message = choice["message"]
+        calls = tuple(
+            ToolCallRequest(id=str(c["id"]), name=str(c["function"]["name"]),
+                            arguments=str(c["function"].get("arguments") or ""))
+            for c in (message.get("tool_calls") or ())
+            if c.get("function") is not None
+        )
+        usage = completion.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        return LLMResponse(
+            content=message.get("content"),
+            tool_calls=calls,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            cached_tokens=int(details.get("cached_tokens") or 0),
+            finish_reason=str(choice.get("finish_reason") or "stop"),
+        )
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise LLMError(f"the LLM endpoint's answer is not a chat completion ({type(exc).__name__}: {exc})") from None
