@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from agent_core import context, history, progress, text_react
-from agent_core.budget import Budget
+from agent_core.budget import Budget, Reservation
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.cost import Price
 from agent_core.errors import ConfigError, LLMError, StoreError
@@ -254,16 +254,30 @@ class Agent:
         if run.cancel.cancelled:
             return Stop(StopReason.CANCELLED, f"cancelled: {run.cancel.reason}")
         prompt_tokens = count_messages(self.counter, messages) + count_tools(self.counter, run.tools_spec)
-        budget_left = await run.budget.remaining() if run.budget is not None else None
-        return run.stopper.plan_call(prompt_tokens, budget_left)
+        return run.stopper.plan_call(prompt_tokens, None)
+
+    async def _reserve(self, run: _Run, plan: CallPlan) -> tuple[CallPlan, Reservation | None] | Stop:
+        """Hold the call's worst case; when it does not fit, shrink the call to what the budget has left."""
+        if run.budget is None:
+            return plan, None
+        key = f"{run.run_id}:{run.stopper.steps + 1}"
+        reservation = await run.budget.reserve(key, plan.worst_case_micros)
+        if reservation is not None:  # the usual case: one round trip
+            return plan, reservation
+        smaller = run.stopper.plan_call(plan.prompt_tokens, await run.budget.remaining())
+        if isinstance(smaller, Stop):
+            return smaller
+        reservation = await run.budget.reserve(key, smaller.worst_case_micros)
+        if reservation is None:  # other runs took what was left in between
+            return Stop(StopReason.BUDGET_EXHAUSTED,
+                        "budget_exhausted: the workspace budget cannot cover the next call's worst case")
+        return smaller, reservation
 
     async def _call_llm(self, run: _Run, messages: list[Message], plan: CallPlan) -> LLMResponse | Stop:
-        reservation = None
-        if run.budget is not None:
-            reservation = await run.budget.reserve(f"{run.run_id}:{run.stopper.steps + 1}", plan.worst_case_micros)
-            if reservation is None:
-                return Stop(StopReason.BUDGET_EXHAUSTED,
-                            "budget_exhausted: the workspace budget cannot cover the next call's worst case")
+        held = await self._reserve(run, plan)
+        if isinstance(held, Stop):
+            return held
+        plan, reservation = held
         settled = False
         try:
             reply = await self.llm.complete(messages, tools=run.tools_spec, max_tokens=plan.max_tokens)

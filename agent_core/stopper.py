@@ -37,6 +37,7 @@ class CallPlan:
 
     max_tokens: int
     worst_case_micros: int
+    prompt_tokens: int = 0
 
 
 def _shingles(text: str) -> frozenset[str]:
@@ -106,7 +107,7 @@ class Stopper:
                     f"the next call could cost {format_usd(worst)}",
                 )
             max_tokens = min(max_tokens, affordable)
-        return CallPlan(max_tokens, self.price.worst_case_micros(prompt_tokens, max_tokens))
+        return CallPlan(max_tokens, self.price.worst_case_micros(prompt_tokens, max_tokens), prompt_tokens)
 
     def record_call(self, usage: Usage) -> None:
         self.steps += 1
