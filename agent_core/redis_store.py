@@ -30,12 +30,23 @@ DEFAULT_TRACE_MAX_RECORDS = 2_000
 class RedisThreadStore:
     """ThreadStore on plain Redis commands (no modules), keyed by ``agent_core.keys.Keys``."""
 
-    def __init__(self, redis: Redis, keys: Keys, *, ttl_seconds: int = DEFAULT_TTL_SECONDS) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        *,
+        ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        trace: RedisTraceSink | None = None,
+    ) -> None:
         if ttl_seconds <= 0:
             raise ValueError(f"ttl_seconds must be positive, got {ttl_seconds!r}")
         self._redis = redis
         self._keys = keys
         self._ttl = ttl_seconds
+        # The step's trace records ride in the step's own transaction: one round trip per step, not one per call.
+        self._trace = trace
+        if trace is not None:
+            trace.defer_to_steps()
 
     async def load(self, thread: str) -> ThreadState:
         try:
@@ -51,12 +62,15 @@ class RedisThreadStore:
 
     async def append(self, thread: str, messages: Sequence[Message], progress: Progress) -> None:
         history_key, progress_key = self._keys.history(thread), self._keys.progress(thread)
+        records = self._trace.take(thread) if self._trace is not None else []
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
                 if messages:
                     pipe.rpush(history_key, *(json.dumps(m, ensure_ascii=False) for m in messages))
                 pipe.set(progress_key, json.dumps(progress.to_dict(), ensure_ascii=False), ex=self._ttl)
                 pipe.expire(history_key, self._ttl)
+                if records and self._trace is not None:
+                    self._trace.queue_writes(pipe, thread, records)
                 await pipe.execute()
         except RedisError as exc:
             raise StoreError(f"cannot append a step to thread {thread!r} in Redis: {exc}") from exc
@@ -90,25 +104,52 @@ class RedisTraceSink:
         self._ttl = ttl_seconds
         self._max = max_records
         self._threads: dict[str, str] = {}
+        self._deferred = False
+        self._pending: dict[str, list[str]] = {}
+
+    def defer_to_steps(self) -> None:
+        """Keep a bound run's records until its thread's next step is written (see RedisThreadStore)."""
+        self._deferred = True
 
     def bind(self, run_id: str, thread: str) -> None:
         self._threads[run_id] = thread
 
     def unbind(self, run_id: str) -> None:
+        """Forget the run; records still waiting for a step write are not lost: call :meth:`flush` first."""
         self._threads.pop(run_id, None)
+
+    async def flush(self, thread: str) -> None:
+        """Write the thread's waiting records now (a run that ended without a last step write)."""
+        records = self.take(thread)
+        if records:
+            await self._write(thread, records)
+
+    def take(self, thread: str) -> list[str]:
+        return self._pending.pop(thread, [])
+
+    def queue_writes(self, pipe: Any, thread: str, records: list[str]) -> None:
+        key = self._keys.trace(thread)
+        pipe.rpush(key, *records)
+        pipe.ltrim(key, -self._max, -1)
+        pipe.expire(key, self._ttl)
 
     async def record(self, rec: Any) -> None:
         data = _as_dict(rec)
         run_id = str(data.get("run_id", ""))
-        key = self._keys.trace(self._threads.get(run_id, f"run-{run_id}"))
+        line = json.dumps(data, ensure_ascii=False, default=str)
+        thread = self._threads.get(run_id)
+        if thread is not None and self._deferred:
+            self._pending.setdefault(thread, []).append(line)
+            return
+        await self._write(thread or f"run-{run_id}", [line])
+
+    async def _write(self, thread: str, records: list[str]) -> None:
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.rpush(key, json.dumps(data, ensure_ascii=False, default=str))
-                pipe.ltrim(key, -self._max, -1)
-                pipe.expire(key, self._ttl)
+                self.queue_writes(pipe, thread, records)
                 await pipe.execute()
         except RedisError as exc:
-            raise StoreError(f"cannot record a trace for run {run_id!r} in Redis: {exc}") from exc
+            raise StoreError(f"cannot record a trace for thread {thread!r} in Redis: {exc}") from exc
 
     async def records(self, thread: str) -> list[dict[str, Any]]:
         """Every kept record of the thread, oldest first."""

@@ -181,8 +181,8 @@ class Runtime:
         self.slack = slack
         self.keys = Keys(settings.redis_key_prefix)
         ttl = settings.thread_ttl_seconds
-        self.store = RedisThreadStore(redis, self.keys, ttl_seconds=ttl)
         self.trace = RedisTraceSink(redis, self.keys, ttl_seconds=ttl)
+        self.store = RedisThreadStore(redis, self.keys, ttl_seconds=ttl, trace=self.trace)
         self.agent = agent_factory(settings, self.store, self.trace)
         self.limits = WorkspaceLimits.create(
             redis, LimitsPolicy.from_settings(settings), key_prefix=settings.redis_key_prefix
@@ -338,6 +338,8 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             await asyncio.shield(approver.aclose())  # requests a stopped run left open are closed, denied
+            with contextlib.suppress(StoreError):
+                await self.trace.flush(turn.thread)  # records of a run whose last step write failed
             self.trace.unbind(run_id)
         if sink.final is not None:
             await self._record(ws, turn, sink)

@@ -103,3 +103,19 @@ def test_thread_ref_round_trips_and_rejects_bad_ids() -> None:
     with pytest.raises(ValueError, match="channel_id"):
         ThreadRef("T1", "C{1}", "1.2")
     assert Keys("p").thread_base("just-a-name") == "p:local:{just-a-name}"
+
+
+async def test_trace_records_ride_in_the_step_write(redis_client: aioredis.Redis, keys: Keys) -> None:
+    sink = RedisTraceSink(redis_client, keys)
+    store = RedisThreadStore(redis_client, keys, trace=sink)
+    t = thread()
+    sink.bind("r1", t)
+    await sink.record({"run_id": "r1", "step": 1, "tool": "calculator"})
+    assert await sink.records(t) == []  # waits for the step's own transaction
+    await store.append(t, [{"role": "tool", "tool_call_id": "c1", "content": "4"}], Progress(task="x"))
+    assert [r["tool"] for r in await sink.records(t)] == ["calculator"]
+
+    await sink.record({"run_id": "r1", "step": 2, "tool": "current_time"})
+    await sink.flush(t)  # a run that ended without another step write loses nothing
+    sink.unbind("r1")
+    assert [r["step"] for r in await sink.records(t)] == [1, 2]
