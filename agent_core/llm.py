@@ -1,4 +1,4 @@
-"""LLM port and its OpenAI-compatible implementation (official ``openai`` client on aiohttp)."""
+"""LLM port and its OpenAI-compatible implementation (configured by the official ``openai`` client)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import aiohttp
 import openai
 
 from agent_core.errors import LLMError
@@ -62,26 +63,16 @@ class LLM(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _provider_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-    return exc.message
-
-
-def _error_code(exc: openai.APIStatusError) -> str:
-    body = exc.body
+def _error_fields(body: Any) -> dict[str, Any]:
+    """The ``error`` object of an OpenAI-style error body (``{}`` when there is none)."""
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict):
-            return str(inner.get("code") or inner.get("type") or "")
-    return ""
+            return inner
+    return {}
 
 
-def _retry_after(exc: openai.APIStatusError, attempt: int) -> float:
-    headers = exc.response.headers
+def _retry_after(headers: Mapping[str, str], attempt: int) -> float:
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is not None:
@@ -96,10 +87,6 @@ def _uses_max_completion_tokens(model: str) -> bool:
     # OpenAI's reasoning models refuse `max_tokens`; most compatible servers only know `max_tokens`.
     name = model.lower().rsplit("/", 1)[-1]
     return name.startswith(("o1", "o3", "o4", "gpt-5"))
-
-
-#: Per-request options: bearer auth from the client's api_key (as ``create()`` asks for it).
-_REQUEST_OPTIONS: Any = {"security": {"bearer_auth": True}}
 
 
 class OpenAIChatLLM:
@@ -118,16 +105,20 @@ class OpenAIChatLLM:
         self.base_url = base_url
         self._max_retries = max_retries
         self._limit_param = "max_completion_tokens" if _uses_max_completion_tokens(model) else "max_tokens"
-        # The client's own retries are off: it retries insufficient_quota and waits unbounded.
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=0,
-            http_client=openai.DefaultAioHttpClient(timeout=timeout),
-        )
+        # The official client holds the configuration: base URL rules, auth and default headers. Its per-call
+        # machinery (request transform, typed responses, the httpx layer) is not on the hot path: it cost more
+        # CPU per step than the whole engine (BENCHMARKS.md), so the call itself is one aiohttp POST.
+        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+        self._url = f"{self._client.base_url}chat/completions"
+        headers = {k: v for k, v in self._client.default_headers.items() if isinstance(v, str)}
+        self._headers = {**headers, **self._client.auth_headers}
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
 
     async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
         await self._client.close()
 
     async def complete(
@@ -136,25 +127,16 @@ class OpenAIChatLLM:
         params: dict[str, Any] = {"model": self.model, "messages": list(messages), self._limit_param: max_tokens}
         if tools:
             params["tools"] = tools
+        body = json.dumps(params, ensure_ascii=False).encode()
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
         attempt = 0
         while True:
             try:
-                # The client's own POST, without `create()`'s per-call TypedDict transform of the whole
-                # history (several ms of CPU per step, growing with history): our messages are plain JSON.
-                # The body comes back as bytes and is read as plain JSON: building the typed models costs more
-                # than the whole step's engine work.
-                raw = await self._client.post(
-                    "/chat/completions", body=params, cast_to=bytes, options=_REQUEST_OPTIONS
-                )
-                return _to_response(_json_object(raw))
-            except openai.APIStatusError as exc:
-                retryable = exc.status_code == 429 or exc.status_code >= 500
-                if exc.status_code == 429 and _error_code(exc) == "insufficient_quota":
-                    retryable = False  # waiting never fixes an empty account
-                if not retryable or attempt >= self._max_retries:
-                    raise LLMError(_describe_status(exc, self.base_url), status=exc.status_code) from exc
-                wait = _retry_after(exc, attempt)
-            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                async with self._session.post(self._url, data=body, headers=self._headers) as resp:
+                    raw = await resp.read()
+                    status, headers = resp.status, resp.headers
+            except (aiohttp.ClientError, TimeoutError) as exc:
                 if attempt >= self._max_retries:
                     raise LLMError(
                         f"cannot reach the LLM endpoint at {self.base_url} ({type(exc).__name__}: {exc}); "
@@ -162,18 +144,34 @@ class OpenAIChatLLM:
                         retryable=True,
                     ) from exc
                 wait = min(0.5 * 2.0**attempt, RETRY_WAIT_CAP_SECONDS)
+            else:
+                if status < 300:
+                    return _to_response(_json_object(raw))
+                error = _error_fields(_maybe_json(raw))
+                # Waiting never fixes an empty account, so insufficient_quota is not retried.
+                retryable = (status == 429 and error.get("code") != "insufficient_quota") or status >= 500
+                if not retryable or attempt >= self._max_retries:
+                    message = str(error.get("message") or raw[:300].decode(errors="replace") or f"HTTP {status}")
+                    raise LLMError(_describe_status(status, message, self.base_url), status=status)
+                wait = _retry_after(headers, attempt)
             log.info("LLM call failed, retry %d/%d in %.2fs", attempt + 1, self._max_retries, wait)
             attempt += 1
             await asyncio.sleep(wait)
 
 
-def _describe_status(exc: openai.APIStatusError, base_url: str) -> str:
-    message = _provider_message(exc)
-    if exc.status_code == 401:
+def _maybe_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _describe_status(status: int, message: str, base_url: str) -> str:
+    if status == 401:
         return f"the LLM endpoint {base_url} refused the API key ({message}); check OPENAI_API_KEY"
-    if exc.status_code == 404:
+    if status == 404:
         return f"the LLM endpoint {base_url} answered 404 ({message}); check OPENAI_BASE_URL and OPENAI_MODEL"
-    return f"LLM call failed with HTTP {exc.status_code}: {message}"
+    return f"LLM call failed with HTTP {status}: {message}"
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
