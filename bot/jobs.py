@@ -164,6 +164,32 @@ class EventSource(Protocol):
 AgentFactory = Callable[[Settings, RedisThreadStore, RedisTraceSink], EventSource]
 
 
+async def _pipelined(events: AsyncIterator[Event], sink: SlackEventSink) -> None:
+    """Feed ``sink`` the run's events in order, one event behind the engine.
+
+    Posting a step (reply, status, ledger) overlaps the engine's next LLM call instead of delaying it, while
+    Slack never lags more than one event behind the persisted state: a worker killed mid-run loses at most
+    the in-flight step's replies, which the resumed run posts again.
+    """
+    posting: asyncio.Task[None] | None = None
+    try:
+        async for event in events:
+            if posting is not None:
+                await posting
+            posting = asyncio.create_task(sink.emit(event))
+        if posting is not None:
+            await posting
+    except asyncio.CancelledError:
+        if posting is not None:
+            posting.cancel()
+        raise
+    except Exception:
+        if posting is not None and not posting.done():
+            with contextlib.suppress(Exception):
+                await posting  # the replies so far still go out before the failure is reported
+        raise
+
+
 class Runtime:
     """What a worker holds for its jobs: clients, the agent, stores. Built once in arq's ``on_startup``."""
 
@@ -322,8 +348,7 @@ class Runtime:
                 turn.text, thread=turn.thread, run_id=run_id, cancel=token, scope=scope, limits=limits,
                 budget=budget, resume=resume,
             )
-            async for event in events:
-                await sink.emit(event)
+            await _pipelined(events, sink)
         except Exception as exc:  # a bug or an outage: tell the thread, never fail silently
             log.exception("run %s in %s failed", run_id, turn.thread)
             await self._report_failure(sink, f"The run failed ({type(exc).__name__}); please try again.")
