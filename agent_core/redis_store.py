@@ -23,6 +23,9 @@ T = TypeVar("T")
 
 #: How long a thread's state lives after its last step (30 days), unless the deployment sets its own.
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600
+#: Newest history messages a run loads: far more than the context's token budget ever keeps (so nothing the
+#: model would see is lost), while a year-long thread's start costs what a short one's does.
+DEFAULT_HISTORY_WINDOW = 500
 #: Trace records kept per thread; older ones are trimmed so a long thread cannot grow without bound.
 DEFAULT_TRACE_MAX_RECORDS = 2_000
 
@@ -37,9 +40,13 @@ class RedisThreadStore:
         *,
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
         trace: RedisTraceSink | None = None,
+        history_window: int = DEFAULT_HISTORY_WINDOW,
     ) -> None:
-        if ttl_seconds <= 0:
-            raise ValueError(f"ttl_seconds must be positive, got {ttl_seconds!r}")
+        if ttl_seconds <= 0 or history_window <= 0:
+            raise ValueError(
+                f"ttl_seconds and history_window must be positive, got {ttl_seconds!r}, {history_window!r}"
+            )
+        self._window = history_window
         self._redis = redis
         self._keys = keys
         self._ttl = ttl_seconds
@@ -51,7 +58,8 @@ class RedisThreadStore:
     async def load(self, thread: str) -> ThreadState:
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.lrange(self._keys.history(thread), 0, -1)
+                # The tail only; a tool result whose call fell outside it is dropped by history.repair.
+                pipe.lrange(self._keys.history(thread), -self._window, -1)
                 pipe.get(self._keys.progress(thread))
                 raw_history, raw_progress = await pipe.execute()
         except RedisError as exc:

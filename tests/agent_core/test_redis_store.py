@@ -119,3 +119,19 @@ async def test_trace_records_ride_in_the_step_write(redis_client: aioredis.Redis
     await sink.flush(t)  # a run that ended without another step write loses nothing
     sink.unbind("r1")
     assert [r["step"] for r in await sink.records(t)] == [1, 2]
+
+
+async def test_a_long_thread_loads_only_its_newest_messages(redis_client: aioredis.Redis, keys: Keys) -> None:
+    store = RedisThreadStore(redis_client, keys, history_window=3)
+    t = thread()
+    call = {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": "{}"}}
+    await store.append(t, [{"role": "user", "content": "old"}, {"role": "assistant", "content": None,
+                                                                 "tool_calls": [call]}], Progress(task="old"))
+    await store.append(t, [{"role": "tool", "tool_call_id": "c1", "content": "4"},
+                           {"role": "assistant", "content": "4"}, {"role": "user", "content": "new"}],
+                       Progress(task="new"))
+    history = (await store.load(t)).history
+    assert [m.get("content") for m in history] == ["4", "4", "new"]
+    from agent_core.history import repair
+
+    assert [m["role"] for m in repair(list(history))] == ["assistant", "user"]  # the orphaned result is dropped
