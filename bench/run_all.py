@@ -99,8 +99,17 @@ def main() -> int:
         results[name] = run_one(name, args.quick)
     results["total_seconds"] = time.monotonic() - started
     results["machine"]["loadavg_after"] = os.getloadavg()
+    if args.only and os.path.exists(args.out):
+        # A partial run updates its benchmarks in the existing file instead of dropping the others.
+        with open(args.out) as f:
+            merged = json.load(f)
+        for name in names:
+            merged[name] = {**results[name], "measured_at": results["machine"]["date"]}
+        to_write = merged
+    else:
+        to_write = results
     with open(args.out, "w") as f:
-        json.dump(results, f, indent=2, default=str)
+        json.dump(to_write, f, indent=2, default=str)
     print("\n".join(summary_lines(results)))
     print(f"total {results['total_seconds']:.0f} s; results in {args.out}")
     return 1 if any("error" in results[n] for n in names) else 0
