@@ -7,6 +7,7 @@ channel and ts). The first delivery to claim both keys wins; every other one sta
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -38,13 +39,20 @@ class Dedupe:
         wanted = [self._keys.dedupe_message(team_id, enterprise_id, channel_id, ts)]
         if event_id:
             wanted.insert(0, self._keys.dedupe_event(team_id, enterprise_id, event_id))
-        for key in wanted:
-            # Separate SET NX calls, not one script: the keys need not share a Redis Cluster slot.
-            if not await self._redis.set(key, b"1", nx=True, ex=self._ttl):
-                # A taken message key under a fresh event key (the app_mention/message pair): the event key
-                # stays held, since that event is a duplicate too.
-                return None
-            held.append(key)
+        try:
+            for key in wanted:
+                # Separate SET NX calls, not one script: the keys need not share a Redis Cluster slot.
+                if not await self._redis.set(key, b"1", nx=True, ex=self._ttl):
+                    # A taken message key under a fresh event key (the app_mention/message pair): the event key
+                    # stays held, since that event is a duplicate too.
+                    return None
+                held.append(key)
+        except BaseException:
+            # Half a claim must not outlive a failure: Slack's retry (same event id) has to find the keys free.
+            if held:
+                with contextlib.suppress(Exception):
+                    await self._redis.delete(*held)
+            raise
         return Claim(tuple(held))
 
     async def release(self, claim: Claim) -> None:

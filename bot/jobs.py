@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import time
@@ -31,7 +32,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import Budget, CancelToken, Event, Limits, StoreError
+from agent_core import Budget, CancelToken, Event, Limits, Progress, Stopped, StopReason, StoreError, Usage
 from agent_core.keys import Keys
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from bot import render
@@ -118,7 +119,10 @@ class Turn:
 
     @property
     def run_id(self) -> str:
-        return f"run-{self.turn_id}"
+        # A ts is unique within its channel only: the thread goes in too, so two workspaces' (or channels')
+        # runs never share budget holds or trace bindings.
+        digest = hashlib.sha256(f"{self.thread}|{self.turn_id}".encode()).hexdigest()[:12]
+        return f"run-{self.turn_id}-{digest}"
 
 
 async def enqueue_turn(redis: Redis, queue: ArqRedis, keys: Keys, turn: Turn, *, ttl_seconds: int) -> bool:
@@ -246,6 +250,17 @@ class Runtime:
             # back; after a timeout the next job finds this one gone and takes over (see _acquire).
             raise
         except Exception:
+            # Outside the run's own error handling (a Redis or Slack outage around it): say so, and take the
+            # turn off the inbox, or it would run again ahead of every later message of the thread.
+            log.exception("thread %s: turn %s failed", thread, head.turn_id if head else turn_id)
+            if head is not None:
+                with contextlib.suppress(Exception):
+                    await self.poster(head).post(_target(head), render.error_message(
+                        "Something went wrong around this run (the state store or Slack failed); please ask again."
+                    ))
+                with contextlib.suppress(Exception):
+                    done = self.redis.register_script(_DONE)
+                    await done(keys=[self.keys.inbox(thread), self.keys.turns(thread)], args=[head.turn_id])
             await self._release(thread, job_id)
             raise
         await self._release(thread, job_id)
@@ -304,7 +319,10 @@ class Runtime:
         progress = await self.store.progress(turn.thread)
         run_id = turn.run_id
         if progress is not None and progress.run_id == run_id and progress.status == "stopped":
-            return  # finished just before a restart: its replies are out
+            # Finished just before a restart. The end is saved before it is posted, so the answer may not be
+            # out yet: the ledger, not the progress, says whether it is.
+            await self._post_missing_final(turn, progress)
+            return
         resume = progress is not None and progress.run_id == run_id and progress.status == "running"
         ws = Workspace.of(turn.team_id, turn.enterprise_id)
         target = _target(turn)
@@ -360,7 +378,7 @@ class Runtime:
             if sink.status is not None:
                 sink.status.abandon()
             watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watcher
             await asyncio.shield(approver.aclose())  # requests a stopped run left open are closed, denied
             with contextlib.suppress(StoreError):
@@ -368,6 +386,30 @@ class Runtime:
             self.trace.unbind(run_id)
         if sink.final is not None:
             await self._record(ws, turn, sink)
+
+    async def _post_missing_final(self, turn: Turn, progress: Progress) -> None:
+        ledger = RunLedger(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
+        seen = await ledger.get()
+        if seen.get("final") == "1":
+            return
+        state = await self.store.load(turn.thread)
+        answer = next((str(m["content"]) for m in reversed(state.history)
+                       if m.get("role") == "assistant" and m.get("content") and not m.get("tool_calls")), "")
+        reason = next((r for r in StopReason if r.value == progress.stop_reason), StopReason.ERROR)
+        stopped = Stopped(
+            reason, answer or "The run ended, but its answer could not be recovered; please ask again.",
+            progress.step, Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros),
+            run_id=turn.run_id,
+        )
+        view = render.RunView(turn.run_id, stop_value=f"{turn.thread}|{turn.run_id}")
+        sink = SlackEventSink(
+            self.poster(turn), _target(turn), view, ledger,
+            verbosity=await self.workspace.verbosity(turn.team_id, turn.enterprise_id),
+            status=ThreadStatus(self.slack, _target(turn)),
+        )
+        sink.first_ts = seen.get("first_ts") or None
+        await sink.emit(stopped)
+        await self._record(Workspace.of(turn.team_id, turn.enterprise_id), turn, sink)
 
     async def _report_failure(self, sink: SlackEventSink, text: str) -> None:
         if sink.final is None:
@@ -390,20 +432,28 @@ class Runtime:
             ))
 
     async def _watch_cancel(self, thread: str, run_id: str, token: CancelToken) -> None:
+        """Fire ``token`` when Stop is pressed; a dropped Redis connection is re-subscribed, never fatal."""
         key = self.keys.cancel(thread, run_id)
-        pubsub = self.redis.pubsub()
-        try:
-            await pubsub.subscribe(key)
-            # Subscribed first, then the flag: a press between the two is seen by one or the other.
-            reason = await self.redis.get(key)
-            while reason is None:
-                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
-                if message is not None and message.get("type") == "message":
-                    reason = message.get("data")
-            token.cancel(reason.decode() if isinstance(reason, bytes) else str(reason))
-        finally:
-            with contextlib.suppress(RedisError, OSError):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+        delay = 0.1
+        while True:
+            pubsub = self.redis.pubsub()
+            try:
+                await pubsub.subscribe(key)
+                # Subscribed first, then the flag: a press between the two is seen by one or the other.
+                reason = await self.redis.get(key)
+                while reason is None:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                    if message is not None and message.get("type") == "message":
+                        reason = message.get("data")
+                token.cancel(reason.decode() if isinstance(reason, bytes) else str(reason))
+                return
+            except (RedisError, OSError) as exc:
+                log.warning("Stop watcher for %s lost Redis (%s); re-subscribing in %.1fs", run_id, exc, delay)
+            finally:
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 def job_timeout(settings: Settings) -> int:

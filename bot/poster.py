@@ -21,7 +21,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core.events import Event, FinalAnswer, Observed, RunStarted, Stopped, Thought, ToolCalled
-from bot import render
+from bot import mrkdwn, render
 from bot.redis import awaited
 from bot.render import RunView, SlackMessage, Step
 
@@ -112,15 +112,25 @@ class Poster:
             )
         except SlackApiError as exc:
             log.warning("chat.postMessage refused (%s); retrying as plain text", exc.response.get("error"))
+            return await self._post_plain(target, message.text)
+        return str(resp.get("ts") or "") or None
+
+    async def _post_plain(self, target: Target, text: str) -> str | None:
+        """The text alone, in as many messages as it takes: a refused rich post loses no part of it."""
+        first: str | None = None
+        for i, piece in enumerate(mrkdwn.split(text)):
+            if i:
+                await self._posts.wait(f"{self._rate_key}:post:{target.channel_id}")
             try:
                 resp = await self.client.chat_postMessage(
-                    channel=channel, thread_ts=thread_ts, text=message.text[:3_000],
+                    channel=target.channel_id, thread_ts=target.thread_ts, text=piece,
                     unfurl_links=False, unfurl_media=False,
                 )
             except SlackApiError as again:
                 log.error("chat.postMessage refused twice (%s): reply dropped", again.response.get("error"))
-                return None
-        return str(resp.get("ts") or "") or None
+                return first
+            first = first or (str(resp.get("ts") or "") or None)
+        return first
 
     async def update(self, target: Target, ts: str, message: SlackMessage, *, best_effort: bool = False) -> bool:
         """Edit a message; ``best_effort`` edits are skipped (False) rather than waited for under pacing."""

@@ -24,3 +24,24 @@ async def test_other_keys_are_independent_and_zero_rate_is_off(redis_client: aio
     assert await pacer.wait(f"{key_prefix}:b", try_only=True)
     off = Pacer(redis_client, per_second=0, burst=1)
     assert all([await off.wait(f"{key_prefix}:c", try_only=True) for _ in range(5)])
+
+
+async def test_a_refused_rich_post_is_posted_whole_as_plain_text(redis_client: aioredis.Redis, key_prefix: str) -> None:
+    from bot.mrkdwn import SECTION_LIMIT
+    from bot.poster import Poster, Target
+    from bot.render import SlackMessage
+    from bot.slack_client import make_web_client
+    from tests.fakes.slack_api import FakeSlack
+
+    async with FakeSlack() as slack:
+        client = make_web_client(token="xoxb-test", base_url=slack.base_url, max_retry_after=0)
+        off = Pacer(redis_client, per_second=0, burst=1)
+        poster = Poster(client, off, off, f"{key_prefix}:rl")
+        text = " ".join(f"word{i}" for i in range(1500))  # ~12,000 characters
+        slack.fail("chat.postMessage", error="invalid_blocks")
+        ts = await poster.post(Target("T1", "", "C1", "1.1", "1.1"),
+                               SlackMessage(text, ({"type": "section", "text": {"type": "mrkdwn", "text": "x"}},)))
+        posted = slack.thread_messages("C1", "1.1")
+        assert ts == posted[0].ts
+        assert len(posted) > 1 and all(len(m.text) <= SECTION_LIMIT for m in posted)
+        assert " ".join(m.text for m in posted).split() == text.split()

@@ -332,3 +332,33 @@ async def test_used_up_budget_is_refused_at_once_and_other_workspaces_run(
     assert "Another workspace still runs." in final_of(fake_slack.thread_messages("C1", other)).block_text()
     runs = await store.recent_runs(Workspace("T0002"))
     assert runs and runs[0].permalink.startswith("https://fake.example/archives/C1/p")
+
+
+async def test_a_run_that_ended_before_its_answer_was_posted_posts_it_on_the_rerun(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    from agent_core.keys import ThreadRef
+    from bot.jobs import JOB_FUNCTION, enqueue_turn
+
+    fake_openai.queue(text("The answer is 42."))
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> the question", ts=ts)))
+    await app.drain()
+    assert sum("Stop reason" in m.block_text() for m in fake_slack.thread_messages("C1", ts)) == 1
+
+    # The worker dies after saving the end of the run but before posting it: the ledger has no `final`, and
+    # arq runs the job again.
+    keys = Keys(key_prefix)
+    thread = str(ThreadRef("T0001", "C1", ts))
+    turn = Turn(thread=thread, turn_id=ts, text="the question", user_id="U1", team_id="T0001", enterprise_id="",
+                channel_id="C1", reply_thread_ts=ts, message_ts=ts)
+    await redis_client.hdel(keys.run(thread, turn.run_id), "final")
+    services = app.service.services
+    assert services is not None
+    await enqueue_turn(redis_client, services.queue, keys, turn, ttl_seconds=3600)
+    await services.queue.enqueue_job(JOB_FUNCTION, thread, ts, _job_id=f"{key_prefix}:rerun")
+    await app.drain()
+
+    finals = [m for m in fake_slack.thread_messages("C1", ts) if "Stop reason" in m.block_text()]
+    assert len(finals) == 2 and "The answer is 42." in finals[-1].block_text()
+    assert len(fake_openai.requests) == 1  # no second LLM call: the saved answer is posted
