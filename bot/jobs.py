@@ -60,6 +60,8 @@ JOB_FUNCTION = "run_thread"
 JOB_MAX_TRIES = 3
 #: Seconds a job may run beyond the run's own wall-clock cap (posting the final replies, pacing, Slack retries).
 JOB_TIMEOUT_MARGIN_SECONDS = 120
+#: The job stops itself this long before arq's timeout would.
+OWN_DEADLINE_MARGIN_SECONDS = 30
 #: How long arq keeps a job's result, and so refuses a second job with the same id.
 JOB_KEEP_RESULT_SECONDS = 24 * 3600
 
@@ -242,22 +244,25 @@ class Runtime:
         try:
             head = await self._head(thread)
             if head is not None:
-                await self._run_turn(head, resumed=job_try > 1, last_try=last_try)
+                # Our own deadline, before arq's: arq fails a timed-out job silently and never retries it, so
+                # this one ends first and goes through the failure path below (told, turn removed, slot freed).
+                async with asyncio.timeout(job_timeout(self.settings) - OWN_DEADLINE_MARGIN_SECONDS):
+                    await self._run_turn(head, resumed=job_try > 1, last_try=last_try)
                 done = self.redis.register_script(_DONE)
                 await done(keys=[self.keys.inbox(thread), self.keys.turns(thread)], args=[head.turn_id])
         except asyncio.CancelledError:
             # Shutdown or timeout: keep the slot. arq reruns this job id after a shutdown and it takes the slot
             # back; after a timeout the next job finds this one gone and takes over (see _acquire).
             raise
-        except Exception:
+        except Exception as exc:
             # Outside the run's own error handling (a Redis or Slack outage around it): say so, and take the
             # turn off the inbox, or it would run again ahead of every later message of the thread.
             log.exception("thread %s: turn %s failed", thread, head.turn_id if head else turn_id)
             if head is not None:
                 with contextlib.suppress(Exception):
-                    await self.poster(head).post(_target(head), render.error_message(
-                        "Something went wrong around this run (the state store or Slack failed); please ask again."
-                    ))
+                    what = ("The run did not finish in time and was stopped" if isinstance(exc, TimeoutError)
+                            else "Something went wrong around this run (the state store or Slack failed)")
+                    await self.poster(head).post(_target(head), render.error_message(f"{what}; please ask again."))
                 with contextlib.suppress(Exception):
                     done = self.redis.register_script(_DONE)
                     await done(keys=[self.keys.inbox(thread), self.keys.turns(thread)], args=[head.turn_id])
