@@ -311,6 +311,9 @@ class Runtime:
     async def _tell_queued(self, thread: str, turn_id: str, job_id: str) -> None:
         if ":turn:" not in job_id:
             return  # a follow-on job: its turn's own job already said so
+        head = await awaited(self.redis.lindex(self.keys.inbox(thread), 0))
+        if as_text(head) == turn_id:
+            return  # the slot's holder always runs the oldest turn: this one is running (or is next), not waiting
         raw = await awaited(self.redis.hget(self.keys.turns(thread), turn_id))
         if raw is None:
             return

@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 
 from agent_core.keys import Keys
 from bot import mrkdwn
-from bot.jobs import Turn
+from bot.jobs import Runtime, Turn
 from bot.service import Service
 from bot.settings import Settings
 from bot.workspace_settings import WorkspaceSettings
@@ -362,3 +362,36 @@ async def test_a_run_that_ended_before_its_answer_was_posted_posts_it_on_the_rer
     finals = [m for m in fake_slack.thread_messages("C1", ts) if "Stop reason" in m.block_text()]
     assert len(finals) == 2 and "The answer is 42." in finals[-1].block_text()
     assert len(fake_openai.requests) == 1  # no second LLM call: the saved answer is posted
+
+
+async def test_only_a_turn_that_really_waits_is_told_it_is_queued(
+    settings: Settings, fake_slack: FakeSlack, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    # A job runs the thread's oldest turn: when B's job got the slot first, it is running A, and A's own job must
+    # not tell A's asker that A waits behind "an earlier request".
+    from agent_core.keys import ThreadRef
+    from bot.jobs import enqueue_turn
+    from bot.redis import RedisHandle
+    from bot.slack_client import make_web_client
+    from bot.worker import default_agent
+
+    keys = Keys(key_prefix)
+    thread = str(ThreadRef("T0001", "C1", "1700000000.000001"))
+    a, b = (Turn(thread=thread, turn_id=ts, text=ts, user_id="U1", team_id="T0001", enterprise_id="",
+                 channel_id="C1", reply_thread_ts="1700000000.000001", message_ts=ts)
+            for ts in ("1700000000.000001", "1700000000.000002"))
+    handle = RedisHandle(settings.redis_url or "")
+    queue = await handle.arq_pool(settings.arq_queue_name)
+    slack = make_web_client(token=settings.bot_token(), base_url=settings.slack_api_url, max_retry_after=1)
+    runtime = Runtime(settings, handle.client(), queue, slack, default_agent)
+    try:
+        for turn in (a, b):
+            await enqueue_turn(redis_client, queue, keys, turn, ttl_seconds=3600)
+        await runtime._tell_queued(thread, a.turn_id, keys.job_id("turn", thread, a.turn_id))
+        assert fake_slack.thread_messages("C1", "1700000000.000001") == []
+        await runtime._tell_queued(thread, b.turn_id, keys.job_id("turn", thread, b.turn_id))
+        [notice] = fake_slack.thread_messages("C1", "1700000000.000001")
+        assert "queued" in notice.text
+    finally:
+        await runtime.aclose()
+        await handle.close()
