@@ -226,6 +226,9 @@ class Runtime:
         self.update_pacer = Pacer(redis, per_second=settings.slack_updates_per_minute / 60, burst=5)
         self.reader = WebSlackReader(slack)
         self.lock_ttl = job_timeout(settings) + 60
+        self._acquire_script = redis.register_script(_ACQUIRE)
+        self._release_script = redis.register_script(_RELEASE)
+        self._done_script = redis.register_script(_DONE)
 
     async def aclose(self) -> None:
         await self.agent.aclose()
@@ -248,8 +251,7 @@ class Runtime:
                 # this one ends first and goes through the failure path below (told, turn removed, slot freed).
                 async with asyncio.timeout(job_timeout(self.settings) - OWN_DEADLINE_MARGIN_SECONDS):
                     await self._run_turn(head, resumed=job_try > 1, last_try=last_try)
-                done = self.redis.register_script(_DONE)
-                await done(keys=[self.keys.inbox(thread), self.keys.turns(thread)], args=[head.turn_id])
+                await self._mark_done(thread, head.turn_id)
         except asyncio.CancelledError:
             # Shutdown or timeout: keep the slot. arq reruns this job id after a shutdown and it takes the slot
             # back; after a timeout the next job finds this one gone and takes over (see _acquire).
@@ -264,15 +266,17 @@ class Runtime:
                             else "Something went wrong around this run (the state store or Slack failed)")
                     await self.poster(head).post(_target(head), render.error_message(f"{what}; please ask again."))
                 with contextlib.suppress(Exception):
-                    done = self.redis.register_script(_DONE)
-                    await done(keys=[self.keys.inbox(thread), self.keys.turns(thread)], args=[head.turn_id])
+                    await self._mark_done(thread, head.turn_id)
             await self._release(thread, job_id)
             raise
         await self._release(thread, job_id)
         return "ran" if head is not None else "idle"
 
+    async def _mark_done(self, thread: str, turn_id: str) -> None:
+        await self._done_script(keys=[self.keys.inbox(thread), self.keys.turns(thread)], args=[turn_id])
+
     async def _acquire(self, thread: str, job_id: str) -> bool:
-        acquire = self.redis.register_script(_ACQUIRE)
+        acquire = self._acquire_script
         holder = await acquire(keys=[self.keys.lock(thread)], args=[job_id, self.lock_ttl, ""])
         if holder == 1:
             return True
@@ -289,9 +293,10 @@ class Runtime:
         return bool(running) or queued is not None
 
     async def _release(self, thread: str, job_id: str) -> None:
-        release = self.redis.register_script(_RELEASE)
         with contextlib.suppress(RedisError):
-            following = await release(keys=[self.keys.lock(thread), self.keys.inbox(thread)], args=[job_id])
+            following = await self._release_script(
+                keys=[self.keys.lock(thread), self.keys.inbox(thread)], args=[job_id]
+            )
             if following:
                 next_id = as_text(following) or ""
                 await self.queue.enqueue_job(
@@ -352,11 +357,7 @@ class Runtime:
                 ":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step."
             ))
         view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=limits.max_steps)
-        sink = SlackEventSink(
-            poster, target, view, ledger,
-            verbosity=await self.workspace.verbosity(turn.team_id, turn.enterprise_id),
-            status=ThreadStatus(self.slack, target),
-        )
+        sink = await self._sink(turn, view, ledger)
         token = CancelToken()
         watcher = asyncio.create_task(self._watch_cancel(turn.thread, run_id, token))
         self.trace.bind(run_id, turn.thread)
@@ -395,6 +396,14 @@ class Runtime:
         if sink.final is not None:
             await self._record(ws, turn, sink)
 
+    async def _sink(self, turn: Turn, view: render.RunView, ledger: RunLedger) -> SlackEventSink:
+        """The thread's renderer for one run, in the workspace's verbosity."""
+        return SlackEventSink(
+            self.poster(turn), _target(turn), view, ledger,
+            verbosity=await self.workspace.verbosity(turn.team_id, turn.enterprise_id),
+            status=ThreadStatus(self.slack, _target(turn)),
+        )
+
     async def _post_missing_final(self, turn: Turn, progress: Progress) -> None:
         ledger = RunLedger(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
         seen = await ledger.get()
@@ -410,11 +419,7 @@ class Runtime:
             run_id=turn.run_id,
         )
         view = render.RunView(turn.run_id, stop_value=f"{turn.thread}|{turn.run_id}")
-        sink = SlackEventSink(
-            self.poster(turn), _target(turn), view, ledger,
-            verbosity=await self.workspace.verbosity(turn.team_id, turn.enterprise_id),
-            status=ThreadStatus(self.slack, _target(turn)),
-        )
+        sink = await self._sink(turn, view, ledger)
         sink.first_ts = seen.get("first_ts") or None
         await sink.emit(stopped)
         await self._record(Workspace.of(turn.team_id, turn.enterprise_id), turn, sink)
