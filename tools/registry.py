@@ -25,6 +25,8 @@ def tool(
     timeout: float = 20.0,
     dangerous: bool = False,
     needs_approval: bool = False,
+    outbound: bool = False,
+    reads_private_data: bool = False,
 ) -> Callable[[Handler], Tool]:
     """Turn ``fn(args: SomeModel, ctx: ToolContext)`` into a ``Tool``.
 
@@ -45,6 +47,8 @@ def tool(
             timeout_seconds=timeout,
             dangerous=dangerous,
             needs_approval=needs_approval,
+            outbound=outbound,
+            reads_private_data=reads_private_data,
         )
 
     return decorate

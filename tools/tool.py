@@ -48,6 +48,11 @@ class Tool:
     dangerous: bool = False
     #: Each call is put to ``ctx.approver`` first; a refusal ends it with the ``refused`` outcome.
     needs_approval: bool = False
+    #: Sends data out of the workspace (a URL fetched, a query searched): held back by the exfiltration guard
+    #: once the run has read private data.
+    outbound: bool = False
+    #: Returns data private to the workspace (channel messages, internal documents): arms the exfiltration guard.
+    reads_private_data: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME_RE.fullmatch(self.name):

@@ -34,7 +34,7 @@ def render_messages(messages: list[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-@tool(name="channel_history", timeout=15.0)
+@tool(name="channel_history", timeout=15.0, reads_private_data=True)
 async def channel_history(args: ChannelHistoryArgs, ctx: ToolContext) -> str:
     """Read the most recent messages of the current Slack channel, oldest first, as "user: text" lines."""
     if ctx.slack is None or not ctx.channel_id:

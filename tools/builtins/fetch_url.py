@@ -46,7 +46,7 @@ def make_fetch_url(settings: ToolSettings, *, resolve: HostResolver = system_res
         timeout=settings.fetch_url_timeout_seconds,
     )
 
-    @tool(name="fetch_url", timeout=settings.fetch_url_timeout_seconds)
+    @tool(name="fetch_url", timeout=settings.fetch_url_timeout_seconds, outbound=True)
     async def fetch_url(args: FetchURLArgs, ctx: ToolContext) -> str:
         """Fetch a public web page (http or https) and return its readable text, with its title and final URL.
 

@@ -132,7 +132,7 @@ def make_web_search(
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as own:
             yield own
 
-    @tool(name="web_search", timeout=timeout)
+    @tool(name="web_search", timeout=timeout, outbound=True)
     async def web_search(args: WebSearchArgs, ctx: ToolContext) -> list[dict[str, str]]:
         """Search the web; returns the top results as title, url and snippet. Read a result with fetch_url."""
         async with session() as s:
