@@ -8,18 +8,21 @@ requests reach ``AsyncApp.async_dispatch`` (whose own verification is then off, 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import time
+from collections.abc import Callable
 from urllib.parse import parse_qs
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_sdk.signature import SignatureVerifier
 
 from bot import listeners
+from bot.http_guard import OncePer, SlowBodies, rearm_after_response
 from bot.redis import redis_ok
 from bot.services import Services
 
@@ -31,8 +34,24 @@ HEALTH_PATH = "/healthz"
 MAX_CLOCK_SKEW_SECONDS = 300
 #: Slack's payloads are small; anything bigger is not from Slack.
 MAX_BODY_BYTES = 1_000_000
+MAX_TIMESTAMP_DIGITS = 12
+#: ``v0=`` and a hex SHA-256.
+SIGNATURE_LENGTH = 3 + 64
+#: Deeper JSON than Slack ever sends; json.loads would hit the recursion limit near 1,000.
+MAX_JSON_DEPTH = 64
 
 SERVICES_KEY: web.AppKey[Services] = web.AppKey("services", Services)
+BODIES_KEY: web.AppKey[SlowBodies] = web.AppKey("bodies", SlowBodies)
+#: One log line per refusal reason every few seconds, per app.
+LOG_GATE_KEY: web.AppKey[OncePer] = web.AppKey("log_gate", OncePer)
+#: What the process itself knows is wrong (its worker is not polling), or "".
+HealthCheck = Callable[[], str]
+HEALTH_KEY: web.AppKey[HealthCheck] = web.AppKey("health")
+
+
+def _no_problem() -> str:
+    return ""
+
 BOLT_KEY: web.AppKey[AsyncApp] = web.AppKey("bolt", AsyncApp)
 
 
@@ -51,40 +70,60 @@ def create_app(services: Services) -> AsyncApp:
     return app
 
 
-def create_web_app(app: AsyncApp, services: Services) -> web.Application:
+def create_web_app(app: AsyncApp, services: Services, *, health: HealthCheck = _no_problem) -> web.Application:
     """The HTTP face: ``POST /slack/events`` (guarded) and ``GET /healthz``."""
-    web_app = web.Application(client_max_size=MAX_BODY_BYTES)
-    web_app[SERVICES_KEY] = services
+    web_app = create_health_app(services, health)
+    web_app[BODIES_KEY] = SlowBodies()
+    web_app[LOG_GATE_KEY] = OncePer()
     web_app[BOLT_KEY] = app
     web_app.router.add_post(EVENTS_PATH, slack_events)
+    return web_app
+
+
+def create_health_app(services: Services, health: HealthCheck = _no_problem) -> web.Application:
+    """``GET /healthz`` alone (what a worker process serves); ``health`` names a problem of the process."""
+    web_app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[rearm_after_response])
+    web_app[SERVICES_KEY] = services
+    web_app[HEALTH_KEY] = health
     web_app.router.add_get(HEALTH_PATH, healthz)
     return web_app
 
 
 async def healthz(request: web.Request) -> web.Response:
+    """200 when Redis answers and this process's worker (if any) is polling; else 503 naming what failed."""
     services = request.app[SERVICES_KEY]
-    if await redis_ok(services.redis):
-        return web.json_response({"ok": True})
-    return web.json_response({"ok": False, "error": "redis is not answering"}, status=503)
+    problem = "" if await redis_ok(services.redis) else "redis is not answering"
+    problem = problem or request.app[HEALTH_KEY]()
+    if problem:
+        return web.json_response({"ok": False, "error": problem}, status=503)
+    return web.json_response({"ok": True})
 
 
 async def slack_events(request: web.Request) -> web.Response:
     services = request.app[SERVICES_KEY]
     secret = services.settings.slack_signing_secret
-    body = await request.read()
-    problem = check_signature(
-        secret.get_secret_value() if secret else "",
-        body,
-        request.headers.get("X-Slack-Request-Timestamp", ""),
-        request.headers.get("X-Slack-Signature", ""),
-    )
+    timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+    signature = request.headers.get("X-Slack-Signature", "")
+    # Everything that can be judged from the headers is, before a byte of the body is read.
+    key = secret.get_secret_value() if secret else ""
+    problem = check_headers(key, timestamp, signature, request.content_length)
+    body = b""
+    if not problem:
+        read = await request.app[BODIES_KEY].read(request)
+        if read is None:
+            _refused(request, "the body did not arrive in time")
+            return web.Response(status=408, text="the request body did not arrive in time",
+                                headers={"Connection": "close"})
+        body = read
+        problem = check_signature(key, body, timestamp, signature)
     if problem:
-        # The reason only: the body (and its legacy token) is never logged.
-        log.warning("refused a Slack request: %s", problem)
+        # The reason only, and at most one line per reason every few seconds: the body (and its legacy token)
+        # is never logged, and a flood of forged requests cannot flood the log.
+        _refused(request, problem)
         return web.Response(status=401, text=problem)
     problem = check_body(body, request.content_type)
     if problem:
-        log.warning("refused a signed but malformed Slack request: %s", problem)
+        _refused(request, problem, signed=True)
         return web.Response(status=400, text=problem)
     bolt_request = AsyncBoltRequest(
         body=body.decode(), query=request.query_string, headers={k: v for k, v in request.headers.items()}
@@ -93,32 +132,91 @@ async def slack_events(request: web.Request) -> web.Response:
     return await to_aiohttp_response(response)
 
 
-def check_signature(secret: str, body: bytes, timestamp: str, signature: str) -> str:
-    """Why the request is not Slack's (empty when it is)."""
+def _refused(request: web.Request, problem: str, *, signed: bool = False) -> None:
+    ok, held = request.app[LOG_GATE_KEY].allow(problem)
+    if ok:
+        what = "a signed but malformed" if signed else "a"
+        more = f" ({held} more since the last line)" if held else ""
+        log.warning("refused %s Slack request: %s%s", what, problem, more)
+
+
+def check_headers(secret: str, timestamp: str, signature: str, content_length: int | None) -> str:
+    """Why the request cannot be Slack's, judged from its headers alone (empty when it may be)."""
     if not secret:
         return "SLACK_SIGNING_SECRET is not set: refusing every request"
-    if not timestamp.isascii() or not timestamp.isdigit():
+    # Ten digits until the year 2286; a longer one is no timestamp (and int() of 5,000 digits raises).
+    if not (0 < len(timestamp) <= MAX_TIMESTAMP_DIGITS and timestamp.isascii() and timestamp.isdigit()):
         return "X-Slack-Request-Timestamp is missing or not a number"
     if abs(time.time() - int(timestamp)) > MAX_CLOCK_SKEW_SECONDS:
         return "X-Slack-Request-Timestamp is more than 5 minutes off: stale or replayed request"
-    if not signature.startswith("v0="):
-        return "X-Slack-Signature is missing"
-    if not SignatureVerifier(secret).is_valid(body=body, timestamp=timestamp, signature=signature):
+    if not (signature.startswith("v0=") and len(signature) == SIGNATURE_LENGTH):
+        return "X-Slack-Signature is missing or malformed"
+    if content_length is None:
+        return "Content-Length is missing"
+    if content_length > MAX_BODY_BYTES:
+        return "the body is too large to be Slack's"
+    return ""
+
+
+def check_signature(secret: str, body: bytes, timestamp: str, signature: str) -> str:
+    """Why the request is not Slack's (empty when it is): HMAC over the raw bytes, whatever their encoding."""
+    problem = check_headers(secret, timestamp, signature, len(body))
+    if problem:
+        return problem
+    expected = hmac.new(secret.encode(), b"v0:" + timestamp.encode() + b":" + body, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(f"v0={expected}", signature):
         return "X-Slack-Signature does not match the body"
     return ""
 
 
 def check_body(body: bytes, content_type: str) -> str:
     """Why a verified body cannot be parsed (empty when it can): JSON events, forms, ``payload=`` JSON."""
+    kind = "JSON" if content_type == "application/json" else "form data"
     try:
         text = body.decode()
         if content_type == "application/json":
-            if not isinstance(json.loads(text), dict):
-                return "the JSON body is not an object"
-            return ""
+            return _json_object_problem(text, "the JSON body")
         form = parse_qs(text, keep_blank_values=True, strict_parsing=bool(text))
-        if "payload" in form and not isinstance(json.loads(form["payload"][0]), dict):
-            return "the payload field is not a JSON object"
+        if "payload" in form:
+            return _json_object_problem(form["payload"][0], "the payload field")
+        if any(_has_surrogate(v) for values in form.values() for v in values):
+            return "the form holds text that is not valid Unicode"
     except (UnicodeDecodeError, ValueError):
-        return f"the body is not valid {'JSON' if content_type == 'application/json' else 'form data'}"
+        return f"the body is not valid {kind}"
     return ""
+
+
+def _json_object_problem(text: str, what: str) -> str:
+    if _nesting(text) > MAX_JSON_DEPTH:
+        return f"{what} is nested too deeply"
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return f"{what} is not valid JSON"
+    if not isinstance(value, dict):
+        return f"{what} is not a JSON object"
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return f"{what} holds text that is not valid Unicode (a lone surrogate)"
+    return ""
+
+
+def _nesting(text: str) -> int:
+    """An upper bound of the JSON nesting depth, in one linear pass (brackets inside strings count too)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False

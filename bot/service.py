@@ -5,26 +5,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from types import TracebackType
 from typing import Self
 
 import aiohttp
 from aiohttp import web
 from arq import Worker
+from redis.exceptions import RedisError
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from agent_core.errors import ConfigError
 from agent_core.keys import Keys
 from bot import socket_mode
-from bot.app import create_app, create_web_app
+from bot.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
+from bot.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
 from bot.jobs import AgentFactory, Runtime
 from bot.redis import RedisHandle, open_redis
 from bot.services import Services
 from bot.settings import Role, Settings
-from bot.slack_client import make_web_client
-from bot.worker import DEFAULT_POLL_DELAY_SECONDS, build_worker, close_worker, default_agent
+from bot.slack_client import SLACK_HTTP_TIMEOUT, make_web_client
+from bot.worker import (
+    DEFAULT_POLL_DELAY_SECONDS,
+    WORKER_HEALTH_INTERVAL_SECONDS,
+    build_worker,
+    close_worker,
+    default_agent,
+)
 
 log = logging.getLogger(__name__)
+
+#: Backoff of the worker's reconnection after Redis went away: 0.2 s, doubling, at most 5 s.
+RESTART_FIRST_DELAY_SECONDS = 0.2
+RESTART_MAX_DELAY_SECONDS = 5.0
+RESTART_CLOSE_TIMEOUT_SECONDS = 2.0
+#: The worker polls every poll delay and records it at most every ``WORKER_HEALTH_INTERVAL_SECONDS``.
+WORKER_STALE_SECONDS = 3 * WORKER_HEALTH_INTERVAL_SECONDS
+WORKER_READY_TIMEOUT_SECONDS = 15.0
 
 
 class Service:
@@ -51,6 +68,7 @@ class Service:
         self._worker_task: asyncio.Task[None] | None = None
         self._runtime: Runtime | None = None
         self._http: aiohttp.ClientSession | None = None
+        self._ready = asyncio.Event()
 
     async def start(self) -> Self:
         settings = self.settings
@@ -60,8 +78,9 @@ class Service:
             raise ConfigError(
                 f"REDIS_URL is not set: the embedded Redis needs `python -m bot` (all), not {self.role!r}"
             )
-        # One HTTP session (connection pool) for every Slack call of this process.
-        self._http = aiohttp.ClientSession()
+        # One HTTP session (connection pool) for every Slack call of this process. slack_sdk applies its own
+        # timeout only to sessions it creates, so this one carries it (aiohttp's default is 300 s).
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=SLACK_HTTP_TIMEOUT))
         slack = make_web_client(
             token=settings.bot_token(), base_url=settings.slack_api_url,
             max_retry_after=settings.slack_max_retry_after_seconds, session=self._http,
@@ -72,25 +91,72 @@ class Service:
         if self.role in ("all", "worker"):
             # Built before anything listens, so a bad agent setting is a start-up error, not a failed job.
             self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory)
-            self._worker = build_worker(
-                settings, self.redis, self._runtime, poll_delay=self.poll_delay, handle_signals=False
-            )
-            self._worker_task = asyncio.create_task(self._worker.async_run())
-        if self.role in ("all", "web"):
-            await self._start_web(self.services)
+            self._worker_task = asyncio.create_task(self._keep_worker(self._runtime))
+            # Ready means taking jobs: /healthz is 200 from the moment start() returns.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), WORKER_READY_TIMEOUT_SECONDS)
+        await self._start_web(self.services)
         return self
 
+    async def _keep_worker(self, runtime: Runtime) -> None:
+        """Run the arq worker for good: when it dies (Redis went away), build a new one after a backoff.
+
+        arq's worker ends on its first failed poll; left alone, every later mention would be acked and never
+        run. Runs in flight are untouched: they are tasks of their own, and arq's in-progress key keeps the
+        new worker from starting them twice.
+        """
+        assert self.redis is not None
+        delay = RESTART_FIRST_DELAY_SECONDS
+        while True:
+            self._ready = asyncio.Event()
+            worker = build_worker(self.settings, self.redis, runtime, poll_delay=self.poll_delay,
+                                  handle_signals=False, ready=self._ready)
+            self._worker = worker
+            started = time.monotonic()
+            try:
+                await worker.async_run()
+                return  # burst mode: the queue is drained
+            except (RedisError, OSError) as exc:
+                log.warning("worker lost Redis (%s); reconnecting in %.1fs", _one_line(exc), delay)
+            except Exception:
+                log.exception("worker stopped unexpectedly; restarting in %.1fs", delay)
+            finally:
+                self._worker = None
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(_forget_worker(worker), RESTART_CLOSE_TIMEOUT_SECONDS)
+            if time.monotonic() - started > RESTART_MAX_DELAY_SECONDS:
+                delay = RESTART_FIRST_DELAY_SECONDS  # it ran a good while: this is a new outage
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RESTART_MAX_DELAY_SECONDS)
+
+    def worker_problem(self) -> str:
+        """Why this process's worker is not taking jobs (empty when it is, or when there is none)."""
+        if self.role not in ("all", "worker"):
+            return ""
+        worker = self._worker
+        if worker is None or not self._ready.is_set():
+            return "the worker is not polling (connecting to Redis)"
+        last = worker._last_health_check  # arq's own record of its latest poll (0 before the first)
+        if last and time.time() - last > WORKER_STALE_SECONDS:
+            return "the worker is not polling"
+        return ""
+
     async def _start_web(self, services: Services) -> None:
-        app = create_app(services)
-        web_app = create_web_app(app, services)
+        """``/slack/events`` and ``/healthz`` for web roles; ``/healthz`` alone for a worker, on ``PORT``."""
+        web_app = (create_web_app(create_app(services), services, health=self.worker_problem)
+                   if self.role in ("all", "web") else create_health_app(services, self.worker_problem))
+        guard = ConnectionGuard(max_connections())
+        web_app[GUARD_KEY] = guard
         self._runner = web.AppRunner(web_app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.settings.host, self.settings.port)
+        site = GuardedSite(self._runner, self.settings.host, self.settings.port, guard)
         await site.start()
         self.port = self._runner.addresses[0][1]
-        if self.settings.socket_mode and self.settings.slack_app_token is not None:
+        if self.role == "worker":
+            log.info("worker health on %s:%s%s", self.settings.host, self.port, HEALTH_PATH)
+        elif self.settings.socket_mode and self.settings.slack_app_token is not None:
             token = self.settings.slack_app_token.get_secret_value()
-            self._socket = await socket_mode.connect(app, token, services.slack)
+            self._socket = await socket_mode.connect(web_app[BOLT_KEY], token, services.slack)
             log.info("Socket Mode connected; /healthz on port %s", self.port)
         else:
             log.info("listening on %s:%s%s", self.settings.host, self.port, "/slack/events")
@@ -102,13 +168,14 @@ class Service:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        if self._worker is not None:
-            await close_worker(self._worker)
-            if self._worker_task is not None:
-                self._worker_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._worker_task
-            self._worker = None
+        if self._worker_task is not None:
+            worker = self._worker
+            self._worker_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker_task
+            if worker is not None:
+                await close_worker(worker)
+            self._worker_task = None
         if self._runtime is not None:
             await self._runtime.aclose()
             self._runtime = None
@@ -130,3 +197,15 @@ class Service:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+async def _forget_worker(worker: Worker) -> None:
+    """Drop a dead worker's connections without waiting for its runs (they go on as tasks of their own)."""
+    pool = worker._pool
+    worker._pool = None
+    if pool is not None:
+        await pool.aclose()
+
+
+def _one_line(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).splitlines()[0][:200]

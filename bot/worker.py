@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import socket
 import warnings
 from typing import Any
 
@@ -20,6 +23,8 @@ log = logging.getLogger(__name__)
 
 #: How often an idle worker asks Redis for new jobs: arq's 0.5 s default is a visible delay before a run starts.
 DEFAULT_POLL_DELAY_SECONDS = 0.1
+#: How often a polling worker refreshes its heartbeat key (which expires a second after that).
+WORKER_HEALTH_INTERVAL_SECONDS = 2
 
 
 def default_agent(settings: Settings, store: RedisThreadStore, trace: RedisTraceSink) -> EventSource:
@@ -43,14 +48,18 @@ def build_worker(
     burst: bool = False,
     poll_delay: float = DEFAULT_POLL_DELAY_SECONDS,
     handle_signals: bool = True,
+    ready: asyncio.Event | None = None,
 ) -> Worker:
     """An arq Worker on ``settings.arq_queue_name`` running jobs with ``runtime`` (its owner closes it).
 
     ``burst=True`` drains the queue and returns: tests run ``await worker.main()`` instead of sleeping.
+    ``ready`` is set once the worker is connected and about to poll.
     """
 
     async def startup(ctx: dict[str, Any]) -> None:
         ctx["runtime"] = runtime
+        if ready is not None:
+            ready.set()
 
     return Worker(
         functions=[func(run_thread, name=JOB_FUNCTION, timeout=job_timeout(settings), max_tries=JOB_MAX_TRIES)],
@@ -63,7 +72,9 @@ def build_worker(
         max_jobs=settings.worker_max_jobs,
         keep_result=JOB_KEEP_RESULT_SECONDS,
         max_tries=JOB_MAX_TRIES,
-        health_check_key=f"{settings.arq_queue_name}:health-check",
+        # One key per worker process, refreshed on its polls: a process's own heartbeat for monitoring.
+        health_check_key=f"{settings.arq_queue_name}:health-check:{socket.gethostname()}:{os.getpid()}",
+        health_check_interval=WORKER_HEALTH_INTERVAL_SECONDS,
     )
 
 

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+_otel_trace: Any
 try:  # OpenTelemetry is optional: spans are emitted only when the API package is installed.
-    from opentelemetry import trace as _otel_trace
+    import opentelemetry.trace as _otel_trace
 except ImportError:  # pragma: no cover - depends on the environment
     _otel_trace = None
 

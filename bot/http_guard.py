@@ -1,0 +1,246 @@
+"""The HTTP front door's defences: slow or silent clients are cut off, and unauthenticated work stays bounded.
+
+aiohttp's server waits forever for a request's headers and body, so a client that trickles a byte every few
+seconds holds a connection (a file descriptor) for as long as it likes; 2,000 of them stopped ``accept()``.
+Here every connection must deliver a whole header block within ``HEADER_TIMEOUT_SECONDS`` of opening (or of
+its previous response), the body must arrive within ``BODY_TIMEOUT_SECONDS``, only ``MAX_SLOW_BODIES`` bodies
+that did not come with their headers are waited for at once, and open connections are capped below the
+process's file limit. Slack's own requests are small and arrive whole, so none of this ever delays them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+log = logging.getLogger(__name__)
+
+#: A connection that has not sent a complete header block this long after opening (or after its last
+#: response) is closed: also the idle keep-alive limit.
+HEADER_TIMEOUT_SECONDS = 5.0
+#: The whole body of a request must arrive within this.
+BODY_TIMEOUT_SECONDS = 5.0
+#: A body that did not arrive with its headers waits for one of these slots (else 503 at once).
+MAX_SLOW_BODIES = 64
+#: How long a body may take before it counts as slow (Slack's arrive in the same packet as the headers).
+SLOW_BODY_GRACE_SECONDS = 0.05
+#: File descriptors kept free for Redis, Slack and LLM connections when capping client connections.
+RESERVED_FDS = 256
+#: The same noisy loop error (e.g. accept() out of file descriptors) is logged at most once per this many s.
+LOG_EVERY_SECONDS = 10.0
+
+
+def raise_file_limit() -> int:
+    """Lift the soft open-file limit to the hard one; the connection cap is derived from what it gives."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+def max_connections() -> int:
+    return max(64, raise_file_limit() - RESERVED_FDS)
+
+
+class _GuardedConnection:
+    """An ``asyncio.Protocol`` in front of aiohttp's request handler that enforces the header deadline.
+
+    It only watches bytes go by (for the blank line ending a header block) and closes the transport when the
+    deadline passes; parsing stays aiohttp's.
+    """
+
+    def __init__(self, inner: RequestHandler, guard: ConnectionGuard) -> None:
+        self._inner = inner
+        self._guard = guard
+        self._transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._tail = b""
+
+    def __getattr__(self, name: str) -> Any:  # pause_reading & co. of the protocol interface
+        return getattr(self._inner, name)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        if not self._guard.admit(self):
+            transport.close()
+            return
+        self._inner.connection_made(transport)
+        self.expect_headers()
+
+    def expect_headers(self) -> None:
+        """Start the header deadline (at connect, and after each response on a kept-alive connection)."""
+        self._cancel_timer()
+        self._tail = b""
+        self._timer = asyncio.get_running_loop().call_later(HEADER_TIMEOUT_SECONDS, self._too_slow)
+
+    def data_received(self, data: bytes) -> None:
+        if self._timer is not None:
+            seen = self._tail + data
+            if b"\r\n\r\n" in seen:
+                self._cancel_timer()  # the body deadline is the handler's
+            else:
+                self._tail = seen[-3:]
+        self._inner.data_received(data)
+
+    def eof_received(self) -> None:
+        self._inner.eof_received()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._cancel_timer()
+        self._guard.forget(self)
+        self._inner.connection_lost(exc)
+
+    def _too_slow(self) -> None:
+        self._timer = None
+        self._guard.timed_out += 1
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class ConnectionGuard:
+    """Per-site state: open connections (capped), and the by-transport lookup the middleware uses."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.timed_out = 0
+        self.refused = 0
+        self._open: dict[asyncio.BaseTransport, _GuardedConnection] = {}
+
+    def admit(self, conn: _GuardedConnection) -> bool:
+        if len(self._open) >= self.limit:
+            self.refused += 1
+            return False
+        assert conn._transport is not None
+        self._open[conn._transport] = conn
+        return True
+
+    def forget(self, conn: _GuardedConnection) -> None:
+        if conn._transport is not None:
+            self._open.pop(conn._transport, None)
+
+    def response_sent(self, transport: asyncio.BaseTransport | None) -> None:
+        conn = self._open.get(transport) if transport is not None else None
+        if conn is not None:
+            conn.expect_headers()
+
+    def protocol_factory(self, make_handler: Callable[[], RequestHandler]) -> Callable[[], asyncio.Protocol]:
+        return lambda: cast(asyncio.Protocol, _GuardedConnection(make_handler(), self))
+
+
+GUARD_KEY: web.AppKey[ConnectionGuard] = web.AppKey("connection_guard", ConnectionGuard)
+
+
+@web.middleware
+async def rearm_after_response(request: web.Request, handler: Any) -> web.StreamResponse:
+    """After each response the connection's next request gets a fresh header deadline."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    finally:
+        guard = request.app.get(GUARD_KEY)
+        if guard is not None:
+            guard.response_sent(request.transport)
+
+
+class GuardedSite(web.BaseSite):
+    """A TCP site whose connections go through a ``ConnectionGuard`` (``reuse_port`` for several processes)."""
+
+    __slots__ = ("_host", "_port", "_reuse_port", "_guard", "_bound_port")
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, guard: ConnectionGuard,
+                 *, reuse_port: bool = False) -> None:
+        super().__init__(runner)
+        self._host, self._port, self._reuse_port, self._guard = host, port, reuse_port, guard
+        self._bound_port = port
+
+    @property
+    def name(self) -> str:
+        return f"http://{self._host}:{self._bound_port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        self._server = await asyncio.get_running_loop().create_server(
+            self._guard.protocol_factory(server), self._host, self._port,
+            reuse_address=True, reuse_port=self._reuse_port or None,
+        )
+        if self._server.sockets:
+            self._bound_port = self._server.sockets[0].getsockname()[1]
+
+
+class SlowBodies:
+    """Reads request bodies with a deadline; bodies that do not arrive at once share ``MAX_SLOW_BODIES`` slots."""
+
+    def __init__(self, slots: int = MAX_SLOW_BODIES) -> None:
+        self._slots = asyncio.Semaphore(slots)
+
+    async def read(self, request: web.Request) -> bytes | None:
+        """The body, or None when it came too slowly or every slow-body slot is taken."""
+        reading = asyncio.ensure_future(request.read())
+        done, _ = await asyncio.wait({reading}, timeout=SLOW_BODY_GRACE_SECONDS)
+        if done:
+            return reading.result()
+        if self._slots.locked():
+            reading.cancel()
+            return None
+        async with self._slots:
+            try:
+                async with asyncio.timeout(BODY_TIMEOUT_SECONDS - SLOW_BODY_GRACE_SECONDS):
+                    return await reading
+            except TimeoutError:
+                return None
+
+
+class OncePer:
+    """Lets a message through at most once per ``seconds`` per key, counting what it held back."""
+
+    def __init__(self, seconds: float = LOG_EVERY_SECONDS) -> None:
+        self.seconds = seconds
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def allow(self, key: str) -> tuple[bool, int]:
+        """(whether to log now, how many were held back since the last one)."""
+        now = time.monotonic()
+        if now - self._last.get(key, -self.seconds) >= self.seconds:
+            self._last[key] = now
+            return True, self._held.pop(key, 0)
+        self._held[key] = self._held.get(key, 0) + 1
+        return False, 0
+
+
+def quiet_loop_errors(loop: asyncio.AbstractEventLoop, gate: OncePer | None = None) -> None:
+    """Log each kind of event-loop error (accept() out of descriptors, above all) one short line at a time."""
+    gate = gate or OncePer()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        message = str(context.get("message") or "event loop error")
+        exc = context.get("exception")
+        ok, held = gate.allow(message)
+        if not ok:
+            return
+        if isinstance(exc, OSError):  # out of descriptors or memory: the reason is the news, not a traceback
+            more = f" ({held} more like it)" if held else ""
+            log.error("%s: %s%s", message, exc, more)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
