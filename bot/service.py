@@ -73,7 +73,9 @@ class Service:
     async def start(self) -> Self:
         settings = self.settings
         settings.require_slack(self.role)
-        self.redis = await open_redis(settings.redis_url, settings.data_dir)
+        self.redis = await open_redis(
+            settings.redis_url, settings.data_dir, wait_seconds=settings.redis_startup_wait_seconds
+        )
         if self.redis.embedded is not None and self.role != "all":
             raise ConfigError(
                 f"REDIS_URL is not set: the embedded Redis needs `python -m bot` (all), not {self.role!r}"

