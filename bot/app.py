@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qs
 
 from aiohttp import web
@@ -21,7 +22,7 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
-from bot import listeners
+from bot import listeners, payloads
 from bot.http_guard import OncePer, SlowBodies, rearm_after_response
 from bot.redis import redis_ok
 from bot.services import Services
@@ -65,9 +66,24 @@ def create_app(services: Services) -> AsyncApp:
         process_before_response=True,
         request_verification_enabled=False,
         name="agent",
+        logger=_bolt_logger(),
     )
     listeners.register(app, services)
     return app
+
+
+class _NoBodies(logging.Filter):
+    """Bolt logs the whole body (legacy token included) of a request no listener took: not here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Unhandled request")
+
+
+def _bolt_logger() -> logging.Logger:
+    logger = logging.getLogger("slack_bolt.AsyncApp")
+    if not any(isinstance(f, _NoBodies) for f in logger.filters):
+        logger.addFilter(_NoBodies())
+    return logger
 
 
 def create_web_app(app: AsyncApp, services: Services, *, health: HealthCheck = _no_problem) -> web.Application:
@@ -121,14 +137,18 @@ async def slack_events(request: web.Request) -> web.Response:
         # is never logged, and a flood of forged requests cannot flood the log.
         _refused(request, problem)
         return web.Response(status=401, text=problem)
-    problem = check_body(body, request.content_type)
-    if problem:
+    status, problem = check_body(body, request.content_type)
+    if status == 200:
+        return web.Response(status=200)  # well-formed, but nothing this app listens to
+    if status:
         _refused(request, problem, signed=True)
-        return web.Response(status=400, text=problem)
+        return web.Response(status=status, text=problem)
     bolt_request = AsyncBoltRequest(
         body=body.decode(), query=request.query_string, headers={k: v for k, v in request.headers.items()}
     )
     response = await request.app[BOLT_KEY].async_dispatch(bolt_request)
+    if response.status == 404:
+        return web.Response(status=200)  # no listener for it (a button of an old message): acked, dropped
     return await to_aiohttp_response(response)
 
 
@@ -169,37 +189,45 @@ def check_signature(secret: str, body: bytes, timestamp: str, signature: str) ->
     return ""
 
 
-def check_body(body: bytes, content_type: str) -> str:
-    """Why a verified body cannot be parsed (empty when it can): JSON events, forms, ``payload=`` JSON."""
+def check_body(body: bytes, content_type: str) -> tuple[int, str]:
+    """(status, why) for a verified body that must not reach Bolt; ``(0, "")`` when it may.
+
+    400 for what Slack never sends; 200 for a well-formed event of a type this app does not handle.
+    """
     kind = "JSON" if content_type == "application/json" else "form data"
     try:
         text = body.decode()
         if content_type == "application/json":
-            return _json_object_problem(text, "the JSON body")
+            payloads.check_event_envelope(_json_object(text, "the JSON body"))
+            return 0, ""
         form = parse_qs(text, keep_blank_values=True, strict_parsing=bool(text))
-        if "payload" in form:
-            return _json_object_problem(form["payload"][0], "the payload field")
         if any(_has_surrogate(v) for values in form.values() for v in values):
-            return "the form holds text that is not valid Unicode"
+            raise payloads.Refused("the form holds text that is not valid Unicode")
+        if "payload" in form:
+            payloads.check_interaction(_json_object(form["payload"][0], "the payload field"))
+        else:
+            payloads.check_command({name: values[0] for name, values in form.items()})
+    except payloads.Refused as refused:
+        return (200 if refused.ignore else 400), str(refused)
     except (UnicodeDecodeError, ValueError):
-        return f"the body is not valid {kind}"
-    return ""
+        return 400, f"the body is not valid {kind}"
+    return 0, ""
 
 
-def _json_object_problem(text: str, what: str) -> str:
+def _json_object(text: str, what: str) -> dict[str, Any]:
     if _nesting(text) > MAX_JSON_DEPTH:
-        return f"{what} is nested too deeply"
+        raise payloads.Refused(f"{what} is nested too deeply")
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
-        return f"{what} is not valid JSON"
+        raise payloads.Refused(f"{what} is not valid JSON") from None
     if not isinstance(value, dict):
-        return f"{what} is not a JSON object"
+        raise payloads.Refused(f"{what} is not a JSON object")
     try:
         json.dumps(value, ensure_ascii=False).encode()
     except UnicodeEncodeError:
-        return f"{what} holds text that is not valid Unicode (a lone surrogate)"
-    return ""
+        raise payloads.Refused(f"{what} holds text that is not valid Unicode (a lone surrogate)") from None
+    return value
 
 
 def _nesting(text: str) -> int:

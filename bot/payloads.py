@@ -1,0 +1,150 @@
+"""The shapes of Slack payloads this app accepts, checked once, before Bolt sees them (pure, no I/O).
+
+Bolt's own middleware reads fields without checking them (``body["event"].get`` on a string is a 500, and
+Slack then retries the same bad payload three times). A verified body reaches Bolt only when every field
+the app or Bolt reads has the type and form Slack documents; anything else is refused with 400, or, for an
+event type this app does not subscribe to, acked with 200 and dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+#: Slack ids: team, enterprise, channel, user, bot, app ids (upper-case letters and digits).
+SLACK_ID = re.compile(r"[A-Z0-9][A-Z0-9_]{0,39}")
+#: A message ts: seconds, a dot, a sequence.
+SLACK_TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")
+#: Event types this app listens to; every other one is acknowledged and dropped.
+HANDLED_EVENTS = frozenset({"app_mention", "message", "app_home_opened", "agent_session_stopped"})
+#: Event fields that hold an id or a ts when present.
+_EVENT_IDS = ("user", "channel", "team", "bot_id", "app_id")
+_EVENT_TS = ("ts", "thread_ts", "event_ts")
+_EVENT_TEXTS = ("text", "subtype", "channel_type", "tab", "type")
+
+
+class Refused(ValueError):
+    """A payload that is not of a shape Slack sends; ``ignore`` when it is well-formed but not for us."""
+
+    def __init__(self, problem: str, *, ignore: bool = False) -> None:
+        super().__init__(problem)
+        self.ignore = ignore
+
+
+def check_event_envelope(body: Mapping[str, Any]) -> None:
+    """An Events API body (``url_verification`` or ``event_callback``); raises :class:`Refused`."""
+    kind = body.get("type")
+    if kind == "url_verification":
+        _text(body, "challenge", required=True)
+        return
+    if kind != "event_callback":
+        raise Refused(f"unknown Events API body type {kind!r:.40}", ignore=isinstance(kind, str))
+    for name in ("team_id", "enterprise_id", "api_app_id"):
+        _id(body, name)
+    _text(body, "event_id")
+    authorizations = body.get("authorizations")
+    if authorizations is not None:
+        if not isinstance(authorizations, list) or not all(isinstance(a, dict) for a in authorizations):
+            raise Refused("authorizations is not a list of objects")
+        for auth in authorizations:
+            for name in ("team_id", "enterprise_id", "user_id"):
+                _id(auth, name)
+    event = body.get("event")
+    if not isinstance(event, dict):
+        raise Refused("event is not an object")
+    event_type = event.get("type")
+    if not isinstance(event_type, str):
+        raise Refused("event.type is not a string")
+    if event_type not in HANDLED_EVENTS:
+        raise Refused(f"event type {event_type!r:.40} is not handled", ignore=True)
+    check_event(event)
+
+
+def check_event(event: Mapping[str, Any]) -> None:
+    for name in _EVENT_IDS:
+        _id(event, name)
+    for name in _EVENT_TS:
+        _ts(event, name)
+    for name in _EVENT_TEXTS:
+        _text(event, name)
+    if event.get("type") == "app_home_opened":
+        _id(event, "user", required=True)
+
+
+def check_command(form: Mapping[str, str]) -> None:
+    """A slash command's form fields (already strings)."""
+    if not form.get("command", "").startswith("/"):
+        raise Refused("command is missing")
+    for name in ("team_id", "user_id", "channel_id"):
+        _id(form, name, required=True)
+    _id(form, "enterprise_id")
+
+
+def check_interaction(payload: Mapping[str, Any]) -> None:
+    """An interactivity ``payload`` (buttons, modal submissions)."""
+    kind = payload.get("type")
+    if not isinstance(kind, str):
+        raise Refused("payload.type is not a string")
+    _check_who(payload)
+    for name in ("channel", "enterprise", "container", "message", "view"):
+        if payload.get(name) is not None and not isinstance(payload[name], dict):
+            raise Refused(f"payload.{name} is not an object")
+    if isinstance(payload.get("channel"), dict):
+        _id(payload["channel"], "id")
+    _text(payload, "trigger_id", required=kind in ("block_actions", "shortcut", "message_action"))
+    if kind == "block_actions":
+        actions = payload.get("actions")
+        if not isinstance(actions, list) or not actions or not all(isinstance(a, dict) for a in actions):
+            raise Refused("payload.actions is not a list of objects")
+        for action in actions:
+            _text(action, "action_id", required=True)
+            _text(action, "value")
+    if kind == "view_submission":
+        view = payload.get("view")
+        if not isinstance(view, dict):
+            raise Refused("payload.view is missing")
+        _text(view, "callback_id", required=True)
+
+
+def _check_who(payload: Mapping[str, Any]) -> None:
+    """The presser and their workspace (an org-wide install may send only the enterprise)."""
+    user = payload.get("user")
+    if not isinstance(user, dict):
+        raise Refused("payload.user is not an object")
+    _id(user, "id", required=True)
+    _id(user, "team_id")
+    team = payload.get("team")
+    if team is not None:
+        if not isinstance(team, dict):
+            raise Refused("payload.team is not an object")
+        _id(team, "id")
+        _id(team, "enterprise_id")
+    elif not isinstance(payload.get("enterprise"), dict):
+        raise Refused("payload.team is missing")
+
+
+def _id(obj: Mapping[str, Any], name: str, *, required: bool = False) -> None:
+    value = obj.get(name)
+    if value is None or value == "":
+        if required:
+            raise Refused(f"{name} is missing")
+        return
+    if not isinstance(value, str) or not SLACK_ID.fullmatch(value):
+        raise Refused(f"{name} is not a Slack id")
+
+
+def _ts(obj: Mapping[str, Any], name: str) -> None:
+    value = obj.get(name)
+    if value is not None and (not isinstance(value, str) or not SLACK_TS.fullmatch(value)):
+        raise Refused(f"{name} is not a Slack timestamp")
+
+
+def _text(obj: Mapping[str, Any], name: str, *, required: bool = False) -> None:
+    value = obj.get(name)
+    if value is None:
+        if required:
+            raise Refused(f"{name} is missing")
+        return
+    if not isinstance(value, str):
+        raise Refused(f"{name} is not a string")
