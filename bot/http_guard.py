@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
+import aiohttp
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
@@ -187,26 +188,33 @@ class GuardedSite(web.BaseSite):
 
 
 class SlowBodies:
-    """Reads request bodies with a deadline; bodies that do not arrive at once share ``MAX_SLOW_BODIES`` slots."""
+    """Reads request bodies with a deadline; bodies that do not arrive at once share ``MAX_SLOW_BODIES`` slots.
+
+    A slow body waits for a slot within its own deadline rather than being turned away at once: a refusal
+    within milliseconds would only invite the client to reconnect and try again, turning a slow attack into a
+    flood. Slack's bodies arrive with their headers and never need a slot.
+    """
 
     def __init__(self, slots: int = MAX_SLOW_BODIES) -> None:
         self._slots = asyncio.Semaphore(slots)
 
     async def read(self, request: web.Request) -> bytes | None:
-        """The body, or None when it came too slowly or every slow-body slot is taken."""
+        """The body, or None when it did not arrive within ``BODY_TIMEOUT_SECONDS`` (or the client left)."""
         reading = asyncio.ensure_future(request.read())
-        done, _ = await asyncio.wait({reading}, timeout=SLOW_BODY_GRACE_SECONDS)
-        if done:
-            return reading.result()
-        if self._slots.locked():
-            reading.cancel()
-            return None
-        async with self._slots:
-            try:
-                async with asyncio.timeout(BODY_TIMEOUT_SECONDS - SLOW_BODY_GRACE_SECONDS):
+        try:
+            done, _ = await asyncio.wait({reading}, timeout=SLOW_BODY_GRACE_SECONDS)
+            if done:
+                return reading.result()
+            async with asyncio.timeout(BODY_TIMEOUT_SECONDS - SLOW_BODY_GRACE_SECONDS):
+                async with self._slots:
                     return await reading
-            except TimeoutError:
-                return None
+        except (TimeoutError, ConnectionError, aiohttp.ClientError):
+            return None
+        finally:
+            if not reading.done():
+                reading.cancel()
+            elif not reading.cancelled():
+                reading.exception()  # retrieved: a reset client is not an unhandled-task error
 
 
 class OncePer:

@@ -37,7 +37,7 @@ from agent_core.keys import Keys
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from bot import render
 from bot.approvals import SlackApprover
-from bot.poster import Pacer, Poster, RunLedger, SlackEventSink, Target, ThreadStatus
+from bot.poster import Pacer, Poster, RunLedger, SlackEventSink, Target, ThreadStatus, ThreadUnwritable
 from bot.redis import as_text, awaited
 from bot.settings import Settings
 from bot.slack_reader import WebSlackReader
@@ -359,6 +359,7 @@ class Runtime:
         view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=limits.max_steps)
         sink = await self._sink(turn, view, ledger)
         token = CancelToken()
+        unwritable = ""
         watcher = asyncio.create_task(self._watch_cancel(turn.thread, run_id, token))
         self.trace.bind(run_id, turn.thread)
         approver = SlackApprover(
@@ -370,12 +371,17 @@ class Runtime:
             run_id=run_id, step=0, team_id=turn.team_id, channel_id=turn.channel_id, user_id=turn.user_id,
             slack=self.reader, approver=approver,
         )
+        events: AsyncIterator[Event] | None = None
         try:
             events = self.agent.events(
                 turn.text, thread=turn.thread, run_id=run_id, cancel=token, scope=scope, limits=limits,
                 budget=budget, resume=resume,
             )
             await _pipelined(events, sink)
+        except ThreadUnwritable as exc:
+            # Nobody can see this run: stop paying for it (closing the events abandons the LLM call in flight).
+            log.error("run %s in %s stopped with error: %s", run_id, turn.thread, exc)
+            unwritable = f"error: {exc}; the run was stopped"
         except Exception as exc:  # a bug or an outage: tell the thread, never fail silently
             log.exception("run %s in %s failed", run_id, turn.thread)
             await self._report_failure(sink, f"The run failed ({type(exc).__name__}); please try again.")
@@ -384,6 +390,8 @@ class Runtime:
                 await asyncio.shield(self._report_failure(sink, "The run was interrupted and cannot resume."))
             raise
         finally:
+            with contextlib.suppress(Exception):
+                await aclose_events(events)  # an abandoned run's LLM call is cancelled now, not at GC
             if sink.status is not None:
                 sink.status.abandon()
             watcher.cancel()
@@ -394,7 +402,13 @@ class Runtime:
                 await self.trace.flush(turn.thread)  # records of a run whose last step write failed
             self.trace.unbind(run_id)
         if sink.final is not None:
-            await self._record(ws, turn, sink)
+            await self._record(ws, turn, sink.final)
+        elif unwritable:
+            progress = await self.store.progress(turn.thread)
+            usage = (Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros)
+                     if progress is not None and progress.run_id == run_id else Usage())
+            stopped = Stopped(StopReason.ERROR, unwritable, progress.step if progress else 0, usage, run_id=run_id)
+            await self._record(ws, turn, stopped, note=unwritable)
 
     async def _sink(self, turn: Turn, view: render.RunView, ledger: RunLedger) -> SlackEventSink:
         """The thread's renderer for one run, in the workspace's verbosity."""
@@ -422,7 +436,7 @@ class Runtime:
         sink = await self._sink(turn, view, ledger)
         sink.first_ts = seen.get("first_ts") or None
         await sink.emit(stopped)
-        await self._record(Workspace.of(turn.team_id, turn.enterprise_id), turn, sink)
+        await self._record(Workspace.of(turn.team_id, turn.enterprise_id), turn, stopped)
 
     async def _report_failure(self, sink: SlackEventSink, text: str) -> None:
         if sink.final is None:
@@ -430,9 +444,7 @@ class Runtime:
             if sink.status is not None:
                 await sink.status.stop()
 
-    async def _record(self, ws: Workspace, turn: Turn, sink: SlackEventSink) -> None:
-        final = sink.final
-        assert final is not None
+    async def _record(self, ws: Workspace, turn: Turn, final: Stopped, *, note: str = "") -> None:
         with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
             permalink = ""
             with contextlib.suppress(Exception):
@@ -441,7 +453,7 @@ class Runtime:
             await self.limits.store.record_run(ws, RunRecord(
                 user_id=turn.user_id, at=datetime.now(UTC), stop_reason=final.reason.value, steps=final.steps,
                 cost_micros=final.usage.cost_micros, channel_id=turn.channel_id, thread_ts=turn.reply_thread_ts,
-                permalink=permalink, run_id=final.run_id,
+                permalink=permalink, run_id=final.run_id, note=note,
             ))
 
     async def _watch_cancel(self, thread: str, run_id: str, token: CancelToken) -> None:
@@ -467,6 +479,12 @@ class Runtime:
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+async def aclose_events(events: AsyncIterator[Event] | None) -> None:
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def job_timeout(settings: Settings) -> int:

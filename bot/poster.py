@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+import aiohttp
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
@@ -34,9 +35,11 @@ WORKING_REACTION = "hourglass_flowing_sand"
 #: Slack drops a thread status after 2 minutes; it is set again well before that.
 STATUS_REFRESH_SECONDS = 90.0
 STATUS_TEXT = "is working on it…"
-#: Messages allowed in a quick burst before per-channel pacing applies.
-POST_BURST = 3
-UPDATE_BURST = 5
+#: Refusals that a plain-text retry cannot cure: the thread itself is out of reach.
+UNWRITABLE_ERRORS = frozenset({
+    "channel_not_found", "not_in_channel", "is_archived", "thread_not_found", "invalid_auth", "account_inactive",
+    "token_revoked", "missing_scope", "restricted_action", "ratelimited",
+})
 
 # GCRA: KEYS[1] holds the theoretical arrival time (ms). Returns the ms to wait before sending (and books the
 # slot), or, in try-only mode, -ms without booking when the caller would have to wait.
@@ -92,14 +95,41 @@ class Target:
     message_ts: str
 
 
+class ThreadUnwritable(Exception):
+    """Slack refused ``MAX_REFUSED_POSTS`` posts in a row: the run cannot be shown, so it must stop spending."""
+
+
+#: Posts refused in a row (even as plain text, after retries) before a run is stopped.
+MAX_REFUSED_POSTS = 3
+
+
 class Poster:
-    """Slack writes for one workspace: paced, unfurls off, a failed rich post retried as plain text."""
+    """Slack writes for one workspace: paced, unfurls off, a failed rich post retried as plain text.
+
+    After ``MAX_REFUSED_POSTS`` refusals in a row (``channel_not_found``, ``not_in_channel``, 5xx, an endless
+    rate limit...) ``post`` raises :class:`ThreadUnwritable`: a run nobody can see must not go on paying for LLM
+    calls.
+    """
 
     def __init__(self, client: AsyncWebClient, post_pacer: Pacer, update_pacer: Pacer, rate_key: str) -> None:
         self.client = client
         self._posts = post_pacer
         self._updates = update_pacer
         self._rate_key = rate_key
+        self._refused = 0
+        self._last_error = ""
+
+    def _count(self, ts: str | None, error: str = "") -> str | None:
+        if ts:
+            self._refused = 0
+            return ts
+        self._refused += 1
+        self._last_error = error or self._last_error or "refused"
+        if self._refused >= MAX_REFUSED_POSTS:
+            raise ThreadUnwritable(
+                f"Slack refused {self._refused} posts in a row in this thread ({self._last_error})"
+            )
+        return None
 
     async def post(self, target: Target, message: SlackMessage) -> str | None:
         """Post in the thread; the new message's ts, or None when Slack refused it even as plain text."""
@@ -111,9 +141,16 @@ class Poster:
                 unfurl_links=False, unfurl_media=False,
             )
         except SlackApiError as exc:
-            log.warning("chat.postMessage refused (%s); retrying as plain text", exc.response.get("error"))
-            return await self._post_plain(target, message.text)
-        return str(resp.get("ts") or "") or None
+            error = str(exc.response.get("error") or exc.response.status_code)
+            if error in UNWRITABLE_ERRORS:
+                log.warning("chat.postMessage refused (%s)", error)
+                return self._count(None, error)
+            log.warning("chat.postMessage refused (%s); retrying as plain text", error)
+            return self._count(await self._post_plain(target, message.text), error)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("chat.postMessage failed (%s)", type(exc).__name__)
+            return self._count(None, f"no answer from Slack: {type(exc).__name__}")
+        return self._count(str(resp.get("ts") or "") or None)
 
     async def _post_plain(self, target: Target, text: str) -> str | None:
         """The text alone, in as many messages as it takes: a refused rich post loses no part of it."""
@@ -126,8 +163,9 @@ class Poster:
                     channel=target.channel_id, thread_ts=target.thread_ts, text=piece,
                     unfurl_links=False, unfurl_media=False,
                 )
-            except SlackApiError as again:
-                log.error("chat.postMessage refused twice (%s): reply dropped", again.response.get("error"))
+            except (SlackApiError, aiohttp.ClientError, TimeoutError) as again:
+                error = again.response.get("error") if isinstance(again, SlackApiError) else type(again).__name__
+                log.error("chat.postMessage refused twice (%s): reply dropped", error)
                 return first
             first = first or (str(resp.get("ts") or "") or None)
         return first

@@ -24,7 +24,7 @@ from bot.jobs import AgentFactory, Runtime
 from bot.redis import RedisHandle, open_redis
 from bot.services import Services
 from bot.settings import Role, Settings
-from bot.slack_client import SLACK_HTTP_TIMEOUT, make_web_client
+from bot.slack_client import make_web_client, slack_session
 from bot.worker import (
     DEFAULT_POLL_DELAY_SECONDS,
     WORKER_HEALTH_INTERVAL_SECONDS,
@@ -80,12 +80,12 @@ class Service:
             raise ConfigError(
                 f"REDIS_URL is not set: the embedded Redis needs `python -m bot` (all), not {self.role!r}"
             )
-        # One HTTP session (connection pool) for every Slack call of this process. slack_sdk applies its own
-        # timeout only to sessions it creates, so this one carries it (aiohttp's default is 300 s).
-        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=SLACK_HTTP_TIMEOUT))
+        # One HTTP session (connection pool) for every Slack call of this process, with the timeout.
+        self._http = slack_session(settings.slack_timeout_seconds)
         slack = make_web_client(
             token=settings.bot_token(), base_url=settings.slack_api_url,
             max_retry_after=settings.slack_max_retry_after_seconds, session=self._http,
+            timeout=settings.slack_timeout_seconds,
         )
         redis = self.redis.client()
         queue = await self.redis.arq_pool(settings.arq_queue_name)

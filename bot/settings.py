@@ -14,6 +14,7 @@ from agent_core.redis_store import DEFAULT_TTL_SECONDS
 from agent_core.settings import AgentSettings
 from bot.approvals import DEFAULT_TIMEOUT_SECONDS as DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from bot.redis import STARTUP_WAIT_SECONDS
+from bot.slack_client import SLACK_HTTP_TIMEOUT
 from tools import ToolSettings
 
 #: Slack's Web API; the trailing slash matters, the SDK joins method names onto it with urljoin.
@@ -56,6 +57,9 @@ class Settings(AgentSettings, ToolSettings):
     data_dir: Path = Field(default=Path("data"), description="Where the embedded Redis keeps its files.")
     slack_max_retry_after_seconds: float = Field(
         default=DEFAULT_MAX_RETRY_AFTER_SECONDS, ge=0, description="Cap on one Retry-After wait after a 429."
+    )
+    slack_timeout_seconds: float = Field(
+        default=SLACK_HTTP_TIMEOUT, gt=0, description="Timeout of one Slack Web API request."
     )
     slack_posts_per_second: float = Field(
         default=1.0, ge=0, description="Per-channel chat.postMessage pace across all workers (0: no pacing)."

@@ -21,8 +21,8 @@ log = logging.getLogger(__name__)
 
 #: 429s retried per call: with Slack's usual Retry-After of a few seconds this covers a burst of minutes.
 RATE_LIMIT_RETRIES = 8
-#: Timeout of one Web API request, seconds.
-SLACK_HTTP_TIMEOUT = 30
+#: Timeout of one Web API request, seconds (the default of SLACK_TIMEOUT_SECONDS).
+SLACK_HTTP_TIMEOUT = 30.0
 
 
 class CappedRateLimitRetryHandler(AsyncRetryHandler):
@@ -41,7 +41,7 @@ class CappedRateLimitRetryHandler(AsyncRetryHandler):
         response: HttpResponse | None = None,
         error: Exception | None = None,
     ) -> bool:
-        return response is not None and response.status_code == 429
+        return response is not None and is_rate_limited(response)
 
     async def prepare_for_next_attempt_async(
         self,
@@ -58,6 +58,14 @@ class CappedRateLimitRetryHandler(AsyncRetryHandler):
         state.increment_current_attempt()
 
 
+def is_rate_limited(response: HttpResponse) -> bool:
+    """A 429, or Slack's ``ok: false, error: ratelimited`` answered with HTTP 200 (same meaning, same cure)."""
+    if response.status_code == 429:
+        return True
+    body = response.body
+    return response.status_code == 200 and isinstance(body, dict) and body.get("error") == "ratelimited"
+
+
 def retry_after_seconds(response: HttpResponse | None) -> float:
     """Retry-After of a 429 in seconds; a missing or odd header means about one second."""
     if response is not None:
@@ -70,8 +78,15 @@ def retry_after_seconds(response: HttpResponse | None) -> float:
     return 1.0 + random.random()
 
 
+def slack_session(timeout: float = SLACK_HTTP_TIMEOUT) -> aiohttp.ClientSession:
+    """The process's shared session for Slack: slack_sdk applies its own timeout only to sessions it creates, so
+    this one carries it (aiohttp's default is 300 s; a call that never answered held a run for 200 s)."""
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+
+
 def make_web_client(
-    *, token: str, base_url: str, max_retry_after: float, session: aiohttp.ClientSession | None = None
+    *, token: str, base_url: str, max_retry_after: float, session: aiohttp.ClientSession | None = None,
+    timeout: float = SLACK_HTTP_TIMEOUT,
 ) -> AsyncWebClient:
     """An AsyncWebClient retrying 429s (capped), connection errors and one 500/503.
 
@@ -81,7 +96,7 @@ def make_web_client(
     return AsyncWebClient(
         token=token,
         base_url=base_url,
-        timeout=SLACK_HTTP_TIMEOUT,
+        timeout=int(max(1, timeout)),
         session=session,
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),

@@ -205,6 +205,8 @@ class RunRecord:
     thread_ts: str
     permalink: str = ""
     run_id: str = ""
+    #: Why a run ended badly, for the admin (e.g. Slack refused every post in the thread).
+    note: str = ""
 
     def to_json(self) -> str:
         data = {
@@ -218,6 +220,8 @@ class RunRecord:
             "permalink": self.permalink,
             "run_id": self.run_id,
         }
+        if self.note:
+            data["note"] = self.note
         return json.dumps(data)
 
     @classmethod
@@ -233,6 +237,7 @@ class RunRecord:
             thread_ts=str(d["thread_ts"]),
             permalink=str(d.get("permalink", "")),
             run_id=str(d.get("run_id", "")),
+            note=str(d.get("note", "")),
         )
 
 

@@ -171,7 +171,8 @@ def _run_line(run: RunRecord) -> str:
     where = f"<{run.permalink}|thread>" if run.permalink else f"in <#{run.channel_id}>"
     when = run.at.strftime("%Y-%m-%d %H:%M UTC")
     steps = f"{run.steps} step" + ("" if run.steps == 1 else "s")
-    return f"<@{run.user_id}> · {when} · `{run.stop_reason}` · {steps} · {format_usd(run.cost_micros)} · {where}"
+    line = f"<@{run.user_id}> · {when} · `{run.stop_reason}` · {steps} · {format_usd(run.cost_micros)} · {where}"
+    return f"{line}\n_{run.note}_" if run.note else line
 
 
 def home_view(

@@ -97,7 +97,8 @@ async def drain(settings: Settings, agent_factory: Any = default_agent) -> None:
 async def burst_worker(settings: Settings, agent_factory: Any = default_agent) -> AsyncIterator[Worker]:
     """A worker that drains the queue when ``main()`` is awaited, with its own clients (a separate process)."""
     handle = RedisHandle(settings.redis_url or TEST_REDIS_URL)
-    slack = make_web_client(token=settings.bot_token(), base_url=settings.slack_api_url, max_retry_after=1)
+    slack = make_web_client(token=settings.bot_token(), base_url=settings.slack_api_url, max_retry_after=1,
+                            timeout=settings.slack_timeout_seconds)
     queue = await handle.arq_pool(settings.arq_queue_name)
     runtime = Runtime(settings, handle.client(), queue, slack, agent_factory)
     worker = build_worker(settings, handle, runtime, burst=True, poll_delay=0.01, handle_signals=False)

@@ -284,7 +284,7 @@ async def test_the_budget_rolls_over_without_a_job(harness: Harness):
 
 
 async def test_a_failed_users_info_changes_nothing_and_says_try_again(harness: Harness):
-    harness.slack.fail("users.info", error="ratelimited", status=200)
+    harness.slack.fail("users.info", error="fatal_error", status=200)
     reply = await harness.command("max-steps 40", user="UADMIN")
     assert "try again" in reply
     assert await harness.limits.store.get(WS) == DEFAULTS

@@ -89,6 +89,8 @@ class Failure:
     error: str = ""
     retry_after: int | None = None
     times: int = 1
+    #: Never answer (until the fake closes): a Slack that accepted the connection and went silent.
+    hang: bool = False
 
 
 @dataclass
@@ -165,12 +167,14 @@ class FakeSlack:
     # --- test controls
 
     def fail(
-        self, method: str, *, status: int = 200, error: str = "", retry_after: int | None = None, times: int = 1
+        self, method: str, *, status: int = 200, error: str = "", retry_after: int | None = None, times: int = 1,
+        hang: bool = False,
     ) -> None:
-        """Make the next ``times`` calls of ``method`` fail: ``fail("chat.postMessage", status=429, retry_after=0)``."""
+        """Make the next ``times`` calls of ``method`` fail: ``fail("chat.postMessage", status=429, retry_after=0)``;
+        ``hang=True`` never answers them."""
         if status == 429 and not error:
             error = "ratelimited"
-        self._failures.append(Failure(method, status, error or "fatal_error", retry_after, times))
+        self._failures.append(Failure(method, status, error or "fatal_error", retry_after, times, hang))
 
     async def wait_for(
         self, method: str | None = None, *, count: int = 1, predicate: Callable[[Call], bool] | None = None,
@@ -212,6 +216,9 @@ class FakeSlack:
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params = await _params(request)
+        if any(f.method == method and f.hang for f in self._failures):
+            self.calls.append(Call(method, params, dict(request.headers), 0, {"ok": False, "error": "hang"}))
+            await asyncio.Event().wait()  # cancelled when the client gives up or the fake closes
         status, body, headers = self._answer(method, params, request)
         self.calls.append(Call(method, params, dict(request.headers), status, body))
         for waiter in list(self._waiters):

@@ -1,0 +1,64 @@
+"""A thread nobody can write to: the run stops with ``error`` instead of paying for every LLM call."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.workspace_limits import Workspace, WorkspaceLimits
+from tests.bot.conftest import App, make_settings
+from tests.fakes.openai_server import FakeOpenAI, tool_calls
+from tests.fakes.slack_api import FakeSlack
+from tests.signing import event_body, mention, next_ts
+
+STEPS = [tool_calls(("calculator", {"expression": f"{i}+1"}), content=f"Step {i}.") for i in range(12)]
+
+
+async def recent(app: App) -> list[object]:
+    services = app.service.services
+    assert services is not None
+    limits = WorkspaceLimits.create(services.redis, _policy(app), key_prefix=services.keys.prefix)
+    return list(await limits.store.recent_runs(Workspace.of("T0001", "")))
+
+
+def _policy(app: App) -> object:
+    from bot.workspace_limits import LimitsPolicy
+
+    return LimitsPolicy.from_settings(app.service.settings)
+
+
+@pytest.mark.parametrize("failure", [
+    {"error": "channel_not_found"}, {"error": "not_in_channel"}, {"status": 500, "error": "internal_error"},
+    {"error": "ratelimited"},
+], ids=["channel_not_found", "not_in_channel", "http-500", "ratelimited-200"])
+async def test_a_run_that_cannot_post_stops_with_error(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, failure: dict[str, object]
+) -> None:
+    fake_openai.queue(*STEPS)
+    fake_slack.fail("chat.postMessage", times=1000, **failure)  # type: ignore[arg-type]
+    await app.post_event(event_body(mention(text="<@UBOT> count to twelve", ts=next_ts())))
+    await app.drain()
+    # A few steps at most, not the twelve the model wanted.
+    assert 1 <= len(fake_openai.requests) <= 4
+    runs = await recent(app)
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.stop_reason == "error" and "refused 3 posts in a row" in run.note  # type: ignore[attr-defined]
+
+
+async def test_a_slack_call_that_never_answers_is_timed_out(
+    key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    settings = make_settings(key_prefix, fake_slack, fake_openai, slack_timeout_seconds=1)
+    import aiohttp
+
+    from bot.service import Service
+
+    fake_openai.queue(*STEPS)
+    fake_slack.fail("chat.postMessage", hang=True)
+    async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
+        app = App(service, http)
+        await app.post_event(event_body(mention(text="<@UBOT> count", ts=next_ts())))
+        await app.drain()
+        runs = await recent(app)
+    assert len(fake_openai.requests) <= 4
+    assert runs and runs[0].stop_reason == "error"  # type: ignore[attr-defined]
