@@ -31,7 +31,7 @@ from agent_core.settings import AgentSettings
 from agent_core.stopper import CallPlan, Stop, Stopper
 from agent_core.store import Message, Progress, ThreadStore
 from agent_core.tokens import TokenCounter, count_messages, count_tools, counter_for
-from tools import Executor, PreparedCall, Registry, ToolContext, ToolResult, TraceSink, wrap_untrusted
+from tools import Executor, PreparedCall, Redactor, Registry, ToolContext, ToolResult, TraceSink, wrap_untrusted
 
 T = TypeVar("T")
 
@@ -96,6 +96,7 @@ class Agent:
         self.budget, self.store, self.trace = budget, store, trace
         self.observation_max_chars, self.tool_timeouts = observation_max_chars, dict(tool_timeouts or {})
         self.secrets = tuple(secrets)
+        self._redactor = Redactor(self.secrets)
         self.protocol = protocol
         self.system_prompt = system_prompt or context.SYSTEM_PROMPT
         self.history_tokens = history_tokens
@@ -304,6 +305,7 @@ class Agent:
         return Usage(prompt, completion, cached, self.price.cost_micros(prompt, completion, cached))
 
     def _read(self, run: _Run, reply: LLMResponse) -> _Step:
+        reply = self._redact(reply)  # a secret the model repeats is neither shown, stored nor sent to a tool
         if self.protocol == "react":
             return self._read_react(run, reply)
         thought = (reply.content or "").strip() or None
@@ -316,6 +318,11 @@ class Agent:
             return _Step(thought, final=thought)
         calls = [run.executor.prepare(c.name, c.arguments, call_id=c.id) for c in reply.tool_calls]
         return _Step(thought, calls=calls)
+
+    def _redact(self, reply: LLMResponse) -> LLMResponse:
+        redact = self._redactor.redact
+        calls = tuple(replace(c, arguments=redact(c.arguments)) for c in reply.tool_calls)
+        return replace(reply, content=redact(reply.content) if reply.content else reply.content, tool_calls=calls)
 
     def _read_react(self, run: _Run, reply: LLMResponse) -> _Step:
         parsed = text_react.parse(reply.content or "")

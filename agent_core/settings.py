@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent_core.cost import Price, price_for, usd_to_micros
 from agent_core.limits import Limits
+from tools import secret_values
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -72,4 +73,4 @@ class AgentSettings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Values that must never appear in a post, a log or a trace."""
-        return [self.openai_api_key.get_secret_value()] if self.openai_api_key else []
+        return secret_values(self)

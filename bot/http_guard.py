@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import resource
 import time
 from collections.abc import Callable
@@ -32,6 +33,11 @@ BODY_TIMEOUT_SECONDS = 5.0
 MAX_SLOW_BODIES = 64
 #: How long a body may take before it counts as slow (Slack's arrive in the same packet as the headers).
 SLOW_BODY_GRACE_SECONDS = 0.05
+#: Pending connections the kernel queues (capped by net.core.somaxconn): with the default 128, a wave of
+#: reconnecting clients overflows it and a signed request waits a whole SYN retry (1 s).
+LISTEN_BACKLOG = 4096
+#: Deadlines are spread by this fraction, so thousands of slow connections are not dropped in one instant.
+DEADLINE_JITTER = 0.2
 #: File descriptors kept free for Redis, Slack and LLM connections when capping client connections.
 RESERVED_FDS = 256
 #: The same noisy loop error (e.g. accept() out of file descriptors) is logged at most once per this many s.
@@ -84,7 +90,8 @@ class _GuardedConnection:
         """Start the header deadline (at connect, and after each response on a kept-alive connection)."""
         self._cancel_timer()
         self._tail = b""
-        self._timer = asyncio.get_running_loop().call_later(HEADER_TIMEOUT_SECONDS, self._too_slow)
+        delay = HEADER_TIMEOUT_SECONDS * (1 + DEADLINE_JITTER * (random.random() - 0.5))
+        self._timer = asyncio.get_running_loop().call_later(delay, self._too_slow)
 
     def data_received(self, data: bytes) -> None:
         if self._timer is not None:
@@ -181,7 +188,7 @@ class GuardedSite(web.BaseSite):
         assert server is not None
         self._server = await asyncio.get_running_loop().create_server(
             self._guard.protocol_factory(server), self._host, self._port,
-            reuse_address=True, reuse_port=self._reuse_port or None,
+            reuse_address=True, reuse_port=self._reuse_port or None, backlog=LISTEN_BACKLOG,
         )
         if self._server.sockets:
             self._bound_port = self._server.sockets[0].getsockname()[1]

@@ -15,7 +15,7 @@ from agent_core.settings import AgentSettings
 from bot.approvals import DEFAULT_TIMEOUT_SECONDS as DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from bot.redis import STARTUP_WAIT_SECONDS
 from bot.slack_client import SLACK_HTTP_TIMEOUT
-from tools import ToolSettings
+from tools import ToolSettings, secret_values
 
 #: Slack's Web API; the trailing slash matters, the SDK joins method names onto it with urljoin.
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
@@ -113,6 +113,5 @@ class Settings(AgentSettings, ToolSettings):
         return self.slack_bot_token.get_secret_value() if self.slack_bot_token else ""
 
     def secrets(self) -> list[str]:
-        extra = [s.get_secret_value() for s in (self.slack_bot_token, self.slack_signing_secret, self.slack_app_token)
-                 if s is not None and s.get_secret_value()]
-        return [*super().secrets(), *extra]
+        """Every secret of every part of the service's settings (found by type: none can be forgotten)."""
+        return secret_values(self)

@@ -17,7 +17,7 @@ from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from bot.jobs import JOB_FUNCTION, JOB_KEEP_RESULT_SECONDS, JOB_MAX_TRIES, EventSource, Runtime, job_timeout, run_thread
 from bot.redis import RedisHandle, arq_settings
 from bot.settings import Settings
-from tools import builtin_registry
+from tools import ToolPolicy, builtin_registry
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +29,10 @@ WORKER_HEALTH_INTERVAL_SECONDS = 2
 
 def default_agent(settings: Settings, store: RedisThreadStore, trace: RedisTraceSink) -> EventSource:
     """The real engine with the built-in tools; raises ConfigError naming a bad setting."""
+    # AGENT_TOOLS narrows every run's tools here, as it does for the terminal runner.
     return Agent.from_settings(
         settings,
-        builtin_registry(settings),
+        ToolPolicy(settings.allowlist()).enabled(builtin_registry(settings)),
         store=store,
         trace=trace,
         secrets=settings.secrets(),

@@ -11,6 +11,7 @@ from tools.policy import ToolPolicy
 from tools.redact import Redactor, wrap_untrusted
 from tools.registry import Registry, tool
 from tools.result import Outcome, ToolResult
+from tools.secrets import secret_values
 from tools.settings import ToolSettings
 from tools.tool import Tool
 from tools.tracing import InMemoryTraceSink, TraceRecord, TraceSink
@@ -38,5 +39,6 @@ __all__ = [
     "wrap_untrusted",
     # configuration and built-ins
     "ToolSettings",
+    "secret_values",
     "builtin_registry",
 ]

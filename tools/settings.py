@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from tools.secrets import secret_values
 from tools.ssrf import AllowList
 
 DEFAULT_OBSERVATION_MAX_CHARS = 4000
@@ -114,4 +115,4 @@ class ToolSettings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Secret values among these settings, for the ``Redactor``."""
-        return [self.brave_search_api_key.get_secret_value()] if self.brave_search_api_key else []
+        return secret_values(self)

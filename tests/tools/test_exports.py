@@ -32,6 +32,7 @@ def test_public_names() -> None:
         "ToolPolicy",
         "ToolSettings",
         "builtin_registry",
+        "secret_values",
     }
     for name in tools.__all__:
         assert getattr(tools, name) is not None
