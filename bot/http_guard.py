@@ -33,9 +33,6 @@ BODY_TIMEOUT_SECONDS = 5.0
 MAX_SLOW_BODIES = 64
 #: How long a body may take before it counts as slow (Slack's arrive in the same packet as the headers).
 SLOW_BODY_GRACE_SECONDS = 0.05
-#: Pending connections the kernel queues (capped by net.core.somaxconn): with the default 128, a wave of
-#: reconnecting clients overflows it and a signed request waits a whole SYN retry (1 s).
-LISTEN_BACKLOG = 4096
 #: Deadlines are spread by this fraction, so thousands of slow connections are not dropped in one instant.
 DEADLINE_JITTER = 0.2
 #: File descriptors kept free for Redis, Slack and LLM connections when capping client connections.
@@ -188,7 +185,7 @@ class GuardedSite(web.BaseSite):
         assert server is not None
         self._server = await asyncio.get_running_loop().create_server(
             self._guard.protocol_factory(server), self._host, self._port,
-            reuse_address=True, reuse_port=self._reuse_port or None, backlog=LISTEN_BACKLOG,
+            reuse_address=True, reuse_port=self._reuse_port or None,
         )
         if self._server.sockets:
             self._bound_port = self._server.sockets[0].getsockname()[1]
