@@ -24,6 +24,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot import listeners, payloads
 from bot.http_guard import OncePer, SlowBodies, rearm_after_response
+from bot.identity import IdentityMiddleware
 from bot.redis import redis_ok
 from bot.services import Services
 
@@ -68,6 +69,7 @@ def create_app(services: Services) -> AsyncApp:
         name="agent",
         logger=_bolt_logger(),
     )
+    app.use(IdentityMiddleware())
     listeners.register(app, services)
     return app
 

@@ -15,6 +15,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from agent_core.keys import ThreadRef
+from bot import identity
 from bot.approvals import APPROVE_ACTION_ID, DENY_ACTION_ID, ApprovalRef, Decision, Verdict, decide, describe
 from bot.jobs import request_cancel
 from bot.redis import as_text, awaited
@@ -90,7 +91,8 @@ def _who(body: dict[str, Any]) -> tuple[str, str]:
 
 
 def _same_workspace(ref: ThreadRef, context: AsyncBoltContext) -> bool:
-    return ref.team_id == (context.team_id or "") and ref.enterprise_id == (context.enterprise_id or "")
+    ws = identity.workspace(context)
+    return ref.team_id == ws.team_id and ref.enterprise_id == ws.enterprise_id
 
 
 async def _may_control(
@@ -102,7 +104,7 @@ async def _may_control(
     if requester is not None and requester == user:
         return True
     try:
-        allowed = await users.is_admin(context.client, context.team_id or "", user)
+        allowed = await users.is_admin(context.client, identity.workspace(context).team_id, user)
     except SlackLookupError as exc:
         await _tell(context, channel, user, str(exc))
         return False

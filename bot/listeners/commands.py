@@ -16,6 +16,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core.errors import StoreError
+from bot import identity
 from bot.services import Services
 from bot.workspace_limits import USAGE, LimitsPolicy, SlackLookupError, Workspace, WorkspaceLimits
 from bot.workspace_settings import VERBOSITIES, WorkspaceSettings
@@ -56,7 +57,7 @@ def limits_for_services(services: Services) -> WorkspaceLimits:
 
 def workspace_of(context: AsyncBoltContext) -> Workspace:
     # Bolt's resolved installation, not raw payload fields (a Slack Connect channel's ids are shared).
-    return Workspace.of(context.team_id, context.enterprise_id)
+    return identity.workspace(context)
 
 
 async def answer(

@@ -15,6 +15,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from agent_core.keys import ThreadRef
+from bot import identity
 from bot.dedupe import Dedupe
 from bot.jobs import Turn, enqueue_turn, request_cancel
 from bot.redis import as_text, awaited
@@ -64,11 +65,9 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
 
 
 def _installation(context: AsyncBoltContext) -> tuple[str, str]:
-    """(team id, enterprise id) of the installation Bolt resolved for this request."""
-    result = context.authorize_result
-    team = context.team_id or (result.team_id if result else None) or ""
-    enterprise = context.enterprise_id or (result.enterprise_id if result else None) or ""
-    return team, enterprise
+    """(team id, enterprise id) of the installation Bolt resolved for this request (see ``bot.identity``)."""
+    ws = identity.workspace(context)
+    return ws.team_id, ws.enterprise_id
 
 
 def _conversation(team_id: str, enterprise_id: str, channel: str, thread_ts: str) -> str:

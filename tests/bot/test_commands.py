@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core.keys import Keys
 from bot.app import create_web_app
+from bot.identity import IdentityMiddleware
 from bot.listeners import commands, home
 from bot.services import Services
 from bot.settings import Settings
@@ -112,6 +113,7 @@ async def harness(redis_client: aioredis.Redis, key_prefix: str) -> AsyncIterato
             request_verification_enabled=False,
             name="agent",
         )
+        app.use(IdentityMiddleware())
         commands.register(app, services, limits)
         home.register(app, services, limits)
         async with TestClient(TestServer(create_web_app(app, services))) as http:
@@ -302,7 +304,7 @@ async def test_redis_down_is_a_clear_reply_not_an_exception(key_prefix: str):
     unreachable = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=1)
     try:
         limits = WorkspaceLimits.create(unreachable, LimitsPolicy(admin_user_ids=frozenset({LISTED})))
-        context = AsyncBoltContext({"team_id": TEAM})
+        context = AsyncBoltContext({"team_id": TEAM, "workspace": WS})
         client = AsyncWebClient(token="xoxb-test", base_url="http://127.0.0.1:1/api/")
         reply = await commands.answer(limits, client, context, LISTED, "max-steps 40")
         assert "limits store is unavailable" in reply and "nothing was shown or changed" in reply
