@@ -35,11 +35,6 @@ def escape(text: str) -> str:
     return _BROADCAST.sub(lambda m: f"@{WORD_JOINER}{m.group(1)}", escaped)
 
 
-def plain(text: str) -> str:
-    """Untrusted text shown as-is (no formatting conversion), made safe."""
-    return escape(text)
-
-
 def code_block(text: str) -> str:
     """``text`` as a preformatted block; inner triple backticks are broken so they cannot end it early."""
     body = escape(text).replace("```", "`\u200b``")

@@ -15,7 +15,7 @@ Every text that came from the model or a tool goes through ``bot.mrkdwn`` (escap
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agent_core.events import Observed, RunStarted, Stopped, StopReason, ToolCalled
@@ -55,9 +55,6 @@ class SlackMessage:
     text: str
     blocks: tuple[dict[str, Any], ...] = ()
 
-    def api_args(self) -> dict[str, Any]:
-        return {"text": self.text, "blocks": list(self.blocks)}
-
 
 @dataclass(frozen=True, slots=True)
 class Step:
@@ -77,18 +74,6 @@ class RunView:
     #: The Stop button's value: names the thread and the run, so any web process can route the press.
     stop_value: str
     max_steps: int = 0
-    tools_used: tuple[str, ...] = field(default_factory=tuple)
-
-
-def render(item: RunStarted | Step | Stopped, view: RunView) -> list[SlackMessage]:
-    """The replies ``full`` verbosity posts for ``item``."""
-    match item:
-        case RunStarted():
-            return [started(item, view)]
-        case Step():
-            return step_messages(item)
-        case Stopped():
-            return final_messages(item)
 
 
 def started(event: RunStarted, view: RunView) -> SlackMessage:

@@ -18,7 +18,7 @@ def all_text(messages: list[render.SlackMessage]) -> str:
 
 
 def test_started_has_a_stop_button() -> None:
-    [msg] = render.render(RunStarted("run-1", "task", Limits(), ("calculator",)), VIEW)
+    msg = render.started(RunStarted("run-1", "task", Limits(), ("calculator",)), VIEW)
     button = msg.blocks[-1]["elements"][0]
     assert button["action_id"] == render.STOP_ACTION_ID and button["value"] == VIEW.stop_value
     assert msg.text
@@ -30,7 +30,7 @@ def test_step_shows_thought_call_arguments_and_observation() -> None:
         (ToolCalled(2, "c1", "calculator", {"expression": "2+2"}),),
         (Observed(2, "c1", "calculator", "ok", "4", 1),),
     )
-    [msg] = render.render(step, VIEW)
+    [msg] = render.step_messages(step)
     shown = all_text([msg])
     assert "*Step 2*" in shown and "I need _math_" in shown
     assert "`calculator`" in shown and '"expression": "2+2"' in shown and "```" in shown
@@ -48,7 +48,7 @@ def test_observation_is_shortened_and_neutralised() -> None:
 @pytest.mark.parametrize("reason", list(StopReason))
 def test_final_carries_the_stop_reason_verbatim(reason: StopReason) -> None:
     stopped = Stopped(reason, "answer", 3, Usage(100, 20, 0, 1_234), detail="max_steps: 15 of 15", run_id="r")
-    messages = render.render(stopped, VIEW)
+    messages = render.final_messages(stopped)
     footer = messages[-1].blocks[-1]
     assert footer["type"] == "context"
     line = footer["elements"][0]["text"]
@@ -69,7 +69,7 @@ def test_long_answer_is_split_within_slack_limits() -> None:
         assert all(len(b.get("text", {}).get("text", "")) <= 3_000 for b in m.blocks)
         assert sum(len(b.get("text", {}).get("text", "")) for b in m.blocks) <= 12_000
         assert len(m.text) <= 40_000
-        json.dumps(m.api_args())
+        json.dumps({"text": m.text, "blocks": list(m.blocks)})
 
 
 def test_live_status_fits_chat_update() -> None:
