@@ -17,7 +17,7 @@ import inspect
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 #: Results whose text is one of these (after stripping) are "empty": the tool ran but found nothing.
 _EMPTY_TEXTS = frozenset({"", "[]", "{}", "null"})
+#: Results up to this many characters are finished on the event loop (a thread hop costs more than them).
+INLINE_RESULT_CHARS = 20_000
 #: An offending value quoted in a validation message is cut to this length.
 _MAX_QUOTED = 60
 
@@ -138,15 +140,19 @@ class Executor:
         except Exception as exc:  # any tool bug or failure becomes an observation; the run goes on
             return self._failure(tool.name, Outcome.ERROR, _describe_exception(exc))
         try:
-            text = value if isinstance(value, str) else _to_json(value)
+            return await _off_loop_if_large(value, self._finish, tool.name, value, ctx)
         except (TypeError, ValueError) as exc:
             detail = (
                 f"{tool.name} returned a value that is not JSON-serialisable ({_describe_exception(exc)})"
             )
             return self._failure(tool.name, Outcome.ERROR, detail)
+
+    def _finish(self, tool: str, value: Any, ctx: ToolContext) -> ToolResult:
+        """JSON, redaction and shaping of one result: CPU work, run off the loop when the result is large."""
+        text = value if isinstance(value, str) else _to_json(value)
         full = self._redactor.redact(text)
         shaped = shape(full, self._max_chars, query=f"{ctx.task}\n{ctx.thought}")
-        return ToolResult(tool.name, Outcome.OK, shaped, full, empty=text.strip() in _EMPTY_TEXTS)
+        return ToolResult(tool, Outcome.OK, shaped, full, empty=text.strip() in _EMPTY_TEXTS)
 
     async def _ask_approval(self, tool: Tool, call: PreparedCall, ctx: ToolContext) -> ToolResult | None:
         try:
@@ -251,6 +257,14 @@ async def _invoke(tool: Tool, args: BaseModel, ctx: ToolContext) -> Any:
     # Sync tools run in a worker thread so they cannot stall the event loop (and the other calls).
     value = await asyncio.to_thread(handler, args, ctx)
     return await value if inspect.isawaitable(value) else value
+
+
+async def _off_loop_if_large(value: Any, fn: Callable[..., ToolResult], *args: Any) -> ToolResult:
+    """``fn(*args)`` inline for a small result; in a worker thread for a large one (or one of unknown size),
+    so redacting, serialising and shaping megabytes never holds the event loop (and every other run)."""
+    if isinstance(value, str) and len(value) <= INLINE_RESULT_CHARS:
+        return fn(*args)
+    return await asyncio.to_thread(fn, *args)
 
 
 def _to_json(value: Any) -> str:

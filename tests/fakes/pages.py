@@ -40,6 +40,13 @@ ARTICLE = """<!doctype html>
 PNG_BYTES = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 
 
+#: Repeating units of pathological pages: unclosed tags, deep nesting, attribute floods, open comments.
+HOSTILE = {
+    "unclosed": "<a", "nested": "<div>", "attributes": "<p a=1 b=2 c=3 ", "links": "<a href='/x'>",
+    "comment": "<!--<a", "entities": "&amp;&#x41;&lt;",
+}
+
+
 class PageServer:
     """``async with PageServer() as pages: pages.url("/page")``."""
 
@@ -62,6 +69,7 @@ class PageServer:
         app = web.Application(middlewares=[self._record])
         app.router.add_get("/page", self._page)
         app.router.add_get("/big", self._big)
+        app.router.add_get("/hostile/{shape}", self._hostile)
         app.router.add_get("/text", self._text)
         app.router.add_get("/json", self._json)
         app.router.add_get("/binary", self._binary)
@@ -98,6 +106,12 @@ class PageServer:
         body = "<html><head><title>Big</title></head><body>"
         body += paragraph * (size // len(paragraph) + 1)
         return web.Response(text=body + "</body></html>", content_type="text/html")
+
+    async def _hostile(self, request: web.Request) -> web.Response:
+        """2 MB pages of the shapes that make HTML parsers quadratic."""
+        size = int(request.query.get("size", "2000000"))
+        unit = HOSTILE[request.match_info["shape"]]
+        return web.Response(text=(unit * (size // len(unit) + 1))[:size], content_type="text/html")
 
     async def _text(self, request: web.Request) -> web.Response:
         return web.Response(text="just plain text\nsecond line", content_type="text/plain")

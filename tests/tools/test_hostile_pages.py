@@ -1,0 +1,48 @@
+"""Pages built to make HTML parsing slow: none may hold the event loop, and each call ends in its time limit."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tests.fakes.pages import HOSTILE, PageServer
+from tests.tools.test_fetch_url import fetch
+from tools import Outcome, ToolContext
+
+#: The issue's bound is about 50 ms; a loaded 2-core CI machine gets room, a quadratic parse (seconds) none.
+MAX_STALL_SECONDS = 0.25
+
+
+class StallMeter:
+    """Measures the longest gap between ticks of a task that asks to run every millisecond."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            self.longest = max(self.longest, now - last)
+            last = now
+
+    def __enter__(self) -> StallMeter:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+@pytest.mark.parametrize("shape", sorted(HOSTILE))
+async def test_a_hostile_2mb_page_never_holds_the_loop(pages: PageServer, ctx: ToolContext, shape: str) -> None:
+    with StallMeter() as meter:
+        result = await fetch(pages.url(f"/hostile/{shape}"), ctx, fetch_url_allowed_hosts=pages.host_port,
+                             fetch_url_timeout_seconds=10)
+    assert result.outcome in (Outcome.OK, Outcome.TIMEOUT), result.text
+    assert meter.longest < MAX_STALL_SECONDS, f"the loop stalled {meter.longest * 1000:.0f} ms on {shape!r}"
