@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import TextIO
 
@@ -15,7 +16,7 @@ from agent_core.errors import ConfigError
 from agent_core.events import Event, FinalAnswer, Observed, RunStarted, Stopped, StopReason, Thought, ToolCalled
 from agent_core.loop import Agent
 from agent_core.settings import AgentSettings
-from tools import McpConfigError
+from tools import McpConfigError, McpServers, ToolSettings
 
 #: Observations are shortened to this many characters on screen (the model sees the shaped result).
 SCREEN_OBSERVATION_CHARS = 600
@@ -46,16 +47,25 @@ def render(event: Event, out: TextIO) -> None:
 
 
 async def _main(task: str) -> int:
-    import os
-
-    from tools import McpServers, ToolPolicy, ToolSettings, builtin_registry, run_registry
-
     settings = AgentSettings()
     tool_settings = ToolSettings()
     servers = McpServers.from_config(
         tool_settings.agent_mcp_config, os.environ, default_timeout=tool_settings.agent_tool_timeout_seconds
     )
     await servers.start()
+    try:
+        final = await _run(task, settings, tool_settings, servers)
+    finally:
+        await servers.aclose()  # stdio servers are child processes: never leave them behind
+    if final is not None and final.reason is StopReason.ERROR:
+        print(final.detail, file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _run(task: str, settings: AgentSettings, tool_settings: ToolSettings, servers: McpServers) -> Stopped | None:
+    from tools import ToolPolicy, builtin_registry, run_registry
+
     registry = servers.registry(builtin_registry(tool_settings))
     agent = Agent.from_settings(
         settings, registry, secrets=[*tool_settings.secrets(), *servers.secrets()],
@@ -66,8 +76,8 @@ async def _main(task: str) -> int:
         ToolPolicy(tool_settings.agent_tools or None).enabled(registry),
         task=task, environment="terminal", limit=tool_settings.agent_tools_per_run,
     )
+    final: Stopped | None = None
     try:
-        final: Stopped | None = None
         async for event in agent.events(task, registry=run_tools):
             render(event, sys.stdout)
             sys.stdout.flush()
@@ -75,11 +85,7 @@ async def _main(task: str) -> int:
                 final = event
     finally:
         await agent.aclose()
-        await servers.aclose()
-    if final is not None and final.reason is StopReason.ERROR:
-        print(final.detail, file=sys.stderr)
-        return 1
-    return 0
+    return final
 
 
 def main(argv: list[str] | None = None) -> int:

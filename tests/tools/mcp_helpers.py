@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -47,7 +48,8 @@ class HttpServer:
 
 @asynccontextmanager
 async def connected(servers_json: dict[str, Any], default_timeout: float = 20.0) -> AsyncIterator[McpServers]:
-    servers = McpServers(parse_config({"mcpServers": servers_json}, {"TOKEN": TOKEN}), default_timeout=default_timeout)
+    environ = {"TOKEN": TOKEN, "PATH": os.environ["PATH"]}
+    servers = McpServers(parse_config({"mcpServers": servers_json}, environ), default_timeout=default_timeout)
     await servers.start()
     try:
         yield servers

@@ -55,6 +55,8 @@ class ServerConfig:
     #: Seconds one call may take; None: the service's AGENT_TOOL_TIMEOUT_SECONDS.
     timeout: float | None = None
     tools: Mapping[str, ToolOverride] = field(default_factory=dict)
+    #: The service's PATH, the one variable a stdio server inherits besides its own ``env``.
+    path: str = ""
     #: Values that came from ``${VAR}`` expansion: redacted everywhere.
     secrets: tuple[str, ...] = ()
 
@@ -105,6 +107,7 @@ def _server(name: str, entry: Any, environ: Mapping[str, str]) -> ServerConfig:
             args=tuple(_string(where, f"args[{i}]", a) for i, a in enumerate(_list(where, "args", entry))),
             env={k: expand(f"env.{k}", v) for k, v in _object(where, "env", entry).items()},
             cwd=_string(where, "cwd", entry["cwd"]) if "cwd" in entry else None,
+            path=environ.get("PATH", ""),
             **common,
         )
     else:

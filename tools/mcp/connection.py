@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -155,7 +154,7 @@ class ServerConnection:
         cfg = self.config
         if cfg.command is not None:
             # Only what the config names, plus PATH (the SDK adds its own short safe list: HOME, USER...).
-            env = {"PATH": os.environ.get("PATH", ""), **cfg.env}
+            env = {"PATH": cfg.path, **cfg.env}
             params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cfg.cwd)
             async with stdio_client(params) as streams:
                 yield streams[0], streams[1]

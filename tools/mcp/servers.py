@@ -1,6 +1,7 @@
 """``McpServers``: every configured server's connection, owned by one worker process for its lifetime.
 
-    servers = McpServers.from_config(settings.agent_mcp_config, os.environ, default_timeout=20)
+    # ``environ``: the process environment, read by the entry point (${VAR} values and PATH come from it)
+    servers = McpServers.from_config(settings.agent_mcp_config, environ, default_timeout=20)
     await servers.start()                 # connects all (a server that fails keeps retrying in the background)
     registry = servers.registry(builtins) # built-ins + every server's tools, as they are right now
     ...
