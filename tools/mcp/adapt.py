@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Self
 
@@ -17,6 +18,8 @@ from tools.tool import Tool
 
 #: ``<server>__<tool>``: function names may not hold dots, and the double underscore keeps the split unambiguous.
 SEPARATOR = "__"
+
+_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_-]")
 
 #: ``(tool name on the server, arguments) -> CallToolResult``; raises ``McpUnavailable`` when the server is down.
 CallFn = Callable[[str, dict[str, Any]], Awaitable[types.CallToolResult]]
@@ -74,7 +77,8 @@ def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn, default_time
     risky = hints.destructive_hint is True or hints.read_only_hint is not True
     approval = override.approval if override else "default"
     needs_approval = approval == "always" or (approval == "default" and risky)
-    name = f"{server.name}{SEPARATOR}{spec.name}"
+    # Function names may not hold dots or spaces, which MCP tool names may: those become underscores.
+    name = f"{server.name}{SEPARATOR}{_UNSAFE_RE.sub('_', spec.name)}"[:64]
 
     async def handler(args: JsonSchemaArgs, ctx: ToolContext) -> str:
         result = await call(spec.name, args.model_dump(mode="json"))
@@ -84,7 +88,7 @@ def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn, default_time
         return text
 
     return Tool(
-        name=name[:64],
+        name=name,
         description=spec.description or spec.title or f"{spec.name} from the {server.name} MCP server",
         args_model=args_model_for(name, dict(spec.input_schema)),
         handler=handler,

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from tools.errors import ToolDefinitionError
 from tools.mcp.adapt import make_tool
 from tools.mcp.config import ServerConfig, load_config
 from tools.mcp.connection import ServerConnection
@@ -66,6 +67,10 @@ class McpServers:
             await conn.aclose()
 
     def _adopt(self, conn: ServerConnection) -> None:
-        self._tools[conn.config.name] = [
-            make_tool(conn.config, spec, conn.call, self._default_timeout) for spec in conn.tools
-        ]
+        adopted: list[Tool] = []
+        for spec in conn.tools:
+            try:
+                adopted.append(make_tool(conn.config, spec, conn.call, self._default_timeout))
+            except ToolDefinitionError as exc:  # one odd tool must not take the server's others down
+                log.warning("MCP server %r: tool %r left out: %s", conn.config.name, spec.name, exc)
+        self._tools[conn.config.name] = adopted
