@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import TextIO
 
@@ -15,6 +16,7 @@ from agent_core.errors import ConfigError
 from agent_core.events import Event, FinalAnswer, Observed, RunStarted, Stopped, StopReason, Thought, ToolCalled
 from agent_core.loop import Agent
 from agent_core.settings import AgentSettings
+from tools import McpConfigError, McpServers, ToolSettings
 
 #: Observations are shortened to this many characters on screen (the model sees the shaped result).
 SCREEN_OBSERVATION_CHARS = 600
@@ -45,29 +47,45 @@ def render(event: Event, out: TextIO) -> None:
 
 
 async def _main(task: str) -> int:
-    from tools import ToolPolicy, ToolSettings, builtin_registry
-
     settings = AgentSettings()
     tool_settings = ToolSettings()
-    registry = builtin_registry(tool_settings)
+    servers = McpServers.from_config(
+        tool_settings.agent_mcp_config, os.environ, default_timeout=tool_settings.agent_tool_timeout_seconds
+    )
+    await servers.start()
+    try:
+        final = await _run(task, settings, tool_settings, servers)
+    finally:
+        await servers.aclose()  # stdio servers are child processes: never leave them behind
+    if final is not None and final.reason is StopReason.ERROR:
+        print(final.detail, file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _run(task: str, settings: AgentSettings, tool_settings: ToolSettings, servers: McpServers) -> Stopped | None:
+    from tools import ToolPolicy, builtin_registry, run_registry
+
+    registry = servers.registry(builtin_registry(tool_settings))
     agent = Agent.from_settings(
-        settings, registry, secrets=tool_settings.secrets(),
+        settings, registry, secrets=[*tool_settings.secrets(), *servers.secrets()],
         observation_max_chars=tool_settings.agent_observation_max_chars,
         tool_timeouts=tool_settings.agent_tool_timeouts,
     )
+    run_tools = run_registry(
+        ToolPolicy(tool_settings.agent_tools or None).enabled(registry),
+        task=task, environment="terminal", limit=tool_settings.agent_tools_per_run,
+    )
+    final: Stopped | None = None
     try:
-        final: Stopped | None = None
-        async for event in agent.events(task, registry=ToolPolicy(tool_settings.agent_tools or None).enabled(registry)):
+        async for event in agent.events(task, registry=run_tools):
             render(event, sys.stdout)
             sys.stdout.flush()
             if isinstance(event, Stopped):
                 final = event
     finally:
         await agent.aclose()
-    if final is not None and final.reason is StopReason.ERROR:
-        print(final.detail, file=sys.stderr)
-        return 1
-    return 0
+    return final
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return asyncio.run(_main(args.task))
-    except ConfigError as exc:
+    except (ConfigError, McpConfigError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     except ValidationError as exc:

@@ -7,7 +7,8 @@ no ``agent_core``.
 from tools.builtins import builtin_registry
 from tools.context import Approver, RefuseAll, SlackReader, ToolContext
 from tools.executor import Executor, PreparedCall
-from tools.policy import ToolPolicy
+from tools.mcp import McpConfigError, McpServers
+from tools.policy import ToolListing, ToolPolicy, listing, matches, run_registry
 from tools.redact import Redactor, wrap_untrusted
 from tools.registry import Registry, tool
 from tools.result import Outcome, ToolResult
@@ -35,6 +36,12 @@ __all__ = [
     "Registry",
     "Executor",
     "ToolPolicy",
+    "run_registry",
+    "McpServers",
+    "McpConfigError",
+    "ToolListing",
+    "listing",
+    "matches",
     "Redactor",
     "wrap_untrusted",
     # configuration and built-ins

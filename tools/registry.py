@@ -84,8 +84,10 @@ class Registry:
         run_tools.schemas()  # the Chat Completions ``tools`` parameter
     """
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), *, offered: Iterable[str] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        #: The names shown to the model (None: all). The others stay callable: a call to one adds it.
+        self._offered: set[str] | None = None if offered is None else set(offered)
         # Both are asked for on every step of every run; computing JSON schemas each time costs ~0.5 ms.
         self._schemas: list[dict[str, Any]] | None = None
         self._description: str | None = None
@@ -101,8 +103,16 @@ class Registry:
         return tool
 
     def get(self, name: str) -> Tool | None:
-        """The tool called ``name``, or None."""
-        return self._tools.get(name)
+        """The tool called ``name``, or None; a tool left out of the offer is offered from now on."""
+        found = self._tools.get(name)
+        if found is not None and self._offered is not None and name not in self._offered:
+            self._offered.add(name)  # the model asked for an enabled tool it was not shown: show it next step
+            self._schemas = self._description = None
+        return found
+
+    def offered(self) -> list[Tool]:
+        """The tools shown to the model (schemas, description), in registration order."""
+        return [t for t in self._tools.values() if self._offered is None or t.name in self._offered]
 
     def names(self) -> list[str]:
         """Registered names, in registration order."""
@@ -122,24 +132,13 @@ class Registry:
         return self._schemas
 
     def _build_schemas(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": strict_schema(t.args_model),
-                    "strict": True,
-                },
-            }
-            for t in self._tools.values()
-        ]
+        return [_schema_of(t) for t in self.offered()]
 
     def describe(self) -> str:
         """The "available tools" text for a system prompt: one line per tool."""
         if self._description is None:
             self._description = "\n".join(
-                f"- {t.name}({_signature(t)}): {t.summary}" for t in self._tools.values()
+                f"- {t.name}({_signature(t)}): {t.summary}" for t in self.offered()
             )
         return self._description
 
@@ -164,8 +163,21 @@ class Registry:
         return f"Registry({self.names()!r})"
 
 
+def _schema_of(t: Tool) -> dict[str, Any]:
+    if t.input_schema is not None:  # a server's own schema: sent as it is, so not in strict mode
+        function = {"name": t.name, "description": t.description, "parameters": t.input_schema, "strict": False}
+    else:
+        function = {"name": t.name, "description": t.description, "parameters": strict_schema(t.args_model),
+                    "strict": True}
+    return {"type": "function", "function": function}
+
+
 def _signature(t: Tool) -> str:
-    props: dict[str, Any] = t.args_model.model_json_schema().get("properties", {})
+    if t.input_schema is not None:
+        props: dict[str, Any] = t.input_schema.get("properties", {})
+        required = set(t.input_schema.get("required", ()))
+        return ", ".join(f"{n}: {_type_label(s)}" + ("" if n in required else " = None") for n, s in props.items())
+    props = t.args_model.model_json_schema().get("properties", {})
     optional = {
         info.alias or name: info.get_default(call_default_factory=True)
         for name, info in t.args_model.model_fields.items()

@@ -15,6 +15,7 @@ DEFAULT_TOOL_TIMEOUT_SECONDS = 20.0
 DEFAULT_FETCH_URL_MAX_BYTES = 2_000_000
 DEFAULT_FETCH_URL_TIMEOUT_SECONDS = 10.0
 DEFAULT_FETCH_URL_MAX_REDIRECTS = 5
+DEFAULT_TOOLS_PER_RUN = 20
 
 
 def _split_commas(value: Any) -> Any:
@@ -50,6 +51,17 @@ class ToolSettings(BaseSettings):
     agent_tools: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Comma-separated allow-list of tool names; empty means every tool not marked dangerous.",
+    )
+    agent_mcp_config: str | None = Field(
+        None,
+        description='Path of a JSON file listing MCP servers in the "mcpServers" format; each server\'s '
+        "tools become tools named <server>__<tool>. Unset: no MCP servers.",
+    )
+    agent_tools_per_run: int = Field(
+        DEFAULT_TOOLS_PER_RUN,
+        ge=1,
+        description="Most tools offered to one run; past it the run gets the ones most relevant to the task "
+        "(built-ins always kept). The others stay callable.",
     )
     fetch_url_allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -93,7 +105,7 @@ class ToolSettings(BaseSettings):
         AllowList.parse(value)  # a malformed entry fails at start-up, naming itself
         return value
 
-    @field_validator("searxng_url", "brave_search_api_key", mode="before")
+    @field_validator("searxng_url", "brave_search_api_key", "agent_mcp_config", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value

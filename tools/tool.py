@@ -53,6 +53,11 @@ class Tool:
     outbound: bool = False
     #: Returns data private to the workspace (channel messages, internal documents): arms the exfiltration guard.
     reads_private_data: bool = False
+    #: The raw JSON schema sent to the model instead of the strict one (MCP tools: the server's own schema,
+    #: which need not fit the strict subset; ``args_model`` then validates against it).
+    input_schema: dict[str, Any] | None = None
+    #: The MCP server the tool comes from; None for a built-in.
+    server: str | None = None
 
     def __post_init__(self) -> None:
         if not _NAME_RE.fullmatch(self.name):

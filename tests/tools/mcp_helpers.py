@@ -1,0 +1,80 @@
+"""Starting the test MCP servers as real processes, and running calls through the real executor."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from tools import Executor, ToolContext, ToolResult
+from tools.mcp import McpServers
+from tools.mcp.config import parse_config
+from tools.registry import Registry
+
+TOKEN = "test-token-7f3a"
+
+
+class HttpServer:
+    """``python -m tests.fakes.mcp_http_server`` in a child process; restartable on the same port."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tests.fakes.mcp_http_server", "--token", TOKEN, "--port", str(self.port),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self.proc.stdout is not None
+        line = (await asyncio.wait_for(self.proc.stdout.readline(), 30)).decode()
+        assert line.startswith("PORT "), line
+        self.port = int(line.split()[1])
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+        if self.proc is not None:
+            await self.proc.wait()
+
+
+@asynccontextmanager
+async def connected(servers_json: dict[str, Any], default_timeout: float = 20.0) -> AsyncIterator[McpServers]:
+    environ = {"TOKEN": TOKEN, "PATH": os.environ["PATH"]}
+    servers = McpServers(parse_config({"mcpServers": servers_json}, environ), default_timeout=default_timeout)
+    await servers.start()
+    try:
+        yield servers
+    finally:
+        await servers.aclose()
+
+
+def http_entry(server: HttpServer, **extra: Any) -> dict[str, Any]:
+    return {"url": server.url, "headers": {"Authorization": "Bearer ${TOKEN}"}, **extra}
+
+
+def stdio_fake(**extra: Any) -> dict[str, Any]:
+    return {"command": sys.executable, "args": ["-m", "tests.fakes.mcp_http_server", "--stdio"], **extra}
+
+
+async def call(
+    servers: McpServers, tool: str, args: dict[str, Any], *, max_chars: int = 4000, ctx: ToolContext | None = None
+) -> ToolResult:
+    executor = Executor(servers.registry(Registry()), observation_max_chars=max_chars, secrets=servers.secrets())
+    prepared = executor.prepare(tool, json.dumps(args), call_id="c1")
+    return await executor.execute(prepared, ctx or ToolContext(run_id="r1", step=1, task="test mcp"))
+
+
+async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Wait for a condition another task makes true (a connection coming back, a tool list refreshed)."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)

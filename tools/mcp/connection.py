@@ -1,0 +1,180 @@
+"""One long-lived MCP client connection, supervised: restarted with backoff when the server dies.
+
+A supervisor task owns the transport and the ``ClientSession`` (anyio wants both opened and closed in
+one task); runs call through ``call`` from their own tasks, concurrently over the one session. While
+the server is down, ``call`` raises ``McpUnavailable`` at once, which the executor turns into an error
+observation: a crash never ends a run or the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from mcp import ClientSession, types
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tools.mcp.config import ServerConfig
+
+log = logging.getLogger(__name__)
+
+#: Restart delays after a failure: doubling from the first up to the cap.
+BACKOFF_FIRST_SECONDS = 0.2
+BACKOFF_MAX_SECONDS = 30.0
+#: How often an idle connection is pinged, so a dead server is noticed before the next call needs it.
+PING_INTERVAL_SECONDS = 15.0
+#: Longest wait for a server to connect, list its tools or shut down.
+CONNECT_TIMEOUT_SECONDS = 20.0
+
+
+class McpUnavailable(Exception):
+    """The server is not connected (starting, crashed and restarting, or closed)."""
+
+
+class ServerConnection:
+    """A supervised connection to one configured server."""
+
+    def __init__(self, config: ServerConfig, *, on_tools: Callable[[ServerConnection], None]) -> None:
+        self.config = config
+        self.tools: list[types.Tool] = []
+        self.restarts = 0
+        self._on_tools = on_tools
+        self._session: ClientSession | None = None
+        self._broken = asyncio.Event()
+        self._refresh = asyncio.Event()
+        self._first_attempt = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def available(self) -> bool:
+        return self._session is not None
+
+    async def start(self) -> None:
+        """Start supervising and wait for the first connection attempt (success or not)."""
+        self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.config.name}")
+        await self._first_attempt.wait()
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        session = self._session
+        if session is None:
+            raise McpUnavailable(f"MCP server {self.config.name!r} is unavailable (restarting); try later")
+        try:
+            result = await session.call_tool(name, arguments)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if self._session is session and not _is_server_answer(exc):
+                self._broken.set()  # the transport failed under us: reconnect
+                raise McpUnavailable(f"MCP server {self.config.name!r} became unavailable: {exc}") from exc
+            raise
+        if not isinstance(result, types.CallToolResult):
+            raise McpUnavailable(f"MCP server {self.config.name!r} answered tools/call with {type(result).__name__}")
+        return result
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self._task, CONNECT_TIMEOUT_SECONDS)
+
+    async def _supervise(self) -> None:
+        delay = BACKOFF_FIRST_SECONDS
+        while True:
+            try:
+                await self._connect_and_serve()
+                delay = BACKOFF_FIRST_SECONDS  # it served, so the next failure starts a fresh backoff
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # anyio wraps transport faults in exception groups
+                log.warning("MCP server %r failed: %s; restarting in %.1fs", self.config.name, _short(exc), delay)
+            finally:
+                self._session = None
+                self._first_attempt.set()
+            self.restarts += 1
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX_SECONDS)
+
+    async def _connect_and_serve(self) -> None:
+        async with self._transport() as (read, write), ClientSession(
+            read, write, message_handler=self._on_message
+        ) as session:
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                await session.initialize()
+                await self._list_tools(session)
+            self._broken.clear()
+            self._session = session
+            self._first_attempt.set()
+            log.info("MCP server %r connected: %d tools", self.config.name, len(self.tools))
+            await self._serve(session)
+
+    async def _serve(self, session: ClientSession) -> None:
+        while not self._broken.is_set():
+            waiters = [asyncio.ensure_future(self._broken.wait()), asyncio.ensure_future(self._refresh.wait())]
+            try:
+                done, _ = await asyncio.wait(waiters, timeout=PING_INTERVAL_SECONDS,
+                                             return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+            if self._broken.is_set():
+                return
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                if self._refresh.is_set():
+                    self._refresh.clear()
+                    await self._list_tools(session)
+                elif not done:
+                    await session.send_ping()
+
+    async def _list_tools(self, session: ClientSession) -> None:
+        listed: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        self.tools = listed
+        self._on_tools(self)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(getattr(message, "root", message), types.ToolListChangedNotification):
+            self._refresh.set()
+        elif isinstance(message, Exception):
+            log.warning("MCP server %r transport error: %s", self.config.name, _short(message))
+
+    @contextlib.asynccontextmanager
+    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        cfg = self.config
+        if cfg.command is not None:
+            # Only what the config names, plus PATH (the SDK adds its own short safe list: HOME, USER...).
+            env = {"PATH": cfg.path, **cfg.env}
+            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cfg.cwd)
+            async with stdio_client(params) as streams:
+                yield streams[0], streams[1]
+            return
+        assert cfg.url is not None
+        async with create_mcp_http_client(headers=dict(cfg.headers)) as http, streamable_http_client(
+            cfg.url, http_client=http
+        ) as streams:
+            yield streams[0], streams[1]
+
+
+def _is_server_answer(exc: Exception) -> bool:
+    """A JSON-RPC error the server sent (bad tool name...), as opposed to a broken connection."""
+    from mcp.shared.exceptions import MCPError
+
+    code = getattr(exc, "code", getattr(getattr(exc, "error", None), "code", None))
+    return isinstance(exc, MCPError) and code is not None and code != types.CONNECTION_CLOSED
+
+
+def _short(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"[:300]

@@ -1,0 +1,76 @@
+"""``McpServers``: every configured server's connection, owned by one worker process for its lifetime.
+
+    # ``environ``: the process environment, read by the entry point (${VAR} values and PATH come from it)
+    servers = McpServers.from_config(settings.agent_mcp_config, environ, default_timeout=20)
+    await servers.start()                 # connects all (a server that fails keeps retrying in the background)
+    registry = servers.registry(builtins) # built-ins + every server's tools, as they are right now
+    ...
+    await servers.aclose()
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from tools.errors import ToolDefinitionError
+from tools.mcp.adapt import make_tool
+from tools.mcp.config import ServerConfig, load_config
+from tools.mcp.connection import ServerConnection
+from tools.registry import Registry
+from tools.tool import Tool
+
+log = logging.getLogger(__name__)
+
+
+class McpServers:
+    """The connections, and their tools as ``Tool`` values (rebuilt when a server's list changes)."""
+
+    def __init__(self, configs: Iterable[ServerConfig], *, default_timeout: float) -> None:
+        self._default_timeout = default_timeout
+        self._tools: dict[str, list[Tool]] = {}
+        self.connections = [ServerConnection(cfg, on_tools=self._adopt) for cfg in configs]
+
+    @classmethod
+    def from_config(
+        cls, path: str | Path | None, environ: Mapping[str, str], *, default_timeout: float
+    ) -> McpServers:
+        """The servers of AGENT_MCP_CONFIG (none when unset); a bad file raises ``McpConfigError``."""
+        configs = load_config(path, environ) if path else []
+        return cls(configs, default_timeout=default_timeout)
+
+    async def start(self) -> None:
+        for conn in self.connections:
+            await conn.start()
+            if not conn.available:
+                log.warning("MCP server %r is not reachable yet; its tools appear once it is", conn.config.name)
+
+    def tools(self) -> list[Tool]:
+        """Every server's tools, server by server in config order."""
+        return [t for conn in self.connections for t in self._tools.get(conn.config.name, [])]
+
+    def registry(self, base: Registry) -> Registry:
+        """``base`` (the built-ins) plus the MCP tools; a clash with a built-in name keeps the built-in."""
+        out = Registry(base)
+        for item in self.tools():
+            if item.name not in out:
+                out.register(item)
+        return out
+
+    def secrets(self) -> list[str]:
+        """Values expanded from ``${VAR}`` (tokens in headers and env): for the ``Redactor``."""
+        return [s for conn in self.connections for s in conn.config.secrets]
+
+    async def aclose(self) -> None:
+        for conn in self.connections:
+            await conn.aclose()
+
+    def _adopt(self, conn: ServerConnection) -> None:
+        adopted: list[Tool] = []
+        for spec in conn.tools:
+            try:
+                adopted.append(make_tool(conn.config, spec, conn.call, self._default_timeout))
+            except ToolDefinitionError as exc:  # one odd tool must not take the server's others down
+                log.warning("MCP server %r: tool %r left out: %s", conn.config.name, spec.name, exc)
+        self._tools[conn.config.name] = adopted
