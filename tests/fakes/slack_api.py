@@ -13,6 +13,11 @@ Limits follow Slack's documentation: ``chat.postMessage`` truncates ``text`` pas
 fake records ``truncated``), more than 50 blocks or a section over 3,000 characters is ``invalid_blocks``,
 block text over 12,000 characters in total is ``msg_blocks_too_long``, and ``chat.update`` rejects a text
 over 4,000 bytes with ``msg_too_long``. A well-behaved app never sees any of these.
+
+OAuth: ``add_install(code, Grant(...))`` makes ``oauth.v2.access`` answer that code once (plain, rotating with
+``refresh_token``/``expires_in``, or org-wide); a refresh spends the refresh token and revokes the old access
+token; ``auth.test`` answers per issued token; a revoked token gets ``token_revoked`` from every method, and
+``Call.token`` / ``tokens_used(method)`` tell which token each call carried.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3_000
 MAX_BLOCK_TEXT_CHARS = 12_000
 MAX_UPDATE_TEXT_BYTES = 4_000
+#: Lifetime Slack gives a refreshed rotating token (seconds).
+REFRESHED_EXPIRES_IN = 43_200
 #: Safety net for ``wait_for``: a hang fails the test after this long instead of blocking the suite.
 DEFAULT_WAIT_TIMEOUT = 10.0
 
@@ -104,6 +111,7 @@ class Grant:
     user_id: str = "UADMIN"
     rotating: bool = False
     expires_in: int = 43_200
+    """Lifetime of the installed token; a refreshed one lives ``REFRESHED_EXPIRES_IN`` (Slack's 12 hours)."""
     team_name: str = "Fake team"
     enterprise_name: str = "Fake org"
 
@@ -353,11 +361,13 @@ class FakeSlack:
             return {"ok": False, "error": "invalid_refresh_token"}
         old = self.tokens[old_access]
         old.revoked = True
-        body = self._issue(old.grant, old.bot_user_id, old.bot_id)
+        body = self._issue(old.grant, old.bot_user_id, old.bot_id, expires_in=REFRESHED_EXPIRES_IN)
         body["team"] = {"id": old.grant.team_id} if old.grant.team_id else None
         return body
 
-    def _issue(self, grant: Grant, bot_user_id: str = "", bot_id: str = "") -> dict[str, Any]:
+    def _issue(
+        self, grant: Grant, bot_user_id: str = "", bot_id: str = "", expires_in: int | None = None
+    ) -> dict[str, Any]:
         n = next(self._serial)
         token = f"xoxe.xoxb-1-fake{n}" if grant.rotating else f"xoxb-fake-{n}"
         self.tokens[token] = IssuedToken(grant, bot_user_id or f"UB{n}", bot_id or f"BB{n}")
@@ -366,7 +376,7 @@ class FakeSlack:
         if grant.rotating:
             refresh = f"xoxe-1-refresh{n}"
             self.refresh_tokens[refresh] = token
-            body.update(refresh_token=refresh, expires_in=grant.expires_in)
+            body.update(refresh_token=refresh, expires_in=expires_in or grant.expires_in)
         return body
 
     def _auth_test_of(self, issued: IssuedToken) -> dict[str, Any]:
