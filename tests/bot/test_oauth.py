@@ -169,3 +169,13 @@ def mention_for(team: str) -> dict[str, object]:
     from .oauth_helpers import mention_event
 
     return mention_event(team)
+
+
+def test_an_install_asks_for_the_manifest_scopes() -> None:
+    import json
+    from pathlib import Path
+
+    from bot.settings import DEFAULT_BOT_SCOPES
+
+    manifest = json.loads((Path(__file__).parents[2] / "manifest.json").read_text())
+    assert DEFAULT_BOT_SCOPES.split(",") == manifest["oauth_config"]["scopes"]["bot"]
