@@ -1,8 +1,7 @@
 """Tokens at rest: Fernet encryption with a list of keys (``SLACK_TOKEN_ENCRYPTION_KEY=new,old``) for rotation.
 
-The first key encrypts; every listed key decrypts, so a deployment rotates by putting the new key in front,
-re-encrypting (``TokenCipher.rotate`` over the stored values, see ``installations.reencrypt_all``) and then
-dropping the old key::
+The first key encrypts; every listed key decrypts, so a deployment rotates by putting the new key in front
+(every later write uses it; ``TokenCipher.rotate`` re-encrypts one stored value) and then dropping the old key::
 
     cipher = TokenCipher.from_setting("k1NewKey...=,k0OldKey...=")
     stored = cipher.encrypt('{"bot_token": "xoxb-..."}')   # URL-safe base64, no token shape left
