@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
+from slack_sdk.oauth.state_utils import OAuthStateUtils
 
 from agent_core.errors import ConfigError
 from agent_core.keys import DEFAULT_KEY_PREFIX
@@ -15,6 +16,7 @@ from agent_core.settings import AgentSettings
 from bot.approvals import DEFAULT_TIMEOUT_SECONDS as DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from bot.redis import STARTUP_WAIT_SECONDS
 from bot.slack_client import SLACK_HTTP_TIMEOUT
+from bot.token_crypto import TokenCipher
 from tools import ToolSettings, secret_values
 
 #: Slack's Web API; the trailing slash matters, the SDK joins method names onto it with urljoin.
@@ -23,6 +25,11 @@ DEFAULT_PORT = 3000
 DEFAULT_QUEUE_NAME = "agent:queue"
 #: Longest Retry-After the service honours on a 429 before giving up on that call.
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
+#: The bot scopes an OAuth install asks for: exactly manifest.json's (tests/bot/test_manifest.py).
+DEFAULT_BOT_SCOPES = (
+    "app_mentions:read,channels:history,chat:write,commands,groups:history,im:history,mpim:history,"
+    "reactions:write,users:read"
+)
 
 Verbosity = Literal["full", "compact"]
 Role = Literal["all", "web", "worker"]
@@ -88,6 +95,22 @@ class Settings(AgentSettings, ToolSettings):
         default=DEFAULT_APPROVAL_TIMEOUT_SECONDS, gt=0,
         description="How long a tool call needing approval waits for a press before it is denied.",
     )
+    slack_client_id: str | None = Field(
+        default=None, description="OAuth client id; set instead of SLACK_BOT_TOKEN to serve many workspaces."
+    )
+    slack_client_secret: SecretStr | None = Field(default=None, description="OAuth client secret.")
+    slack_token_encryption_key: SecretStr | None = Field(
+        default=None, description="Fernet key(s), comma-separated, newest first: installation tokens at rest."
+    )
+    slack_scopes: str = Field(default=DEFAULT_BOT_SCOPES, description="Bot scopes an install asks for.")
+    slack_user_scopes: str = Field(default="", description="User scopes an install asks for (none by default).")
+    slack_redirect_uri: str | None = Field(
+        default=None, description="Redirect URL sent to Slack; unset: the app's only configured one."
+    )
+    slack_state_expiration_seconds: int = Field(
+        default=OAuthStateUtils.default_expiration_seconds, gt=0,
+        description="How long an install link (its OAuth state) stays valid.",
+    )
 
     @property
     def thread_ttl_seconds(self) -> int:
@@ -96,6 +119,27 @@ class Settings(AgentSettings, ToolSettings):
     @property
     def socket_mode(self) -> bool:
         return self.slack_app_token is not None
+
+    @property
+    def oauth_mode(self) -> bool:
+        """Many workspaces, each with its own stored token: a client id and no single SLACK_BOT_TOKEN."""
+        return self.slack_bot_token is None and bool(self.slack_client_id)
+
+    def require_oauth(self, role: Role) -> None:
+        """Raise ConfigError naming the first missing or unusable setting OAuth mode needs."""
+        for name in ("slack_client_id", "slack_client_secret", "slack_token_encryption_key"):
+            value = getattr(self, name)
+            text = value.get_secret_value() if isinstance(value, SecretStr) else value
+            if not text or not text.strip():
+                raise ConfigError(f"{name.upper()} is not set: OAuth mode (no SLACK_BOT_TOKEN) needs it")
+        self.token_cipher()
+        if role in ("all", "web") and not self.socket_mode and not self.slack_signing_secret:
+            raise ConfigError("SLACK_SIGNING_SECRET is not set: copy it from the Slack app's settings page")
+
+    def token_cipher(self) -> TokenCipher:
+        """The cipher of SLACK_TOKEN_ENCRYPTION_KEY (ConfigError naming it when a key is malformed)."""
+        key = self.slack_token_encryption_key
+        return TokenCipher.from_setting(key.get_secret_value() if key else "")
 
     def require_slack(self, role: Role) -> None:
         """Raise ConfigError naming the first missing token ``role`` needs."""

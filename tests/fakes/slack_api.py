@@ -13,11 +13,17 @@ Limits follow Slack's documentation: ``chat.postMessage`` truncates ``text`` pas
 fake records ``truncated``), more than 50 blocks or a section over 3,000 characters is ``invalid_blocks``,
 block text over 12,000 characters in total is ``msg_blocks_too_long``, and ``chat.update`` rejects a text
 over 4,000 bytes with ``msg_too_long``. A well-behaved app never sees any of these.
+
+OAuth: ``add_install(code, Grant(...))`` makes ``oauth.v2.access`` answer that code once (plain, rotating with
+``refresh_token``/``expires_in``, or org-wide); a refresh spends the refresh token and revokes the old access
+token; ``auth.test`` answers per issued token; a revoked token gets ``token_revoked`` from every method, and
+``Call.token`` / ``tokens_used(method)`` tell which token each call carried.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 from collections.abc import Callable, Mapping
@@ -28,13 +34,15 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-__all__ = ["Call", "FakeSlack", "Failure", "PostedMessage"]
+__all__ = ["Call", "FakeSlack", "Failure", "Grant", "IssuedToken", "PostedMessage"]
 
 MAX_TEXT_CHARS = 40_000
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3_000
 MAX_BLOCK_TEXT_CHARS = 12_000
 MAX_UPDATE_TEXT_BYTES = 4_000
+#: Lifetime Slack gives a refreshed rotating token (seconds).
+REFRESHED_EXPIRES_IN = 43_200
 #: Safety net for ``wait_for``: a hang fails the test after this long instead of blocking the suite.
 DEFAULT_WAIT_TIMEOUT = 10.0
 
@@ -94,6 +102,31 @@ class Failure:
 
 
 @dataclass
+class Grant:
+    """What ``oauth.v2.access`` answers for one authorization code (set up with ``FakeSlack.add_install``)."""
+
+    team_id: str | None
+    enterprise_id: str | None = None
+    is_enterprise_install: bool = False
+    user_id: str = "UADMIN"
+    rotating: bool = False
+    expires_in: int = 43_200
+    """Lifetime of the installed token; a refreshed one lives ``REFRESHED_EXPIRES_IN`` (Slack's 12 hours)."""
+    team_name: str = "Fake team"
+    enterprise_name: str = "Fake org"
+
+
+@dataclass
+class IssuedToken:
+    """A token the fake handed out: auth.test answers with its installation; revoked ones fail every call."""
+
+    grant: Grant
+    bot_user_id: str
+    bot_id: str
+    revoked: bool = False
+
+
+@dataclass
 class _Waiter:
     predicate: Callable[[], bool]
     future: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
@@ -129,6 +162,14 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._port = 0
+        #: OAuth: the app's credentials, codes waiting for oauth.v2.access, issued tokens and refresh tokens.
+        self.client_id = "111.222"
+        self.client_secret = "fake-client-secret"
+        self.app_id = "AFAKE"
+        self.codes: dict[str, Grant] = {}
+        self.tokens: dict[str, IssuedToken] = {}
+        self.refresh_tokens: dict[str, str] = {}
+        self._serial = itertools.count(1)
 
     # --- lifecycle
 
@@ -198,6 +239,18 @@ class FakeSlack:
                     self._waiters.remove(waiter)
         return matching()
 
+    def add_install(self, code: str, grant: Grant) -> None:
+        """The next ``oauth.v2.access`` with ``code`` installs ``grant`` (each code works once, like Slack's)."""
+        self.codes[code] = grant
+
+    def revoke(self, token: str) -> None:
+        """Slack revoked ``token``: every later call with it gets ``token_revoked``."""
+        self.tokens[token].revoked = True
+
+    def tokens_used(self, method: str) -> list[str]:
+        """The token each call of ``method`` carried, in order."""
+        return [c.token for c in self.calls_of(method)]
+
     def calls_of(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
 
@@ -238,6 +291,13 @@ class FakeSlack:
             return failure.status, {"ok": False, "error": failure.error}, headers
         if not request.headers.get("Authorization") and "token" not in params:
             return 200, {"ok": False, "error": "not_authed"}, {}
+        if method == "oauth.v2.access":
+            return 200, self._oauth_access(params, request.headers.get("Authorization", "")), {}
+        issued = self.tokens.get(_bearer(request.headers.get("Authorization", "")) or str(params.get("token", "")))
+        if issued is not None and issued.revoked:
+            return 200, {"ok": False, "error": "token_revoked"}, {}
+        if issued is not None and method == "auth.test":
+            return 200, self._auth_test_of(issued), {}
         handler = self._methods().get(method)
         if handler is None:
             return 200, {"ok": False, "error": "unknown_method"}, {}
@@ -271,6 +331,60 @@ class FakeSlack:
         return {
             "ok": True, "url": "https://fake.example/", "team": "Fake", "user": "agent", "team_id": self.team_id,
             "user_id": self.bot_user_id, "bot_id": self.bot_id, "is_enterprise_install": False,
+        }
+
+    def _oauth_access(self, params: dict[str, Any], authorization: str) -> dict[str, Any]:
+        client_id, client_secret = _client_credentials(params, authorization)
+        if client_id != self.client_id:
+            return {"ok": False, "error": "invalid_client_id"}
+        if client_secret != self.client_secret:
+            return {"ok": False, "error": "bad_client_secret"}
+        if params.get("grant_type") == "refresh_token":
+            return self._refresh(str(params.get("refresh_token") or ""))
+        grant = self.codes.pop(str(params.get("code") or ""), None)
+        if grant is None:
+            return {"ok": False, "error": "invalid_code"}
+        body = self._issue(grant)
+        body.update({
+            "app_id": self.app_id, "scope": "chat:write,app_mentions:read", "authed_user": {"id": grant.user_id},
+            "team": {"id": grant.team_id, "name": grant.team_name} if grant.team_id else None,
+            "enterprise": ({"id": grant.enterprise_id, "name": grant.enterprise_name}
+                           if grant.enterprise_id else None),
+            "is_enterprise_install": grant.is_enterprise_install,
+        })
+        return body
+
+    def _refresh(self, refresh_token: str) -> dict[str, Any]:
+        """A refresh spends the refresh token and revokes the access token issued with it (Slack's rotation)."""
+        old_access = self.refresh_tokens.pop(refresh_token, None)
+        if old_access is None:
+            return {"ok": False, "error": "invalid_refresh_token"}
+        old = self.tokens[old_access]
+        old.revoked = True
+        body = self._issue(old.grant, old.bot_user_id, old.bot_id, expires_in=REFRESHED_EXPIRES_IN)
+        body["team"] = {"id": old.grant.team_id} if old.grant.team_id else None
+        return body
+
+    def _issue(
+        self, grant: Grant, bot_user_id: str = "", bot_id: str = "", expires_in: int | None = None
+    ) -> dict[str, Any]:
+        n = next(self._serial)
+        token = f"xoxe.xoxb-1-fake{n}" if grant.rotating else f"xoxb-fake-{n}"
+        self.tokens[token] = IssuedToken(grant, bot_user_id or f"UB{n}", bot_id or f"BB{n}")
+        body: dict[str, Any] = {"ok": True, "token_type": "bot", "access_token": token,
+                                "bot_user_id": self.tokens[token].bot_user_id}
+        if grant.rotating:
+            refresh = f"xoxe-1-refresh{n}"
+            self.refresh_tokens[refresh] = token
+            body.update(refresh_token=refresh, expires_in=expires_in or grant.expires_in)
+        return body
+
+    def _auth_test_of(self, issued: IssuedToken) -> dict[str, Any]:
+        grant = issued.grant
+        return {
+            "ok": True, "url": "https://fake.example/", "team": grant.team_name, "user": "agent",
+            "team_id": grant.team_id, "enterprise_id": grant.enterprise_id, "user_id": issued.bot_user_id,
+            "bot_id": issued.bot_id, "is_enterprise_install": grant.is_enterprise_install,
         }
 
     def _next_ts(self) -> str:
@@ -366,6 +480,18 @@ async def _params(request: web.Request) -> dict[str, Any]:
     else:
         params.update(parse_qsl(raw.decode(), keep_blank_values=True))
     return params
+
+
+def _bearer(authorization: str) -> str:
+    return authorization.removeprefix("Bearer ").strip() if authorization.startswith("Bearer ") else ""
+
+
+def _client_credentials(params: dict[str, Any], authorization: str) -> tuple[str, str]:
+    """oauth.v2.access takes the app's credentials as HTTP Basic auth (the SDK's way) or as form fields."""
+    if authorization.startswith("Basic "):
+        user, _, password = base64.b64decode(authorization[6:]).decode().partition(":")
+        return user, password
+    return str(params.get("client_id") or ""), str(params.get("client_secret") or "")
 
 
 def _blocks(params: dict[str, Any]) -> list[dict[str, Any]]:
