@@ -21,6 +21,12 @@ log = logging.getLogger(__name__)
 #: Longest wait between retries, whatever Retry-After asks: a run has a wall-clock cap to keep.
 RETRY_WAIT_CAP_SECONDS = 20.0
 
+#: A response body is read up to this many bytes per requested completion token (JSON escaping, tool-call
+#: envelopes and the prompt-independent fields fit easily), plus a fixed floor. An endpoint that ignores
+#: ``max_tokens`` cannot make the worker buffer megabytes: the call fails with a clear LLMError instead.
+BODY_BYTES_PER_TOKEN = 32
+BODY_BYTES_FLOOR = 64 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCallRequest:
@@ -134,7 +140,7 @@ class OpenAIChatLLM:
         while True:
             try:
                 async with self._session.post(self._url, data=body, headers=self._headers) as resp:
-                    raw = await resp.read()
+                    raw = await _read_bounded(resp, body_limit(max_tokens))
                     status, headers = resp.status, resp.headers
             except (aiohttp.ClientError, TimeoutError) as exc:
                 if attempt >= self._max_retries:
@@ -157,6 +163,25 @@ class OpenAIChatLLM:
             log.info("LLM call failed, retry %d/%d in %.2fs", attempt + 1, self._max_retries, wait)
             attempt += 1
             await asyncio.sleep(wait)
+
+
+def body_limit(max_tokens: int) -> int:
+    """Bytes of a response body read at most for a call asking for ``max_tokens``."""
+    return BODY_BYTES_FLOOR + BODY_BYTES_PER_TOKEN * max_tokens
+
+
+async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise LLMError(
+                f"the LLM endpoint's answer is larger than {limit} bytes, far more than max_tokens allows; "
+                "the endpoint seems to ignore max_tokens"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _maybe_json(raw: bytes) -> Any:

@@ -183,7 +183,8 @@ class Agent:
                 step = self._read(run, reply)
                 yield Thought(run.stopper.steps, step.thought)
                 if step.final is not None:                                      # layer 1: final answer
-                    answer, stop = step.final, Stop(StopReason.FINAL_ANSWER, "final_answer: the model answered")
+                    answer = progress.cap_answer(step.final)
+                    stop = Stop(StopReason.FINAL_ANSWER, "final_answer: the model answered")
                     yield FinalAnswer(run.stopper.steps, answer)
                     break
                 for call in step.calls:
@@ -282,7 +283,7 @@ class Agent:
         settled = False
         try:
             reply = await self.llm.complete(messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
-            usage = self._usage(reply, messages)
+            usage = self._usage(reply, messages, plan.max_tokens)
             if reservation is not None and run.budget is not None:
                 await run.budget.settle(reservation, usage.cost_micros)
                 settled = True
@@ -296,11 +297,13 @@ class Agent:
                 # Shielded: a cancelled run must still give its hold back.
                 await asyncio.shield(run.budget.release(reservation))
 
-    def _usage(self, reply: LLMResponse, messages: list[Message]) -> Usage:
+    def _usage(self, reply: LLMResponse, messages: list[Message], max_tokens: int) -> Usage:
         prompt = reply.prompt_tokens or count_messages(self.counter, messages)
-        completion = reply.completion_tokens or self.counter.count(
+        # Our own count is an estimate: it never exceeds what the call asked for (the hold covers that);
+        # only the provider's own usage may say more.
+        completion = reply.completion_tokens or min(max_tokens, self.counter.count(
             (reply.content or "") + "".join(c.arguments for c in reply.tool_calls)
-        )
+        ))
         cached = min(reply.cached_tokens, prompt)
         return Usage(prompt, completion, cached, self.price.cost_micros(prompt, completion, cached))
 
