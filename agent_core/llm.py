@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import random
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
 import openai
+import yarl
 
-from agent_core.errors import LLMError
+from agent_core.errors import LLMCause, LLMError
 from agent_core.store import Message
 
 log = logging.getLogger(__name__)
@@ -26,6 +29,8 @@ RETRY_WAIT_CAP_SECONDS = 20.0
 #: ``max_tokens`` cannot make the worker buffer megabytes: the call fails with a clear LLMError instead.
 BODY_BYTES_PER_TOKEN = 32
 BODY_BYTES_FLOOR = 64 * 1024
+
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,16 +113,23 @@ class OpenAIChatLLM:
         max_retries: int = 3,
     ) -> None:
         self.model = model
-        self.base_url = base_url
+        url = yarl.URL(base_url)
+        self.base_url = redact_url(base_url)
         self._max_retries = max_retries
         self._limit_param = "max_completion_tokens" if _uses_max_completion_tokens(model) else "max_tokens"
         # The official client holds the configuration: base URL rules, auth and default headers. Its per-call
         # machinery (request transform, typed responses, the httpx layer) is not on the hot path: it cost more
         # CPU per step than the whole engine (BENCHMARKS.md), so the call itself is one aiohttp POST.
-        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
-        self._url = f"{self._client.base_url}chat/completions"
+        plain = url.with_user(None).with_password(None).with_query(None)
+        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=str(plain), timeout=timeout, max_retries=0)
+        # A gateway's key in the query string is kept on every request (but never shown, see redact_url).
+        self._url = str(yarl.URL(f"{self._client.base_url}chat/completions").with_query(url.query))
         headers = {k: v for k, v in self._client.default_headers.items() if isinstance(v, str)}
         self._headers = {**headers, **self._client.auth_headers}
+        if url.user is not None:
+            # `user:pass@` in the base URL is HTTP Basic auth for a gateway in front of the model server.
+            userinfo = f"{url.user}:{url.password or ''}".encode()
+            self._headers["Authorization"] = "Basic " + base64.b64encode(userinfo).decode()
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
@@ -144,9 +156,12 @@ class OpenAIChatLLM:
                     status, headers = resp.status, resp.headers
             except (aiohttp.ClientError, TimeoutError) as exc:
                 if attempt >= self._max_retries:
+                    timed_out = isinstance(exc, TimeoutError)
                     raise LLMError(
-                        f"cannot reach the LLM endpoint at {self.base_url} ({type(exc).__name__}: {exc}); "
-                        "check OPENAI_BASE_URL",
+                        f"the LLM endpoint at {self.base_url} "
+                        + ("did not answer in time" if timed_out else f"cannot be reached ({type(exc).__name__})")
+                        + "; check OPENAI_BASE_URL",
+                        cause="timeout" if timed_out else "unreachable",
                         retryable=True,
                     ) from exc
                 wait = min(0.5 * 2.0**attempt, RETRY_WAIT_CAP_SECONDS)
@@ -158,7 +173,8 @@ class OpenAIChatLLM:
                 retryable = (status == 429 and error.get("code") != "insufficient_quota") or status >= 500
                 if not retryable or attempt >= self._max_retries:
                     message = str(error.get("message") or raw[:300].decode(errors="replace") or f"HTTP {status}")
-                    raise LLMError(_describe_status(status, message, self.base_url), status=status)
+                    raise LLMError(_describe_status(status, redact_urls(message), self.base_url),
+                                   cause=_cause(status, error), status=status)
                 wait = _retry_after(headers, attempt)
             log.info("LLM call failed, retry %d/%d in %.2fs", attempt + 1, self._max_retries, wait)
             attempt += 1
@@ -191,6 +207,24 @@ def _maybe_json(raw: bytes) -> Any:
         return None
 
 
+def _cause(status: int, error: Mapping[str, Any]) -> LLMCause:
+    if status == 429:
+        return "quota" if error.get("code") == "insufficient_quota" else "rate_limited"
+    if status in (401, 403):
+        return "auth"
+    return "server_error" if status >= 500 else "bad_request"
+
+
+def redact_url(url: str) -> str:
+    """``url`` cut to scheme and host: no credentials, path or query (a gateway may put its key there)."""
+    parsed = yarl.URL(url)
+    return f"{parsed.scheme}://{parsed.host}" if parsed.host else "(the configured URL)"
+
+
+def redact_urls(text: str) -> str:
+    return _URL.sub(lambda m: redact_url(m.group(0)), text)
+
+
 def _describe_status(status: int, message: str, base_url: str) -> str:
     if status == 401:
         return f"the LLM endpoint {base_url} refused the API key ({message}); check OPENAI_API_KEY"
@@ -203,7 +237,7 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(raw)
     except ValueError:
-        raise LLMError(f"the LLM endpoint answered with something that is not JSON: {raw[:200]!r}") from None
+        raise LLMError("the LLM endpoint answered with something that is not JSON") from None
     if not isinstance(data, dict):
         raise LLMError("the LLM endpoint answered with JSON that is not an object")
     return data

@@ -200,8 +200,10 @@ class Agent:
             stop = Stop(StopReason.CANCELLED, f"cancelled: {exc.reason}")
         except _Deadline:
             stop = run.stopper.time_stop()
-        except (LLMError, StoreError) as exc:
-            stop = Stop(StopReason.ERROR, f"error: {exc}")
+        except LLMError as exc:
+            stop = Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}")
+        except StoreError as exc:
+            stop = Stop(StopReason.ERROR, f"error: the state store failed: {exc}")
         yield await self._close(run, stop, answer)
 
     # -- the steps of the loop ------------------------------------------------------------------------

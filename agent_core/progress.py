@@ -28,7 +28,7 @@ _HUMAN = {
     StopReason.DANGEROUS_LOOP: "I was repeating the same action",
     StopReason.BUDGET_EXHAUSTED: "the workspace's budget is used up",
     StopReason.CANCELLED: "the run was stopped",
-    StopReason.ERROR: "the language model could not be reached",
+    StopReason.ERROR: "an error stopped the run",
     StopReason.MAX_TIME: "I ran out of time",
 }
 

@@ -254,6 +254,8 @@ class RecordedRequest:
     """The parsed JSON body; None when there was no body or it did not parse."""
     body: bytes = b""
     """The raw body, for asserting on malformed requests."""
+    query: dict[str, str] = field(default_factory=dict)
+    """The URL's query parameters (a gateway's key, Azure's ``api-version``)."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -442,12 +444,14 @@ class FakeOpenAI:
             headers={name.lower(): value for name, value in request.headers.items()},
             json=parsed,
             body=body,
+            query=dict(request.query),
         )
         self.requests.append(recorded)
         self._wake()
 
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        if scheme != "Bearer" or not token.strip():
+        # Basic is what a gateway in front of a model server takes (`user:pass@` in the base URL).
+        if scheme not in ("Bearer", "Basic") or not token.strip():
             return _error_response(
                 error(
                     401, "You didn't provide an API key (Authorization: Bearer ...).", code="invalid_api_key"
