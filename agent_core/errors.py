@@ -35,10 +35,18 @@ class LLMError(AgentError):
     """
 
     def __init__(
-        self, message: str, *, cause: LLMCause = "bad_response", status: int | None = None, retryable: bool = False
+        self,
+        message: str,
+        *,
+        cause: LLMCause = "bad_response",
+        status: int | None = None,
+        retryable: bool = False,
+        charged: bool = False,
     ) -> None:
         super().__init__(message)
         self.cause: LLMCause = cause
+        #: The endpoint answered (2xx) but the answer is unusable: the call may be billed, so the worst case is.
+        self.charged = charged
         self.status = status
         self.retryable = retryable
 

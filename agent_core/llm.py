@@ -30,6 +30,9 @@ RETRY_WAIT_CAP_SECONDS = 20.0
 BODY_BYTES_PER_TOKEN = 32
 BODY_BYTES_FLOOR = 64 * 1024
 
+#: A reported token count above this is not a usage report (the largest context windows are a few million).
+MAX_REPORTED_TOKENS = 10_000_000
+
 _URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 
 
@@ -194,7 +197,8 @@ async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
         if size > limit:
             raise LLMError(
                 f"the LLM endpoint's answer is larger than {limit} bytes, far more than max_tokens allows; "
-                "the endpoint seems to ignore max_tokens"
+                "the endpoint seems to ignore max_tokens",
+                charged=True,
             )
         chunks.append(chunk)
     return b"".join(chunks)
@@ -237,9 +241,9 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(raw)
     except ValueError:
-        raise LLMError("the LLM endpoint answered with something that is not JSON") from None
+        raise LLMError("the LLM endpoint answered with something that is not JSON", charged=True) from None
     if not isinstance(data, dict):
-        raise LLMError("the LLM endpoint answered with JSON that is not an object")
+        raise LLMError("the LLM endpoint answered with JSON that is not an object", charged=True)
     return data
 
 
@@ -259,10 +263,24 @@ def _to_response(completion: dict[str, Any]) -> LLMResponse:
         return LLMResponse(
             content=message.get("content"),
             tool_calls=calls,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            cached_tokens=int(details.get("cached_tokens") or 0),
+            prompt_tokens=_token_count(usage, "prompt_tokens"),
+            completion_tokens=_token_count(usage, "completion_tokens"),
+            cached_tokens=_token_count(details, "cached_tokens"),
             finish_reason=str(choice.get("finish_reason") or "stop"),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-        raise LLMError(f"the LLM endpoint's answer is not a chat completion ({type(exc).__name__}: {exc})") from None
+        raise LLMError(f"the LLM endpoint's answer is not a chat completion ({type(exc).__name__}: {exc})",
+                       charged=True) from None
+
+
+def _token_count(usage: Mapping[str, Any], name: str) -> int:
+    """A reported count, checked: a negative, fractional or absurd one is a broken answer, not a number to bill."""
+    value = usage.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPORTED_TOKENS:
+        shown = repr(value)[:40]
+        raise LLMError(f"the LLM endpoint reported an impossible usage.{name} ({shown})", charged=True)
+    return value

@@ -294,6 +294,14 @@ class Agent:
                                    completion_tokens=run.stopper.usage.completion_tokens,
                                    cost_micros=run.stopper.usage.cost_micros)
             return reply
+        except LLMError as exc:
+            if exc.charged:  # the endpoint answered, unusably: it may bill the call, so its worst case counts
+                worst = Usage(plan.prompt_tokens, plan.max_tokens, 0, plan.worst_case_micros)
+                if reservation is not None and run.budget is not None:
+                    await run.budget.settle(reservation, worst.cost_micros)
+                    settled = True
+                run.stopper.record_call(worst)
+            raise
         finally:
             if reservation is not None and run.budget is not None and not settled:
                 # Shielded: a cancelled run must still give its hold back.

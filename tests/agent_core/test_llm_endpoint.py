@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import socket
 
-from agent_core import Agent, Limits, StopReason, price_for
+from agent_core import Agent, InMemoryBudget, Limits, StopReason, price_for
 from agent_core.llm import OpenAIChatLLM
 from tests.fakes.openai_server import FakeOpenAI, error, text
 from tools import Registry
@@ -36,6 +36,7 @@ async def test_a_key_in_the_base_urls_query_is_sent_but_never_shown(fake_openai:
 
 
 async def test_credentials_in_the_base_url_are_sent_as_basic_auth(fake_openai: FakeOpenAI) -> None:
+    fake_openai.accept_basic_auth = True
     url = _with(fake_openai.base_url, userinfo="alice:s3cret@")
     fake_openai.queue(text("hello"))
     stopped = await _run(OpenAIChatLLM(api_key="k", base_url=url, model="gpt-4o-mini"))
@@ -67,3 +68,41 @@ async def test_an_unreachable_endpoint_says_so_without_its_path() -> None:
     stopped = await _run(OpenAIChatLLM(api_key="k", base_url=url, model="gpt-4o-mini", max_retries=0))
     assert stopped.detail.startswith("error: unreachable:")
     assert "hidden-value" not in stopped.answer + stopped.detail and "/v1" not in stopped.detail
+
+
+async def test_impossible_usage_is_an_error_stop_and_the_worst_case_is_charged(fake_openai: FakeOpenAI) -> None:
+    bad_usages = [
+        {"prompt_tokens": 10, "completion_tokens": -5},
+        {"prompt_tokens": "ten", "completion_tokens": 3},
+        {"prompt_tokens": 10, "completion_tokens": 2.5},
+        {"prompt_tokens": 10**12, "completion_tokens": 3},
+    ]
+    for usage in bad_usages:
+        fake_openai.queue(text("fine", raw_usage=usage))
+        budget = InMemoryBudget(1_000_000)
+        llm = OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini", max_retries=0)
+        agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits())
+        stopped = await agent.run("hi", budget=budget)
+        await agent.aclose()
+        assert stopped.reason is StopReason.ERROR, usage
+        assert stopped.detail.startswith("error: bad_response:") and "usage" in stopped.detail
+        assert "ValueError" not in stopped.answer
+        spent = 1_000_000 - await budget.remaining()
+        assert spent > 0 and spent == stopped.usage.cost_micros
+
+
+async def test_integral_float_usage_is_accepted(fake_openai: FakeOpenAI) -> None:
+    fake_openai.queue(text("fine", raw_usage={"prompt_tokens": 10.0, "completion_tokens": 3.0}))
+    stopped = await _run(OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini"))
+    assert stopped.reason is StopReason.FINAL_ANSWER
+    assert (stopped.usage.prompt_tokens, stopped.usage.completion_tokens) == (10, 3)
+
+
+async def test_an_answer_without_usage_is_never_counted_above_max_tokens(fake_openai: FakeOpenAI) -> None:
+    fake_openai.queue(text("word " * 12_000, raw_usage=None))
+    llm = OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini")
+    agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits(max_completion_tokens=500))
+    stopped = await agent.run("write")
+    await agent.aclose()
+    assert stopped.usage.completion_tokens == 500
+    assert "[answer cut:" in stopped.answer
