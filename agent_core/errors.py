@@ -11,6 +11,8 @@ become observations and the loop goes on.
 
 from __future__ import annotations
 
+from typing import Literal
+
 
 class AgentError(Exception):
     """Base class; the message is meant for the person who can fix it."""
@@ -20,11 +22,31 @@ class ConfigError(AgentError):
     """A setting is missing or invalid. One line, naming the setting and what to change."""
 
 
-class LLMError(AgentError):
-    """The LLM endpoint failed for good; ``message`` is the provider's own wording where there is one."""
+#: Why an LLM call failed, for the reply and for the bot's wording (public: bot/ branches on these).
+LLMCause = Literal[
+    "unreachable", "timeout", "rate_limited", "quota", "auth", "bad_request", "server_error", "bad_response"
+]
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+
+class LLMError(AgentError):
+    """The LLM endpoint failed for good; ``message`` is the provider's own wording where there is one.
+
+    The message never holds a configuration value: URLs in it are cut to scheme and host.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cause: LLMCause = "bad_response",
+        status: int | None = None,
+        retryable: bool = False,
+        charged: bool = False,
+    ) -> None:
         super().__init__(message)
+        self.cause: LLMCause = cause
+        #: The endpoint answered (2xx) but the answer is unusable: the call may be billed, so the worst case is.
+        self.charged = charged
         self.status = status
         self.retryable = retryable
 

@@ -3,23 +3,37 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import random
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
 import openai
+import yarl
 
-from agent_core.errors import LLMError
+from agent_core.errors import LLMCause, LLMError
 from agent_core.store import Message
 
 log = logging.getLogger(__name__)
 
 #: Longest wait between retries, whatever Retry-After asks: a run has a wall-clock cap to keep.
 RETRY_WAIT_CAP_SECONDS = 20.0
+
+#: A response body is read up to this many bytes per requested completion token (JSON escaping, tool-call
+#: envelopes and the prompt-independent fields fit easily), plus a fixed floor. An endpoint that ignores
+#: ``max_tokens`` cannot make the worker buffer megabytes: the call fails with a clear LLMError instead.
+BODY_BYTES_PER_TOKEN = 32
+BODY_BYTES_FLOOR = 64 * 1024
+
+#: A reported token count above this is not a usage report (the largest context windows are a few million).
+MAX_REPORTED_TOKENS = 10_000_000
+
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,16 +116,23 @@ class OpenAIChatLLM:
         max_retries: int = 3,
     ) -> None:
         self.model = model
-        self.base_url = base_url
+        url = yarl.URL(base_url)
+        self.base_url = redact_url(base_url)
         self._max_retries = max_retries
         self._limit_param = "max_completion_tokens" if _uses_max_completion_tokens(model) else "max_tokens"
         # The official client holds the configuration: base URL rules, auth and default headers. Its per-call
         # machinery (request transform, typed responses, the httpx layer) is not on the hot path: it cost more
         # CPU per step than the whole engine (BENCHMARKS.md), so the call itself is one aiohttp POST.
-        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
-        self._url = f"{self._client.base_url}chat/completions"
+        plain = url.with_user(None).with_password(None).with_query(None)
+        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=str(plain), timeout=timeout, max_retries=0)
+        # A gateway's key in the query string is kept on every request (but never shown, see redact_url).
+        self._url = str(yarl.URL(f"{self._client.base_url}chat/completions").with_query(url.query))
         headers = {k: v for k, v in self._client.default_headers.items() if isinstance(v, str)}
         self._headers = {**headers, **self._client.auth_headers}
+        if url.user is not None:
+            # `user:pass@` in the base URL is HTTP Basic auth for a gateway in front of the model server.
+            userinfo = f"{url.user}:{url.password or ''}".encode()
+            self._headers["Authorization"] = "Basic " + base64.b64encode(userinfo).decode()
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
@@ -134,13 +155,16 @@ class OpenAIChatLLM:
         while True:
             try:
                 async with self._session.post(self._url, data=body, headers=self._headers) as resp:
-                    raw = await resp.read()
+                    raw = await _read_bounded(resp, body_limit(max_tokens))
                     status, headers = resp.status, resp.headers
             except (aiohttp.ClientError, TimeoutError) as exc:
                 if attempt >= self._max_retries:
+                    timed_out = isinstance(exc, TimeoutError)
                     raise LLMError(
-                        f"cannot reach the LLM endpoint at {self.base_url} ({type(exc).__name__}: {exc}); "
-                        "check OPENAI_BASE_URL",
+                        f"the LLM endpoint at {self.base_url} "
+                        + ("did not answer in time" if timed_out else f"cannot be reached ({type(exc).__name__})")
+                        + "; check OPENAI_BASE_URL",
+                        cause="timeout" if timed_out else "unreachable",
                         retryable=True,
                     ) from exc
                 wait = min(0.5 * 2.0**attempt, RETRY_WAIT_CAP_SECONDS)
@@ -152,11 +176,32 @@ class OpenAIChatLLM:
                 retryable = (status == 429 and error.get("code") != "insufficient_quota") or status >= 500
                 if not retryable or attempt >= self._max_retries:
                     message = str(error.get("message") or raw[:300].decode(errors="replace") or f"HTTP {status}")
-                    raise LLMError(_describe_status(status, message, self.base_url), status=status)
+                    raise LLMError(_describe_status(status, redact_urls(message), self.base_url),
+                                   cause=_cause(status, error), status=status)
                 wait = _retry_after(headers, attempt)
             log.info("LLM call failed, retry %d/%d in %.2fs", attempt + 1, self._max_retries, wait)
             attempt += 1
             await asyncio.sleep(wait)
+
+
+def body_limit(max_tokens: int) -> int:
+    """Bytes of a response body read at most for a call asking for ``max_tokens``."""
+    return BODY_BYTES_FLOOR + BODY_BYTES_PER_TOKEN * max_tokens
+
+
+async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise LLMError(
+                f"the LLM endpoint's answer is larger than {limit} bytes, far more than max_tokens allows; "
+                "the endpoint seems to ignore max_tokens",
+                charged=True,
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _maybe_json(raw: bytes) -> Any:
@@ -164,6 +209,24 @@ def _maybe_json(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError:
         return None
+
+
+def _cause(status: int, error: Mapping[str, Any]) -> LLMCause:
+    if status == 429:
+        return "quota" if error.get("code") == "insufficient_quota" else "rate_limited"
+    if status in (401, 403):
+        return "auth"
+    return "server_error" if status >= 500 else "bad_request"
+
+
+def redact_url(url: str) -> str:
+    """``url`` cut to scheme and host: no credentials, path or query (a gateway may put its key there)."""
+    parsed = yarl.URL(url)
+    return f"{parsed.scheme}://{parsed.host}" if parsed.host else "(the configured URL)"
+
+
+def redact_urls(text: str) -> str:
+    return _URL.sub(lambda m: redact_url(m.group(0)), text)
 
 
 def _describe_status(status: int, message: str, base_url: str) -> str:
@@ -178,9 +241,9 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(raw)
     except ValueError:
-        raise LLMError(f"the LLM endpoint answered with something that is not JSON: {raw[:200]!r}") from None
+        raise LLMError("the LLM endpoint answered with something that is not JSON", charged=True) from None
     if not isinstance(data, dict):
-        raise LLMError("the LLM endpoint answered with JSON that is not an object")
+        raise LLMError("the LLM endpoint answered with JSON that is not an object", charged=True)
     return data
 
 
@@ -200,10 +263,24 @@ def _to_response(completion: dict[str, Any]) -> LLMResponse:
         return LLMResponse(
             content=message.get("content"),
             tool_calls=calls,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            cached_tokens=int(details.get("cached_tokens") or 0),
+            prompt_tokens=_token_count(usage, "prompt_tokens"),
+            completion_tokens=_token_count(usage, "completion_tokens"),
+            cached_tokens=_token_count(details, "cached_tokens"),
             finish_reason=str(choice.get("finish_reason") or "stop"),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-        raise LLMError(f"the LLM endpoint's answer is not a chat completion ({type(exc).__name__}: {exc})") from None
+        raise LLMError(f"the LLM endpoint's answer is not a chat completion ({type(exc).__name__}: {exc})",
+                       charged=True) from None
+
+
+def _token_count(usage: Mapping[str, Any], name: str) -> int:
+    """A reported count, checked: a negative, fractional or absurd one is a broken answer, not a number to bill."""
+    value = usage.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPORTED_TOKENS:
+        shown = repr(value)[:40]
+        raise LLMError(f"the LLM endpoint reported an impossible usage.{name} ({shown})", charged=True)
+    return value

@@ -183,7 +183,8 @@ class Agent:
                 step = self._read(run, reply)
                 yield Thought(run.stopper.steps, step.thought)
                 if step.final is not None:                                      # layer 1: final answer
-                    answer, stop = step.final, Stop(StopReason.FINAL_ANSWER, "final_answer: the model answered")
+                    answer = progress.cap_answer(step.final)
+                    stop = Stop(StopReason.FINAL_ANSWER, "final_answer: the model answered")
                     yield FinalAnswer(run.stopper.steps, answer)
                     break
                 for call in step.calls:
@@ -199,8 +200,10 @@ class Agent:
             stop = Stop(StopReason.CANCELLED, f"cancelled: {exc.reason}")
         except _Deadline:
             stop = run.stopper.time_stop()
-        except (LLMError, StoreError) as exc:
-            stop = Stop(StopReason.ERROR, f"error: {exc}")
+        except LLMError as exc:
+            stop = Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}")
+        except StoreError as exc:
+            stop = Stop(StopReason.ERROR, f"error: the state store failed: {exc}")
         yield await self._close(run, stop, answer)
 
     # -- the steps of the loop ------------------------------------------------------------------------
@@ -282,7 +285,7 @@ class Agent:
         settled = False
         try:
             reply = await self.llm.complete(messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
-            usage = self._usage(reply, messages)
+            usage = self._usage(reply, messages, plan.max_tokens)
             if reservation is not None and run.budget is not None:
                 await run.budget.settle(reservation, usage.cost_micros)
                 settled = True
@@ -291,16 +294,26 @@ class Agent:
                                    completion_tokens=run.stopper.usage.completion_tokens,
                                    cost_micros=run.stopper.usage.cost_micros)
             return reply
+        except LLMError as exc:
+            if exc.charged:  # the endpoint answered, unusably: it may bill the call, so its worst case counts
+                worst = Usage(plan.prompt_tokens, plan.max_tokens, 0, plan.worst_case_micros)
+                if reservation is not None and run.budget is not None:
+                    await run.budget.settle(reservation, worst.cost_micros)
+                    settled = True
+                run.stopper.record_call(worst)
+            raise
         finally:
             if reservation is not None and run.budget is not None and not settled:
                 # Shielded: a cancelled run must still give its hold back.
                 await asyncio.shield(run.budget.release(reservation))
 
-    def _usage(self, reply: LLMResponse, messages: list[Message]) -> Usage:
+    def _usage(self, reply: LLMResponse, messages: list[Message], max_tokens: int) -> Usage:
         prompt = reply.prompt_tokens or count_messages(self.counter, messages)
-        completion = reply.completion_tokens or self.counter.count(
+        # Our own count is an estimate: it never exceeds what the call asked for (the hold covers that);
+        # only the provider's own usage may say more.
+        completion = reply.completion_tokens or min(max_tokens, self.counter.count(
             (reply.content or "") + "".join(c.arguments for c in reply.tool_calls)
-        )
+        ))
         cached = min(reply.cached_tokens, prompt)
         return Usage(prompt, completion, cached, self.price.cost_micros(prompt, completion, cached))
 

@@ -17,6 +17,8 @@ from agent_core.store import Progress
 #: Findings kept in the note (the newest), and how much of each observation they quote.
 MAX_FINDINGS = 8
 FINDING_CHARS = 240
+#: Longest final answer presented; Slack shows it in a few messages. The rest is cut with a marker.
+MAX_ANSWER_CHARS = 12_000
 
 _HUMAN = {
     StopReason.MAX_STEPS: "I reached the step limit",
@@ -26,7 +28,7 @@ _HUMAN = {
     StopReason.DANGEROUS_LOOP: "I was repeating the same action",
     StopReason.BUDGET_EXHAUSTED: "the workspace's budget is used up",
     StopReason.CANCELLED: "the run was stopped",
-    StopReason.ERROR: "the language model could not be reached",
+    StopReason.ERROR: "an error stopped the run",
     StopReason.MAX_TIME: "I ran out of time",
 }
 
@@ -84,3 +86,10 @@ def graceful_answer(reason: StopReason, detail: str, progress: Progress) -> str:
 def _short(text: str, limit: int = 200) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def cap_answer(answer: str) -> str:
+    """``answer`` cut to :data:`MAX_ANSWER_CHARS`, with a marker saying how much was left out."""
+    if len(answer) <= MAX_ANSWER_CHARS:
+        return answer
+    return f"{answer[:MAX_ANSWER_CHARS]}\n[answer cut: {len(answer) - MAX_ANSWER_CHARS} characters left out]"

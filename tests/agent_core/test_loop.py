@@ -296,3 +296,23 @@ async def test_the_deadline_cancels_a_running_tool_call(fake_openai: FakeOpenAI,
     stopped = await make_agent(registry=Registry([hang]), limits=Limits(max_seconds=0.5)).run("hang")
     assert stopped.reason is StopReason.MAX_TIME
     assert started.is_set() and cancelled.is_set()
+
+
+async def test_an_answer_longer_than_the_cap_is_cut_with_a_marker(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    fake_openai.queue(text("x" * 20_000, prompt_tokens=10, completion_tokens=900))
+    stopped = await make_agent().run("write a lot")
+    assert stopped.reason is StopReason.FINAL_ANSWER
+    assert len(stopped.answer) < 12_100
+    assert stopped.answer.endswith("[answer cut: 8000 characters left out]")
+
+
+async def test_a_body_far_beyond_max_tokens_is_an_llm_error_not_a_huge_answer(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    fake_openai.queue(text("y" * 1_000_000, prompt_tokens=10, completion_tokens=900))
+    stopped = await make_agent().run("write a lot")
+    assert stopped.reason is StopReason.ERROR
+    assert "larger than" in stopped.detail and "max_tokens" in stopped.detail
+    assert "y" * 100 not in stopped.answer

@@ -89,6 +89,8 @@ class _Usage:
     """Reported completion tokens; None means ``len(content or arguments) // 4 + 1``."""
     cached_tokens: int = 0
     """Reported ``usage.prompt_tokens_details.cached_tokens``."""
+    raw_usage: Any = "auto"
+    """Sent verbatim as ``usage`` (e.g. negative counts); None sends no usage at all; "auto" computes it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,6 +162,7 @@ def text(
     completion_tokens: int | None = None,
     cached_tokens: int = 0,
     finish_reason: FinishReason = "stop",
+    raw_usage: Any = "auto",
 ) -> TextReply:
     """A text answer: ``text("Paris", cached_tokens=12)``; usage left as None is estimated."""
     _check_usage(prompt_tokens, completion_tokens, cached_tokens)
@@ -169,6 +172,7 @@ def text(
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         cached_tokens=cached_tokens,
+        raw_usage=raw_usage,
     )
 
 
@@ -178,6 +182,7 @@ def tool_calls(
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
     cached_tokens: int = 0,
+    raw_usage: Any = "auto",
 ) -> ToolCallsReply:
     """Tool calls: ``tool_calls(("search", {"q": "x"}), ("calc", '{"expr": '))``.
 
@@ -193,6 +198,7 @@ def tool_calls(
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         cached_tokens=cached_tokens,
+        raw_usage=raw_usage,
     )
 
 
@@ -254,6 +260,8 @@ class RecordedRequest:
     """The parsed JSON body; None when there was no body or it did not parse."""
     body: bytes = b""
     """The raw body, for asserting on malformed requests."""
+    query: dict[str, str] = field(default_factory=dict)
+    """The URL's query parameters (a gateway's key, Azure's ``api-version``)."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -325,6 +333,8 @@ class FakeOpenAI:
         """Requests whose client hung up (timeout, task cancelled) before the answer was sent."""
         self.script_errors: list[Exception] = []
         """Exceptions raised by ``script``; ``close()`` re-raises the first one."""
+        self.accept_basic_auth = False
+        """Also accept ``Authorization: Basic``, as a gateway in front of a model server does."""
         self._queue: deque[Reply] = deque()
         self._queued_total = 0
         self._call_ids = 0
@@ -442,12 +452,14 @@ class FakeOpenAI:
             headers={name.lower(): value for name, value in request.headers.items()},
             json=parsed,
             body=body,
+            query=dict(request.query),
         )
         self.requests.append(recorded)
         self._wake()
 
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        if scheme != "Bearer" or not token.strip():
+        schemes = ("Bearer", "Basic") if self.accept_basic_auth else ("Bearer",)
+        if scheme not in schemes or not token.strip():
             return _error_response(
                 error(
                     401, "You didn't provide an API key (Authorization: Bearer ...).", code="invalid_api_key"
@@ -543,7 +555,7 @@ class _Completion:
     content: str | None
     calls: tuple[tuple[str, ToolCall], ...]  # (id, call)
     finish_reason: str
-    usage: dict[str, Any]
+    usage: Any  # None: no usage sent
 
     @classmethod
     def build(
@@ -571,7 +583,7 @@ class _Completion:
             content=content,
             calls=calls,
             finish_reason=finish,
-            usage=_usage(prompt, completion, reply.cached_tokens),
+            usage=_usage(prompt, completion, reply.cached_tokens) if reply.raw_usage == "auto" else reply.raw_usage,
         )
 
     def body(self) -> dict[str, Any]:
@@ -591,7 +603,8 @@ class _Completion:
                 for call_id, call in self.calls
             ]
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": self.finish_reason}
-        return {**self._envelope("chat.completion"), "choices": [choice], "usage": self.usage}
+        usage = {} if self.usage is None else {"usage": self.usage}
+        return {**self._envelope("chat.completion"), "choices": [choice], **usage}
 
     async def stream(self, request: web.Request, recorded: RecordedRequest) -> web.StreamResponse:
         options = recorded.json.get("stream_options") if isinstance(recorded.json, dict) else None
@@ -632,7 +645,7 @@ class _Completion:
         envelope = self._envelope("chat.completion.chunk")
         extra: dict[str, Any] = {"usage": None} if include_usage else {}
         chunks = [{**envelope, "choices": c, **extra} for c in choices]
-        if include_usage:
+        if include_usage and self.usage is not None:
             chunks.append({**envelope, "choices": [], "usage": self.usage})
         return chunks
 

@@ -1,0 +1,108 @@
+"""The LLM client against the fake endpoint: what a failure says, and URLs with keys or credentials in them."""
+
+from __future__ import annotations
+
+import base64
+import socket
+
+from agent_core import Agent, InMemoryBudget, Limits, StopReason, price_for
+from agent_core.llm import OpenAIChatLLM
+from tests.fakes.openai_server import FakeOpenAI, error, text
+from tools import Registry
+
+
+def _with(base_url: str, *, userinfo: str = "", query: str = "") -> str:
+    scheme, rest = base_url.split("://", 1)
+    return f"{scheme}://{userinfo}{rest}{query}"
+
+
+async def _run(llm: OpenAIChatLLM, task: str = "hi"):  # type: ignore[no-untyped-def]
+    agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits())
+    try:
+        return await agent.run(task)
+    finally:
+        await agent.aclose()
+
+
+async def test_a_key_in_the_base_urls_query_is_sent_but_never_shown(fake_openai: FakeOpenAI) -> None:
+    url = _with(fake_openai.base_url, query="?key=gw-secret-123")
+    fake_openai.queue(error(400, "bad model at " + url))
+    stopped = await _run(OpenAIChatLLM(api_key="k", base_url=url, model="gpt-4o-mini", max_retries=0))
+    assert fake_openai.requests[-1].query == {"key": "gw-secret-123"}
+    assert fake_openai.requests[-1].path == "/v1/chat/completions"
+    assert stopped.reason is StopReason.ERROR
+    assert "gw-secret-123" not in stopped.answer + stopped.detail
+    assert "bad_request" in stopped.detail
+
+
+async def test_credentials_in_the_base_url_are_sent_as_basic_auth(fake_openai: FakeOpenAI) -> None:
+    fake_openai.accept_basic_auth = True
+    url = _with(fake_openai.base_url, userinfo="alice:s3cret@")
+    fake_openai.queue(text("hello"))
+    stopped = await _run(OpenAIChatLLM(api_key="k", base_url=url, model="gpt-4o-mini"))
+    assert stopped.reason is StopReason.FINAL_ANSWER and stopped.answer == "hello"
+    expected = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+    assert fake_openai.requests[-1].headers["authorization"] == expected
+
+
+async def test_each_failure_names_its_cause(fake_openai: FakeOpenAI) -> None:
+    llm = OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini", max_retries=0)
+    cases = [
+        (error(429, "You exceeded your current quota", code="insufficient_quota"), "error: quota:"),
+        (error(429, "Slow down", headers={"Retry-After": "0"}), "error: rate_limited:"),
+        (error(503, "overloaded", headers={"Retry-After": "0"}), "error: server_error:"),
+    ]
+    for reply, prefix in cases:
+        fake_openai.queue(reply)
+        stopped = await _run(llm)
+        assert stopped.detail.startswith(prefix), stopped.detail
+        assert "could not be reached" not in stopped.answer
+    await llm.aclose()
+
+
+async def test_an_unreachable_endpoint_says_so_without_its_path() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1?api_key=hidden-value"
+    stopped = await _run(OpenAIChatLLM(api_key="k", base_url=url, model="gpt-4o-mini", max_retries=0))
+    assert stopped.detail.startswith("error: unreachable:")
+    assert "hidden-value" not in stopped.answer + stopped.detail and "/v1" not in stopped.detail
+
+
+async def test_impossible_usage_is_an_error_stop_and_the_worst_case_is_charged(fake_openai: FakeOpenAI) -> None:
+    bad_usages = [
+        {"prompt_tokens": 10, "completion_tokens": -5},
+        {"prompt_tokens": "ten", "completion_tokens": 3},
+        {"prompt_tokens": 10, "completion_tokens": 2.5},
+        {"prompt_tokens": 10**12, "completion_tokens": 3},
+    ]
+    for usage in bad_usages:
+        fake_openai.queue(text("fine", raw_usage=usage))
+        budget = InMemoryBudget(1_000_000)
+        llm = OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini", max_retries=0)
+        agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits())
+        stopped = await agent.run("hi", budget=budget)
+        await agent.aclose()
+        assert stopped.reason is StopReason.ERROR, usage
+        assert stopped.detail.startswith("error: bad_response:") and "usage" in stopped.detail
+        assert "ValueError" not in stopped.answer
+        spent = 1_000_000 - await budget.remaining()
+        assert spent > 0 and spent == stopped.usage.cost_micros
+
+
+async def test_integral_float_usage_is_accepted(fake_openai: FakeOpenAI) -> None:
+    fake_openai.queue(text("fine", raw_usage={"prompt_tokens": 10.0, "completion_tokens": 3.0}))
+    stopped = await _run(OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini"))
+    assert stopped.reason is StopReason.FINAL_ANSWER
+    assert (stopped.usage.prompt_tokens, stopped.usage.completion_tokens) == (10, 3)
+
+
+async def test_an_answer_without_usage_is_never_counted_above_max_tokens(fake_openai: FakeOpenAI) -> None:
+    fake_openai.queue(text("word " * 12_000, raw_usage=None))
+    llm = OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini")
+    agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits(max_completion_tokens=500))
+    stopped = await agent.run("write")
+    await agent.aclose()
+    assert stopped.usage.completion_tokens == 500
+    assert "[answer cut:" in stopped.answer
