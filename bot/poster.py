@@ -340,8 +340,8 @@ class SlackEventSink:
         step, self._pending = self._pending, None
         if step is None:
             return
-        if not step.calls and not step.observations and (not step.thought or step.thought == final_text):
-            return  # the final step's thought is the answer itself: it is posted once, as the answer
+        if not step.calls and not step.observations and (not step.thought or final_text is not None):
+            return  # the final step's thought is the answer itself (perhaps cut): it is posted once, as the answer
         self._steps_done = max(self._steps_done, step.number)
         if step.number <= self._posted_step:
             return  # posted before a worker restart; the engine replays nothing older, this is belt and braces
