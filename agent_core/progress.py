@@ -18,7 +18,7 @@ from agent_core.store import Progress
 MAX_FINDINGS = 8
 FINDING_CHARS = 240
 #: Longest final answer presented; Slack shows it in a few messages. The rest is cut with a marker.
-MAX_ANSWER_CHARS = 12_000
+MAX_ANSWER_CHARS = 20_000
 
 _HUMAN = {
     StopReason.MAX_STEPS: "I reached the step limit",
