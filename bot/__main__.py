@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 import sys
 
 from pydantic import ValidationError
 
 from agent_core.errors import ConfigError
+from bot import logs
 from bot.service import Service
 from bot.settings import Role, Settings
 
 
-async def serve(role: Role) -> None:
+async def serve(role: Role, settings: Settings) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with Service(Settings(), role):
+    async with Service(settings, role):
         await stop.wait()
 
 
@@ -29,9 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("role", nargs="?", default="all", choices=["all", "web", "worker"],
                         help="web: Slack endpoint that enqueues; worker: runs agents; all (default): both")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(serve(args.role))
+        settings = Settings()
+        logs.configure(settings.log_format, settings.log_level, settings.secrets())
+        asyncio.run(serve(args.role, settings))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

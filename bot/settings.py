@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 from slack_sdk.oauth.state_utils import OAuthStateUtils
 
@@ -14,6 +14,7 @@ from agent_core.keys import DEFAULT_KEY_PREFIX
 from agent_core.redis_store import DEFAULT_TTL_SECONDS
 from agent_core.settings import AgentSettings
 from bot.approvals import DEFAULT_TIMEOUT_SECONDS as DEFAULT_APPROVAL_TIMEOUT_SECONDS
+from bot.logs import DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LogFormat, LogLevel
 from bot.redis import STARTUP_WAIT_SECONDS
 from bot.slack_client import SLACK_HTTP_TIMEOUT
 from bot.token_crypto import TokenCipher
@@ -111,6 +112,20 @@ class Settings(AgentSettings, ToolSettings):
         default=OAuthStateUtils.default_expiration_seconds, gt=0,
         description="How long an install link (its OAuth state) stays valid.",
     )
+
+    # Operations: logs, metrics, processes.
+    log_format: LogFormat = Field(
+        default=DEFAULT_LOG_FORMAT, description="text: human-readable lines; json: one JSON object per line."
+    )
+    log_level: LogLevel = Field(default=DEFAULT_LOG_LEVEL, description="Lowest level logged (DEBUG ... CRITICAL).")
+    metrics_token: SecretStr | None = Field(
+        default=None, description="When set, GET /metrics needs Authorization: Bearer <this token>."
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_name(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
 
     @property
     def thread_ttl_seconds(self) -> int:
