@@ -1,4 +1,9 @@
-"""``python -m bot [all|web|worker]``: the Slack app (web), the agent worker, or both in one process."""
+"""``python -m bot [all|web|worker] [--processes N]``: the Slack app (web), the agent workers, or both.
+
+``--processes 1`` is one process doing everything its role says; more put a supervisor in front
+(``bot/supervisor.py``). Without the flag, ``web`` runs one process, ``worker`` and ``all`` one worker per
+core (``WORKER_PROCESSES``), ``all`` with one web process beside them.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from agent_core.errors import ConfigError
 from bot import logs
 from bot.service import Service
 from bot.settings import Role, Settings
+from bot.supervisor import processes_for, supervise
 
 
 async def serve(role: Role, settings: Settings) -> None:
@@ -28,10 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__)
     parser.add_argument("role", nargs="?", default="all", choices=["all", "web", "worker"],
                         help="web: Slack endpoint that enqueues; worker: runs agents; all (default): both")
+    parser.add_argument("--processes", type=_count, metavar="N",
+                        help="processes of the role under one supervisor (workers for `all`); 1: no supervisor")
     args = parser.parse_args(argv)
     try:
         settings = Settings()
         logs.configure(settings.log_format, settings.log_level, settings.secrets())
+        processes = args.processes or processes_for(args.role, settings)
+        if processes > 1:
+            return asyncio.run(supervise(args.role, processes, settings))
         asyncio.run(serve(args.role, settings))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -42,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {name}: {first['msg']}", file=sys.stderr)
         return 2
     return 0
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return int(text)
 
 
 if __name__ == "__main__":

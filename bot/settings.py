@@ -121,6 +121,12 @@ class Settings(AgentSettings, ToolSettings):
     metrics_token: SecretStr | None = Field(
         default=None, description="When set, GET /metrics needs Authorization: Bearer <this token>."
     )
+    worker_processes: int = Field(
+        default=0, ge=0, description="Worker processes of `worker` and of `python -m bot` (0: one per CPU core)."
+    )
+    http_reuse_port: bool = Field(
+        default=False, description="Bind PORT with SO_REUSEPORT, so several processes share it (the supervisor's)."
+    )
 
     @field_validator("log_level", mode="before")
     @classmethod
