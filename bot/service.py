@@ -151,7 +151,8 @@ class Service:
         web_app[GUARD_KEY] = guard
         self._runner = web.AppRunner(web_app, access_log=None)
         await self._runner.setup()
-        site = GuardedSite(self._runner, self.settings.host, self.settings.port, guard)
+        site = GuardedSite(self._runner, self.settings.host, self.settings.port, guard,
+                           reuse_port=self.settings.http_reuse_port)
         await site.start()
         self.port = self._runner.addresses[0][1]
         if self.role == "worker":

@@ -198,7 +198,6 @@ async def test_single_machine_mode_shares_one_embedded_redis_and_answers(
     assert len(modes) == 1 and modes[0]["pid"] == bot.process.pid  # started once, by the parent
 
 
-@pytest.mark.xfail(strict=True, reason="bot/service.py must pass settings.http_reuse_port to GuardedSite")
 async def test_web_processes_share_one_port(
     running: list[BotProcess], tmp_path: Path, unused_tcp_port: int, key_prefix: str,
     fake_slack: FakeSlack, fake_openai: FakeOpenAI,
