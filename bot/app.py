@@ -22,7 +22,7 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
-from bot import listeners, payloads
+from bot import listeners, metrics, payloads
 from bot.http_guard import OncePer, SlowBodies, rearm_after_response
 from bot.identity import IdentityMiddleware
 from bot.redis import redis_ok
@@ -104,6 +104,9 @@ def create_health_app(services: Services, health: HealthCheck = _no_problem) -> 
     web_app[SERVICES_KEY] = services
     web_app[HEALTH_KEY] = health
     web_app.router.add_get(HEALTH_PATH, healthz)
+    settings = services.settings
+    web_app.router.add_get(metrics.METRICS_PATH, metrics.metrics_handler(
+        settings.metrics_token, metrics.arq_queue_depth(services.redis, settings.arq_queue_name)))
     return web_app
 
 
@@ -118,6 +121,14 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def slack_events(request: web.Request) -> web.Response:
+    started = time.perf_counter()
+    try:
+        return await _slack_events(request)
+    finally:
+        metrics.observe_ack(time.perf_counter() - started)
+
+
+async def _slack_events(request: web.Request) -> web.Response:
     services = request.app[SERVICES_KEY]
     secret = services.settings.slack_signing_secret
     timestamp = request.headers.get("X-Slack-Request-Timestamp", "")

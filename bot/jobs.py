@@ -35,7 +35,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import Budget, CancelToken, Event, Limits, Progress, Stopped, StopReason, StoreError, Usage
 from agent_core.keys import Keys
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
-from bot import render
+from bot import metrics, render
 from bot.approvals import SlackApprover
 from bot.poster import Pacer, Poster, RunLedger, SlackEventSink, Target, ThreadStatus, ThreadUnwritable
 from bot.redis import as_text, awaited
@@ -445,6 +445,8 @@ class Runtime:
                 await sink.status.stop()
 
     async def _record(self, ws: Workspace, turn: Turn, final: Stopped, *, note: str = "") -> None:
+        metrics.record_run(final.reason.value, final.steps)
+        metrics.record_spend(ws.team_id, final.usage.cost_micros)
         with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
             permalink = ""
             with contextlib.suppress(Exception):

@@ -17,6 +17,8 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import metrics
+
 log = logging.getLogger(__name__)
 
 #: 429s retried per call: with Slack's usual Retry-After of a few seconds this covers a burst of minutes.
@@ -81,7 +83,8 @@ def retry_after_seconds(response: HttpResponse | None) -> float:
 def slack_session(timeout: float = SLACK_HTTP_TIMEOUT) -> aiohttp.ClientSession:
     """The process's shared session for Slack: slack_sdk applies its own timeout only to sessions it creates, so
     this one carries it (aiohttp's default is 300 s; a call that never answered held a run for 200 s)."""
-    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout),
+                                 trace_configs=[metrics.slack_trace_config()])
 
 
 def make_web_client(
