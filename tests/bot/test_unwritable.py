@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 
-from bot.workspace_limits import Workspace, WorkspaceLimits
+from bot.service import Service
+from bot.workspace_limits import LimitsPolicy, RunRecord, Workspace, WorkspaceLimits
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, tool_calls
 from tests.fakes.slack_api import FakeSlack
@@ -13,17 +15,13 @@ from tests.signing import event_body, mention, next_ts
 STEPS = [tool_calls(("calculator", {"expression": f"{i}+1"}), content=f"Step {i}.") for i in range(12)]
 
 
-async def recent(app: App) -> list[object]:
+async def recent(app: App) -> list[RunRecord]:
+    """The runs App Home lists for the test workspace."""
     services = app.service.services
     assert services is not None
-    limits = WorkspaceLimits.create(services.redis, _policy(app), key_prefix=services.keys.prefix)
+    policy = LimitsPolicy.from_settings(app.service.settings)
+    limits = WorkspaceLimits.create(services.redis, policy, key_prefix=services.keys.prefix)
     return list(await limits.store.recent_runs(Workspace.of("T0001", "")))
-
-
-def _policy(app: App) -> object:
-    from bot.workspace_limits import LimitsPolicy
-
-    return LimitsPolicy.from_settings(app.service.settings)
 
 
 @pytest.mark.parametrize("failure", [
@@ -42,17 +40,13 @@ async def test_a_run_that_cannot_post_stops_with_error(
     runs = await recent(app)
     assert len(runs) == 1
     run = runs[0]
-    assert run.stop_reason == "error" and "refused 3 posts in a row" in run.note  # type: ignore[attr-defined]
+    assert run.stop_reason == "error" and "refused 3 posts in a row" in run.note
 
 
 async def test_a_slack_call_that_never_answers_is_timed_out(
     key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:
     settings = make_settings(key_prefix, fake_slack, fake_openai, slack_timeout_seconds=1)
-    import aiohttp
-
-    from bot.service import Service
-
     fake_openai.queue(*STEPS)
     fake_slack.fail("chat.postMessage", hang=True)
     async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
@@ -61,4 +55,4 @@ async def test_a_slack_call_that_never_answers_is_timed_out(
         await app.drain()
         runs = await recent(app)
     assert len(fake_openai.requests) <= 4
-    assert runs and runs[0].stop_reason == "error"  # type: ignore[attr-defined]
+    assert runs and runs[0].stop_reason == "error"
