@@ -58,7 +58,7 @@ NO_STACK = "no Python frame (C code, GC, missed sample)"
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("LLM client", ("/openai/", f"{REPO}/agent_core/llm.py")),
     ("Slack posting", ("/slack_sdk/", f"{REPO}/bot/poster.py", f"{REPO}/bot/render.py", f"{REPO}/bot/mrkdwn.py")),
-    ("Redis", ("/redis/", "/arq/", "/hiredis", f"{REPO}/agent_core/redis_", f"{REPO}/bot/workspace_limits.py")),
+    ("Redis", ("/redis/", "/arq/", "/hiredis", f"{REPO}/agent_core/redis_", f"{REPO}/bot/workspace/store.py")),
     ("loop", (f"{REPO}/agent_core/", f"{REPO}/tools/", f"{REPO}/bot/")),
 )
 

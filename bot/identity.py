@@ -8,16 +8,78 @@ enterprise's own (team part ``-``). A request with neither is not Slack's and is
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
-from bot.workspace_limits import Workspace
+__all__ = ["Conversation", "IdentityMiddleware", "Workspace", "from_context", "workspace"]
 
-__all__ = ["IdentityMiddleware", "Workspace", "from_context", "workspace"]
+_ID_RE = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
+#: Channel ids and ts values: anything but the characters the thread id and key layout use.
+_PART_RE = re.compile(r"[^{}/: ]+")
+_SEP = "/"
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """The installation a run is paid by: the team, inside its enterprise when there is one."""
+
+    team_id: str
+    enterprise_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not _ID_RE.fullmatch(self.team_id):
+            raise ValueError(f"Workspace.team_id must be a Slack team id, got {self.team_id!r}")
+        if self.enterprise_id and not _ID_RE.fullmatch(self.enterprise_id):
+            raise ValueError(f"Workspace.enterprise_id must be a Slack id, got {self.enterprise_id!r}")
+
+    @classmethod
+    def of(cls, team_id: str | None, enterprise_id: str | None = None) -> Workspace:
+        """From Bolt's resolved context (``context.team_id``, ``context.enterprise_id``).
+
+        An org-wide install may deliver a request without a team: it is then paid by the enterprise as a whole
+        (team part ``-``), never by whichever team id a payload happens to carry.
+        """
+        if not team_id and not enterprise_id:
+            raise ValueError("a workspace needs a team id or an enterprise id; Bolt resolved neither")
+        return cls(team_id or "-", enterprise_id or "")
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """One Slack thread inside one workspace: where a run reads and replies.
+
+    ``id`` (``E/T/C/ts``, ``-`` for no enterprise) is the opaque thread id the engine, the run ids and the arq
+    job ids carry; ``parse`` reads it back.
+    """
+
+    workspace: Workspace
+    channel_id: str
+    thread_ts: str
+
+    def __post_init__(self) -> None:
+        if not _PART_RE.fullmatch(self.channel_id):
+            raise ValueError(f"Conversation.channel_id must be a Slack channel id, got {self.channel_id!r}")
+        if not _PART_RE.fullmatch(self.thread_ts):
+            raise ValueError(f"Conversation.thread_ts must be a Slack message ts, got {self.thread_ts!r}")
+
+    @property
+    def id(self) -> str:
+        ws = self.workspace
+        return _SEP.join((ws.enterprise_id or "-", ws.team_id, self.channel_id, self.thread_ts))
+
+    @classmethod
+    def parse(cls, thread: str) -> Conversation:
+        parts = thread.split(_SEP)
+        if len(parts) != 4:
+            raise ValueError(f"not a thread id (enterprise/team/channel/ts): {thread!r}")
+        enterprise, team, channel, ts = parts
+        return cls(Workspace(team, "" if enterprise == "-" else enterprise), channel, ts)
 
 
 def from_context(context: AsyncBoltContext) -> Workspace | None:

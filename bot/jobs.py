@@ -37,19 +37,12 @@ from agent_core.keys import Keys
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from bot import metrics, render
 from bot.approvals import SlackApprover
+from bot.identity import Workspace
 from bot.poster import Pacer, Poster, RunLedger, SlackEventSink, Target, ThreadStatus, ThreadUnwritable
 from bot.redis import as_text, awaited
 from bot.settings import Settings
 from bot.slack_reader import WebSlackReader
-from bot.workspace_limits import (
-    LimitsPolicy,
-    RunBlocked,
-    RunRecord,
-    SlackLookupError,
-    Workspace,
-    WorkspaceLimits,
-)
-from bot.workspace_settings import WorkspaceSettings
+from bot.workspace import LimitsPolicy, RunBlocked, RunRecord, SlackLookupError, WorkspaceLimits
 from tools import ToolContext
 
 log = logging.getLogger(__name__)
@@ -219,7 +212,6 @@ class Runtime:
         self.limits = WorkspaceLimits.create(
             redis, LimitsPolicy.from_settings(settings), key_prefix=settings.redis_key_prefix
         )
-        self.workspace = WorkspaceSettings(redis, self.keys, default=settings.agent_verbosity)
         # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
         # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
         self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=2)
@@ -414,7 +406,7 @@ class Runtime:
         """The thread's renderer for one run, in the workspace's verbosity."""
         return SlackEventSink(
             self.poster(turn), _target(turn), view, ledger,
-            verbosity=await self.workspace.verbosity(turn.team_id, turn.enterprise_id),
+            verbosity=await self.limits.display.verbosity(Workspace.of(turn.team_id, turn.enterprise_id)),
             status=ThreadStatus(self.slack, _target(turn)),
         )
 

@@ -21,7 +21,7 @@ from bot.jobs import request_cancel
 from bot.redis import as_text, awaited
 from bot.render import STOP_ACTION_ID
 from bot.services import Services
-from bot.workspace_limits import SlackLookupError, SlackUsers, WorkspaceLimits
+from bot.workspace import SlackLookupError, SlackUsers, WorkspaceLimits
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The reply goes in the ack itself, as an ephemeral message: nothing is posted to the channel, and the answer
 arrives within Slack's 3 s or not at all (then a short apology, never a silent failure). The rules live in
-:mod:`bot.workspace_limits`; this module only adapts Bolt's request to them.
+:mod:`bot.workspace`; this module only adapts Bolt's request to them.
 """
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ import asyncio
 import logging
 from typing import Any
 
-from redis.exceptions import RedisError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core.errors import StoreError
 from bot import identity
+from bot.identity import Workspace
 from bot.services import Services
-from bot.workspace_limits import USAGE, LimitsPolicy, SlackLookupError, Workspace, WorkspaceLimits
-from bot.workspace_settings import VERBOSITIES, WorkspaceSettings
+from bot.workspace import LimitsPolicy, SlackLookupError, WorkspaceLimits
 
 log = logging.getLogger(__name__)
 
@@ -31,19 +30,11 @@ ANSWER_WITHIN_SECONDS = 2.5
 def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None = None) -> None:
     """Handle ``/agent-limits``; ``limits`` is shared with App Home when given (one users.info cache)."""
     rules = limits or limits_for_services(services)
-    display = WorkspaceSettings(services.redis, services.keys, default=services.settings.agent_verbosity)
 
     async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
         client = context.client or services.slack
         user_id, text = str(command.get("user_id", "")), str(command.get("text", ""))
-        words = text.split()
-        if words and words[0].lower() == "verbosity":
-            reply = await verbosity_answer(rules, display, client, context, user_id, words[1:])
-        else:
-            reply = await answer(rules, client, context, user_id, text)
-            if not words or words[0].lower() == "show":
-                reply = await _with_verbosity(display, context, reply)
-        await ack(text=reply, response_type="ephemeral")
+        await ack(text=await answer(rules, client, context, user_id, text), response_type="ephemeral")
 
     app.command(COMMAND)(on_command)
 
@@ -79,35 +70,3 @@ async def answer(
             "That took too long (Slack or Redis is slow). A change may or may not have been applied: "
             "check with `/agent-limits show`."
         )
-
-
-async def verbosity_answer(
-    rules: WorkspaceLimits, display: WorkspaceSettings, client: AsyncWebClient, context: AsyncBoltContext,
-    user_id: str, args: list[str],
-) -> str:
-    """``/agent-limits verbosity full|compact``: the thread shape of this workspace's runs (admins only)."""
-    if len(args) != 1 or args[0].lower() not in VERBOSITIES:
-        return f"`verbosity` takes one of: {', '.join(VERBOSITIES)}.\n\n{USAGE}"
-    ws = workspace_of(context)
-    try:
-        allowed = await asyncio.wait_for(rules.may_change(client, ws, user_id), ANSWER_WITHIN_SECONDS)
-        if not allowed:
-            return rules.refusal()
-        value = await display.set_verbosity(ws.team_id, ws.enterprise_id, args[0].lower())
-    except SlackLookupError as exc:
-        return str(exc)
-    except (StoreError, RedisError, TimeoutError) as exc:
-        log.warning("/agent-limits verbosity: %s", exc)
-        return "The settings store is unavailable right now, so nothing was changed. Try again shortly."
-    shape = "a thread reply per step" if value == "full" else "one status message edited per step, then the answer"
-    return f"Verbosity is now `{value}`: {shape}. It applies from the next run."
-
-
-async def _with_verbosity(display: WorkspaceSettings, context: AsyncBoltContext, reply: str) -> str:
-    ws = workspace_of(context)
-    try:
-        value = await display.verbosity(ws.team_id, ws.enterprise_id)
-    except RedisError:
-        return reply
-    head, _, rest = reply.partition("\n")  # after the title line: the audit and footer stay last
-    return f"{head}\n*Verbosity:* `{value}`\n{rest}" if rest else f"{head}\n*Verbosity:* `{value}`"

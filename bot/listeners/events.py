@@ -20,7 +20,7 @@ from bot.dedupe import Dedupe
 from bot.jobs import Turn, enqueue_turn, request_cancel
 from bot.redis import as_text, awaited
 from bot.services import Services
-from bot.workspace_limits import WorkspaceLimits
+from bot.workspace import WorkspaceLimits
 
 log = logging.getLogger(__name__)
 

@@ -19,16 +19,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core.cost import format_usd
 from agent_core.errors import StoreError
 from agent_core.redis_budget import BudgetUsage
+from bot.identity import Workspace
 from bot.listeners.commands import limits_for_services, workspace_of
 from bot.services import Services
-from bot.workspace_limits import (
+from bot.workspace import (
     LABELS,
     ConfigField,
     ConfigValue,
     InvalidValue,
     RunRecord,
     SlackLookupError,
-    Workspace,
     WorkspaceConfig,
     WorkspaceLimits,
     describe_budget,

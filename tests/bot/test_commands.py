@@ -18,20 +18,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core.keys import Keys
 from bot.app import create_web_app
-from bot.identity import IdentityMiddleware
+from bot.identity import IdentityMiddleware, Workspace
 from bot.listeners import commands, home
 from bot.services import Services
 from bot.settings import Settings
 from bot.slack_client import make_web_client
-from bot.workspace_limits import (
-    USAGE,
-    LimitsPolicy,
-    RunBlocked,
-    RunPlan,
-    Workspace,
-    WorkspaceConfig,
-    WorkspaceLimits,
-)
+from bot.workspace import USAGE, LimitsPolicy, RunBlocked, RunPlan, WorkspaceConfig, WorkspaceLimits
 from tests.conftest import TEST_REDIS_URL
 from tests.fakes.slack_api import FakeSlack
 from tests.signing import command_body, event_body, signed_headers

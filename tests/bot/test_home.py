@@ -17,7 +17,7 @@ from bot.listeners.home import (
     read_modal,
     usage_bar,
 )
-from bot.workspace_limits import RunRecord, WorkspaceConfig
+from bot.workspace import RunRecord, WorkspaceConfig
 from tests.bot.test_commands import DEFAULTS, LISTED, TEAM, WS, Harness, harness
 from tests.signing import action_body
 

@@ -10,10 +10,11 @@ import redis.asyncio as aioredis
 
 from agent_core.keys import Keys
 from bot import mrkdwn
+from bot.identity import Workspace
 from bot.jobs import Runtime, Turn
 from bot.service import Service
 from bot.settings import Settings
-from bot.workspace_settings import WorkspaceSettings
+from bot.workspace import DisplaySettings
 from tests.bot.conftest import App, burst_worker, make_settings
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, delay, text, tool_calls
 from tests.fakes.slack_api import FakeSlack, PostedMessage
@@ -179,7 +180,7 @@ async def test_follow_up_during_a_run_waits_and_is_told(
 async def test_compact_verbosity_edits_one_status_message(
     app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
-    await WorkspaceSettings(redis_client, Keys(key_prefix)).set_verbosity("T0001", "", "compact")
+    await DisplaySettings(redis_client, Keys(key_prefix)).set_verbosity(Workspace("T0001"), "compact")
     fake_openai.queue(
         tool_calls(("calculator", {"expression": "1+1"})), tool_calls(("calculator", {"expression": "2+2"})),
         text("done"),
@@ -310,7 +311,7 @@ async def test_guest_is_refused_before_any_llm_call(app: App, fake_slack: FakeSl
 async def test_used_up_budget_is_refused_at_once_and_other_workspaces_run(
     app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
-    from bot.workspace_limits import Workspace, WorkspaceLimitsStore
+    from bot.workspace import WorkspaceLimitsStore
 
     store = WorkspaceLimitsStore(redis_client, key_prefix=key_prefix)
     await store.set(Workspace("T0001"), "budget_micros", 0, "UADMIN")

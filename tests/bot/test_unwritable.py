@@ -5,8 +5,9 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
+from bot.identity import Workspace
 from bot.service import Service
-from bot.workspace_limits import LimitsPolicy, RunRecord, Workspace, WorkspaceLimits
+from bot.workspace import LimitsPolicy, RunRecord, WorkspaceLimits
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, tool_calls
 from tests.fakes.slack_api import FakeSlack

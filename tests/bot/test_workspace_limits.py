@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core.limits import Limits
-from bot.workspace_limits import (
+from bot.identity import Workspace
+from bot.workspace import (
     AUDIT_CAP,
     RUNS_CAP,
     USAGE,
@@ -24,7 +25,6 @@ from bot.workspace_limits import (
     SlackLookupError,
     SlackUsers,
     UsageError,
-    Workspace,
     WorkspaceConfig,
     WorkspaceLimitsStore,
     budget_exhausted_message,

@@ -1,0 +1,154 @@
+"""The ``/agent-limits`` grammar: text in, a typed command (or the usage reply) out. Pure.
+
+Strict on purpose: only ASCII digits, at most two decimals for money, known subcommands and choices; anything
+else is a :class:`UsageError` whose text says what was wrong, then the usage.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import get_args
+
+from agent_core import format_usd
+from bot.settings import Verbosity
+from bot.workspace.config import BOUNDS, LABELS, MICROS_PER_USD, ConfigField, ConfigValue
+
+VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
+
+USAGE = """\
+*Usage:* `/agent-limits [show]` shows this workspace's limits, budget and spend (anyone).
+Workspace admins and owners can change them:
+• `/agent-limits budget <usd> [monthly|daily]` what all runs may spend per period, $0.00 to $100,000.00 \
+(0 freezes spending; the period stays as it is when not given)
+• `/agent-limits max-steps <n>` LLM calls per run, 1 to 200
+• `/agent-limits max-tokens <n>` tokens per run, 1,000 to 2,000,000
+• `/agent-limits max-cost <usd>` cost cap of one run, $0.01 to $100.00
+• `/agent-limits reset` back to the defaults
+• `/agent-limits verbosity full|compact` full: a thread reply per step; compact: one status message \
+edited per step, then the answer
+Amounts are plain dollars with at most two decimals, like `25` or `0.50`."""
+
+
+class InvalidValue(ValueError):
+    """A value someone typed is not acceptable; the message says what is."""
+
+
+# ASCII digits only (re.ASCII and explicit [0-9]): int()/Decimal() would accept '١٢٣', '1_000', 'nan', '1e3'.
+# The digit counts keep the numbers far from anything that could be slow or overflow.
+_MONEY_RE = re.compile(r"\$?(0|[1-9][0-9]{0,8})(?:\.([0-9]{1,2}))?", re.ASCII)
+COUNT_RE = re.compile(r"(0|[1-9][0-9]{0,9})", re.ASCII)
+
+
+def parse_value(config_field: ConfigField, text: str) -> int | str:
+    """Validate one value as typed (``"25.00"``, ``"40"``, ``"daily"``); raises :class:`InvalidValue`."""
+    text = text.strip()
+    if config_field == "period":
+        if text.lower() not in ("monthly", "daily"):
+            raise InvalidValue(f"The budget period must be `monthly` or `daily`, not `{quote(text)}`.")
+        return text.lower()
+    bound = BOUNDS[config_field]
+    label = LABELS[config_field]
+    if config_field in ("budget_micros", "max_cost_micros"):
+        match = _MONEY_RE.fullmatch(text)
+        if match is None:
+            raise InvalidValue(
+                f"`{label}` needs a dollar amount with at most two decimals, like `25` or `0.50`; got `{quote(text)}`."
+            )
+        micros = int(match[1]) * MICROS_PER_USD + int((match[2] or "0").ljust(2, "0")) * 10_000
+        if not bound.low <= micros <= bound.high:
+            raise InvalidValue(
+                f"`{label}` must be between {format_usd(bound.low)} and {format_usd(bound.high)}; got `{quote(text)}`."
+            )
+        return micros
+    match = COUNT_RE.fullmatch(text)
+    if match is None:
+        raise InvalidValue(f"`{label}` needs a whole number written with digits 0-9, got `{quote(text)}`.")
+    count = int(match[1])
+    if not bound.low <= count <= bound.high:
+        raise InvalidValue(f"`{label}` must be between {bound.low:,} and {bound.high:,}; got `{quote(text)}`.")
+    return count
+
+
+def quote(text: str) -> str:
+    """User text echoed inside backticks: short, and no backtick or Slack control characters to break out."""
+    cleaned = text.replace("`", "'").replace("<", "‹").replace(">", "›").replace("&", "＆")
+    return cleaned if len(cleaned) <= 40 else cleaned[:37] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class ShowCommand:
+    """``/agent-limits`` or ``/agent-limits show``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetCommand:
+    """A change of one or two fields (``budget 25 daily`` sets the budget and its period)."""
+
+    changes: tuple[tuple[ConfigField, ConfigValue], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResetCommand:
+    """``/agent-limits reset``: every field back to the settings' defaults."""
+
+
+@dataclass(frozen=True, slots=True)
+class UsageError:
+    """The command could not be understood; ``text`` is the reply (the problem, then the usage)."""
+
+    problem: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.problem}\n\n{USAGE}" if self.problem else USAGE
+
+
+@dataclass(frozen=True, slots=True)
+class VerbosityCommand:
+    """``/agent-limits verbosity full|compact``: the thread shape of the workspace's next runs."""
+
+    value: Verbosity
+
+
+Command = ShowCommand | SetCommand | ResetCommand | VerbosityCommand
+
+_SUBCOMMANDS: dict[str, ConfigField] = {
+    "budget": "budget_micros",
+    "max-steps": "max_steps",
+    "max-tokens": "max_tokens",
+    "max-cost": "max_cost_micros",
+}
+
+
+def parse_command(text: str) -> Command | UsageError:
+    """Parse the text after ``/agent-limits``. Strict: anything unexpected is a :class:`UsageError`."""
+    words = text.split()
+    if not words:
+        return ShowCommand()
+    name, args = words[0].lower(), words[1:]
+    if name == "show" or name == "reset":
+        if args:
+            return UsageError(f"`{name}` takes no value.")
+        return ShowCommand() if name == "show" else ResetCommand()
+    if name == "help":
+        return UsageError()
+    if name == "verbosity":
+        choice = next((v for v in VERBOSITIES if len(args) == 1 and args[0].lower() == v), None)
+        if choice is None:
+            return UsageError(f"`verbosity` takes one of: {', '.join(VERBOSITIES)}.")
+        return VerbosityCommand(choice)
+    config_field = _SUBCOMMANDS.get(name)
+    if config_field is None:
+        return UsageError(f"Unknown subcommand `{quote(words[0])}`.")
+    most = 2 if config_field == "budget_micros" else 1
+    if not 1 <= len(args) <= most:
+        return UsageError(f"`{name}` takes {'an amount and an optional period' if most == 2 else 'one value'}.")
+    try:
+        changes: list[tuple[ConfigField, ConfigValue]] = [(config_field, parse_value(config_field, args[0]))]
+        if len(args) == 2:
+            changes.append(("period", parse_value("period", args[1])))
+    except InvalidValue as exc:
+        return UsageError(str(exc))
+    return SetCommand(tuple(changes))
+

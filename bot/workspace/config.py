@@ -1,0 +1,215 @@
+"""A workspace's limits as values: the config, its defaults and bounds, audited changes, run records.
+
+Pure: no I/O. The defaults come from one place, ``Settings`` (``AGENT_MAX_STEPS`` ... ``AGENT_BUDGET_PERIOD``):
+``WorkspaceConfig()`` is what a workspace nobody configured runs with, and ``LimitsPolicy.from_settings``
+reads the deployment's own values.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Literal, get_args
+
+from agent_core import ConfigError, Limits
+from agent_core.cost import format_usd, usd_to_micros
+from agent_core.redis_budget import Period
+from bot.settings import Settings, Verbosity
+
+MICROS_PER_USD = 1_000_000
+_DEFAULTS = Settings.model_fields
+DEFAULT_MAX_STEPS: int = _DEFAULTS["agent_max_steps"].default
+DEFAULT_MAX_TOKENS: int = _DEFAULTS["agent_max_tokens"].default
+DEFAULT_MAX_COST_MICROS = usd_to_micros(_DEFAULTS["agent_max_cost_usd"].default, setting="AGENT_MAX_COST_USD")
+DEFAULT_BUDGET_MICROS = usd_to_micros(Decimal(_DEFAULTS["agent_budget_usd"].default), setting="AGENT_BUDGET_USD")
+DEFAULT_PERIOD: Period = _DEFAULTS["agent_budget_period"].default
+AUDIT_CAP = 100
+"""Limit changes kept per workspace (newest first)."""
+RUNS_CAP = 50
+"""Finished runs kept per workspace for App Home (newest first)."""
+
+ConfigField = Literal["max_steps", "max_tokens", "max_cost_micros", "budget_micros", "period"]
+ConfigValue = int | str | None
+FIELDS: tuple[ConfigField, ...] = get_args(ConfigField)
+
+#: What people type and read for each field.
+LABELS: dict[ConfigField, str] = {
+    "max_steps": "max-steps",
+    "max_tokens": "max-tokens",
+    "max_cost_micros": "max-cost",
+    "budget_micros": "budget",
+    "period": "budget period",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    low: int
+    high: int
+
+
+#: Sane bounds. Money in micro-dollars. A budget of 0 is allowed: it freezes spending without removing limits.
+BOUNDS: dict[ConfigField, Bound] = {
+    "budget_micros": Bound(0, 100_000 * MICROS_PER_USD),
+    "max_cost_micros": Bound(10_000, 100 * MICROS_PER_USD),
+    "max_steps": Bound(1, 200),
+    "max_tokens": Bound(1_000, 2_000_000),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkspaceConfig:
+    """A workspace's limits. Each run reads it once when it starts; changes apply to the next run."""
+
+    max_steps: int = DEFAULT_MAX_STEPS
+    """LLM calls per run (``Limits.max_steps``)."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    """Prompt + completion tokens per run (``Limits.max_tokens``)."""
+    max_cost_micros: int = DEFAULT_MAX_COST_MICROS
+    """Cost cap of one run in micro-dollars (``Limits.max_cost_micros``); separate from the budget."""
+    budget_micros: int | None = DEFAULT_BUDGET_MICROS
+    """What all runs of the workspace may spend per period; None = no budget; 0 freezes spending."""
+    period: Period = DEFAULT_PERIOD
+    """``monthly`` (resets on the 1st, 00:00 UTC) or ``daily`` (resets at 00:00 UTC)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One audited change: who, when, what, and the effective values before and after."""
+
+    actor: str
+    at: datetime
+    field: ConfigField
+    old: str
+    new: str
+
+    def to_json(self) -> str:
+        data = {
+            "who": self.actor,
+            "at": self.at.isoformat(),
+            "field": self.field,
+            "old": self.old,
+            "new": self.new,
+        }
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Change:
+        data = json.loads(raw)
+        return cls(str(data["who"]), datetime.fromisoformat(data["at"]), data["field"], data["old"], data["new"])
+
+    def describe(self) -> str:
+        return f"{when(self.at)} <@{self.actor}>: {LABELS[self.field]} {self.old} → {self.new}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    """A finished run as App Home lists it."""
+
+    user_id: str
+    at: datetime
+    stop_reason: str
+    steps: int
+    cost_micros: int
+    channel_id: str
+    thread_ts: str
+    permalink: str = ""
+    run_id: str = ""
+    #: Why a run ended badly, for the admin (e.g. Slack refused every post in the thread).
+    note: str = ""
+
+    def to_json(self) -> str:
+        data = {
+            "user": self.user_id,
+            "at": self.at.isoformat(),
+            "stop_reason": self.stop_reason,
+            "steps": self.steps,
+            "cost_micros": self.cost_micros,
+            "channel": self.channel_id,
+            "thread_ts": self.thread_ts,
+            "permalink": self.permalink,
+            "run_id": self.run_id,
+        }
+        if self.note:
+            data["note"] = self.note
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> RunRecord:
+        d = json.loads(raw)
+        return cls(
+            user_id=str(d["user"]),
+            at=datetime.fromisoformat(d["at"]),
+            stop_reason=str(d["stop_reason"]),
+            steps=int(d["steps"]),
+            cost_micros=int(d["cost_micros"]),
+            channel_id=str(d["channel"]),
+            thread_ts=str(d["thread_ts"]),
+            permalink=str(d.get("permalink", "")),
+            run_id=str(d.get("run_id", "")),
+            note=str(d.get("note", "")),
+        )
+
+
+def limits_for(config: WorkspaceConfig, base: Limits | None = None) -> Limits:
+    """The engine's ``Limits`` for a run of this workspace; the fields it cannot set come from ``base``."""
+    return replace(
+        base or Limits(),
+        max_steps=config.max_steps,
+        max_tokens=config.max_tokens,
+        max_cost_micros=config.max_cost_micros,
+    )
+
+
+def display(config_field: ConfigField, value: ConfigValue) -> str:
+    """A field's value as people read it: ``$0.50``, ``50,000``, ``monthly``, ``none``."""
+    if value is None:
+        return "none"
+    if config_field in ("budget_micros", "max_cost_micros") and isinstance(value, int):
+        return format_usd(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return value
+
+
+def when(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimitsPolicy:
+    """The settings the limits need, as plain values (built once from ``Settings`` at start-up)."""
+
+    defaults: WorkspaceConfig = WorkspaceConfig()
+    """AGENT_MAX_STEPS, AGENT_MAX_TOKENS, AGENT_MAX_COST_USD, AGENT_BUDGET_USD, AGENT_BUDGET_PERIOD."""
+    admin_user_ids: frozenset[str] = frozenset()
+    """AGENT_ADMIN_USER_IDS: may change limits in every workspace, whatever Slack says."""
+    allow_guests: bool = False
+    """AGENT_ALLOW_GUESTS: guests may start runs paid by the workspace's budget."""
+    allow_external: bool = False
+    """AGENT_ALLOW_EXTERNAL_USERS: people of other organisations in shared channels may start runs."""
+    verbosity: Verbosity = _DEFAULTS["agent_verbosity"].default
+    """AGENT_VERBOSITY: the thread shape of workspaces that chose none."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LimitsPolicy:
+        budget = settings.agent_budget_usd.strip()
+        if settings.agent_budget_period not in ("monthly", "daily"):
+            raise ConfigError(f"AGENT_BUDGET_PERIOD must be 'monthly' or 'daily', got {settings.agent_budget_period!r}")
+        defaults = WorkspaceConfig(
+            max_steps=settings.agent_max_steps,
+            max_tokens=settings.agent_max_tokens,
+            max_cost_micros=usd_to_micros(settings.agent_max_cost_usd, setting="AGENT_MAX_COST_USD"),
+            budget_micros=None if budget == "" else usd_to_micros(budget, setting="AGENT_BUDGET_USD"),
+            period=settings.agent_budget_period,
+        )
+        ids = settings.agent_admin_user_ids.replace(",", " ").split()
+        return cls(
+            defaults=defaults,
+            admin_user_ids=frozenset(ids),
+            allow_guests=settings.agent_allow_guests,
+            allow_external=settings.agent_allow_external_users,
+            verbosity=settings.agent_verbosity,
+        )

@@ -1,0 +1,167 @@
+"""The limits facade: everything ``/agent-limits``, App Home and the run job do with limits, one set of rules.
+
+The pieces it joins: :mod:`bot.workspace.command` (the grammar), :mod:`bot.workspace.store` (Redis),
+:mod:`bot.workspace.people` (who may do what) and :mod:`bot.workspace.replies` (the texts)::
+
+    limits = WorkspaceLimits.create(redis, LimitsPolicy.from_settings(settings), key_prefix=...)
+    reply = await limits.run_command(client, ws, user_id, "budget 25")
+    plan = await limits.preflight(client, ws, user_id, base=settings.limits())
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import redis.asyncio as aioredis
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent_core import Limits
+from agent_core.keys import DEFAULT_KEY_PREFIX, Keys
+from agent_core.redis_budget import RedisBudget, utc_now
+from bot.identity import Workspace
+from bot.settings import Verbosity
+from bot.workspace.command import ResetCommand, ShowCommand, UsageError, VerbosityCommand, parse_command
+from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, WorkspaceConfig, limits_for
+from bot.workspace.people import SlackLookupError, SlackUsers
+from bot.workspace.replies import (
+    budget_exhausted_message,
+    changed_reply,
+    format_show,
+    is_exhausted,
+    verbosity_reply,
+)
+from bot.workspace.store import DisplaySettings, WorkspaceLimitsStore
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """What a run of this workspace starts with; fixed for the whole run."""
+
+    config: WorkspaceConfig
+    limits: Limits
+    budget: RedisBudget
+
+
+@dataclass(frozen=True, slots=True)
+class RunBlocked:
+    """The run must not start; ``message`` is the thread reply (no LLM call is made)."""
+
+    reason: Literal["guest", "external", "budget_exhausted"]
+    message: str
+
+
+class WorkspaceLimits:
+    """Everything the command, App Home and the run job do with limits, with one set of rules.
+
+    Build one per process and share it (its users.info cache is per instance)::
+
+        limits = WorkspaceLimits.create(redis, LimitsPolicy.from_settings(settings), key_prefix=...)
+        reply = await limits.run_command(client, ws, user_id, "budget 25")
+        plan = await limits.preflight(client, ws, user_id, base=settings.limits())
+    """
+
+    def __init__(self, store: WorkspaceLimitsStore, users: SlackUsers, display: DisplaySettings) -> None:
+        self.store = store
+        self.users = users
+        self.display = display
+
+    @classmethod
+    def create(
+        cls,
+        redis: aioredis.Redis,
+        policy: LimitsPolicy,
+        *,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        clock: Callable[[], datetime] = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> WorkspaceLimits:
+        store = WorkspaceLimitsStore(redis, defaults=policy.defaults, key_prefix=key_prefix, clock=clock)
+        users = SlackUsers(
+            admin_user_ids=policy.admin_user_ids,
+            allow_guests=policy.allow_guests,
+            allow_external=policy.allow_external,
+            clock=monotonic,
+        )
+        return cls(store, users, DisplaySettings(redis, Keys(key_prefix), default=policy.verbosity))
+
+    def refusal(self) -> str:
+        return (
+            f"Only {self.users.who_may_change()} can change the agent's limits. "
+            "Anyone can see them with `/agent-limits show`."
+        )
+
+    async def may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
+        """Raises :class:`SlackLookupError` when Slack cannot say."""
+        return await self.users.is_admin(client, ws.team_id, user_id)
+
+    async def show(self, ws: Workspace, *, can_change: bool) -> str:
+        config = await self.store.get(ws)
+        usage = await self.store.usage(ws, config)
+        changes = await self.store.recent_changes(ws, 5)
+        verbosity = await self.display.verbosity(ws)
+        return format_show(
+            config, usage, changes, verbosity=verbosity, can_change=can_change,
+            admin_user_ids=self.users.admin_user_ids,
+        )
+
+    async def run_command(self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str) -> str:
+        """The ephemeral reply to ``/agent-limits <text>``; nothing changes unless it is valid and allowed."""
+        command = parse_command(text)
+        if isinstance(command, UsageError):
+            return command.text
+        if isinstance(command, ShowCommand):
+            try:
+                can_change = await self.may_change(client, ws, user_id)
+            except SlackLookupError:
+                can_change = False  # showing does not depend on it; the footer then names who may
+            return await self.show(ws, can_change=can_change)
+        if isinstance(command, ResetCommand):
+            return await self.reset(client, ws, user_id)
+        if isinstance(command, VerbosityCommand):
+            return await self.set_verbosity(client, ws, user_id, command.value)
+        return await self.change(client, ws, user_id, command.changes)
+
+    async def change(
+        self,
+        client: AsyncWebClient,
+        ws: Workspace,
+        user_id: str,
+        changes: Iterable[tuple[ConfigField, ConfigValue]],
+    ) -> str:
+        """Authorize, then apply validated changes; the reply lists what changed."""
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        done = await self.store.apply(ws, changes, actor=user_id)
+        return changed_reply(done)
+
+    async def reset(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> str:
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        done = await self.store.reset(ws, actor=user_id)
+        return changed_reply(done, nothing="The limits already are the defaults; nothing changed.")
+
+    async def set_verbosity(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Verbosity) -> str:
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        await self.display.set_verbosity(ws, value)
+        return verbosity_reply(value)
+
+    async def preflight(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None
+    ) -> RunPlan | RunBlocked:
+        """Before a run: may this user start it, and is there budget left? Raises ``StoreError`` when Redis is
+        down (fail closed: reply with ``error``, make no LLM call) and ``SlackLookupError`` when Slack is."""
+        refusal = await self.users.run_permission(client, ws.team_id, user_id)
+        if refusal is not None:
+            return RunBlocked(refusal.reason, refusal.message)
+        config = await self.store.get(ws)
+        budget = self.store.budget_for(ws, config)
+        usage = await budget.usage_summary()
+        if is_exhausted(usage):
+            message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
+            return RunBlocked("budget_exhausted", message)
+        return RunPlan(config, limits_for(config, base), budget)

@@ -1,0 +1,140 @@
+"""Who may do what: users.info answers, cached briefly, and the rules made from them.
+
+An admin (Slack's admin/owner flags, or ``AGENT_ADMIN_USER_IDS``) may change a workspace's limits; members may
+start runs on its budget, guests and people of other organisations only when the operator allows it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+ADMIN_CACHE_SECONDS = 300.0
+"""users.info answers are reused this long: admin changes take effect within five minutes."""
+
+
+class SlackLookupError(Exception):
+    """users.info failed, so nobody's permissions can be decided; the reply asks to try again."""
+
+    def __init__(self, user_id: str, error: str) -> None:
+        super().__init__(
+            f"Couldn't look up <@{user_id}> in Slack ({error}), so I can't check permissions. "
+            "Please try again in a minute."
+        )
+        self.user_id = user_id
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True)
+class RunRefusal:
+    """Why a user may not start a run on this workspace's budget; ``message`` is the reply."""
+
+    reason: Literal["guest", "external"]
+    message: str
+
+
+def _member_of(user: Mapping[str, Any], team_id: str | None) -> bool:
+    """Whether the user belongs to ``team_id`` (directly, or as an Enterprise Grid member of it)."""
+    if not team_id or team_id == "-":
+        return not user.get("is_stranger", False)
+    if user.get("team_id") == team_id:
+        return True
+    teams = (user.get("enterprise_user") or {}).get("teams") or ()
+    return team_id in teams
+
+
+def run_permission(
+    user: Mapping[str, Any], team_id: str | None, *, allow_guests: bool = False, allow_external: bool = False
+) -> RunRefusal | None:
+    """None when ``user`` (a users.info ``user`` object) may start runs paid by ``team_id``'s budget."""
+    if not allow_external and (user.get("is_stranger") or not _member_of(user, team_id)):
+        return RunRefusal(
+            "external",
+            "Sorry, I can only run for members of this workspace: people from other organisations in a "
+            "shared channel can't start runs on its budget. Ask someone from this workspace to mention me.",
+        )
+    if not allow_guests and (user.get("is_restricted") or user.get("is_ultra_restricted")):
+        return RunRefusal(
+            "guest",
+            "Sorry, guests can't start runs: they are paid from this workspace's budget. "
+            "Ask a full member to mention me; the app's operator can allow guests (AGENT_ALLOW_GUESTS).",
+        )
+    return None
+
+
+def who_may_change(admin_user_ids: Collection[str]) -> str:
+    """ "workspace admins and owners (or <@U1>, <@U2>)" for refusals and budget messages."""
+    listed = ", ".join(f"<@{u}>" for u in sorted(admin_user_ids))
+    return "workspace admins and owners" + (f" (or {listed})" if listed else "")
+
+
+class SlackUsers:
+    """users.info answers, cached briefly, and the decisions made from them (admin, may start a run).
+
+    Args:
+        admin_user_ids: ``AGENT_ADMIN_USER_IDS``: may change limits whatever Slack says.
+        allow_guests: ``AGENT_ALLOW_GUESTS``; allow_external: ``AGENT_ALLOW_EXTERNAL_USERS``.
+        ttl_seconds: how long an answer is reused; clock: monotonic seconds (tests inject one).
+    """
+
+    def __init__(
+        self,
+        *,
+        admin_user_ids: Collection[str] = (),
+        allow_guests: bool = False,
+        allow_external: bool = False,
+        ttl_seconds: float = ADMIN_CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = 10_000,
+    ) -> None:
+        self.admin_user_ids = frozenset(admin_user_ids)
+        self.allow_guests = allow_guests
+        self.allow_external = allow_external
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._max_entries = max_entries
+        self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    async def info(self, client: AsyncWebClient, user_id: str) -> dict[str, Any]:
+        """The users.info ``user`` object; raises :class:`SlackLookupError` when Slack says no."""
+        now = self._clock()
+        cached = self._cache.get(user_id)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            response = await client.users_info(user=user_id)
+        except SlackApiError as exc:
+            raise SlackLookupError(user_id, str(exc.response.get("error", "unknown_error"))) from exc
+        user = response.get("user")
+        if not isinstance(user, dict):
+            raise SlackLookupError(user_id, "no user in the answer")
+        if len(self._cache) >= self._max_entries:
+            self._cache.clear()  # crude, but bounded; a refill costs one users.info per active user
+        self._cache[user_id] = (now + self._ttl, user)
+        return user
+
+    async def is_admin(self, client: AsyncWebClient, team_id: str | None, user_id: str) -> bool:
+        """May ``user_id`` change ``team_id``'s limits? Listed users may; else Slack's admin/owner flags."""
+        if user_id in self.admin_user_ids:
+            return True
+        user = await self.info(client, user_id)
+        if user.get("deleted") or user.get("is_restricted") or user.get("is_ultra_restricted"):
+            return False
+        if not _member_of(user, team_id):
+            return False  # an admin of another organisation is no admin here
+        enterprise = user.get("enterprise_user") or {}
+        flags = ("is_admin", "is_owner", "is_primary_owner")
+        return any(bool(user.get(f)) for f in flags) or any(bool(enterprise.get(f)) for f in flags[:2])
+
+    async def run_permission(self, client: AsyncWebClient, team_id: str | None, user_id: str) -> RunRefusal | None:
+        """None when the user may start a run on ``team_id``'s budget, else the refusal to reply with."""
+        user = await self.info(client, user_id)
+        return run_permission(user, team_id, allow_guests=self.allow_guests, allow_external=self.allow_external)
+
+    def who_may_change(self) -> str:
+        return who_may_change(self.admin_user_ids)

@@ -1,0 +1,282 @@
+"""The workspace's settings in Redis: limit overrides and their audit, recent runs, display settings.
+
+Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
+
+    P:E:T:limits          hash   overrides only (field -> value); absent fields follow the settings' defaults
+    P:E:T:limits:audit    list   JSON changes, newest first, capped at AUDIT_CAP
+    P:E:T:runs            list   JSON run summaries for App Home, newest first, capped at RUNS_CAP
+    P:E:T:settings        hash   display settings (verbosity)
+    {P:E:T}:budget:...    the budget's own keys (see agent_core.redis_budget)
+
+Only overrides are stored, so a workspace nobody configured follows the settings when they change, and
+``reset`` is a delete.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError, WatchError
+
+from agent_core import StoreError
+from agent_core.keys import DEFAULT_KEY_PREFIX, Keys
+from agent_core.redis_budget import DEFAULT_RESERVATION_TTL_SECONDS, BudgetUsage, RedisBudget, utc_now
+from bot.identity import Workspace
+from bot.redis import as_text, awaited
+from bot.settings import Verbosity
+from bot.workspace.command import COUNT_RE, VERBOSITIES, InvalidValue, parse_value
+from bot.workspace.config import (
+    AUDIT_CAP,
+    BOUNDS,
+    FIELDS,
+    RUNS_CAP,
+    Change,
+    ConfigField,
+    ConfigValue,
+    RunRecord,
+    WorkspaceConfig,
+    display,
+)
+
+log = logging.getLogger(__name__)
+#: Optimistic-transaction retries when another admin changes the same workspace at the same moment.
+_MAX_WATCH_RETRIES = 20
+
+
+def text(raw: str | bytes) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _encode(config_field: ConfigField, value: ConfigValue) -> str:
+    return "none" if value is None else str(value)
+
+
+def _decode(config_field: ConfigField, raw: str) -> ConfigValue:
+    if config_field == "budget_micros" and raw == "none":
+        return None
+    if config_field == "period":
+        return str(parse_value("period", raw))
+    if not COUNT_RE.fullmatch(raw) or not BOUNDS[config_field].low <= int(raw) <= BOUNDS[config_field].high:
+        raise InvalidValue(raw)
+    return int(raw)
+
+
+class WorkspaceLimitsStore:
+    """Per-workspace config, change audit and recent runs in Redis.
+
+    Args:
+        redis: the shared client (``decode_responses`` either way).
+        defaults: the settings' values (``AGENT_MAX_STEPS`` ... ``AGENT_BUDGET_PERIOD``); ``reset`` goes here.
+        key_prefix: the deployment's global key prefix (``REDIS_KEY_PREFIX``; tests pass their own).
+        clock: timezone-aware now, for audit times and budget periods.
+        reservation_ttl_seconds: handed to every :class:`RedisBudget` this store builds.
+    """
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        *,
+        defaults: WorkspaceConfig | None = None,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        clock: Callable[[], datetime] = utc_now,
+        reservation_ttl_seconds: int = DEFAULT_RESERVATION_TTL_SECONDS,
+    ) -> None:
+        self.defaults = defaults or WorkspaceConfig()
+        self._redis = redis
+        self._keys = Keys(key_prefix)
+        self._clock = clock
+        self._reservation_ttl = reservation_ttl_seconds
+
+    def namespace(self, ws: Workspace) -> str:
+        return self._keys.namespace(ws.team_id, ws.enterprise_id)
+
+    def _config_key(self, ws: Workspace) -> str:
+        return self._keys.limits(ws.team_id, ws.enterprise_id)
+
+    def _audit_key(self, ws: Workspace) -> str:
+        return self._keys.limits_audit(ws.team_id, ws.enterprise_id)
+
+    def _runs_key(self, ws: Workspace) -> str:
+        return self._keys.recent_runs(ws.team_id, ws.enterprise_id)
+
+    async def get(self, ws: Workspace) -> WorkspaceConfig:
+        """The workspace's effective config: its overrides on top of the defaults."""
+        try:
+            raw = await awaited(self._redis.hgetall(self._config_key(ws)))
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+        return self._merge(raw)
+
+    def _merge(self, raw: Mapping[Any, Any]) -> WorkspaceConfig:
+        overrides: dict[str, Any] = {}
+        for key, value in raw.items():
+            name = text(key)
+            if name not in FIELDS:
+                continue
+            try:
+                overrides[name] = _decode(name, text(value))
+            except InvalidValue:
+                # Written by hand or by an older version: ignore it rather than run with a nonsense limit.
+                log.warning("ignoring invalid stored limit %s=%r", name, value)
+        return replace(self.defaults, **overrides)
+
+    async def set(self, ws: Workspace, config_field: ConfigField, value: ConfigValue, actor: str) -> list[Change]:
+        """Set one field (validated, e.g. by :func:`parse_value`); returns the audited change, if any."""
+        return await self.apply(ws, ((config_field, value),), actor)
+
+    async def apply(
+        self, ws: Workspace, changes: Iterable[tuple[ConfigField, ConfigValue]], actor: str
+    ) -> list[Change]:
+        """Set several fields at once, with their audit entries, in one transaction.
+
+        Values equal to the current effective value are no change and are not audited. Returns the changes.
+        """
+        wanted = dict(changes)
+        for name, value in wanted.items():
+            if name not in FIELDS:
+                raise ValueError(f"not a workspace limit: {name!r}")
+            if value is not None or name != "budget_micros":
+                # The same validation as typed values, so a caller cannot store what a person could not.
+                _decode(name, _encode(name, value))
+
+        def plan(before: WorkspaceConfig) -> tuple[dict[str, str], list[Change]]:
+            at = self._clock()
+            writes: dict[str, str] = {}
+            audit: list[Change] = []
+            for name, value in wanted.items():
+                old = getattr(before, name)
+                if old != value:
+                    writes[name] = _encode(name, value)
+                    audit.append(Change(actor, at, name, display(name, old), display(name, value)))
+            return writes, audit
+
+        return await self._transact(ws, plan, delete=False)
+
+    async def reset(self, ws: Workspace, actor: str) -> list[Change]:
+        """Drop every override: back to the defaults. Audits each field whose effective value changes."""
+
+        def plan(before: WorkspaceConfig) -> tuple[dict[str, str], list[Change]]:
+            at = self._clock()
+            audit = [
+                Change(actor, at, name, display(name, getattr(before, name)), display(name, default))
+                for name in FIELDS
+                if (default := getattr(self.defaults, name)) != getattr(before, name)
+            ]
+            return {}, audit
+
+        return await self._transact(ws, plan, delete=True)
+
+    async def _transact(
+        self,
+        ws: Workspace,
+        plan: Callable[[WorkspaceConfig], tuple[dict[str, str], list[Change]]],
+        *,
+        delete: bool,
+    ) -> list[Change]:
+        # WATCH/MULTI: the old value in the audit entry is the one actually replaced, even when two admins
+        # change the same workspace at once (the loser retries against the winner's values).
+        key, audit_key = self._config_key(ws), self._audit_key(ws)
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                for _attempt in range(_MAX_WATCH_RETRIES):
+                    try:
+                        await pipe.watch(key)
+                        writes, audit = plan(self._merge(await awaited(pipe.hgetall(key))))
+                        pipe.multi()  # type: ignore[no-untyped-call]
+                        if delete:
+                            pipe.delete(key)
+                        if writes:
+                            pipe.hset(key, mapping=writes)
+                        if audit:
+                            pipe.lpush(audit_key, *(c.to_json() for c in audit))
+                            pipe.ltrim(audit_key, 0, AUDIT_CAP - 1)
+                        await pipe.execute()
+                        return audit
+                    except WatchError:
+                        continue
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+        raise StoreError(
+            f"The limits of {self.namespace(ws)!r} kept changing under this update ({_MAX_WATCH_RETRIES} tries); "
+            "nothing was changed. Try again."
+        )
+
+    async def recent_changes(self, ws: Workspace, n: int = 5) -> list[Change]:
+        """The last ``n`` changes, newest first."""
+        try:
+            raw = await awaited(self._redis.lrange(self._audit_key(ws), 0, n - 1))
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+        return [Change.from_json(r) for r in raw]
+
+    # -- budget and runs ----------------------------------------------------------------------------------
+    def budget_for(self, ws: Workspace, config: WorkspaceConfig) -> RedisBudget:
+        """The workspace's budget, with the limit and period of ``config`` fixed for one run."""
+        return RedisBudget(
+            self._redis,
+            namespace=self.namespace(ws),
+            limit_micros=config.budget_micros,
+            period=config.period,
+            clock=self._clock,
+            reservation_ttl_seconds=self._reservation_ttl,
+        )
+
+    async def usage(self, ws: Workspace, config: WorkspaceConfig) -> BudgetUsage:
+        """Spent, held and remaining this period (raises ``BudgetUnavailable`` when Redis is down)."""
+        return await self.budget_for(ws, config).usage_summary()
+
+    async def record_run(self, ws: Workspace, run: RunRecord) -> None:
+        """Append a finished run to the workspace's recent runs (App Home shows the last ten)."""
+        key = self._runs_key(ws)
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.lpush(key, run.to_json())
+                pipe.ltrim(key, 0, RUNS_CAP - 1)
+                await pipe.execute()
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+
+    async def recent_runs(self, ws: Workspace, n: int = 10) -> list[RunRecord]:
+        try:
+            raw = await awaited(self._redis.lrange(self._runs_key(ws), 0, n - 1))
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+        return [RunRecord.from_json(r) for r in raw]
+
+
+def _unavailable(exc: BaseException) -> StoreError:
+    return StoreError(
+        f"The limits store (Redis) is unavailable: {type(exc).__name__}: {exc}. "
+        "Check that Redis is running and REDIS_URL points at it, then try again."
+    )
+
+
+class DisplaySettings:
+    """``full`` (a reply per step) or ``compact`` (one edited status + the answer), per workspace."""
+
+    def __init__(self, redis: aioredis.Redis, keys: Keys, *, default: Verbosity = "full") -> None:
+        self._redis = redis
+        self._keys = keys
+        self.default = default
+
+    async def verbosity(self, ws: Workspace) -> Verbosity:
+        try:
+            raw = await awaited(self._redis.hget(self._key(ws), "verbosity"))
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+        value = as_text(raw)
+        return next((v for v in VERBOSITIES if v == value), self.default)
+
+    async def set_verbosity(self, ws: Workspace, value: Verbosity) -> None:
+        try:
+            await awaited(self._redis.hset(self._key(ws), "verbosity", value))
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+
+    def _key(self, ws: Workspace) -> str:
+        return self._keys.workspace_settings(ws.team_id, ws.enterprise_id)
