@@ -80,7 +80,7 @@ async def one_rep(slack_url: str, llm_url: str) -> dict[str, Any]:
                                     max_retry_after=settings.slack_max_retry_after_seconds)
             runtime = Runtime(settings, handle.client(), queue, slack, default_agent)
             if pacer_burst is not None:
-                runtime.post_pacer = Pacer(runtime.redis, per_second=pace, burst=pacer_burst)
+                runtime.runner.post_pacer = Pacer(runtime.redis, per_second=pace, burst=pacer_burst)
             runtimes.append(runtime)
             keys = Keys(prefix)
             channel = f"C{tag}{case[:2].upper()}{len(where)}"

@@ -14,9 +14,11 @@ from arq.worker import func
 
 from agent_core import Agent
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
-from bot.jobs import JOB_FUNCTION, JOB_KEEP_RESULT_SECONDS, JOB_MAX_TRIES, EventSource, Runtime, job_timeout, run_thread
+from bot.jobs import JOB_KEEP_RESULT_SECONDS, JOB_MAX_TRIES, Runtime, job_timeout, run_thread
 from bot.redis import RedisHandle, arq_settings
+from bot.run import EventSource
 from bot.settings import Settings
+from bot.turns import JOB_FUNCTION
 from tools import ToolPolicy, builtin_registry
 
 log = logging.getLogger(__name__)

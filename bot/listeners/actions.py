@@ -17,10 +17,10 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from agent_core.keys import ThreadRef
 from bot import identity
 from bot.approvals import APPROVE_ACTION_ID, DENY_ACTION_ID, ApprovalRef, Decision, Verdict, decide, describe
-from bot.jobs import request_cancel
 from bot.redis import as_text, awaited
 from bot.render import STOP_ACTION_ID
 from bot.services import Services
+from bot.turns import request_cancel
 from bot.workspace import SlackLookupError, SlackUsers, WorkspaceLimits
 
 log = logging.getLogger(__name__)

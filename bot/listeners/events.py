@@ -17,9 +17,9 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from agent_core.keys import ThreadRef
 from bot import identity
 from bot.dedupe import Dedupe
-from bot.jobs import Turn, enqueue_turn, request_cancel
 from bot.redis import as_text, awaited
 from bot.services import Services
+from bot.turns import Turn, enqueue_turn, request_cancel
 from bot.workspace import WorkspaceLimits
 
 log = logging.getLogger(__name__)

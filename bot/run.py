@@ -1,0 +1,304 @@
+"""One turn's run, from preflight to record: the limits check, the engine's events rendered to the thread, the
+Stop watcher, the approval buttons, and the App Home record. Also the recovery of a run that finished just
+before its worker died (the answer saved but not yet posted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent_core import Budget, CancelToken, Event, Limits, Progress, Stopped, StopReason, StoreError, Usage
+from agent_core.keys import Keys
+from agent_core.redis_store import RedisThreadStore, RedisTraceSink
+from bot import metrics, render
+from bot.approvals import SlackApprover
+from bot.identity import Workspace
+from bot.poster import Pacer, Poster, RunLedger, SlackEventSink, ThreadStatus, ThreadUnwritable
+from bot.settings import Settings
+from bot.slack_reader import WebSlackReader
+from bot.turns import Turn
+from bot.workspace import RunBlocked, RunPlan, RunRecord, SlackLookupError, WorkspaceLimits
+from tools import ToolContext
+
+log = logging.getLogger(__name__)
+
+
+class EventSource(Protocol):
+    """The part of ``agent_core.Agent`` a run uses (the real Agent in the service)."""
+
+    def events(
+        self,
+        task: str,
+        *,
+        thread: str | None = None,
+        run_id: str | None = None,
+        cancel: CancelToken | None = None,
+        scope: ToolContext | None = None,
+        limits: Limits | None = None,
+        budget: Budget | None = None,
+        resume: bool = False,
+    ) -> AsyncIterator[Event]: ...
+
+    async def aclose(self) -> None: ...
+
+
+AgentFactory = Callable[[Settings, RedisThreadStore, RedisTraceSink], EventSource]
+
+
+@dataclass(frozen=True, slots=True)
+class RunParts:
+    """What one run is made of once it may start."""
+
+    plan: RunPlan
+    ledger: RunLedger
+    sink: SlackEventSink
+    token: CancelToken
+    approver: SlackApprover
+    scope: ToolContext
+
+
+class TurnRunner:
+    """Runs turns with the worker's shared clients and stores (one per worker process)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        redis: Redis,
+        slack: AsyncWebClient,
+        keys: Keys,
+        store: RedisThreadStore,
+        trace: RedisTraceSink,
+        agent: EventSource,
+        limits: WorkspaceLimits,
+    ) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.slack = slack
+        self.keys = keys
+        self.store = store
+        self.trace = trace
+        self.agent = agent
+        self.limits = limits
+        # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
+        # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
+        self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=2)
+        self.update_pacer = Pacer(redis, per_second=settings.slack_updates_per_minute / 60, burst=5)
+        self.reader = WebSlackReader(slack)
+
+    def poster(self, turn: Turn) -> Poster:
+        rate_key = self.keys.rate(turn.team_id, turn.enterprise_id, "slack")
+        return Poster(self.slack, self.post_pacer, self.update_pacer, rate_key)
+
+    async def run(self, turn: Turn, *, resumed: bool, last_try: bool) -> None:
+        """Run ``turn`` to its end (or pick it up where a dead worker left it)."""
+        progress = await self.store.progress(turn.thread)
+        mine = progress is not None and progress.run_id == turn.run_id
+        if mine and progress is not None and progress.status == "stopped":
+            # Finished just before a restart. The end is saved before it is posted, so the answer may not be
+            # out yet: the ledger, not the progress, says whether it is.
+            await self._post_missing_final(turn, progress)
+            return
+        resume = mine and progress is not None and progress.status == "running"
+        parts = await self._prepare(turn)
+        if parts is None:
+            return
+        if resume or resumed:
+            await parts.sink.poster.post(turn.target, render.notice(
+                ":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step."
+            ))
+        unwritable = await self._drive(turn, parts, resume=resume, last_try=last_try)
+        if parts.sink.final is not None:
+            await self._record(turn, parts.sink.final)
+        elif unwritable:
+            await self._record(turn, await self._unwritable_stop(turn, unwritable), note=unwritable)
+
+    async def _prepare(self, turn: Turn) -> RunParts | None:
+        """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
+        poster = self.poster(turn)
+        try:
+            plan = await self.limits.preflight(self.slack, turn.workspace, turn.user_id, base=self.settings.limits())
+        except (StoreError, SlackLookupError) as exc:
+            # Fail closed: no LLM call when the budget or the user's standing cannot be checked.
+            await poster.post(turn.target, render.error_message(f"`error`: {exc}"))
+            return None
+        if isinstance(plan, RunBlocked):
+            await poster.post(turn.target, render.notice(plan.message))
+            return None
+        run_id = turn.run_id
+        ledger = self._ledger(turn)
+        await ledger.set(requester=turn.user_id, thread=turn.thread)
+        view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps)
+        approver = SlackApprover(
+            self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
+            timeout_seconds=self.settings.agent_approval_timeout_seconds,
+            deadline=time.monotonic() + plan.limits.max_seconds,
+        )
+        scope = ToolContext(
+            run_id=run_id, step=0, team_id=turn.team_id, channel_id=turn.channel_id, user_id=turn.user_id,
+            slack=self.reader, approver=approver,
+        )
+        sink = await self._sink(turn, view, ledger)
+        return RunParts(plan, ledger, sink, CancelToken(), approver, scope)
+
+    async def _drive(self, turn: Turn, parts: RunParts, *, resume: bool, last_try: bool) -> str:
+        """The engine's events to the thread; returns why the thread could not be written to ("" if it could)."""
+        run_id, sink = turn.run_id, parts.sink
+        watcher = asyncio.create_task(self._watch_cancel(turn.thread, run_id, parts.token))
+        self.trace.bind(run_id, turn.thread)
+        events: AsyncIterator[Event] | None = None
+        try:
+            events = self.agent.events(
+                turn.text, thread=turn.thread, run_id=run_id, cancel=parts.token, scope=parts.scope,
+                limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
+            )
+            await _pipelined(events, sink)
+        except ThreadUnwritable as exc:
+            # Nobody can see this run: stop paying for it (closing the events abandons the LLM call in flight).
+            log.error("run %s in %s stopped with error: %s", run_id, turn.thread, exc)
+            return f"error: {exc}; the run was stopped"
+        except Exception as exc:  # a bug or an outage: tell the thread, never fail silently
+            log.exception("run %s in %s failed", run_id, turn.thread)
+            await self._report_failure(sink, f"The run failed ({type(exc).__name__}); please try again.")
+        except asyncio.CancelledError:
+            if last_try:  # arq will not run this job again: say so before going
+                await asyncio.shield(self._report_failure(sink, "The run was interrupted and cannot resume."))
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                await aclose_events(events)  # an abandoned run's LLM call is cancelled now, not at GC
+            if sink.status is not None:
+                sink.status.abandon()
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+            await asyncio.shield(parts.approver.aclose())  # requests a stopped run left open are closed, denied
+            with contextlib.suppress(StoreError):
+                await self.trace.flush(turn.thread)  # records of a run whose last step write failed
+            self.trace.unbind(run_id)
+        return ""
+
+    async def _unwritable_stop(self, turn: Turn, why: str) -> Stopped:
+        progress = await self.store.progress(turn.thread)
+        mine = progress is not None and progress.run_id == turn.run_id
+        usage = (Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros)
+                 if mine and progress is not None else Usage())
+        return Stopped(StopReason.ERROR, why, progress.step if progress else 0, usage, run_id=turn.run_id)
+
+    def _ledger(self, turn: Turn) -> RunLedger:
+        return RunLedger(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
+
+    async def _sink(self, turn: Turn, view: render.RunView, ledger: RunLedger) -> SlackEventSink:
+        """The thread's renderer for one run, in the workspace's verbosity."""
+        return SlackEventSink(
+            self.poster(turn), turn.target, view, ledger,
+            verbosity=await self.limits.display.verbosity(turn.workspace),
+            status=ThreadStatus(self.slack, turn.target),
+        )
+
+    async def _post_missing_final(self, turn: Turn, progress: Progress) -> None:
+        ledger = self._ledger(turn)
+        seen = await ledger.get()
+        if seen.get("final") == "1":
+            return
+        state = await self.store.load(turn.thread)
+        answer = next((str(m["content"]) for m in reversed(state.history)
+                       if m.get("role") == "assistant" and m.get("content") and not m.get("tool_calls")), "")
+        reason = next((r for r in StopReason if r.value == progress.stop_reason), StopReason.ERROR)
+        stopped = Stopped(
+            reason, answer or "The run ended, but its answer could not be recovered; please ask again.",
+            progress.step, Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros),
+            run_id=turn.run_id,
+        )
+        view = render.RunView(turn.run_id, stop_value=f"{turn.thread}|{turn.run_id}")
+        sink = await self._sink(turn, view, ledger)
+        sink.first_ts = seen.get("first_ts") or None
+        await sink.emit(stopped)
+        await self._record(turn, stopped)
+
+    async def _report_failure(self, sink: SlackEventSink, text: str) -> None:
+        if sink.final is None:
+            await sink.poster.post(sink.target, render.error_message(text))
+            if sink.status is not None:
+                await sink.status.stop()
+
+    async def _record(self, turn: Turn, final: Stopped, *, note: str = "") -> None:
+        ws: Workspace = turn.workspace
+        metrics.record_run(final.reason.value, final.steps)
+        metrics.record_spend(ws.team_id, final.usage.cost_micros)
+        with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
+            permalink = ""
+            with contextlib.suppress(Exception):
+                link = await self.slack.chat_getPermalink(channel=turn.channel_id, message_ts=turn.reply_thread_ts)
+                permalink = str(link.get("permalink") or "")
+            await self.limits.store.record_run(ws, RunRecord(
+                user_id=turn.user_id, at=datetime.now(UTC), stop_reason=final.reason.value, steps=final.steps,
+                cost_micros=final.usage.cost_micros, channel_id=turn.channel_id, thread_ts=turn.reply_thread_ts,
+                permalink=permalink, run_id=final.run_id, note=note,
+            ))
+
+    async def _watch_cancel(self, thread: str, run_id: str, token: CancelToken) -> None:
+        """Fire ``token`` when Stop is pressed; a dropped Redis connection is re-subscribed, never fatal."""
+        key = self.keys.cancel(thread, run_id)
+        delay = 0.1
+        while True:
+            pubsub = self.redis.pubsub()
+            try:
+                await pubsub.subscribe(key)
+                # Subscribed first, then the flag: a press between the two is seen by one or the other.
+                reason = await self.redis.get(key)
+                while reason is None:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                    if message is not None and message.get("type") == "message":
+                        reason = message.get("data")
+                token.cancel(reason.decode() if isinstance(reason, bytes) else str(reason))
+                return
+            except (RedisError, OSError) as exc:
+                log.warning("Stop watcher for %s lost Redis (%s); re-subscribing in %.1fs", run_id, exc, delay)
+            finally:
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+async def _pipelined(events: AsyncIterator[Event], sink: SlackEventSink) -> None:
+    """Feed ``sink`` the run's events in order, one event behind the engine.
+
+    Posting a step (reply, status, ledger) overlaps the engine's next LLM call instead of delaying it, while
+    Slack never lags more than one event behind the persisted state: a worker killed mid-run loses at most
+    the in-flight step's replies, which the resumed run posts again.
+    """
+    posting: asyncio.Task[None] | None = None
+    try:
+        async for event in events:
+            if posting is not None:
+                await posting
+            posting = asyncio.create_task(sink.emit(event))
+        if posting is not None:
+            await posting
+    except asyncio.CancelledError:
+        if posting is not None:
+            posting.cancel()
+        raise
+    except Exception:
+        if posting is not None and not posting.done():
+            with contextlib.suppress(Exception):
+                await posting  # the replies so far still go out before the failure is reported
+        raise
+
+
+async def aclose_events(events: AsyncIterator[Event] | None) -> None:
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()

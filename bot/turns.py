@@ -1,0 +1,205 @@
+"""Turns and each thread's queue of them: one run per thread at a time, in the order people asked.
+
+A *turn* is one human message that asks the bot something. The web process stores it in the thread's inbox
+(idempotently, by message ts) and enqueues an arq job; the job takes the thread's run slot (a Redis lock owned
+by the job id), runs the oldest waiting turn, releases the slot and, if more turns are waiting, enqueues a job
+for the next one. So a follow-up during a run waits behind it (and its asker is told). Every step that
+decides who runs is one Lua script, so a turn queued at any moment is either seen by the releasing job or
+finds the slot free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass
+
+from arq.connections import ArqRedis
+from arq.constants import in_progress_key_prefix as ARQ_IN_PROGRESS_PREFIX
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from agent_core.keys import Keys
+from bot.identity import Conversation, Workspace
+from bot.poster import Target
+from bot.redis import as_text, awaited
+
+log = logging.getLogger(__name__)
+
+#: The arq function name of a run.
+JOB_FUNCTION = "run_thread"
+
+# Store the turn once (by id) and queue it; answer whether the thread's run slot is taken right now.
+_PUSH_TURN = """
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 1 then redis.call('RPUSH', KEYS[1], ARGV[1]) end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return redis.call('EXISTS', KEYS[3])
+"""
+# Take the slot when it is free, ours already (a rerun after a restart: same job id), or held by ARGV[3], a
+# job the caller found dead. Returns 1 when taken, else the holder's job id.
+_ACQUIRE = """
+local holder = redis.call('GET', KEYS[1])
+if holder == false or holder == ARGV[1] or holder == ARGV[3] then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return 1
+end
+return holder
+"""
+# Give the slot back and name the next waiting turn, atomically.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return redis.call('LINDEX', KEYS[2], 0)
+"""
+_DONE = """
+redis.call('LREM', KEYS[1], 1, ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One human message to answer: the conversation it continues and where to reply.
+
+    Stored as JSON in the thread's ``turns`` hash; the field names are that stored shape.
+    """
+
+    thread: str
+    """The conversation's id (``Conversation.id``): a channel thread, or a whole DM."""
+    turn_id: str
+    """The message's ts: unique in its channel, so retries and double deliveries map to one turn."""
+    text: str
+    user_id: str
+    team_id: str
+    enterprise_id: str
+    channel_id: str
+    reply_thread_ts: str
+    """The Slack thread the replies go in (a DM conversation spans many)."""
+    message_ts: str
+
+    @classmethod
+    def of(
+        cls, conversation: Conversation, *, turn_id: str, text: str, user_id: str, reply_thread_ts: str,
+        message_ts: str,
+    ) -> Turn:
+        ws = conversation.workspace
+        return cls(
+            conversation.id, turn_id, text, user_id, ws.team_id, ws.enterprise_id, conversation.channel_id,
+            reply_thread_ts, message_ts,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Turn:
+        return cls(**json.loads(raw))
+
+    @property
+    def workspace(self) -> Workspace:
+        return Workspace.of(self.team_id, self.enterprise_id)
+
+    @property
+    def target(self) -> Target:
+        """Where this turn's replies go."""
+        return Target(self.team_id, self.enterprise_id, self.channel_id, self.reply_thread_ts, self.message_ts)
+
+    @property
+    def run_id(self) -> str:
+        # A ts is unique within its channel only: the thread goes in too, so two workspaces' (or channels')
+        # runs never share budget holds or trace bindings.
+        digest = hashlib.sha256(f"{self.thread}|{self.turn_id}".encode()).hexdigest()[:12]
+        return f"run-{self.turn_id}-{digest}"
+
+
+async def enqueue_turn(redis: Redis, queue: ArqRedis, keys: Keys, turn: Turn, *, ttl_seconds: int) -> bool:
+    """Queue ``turn`` for its thread; True when a run of that thread is in progress (the turn waits)."""
+    script = redis.register_script(_PUSH_TURN)
+    busy = await script(
+        keys=[keys.inbox(turn.thread), keys.turns(turn.thread), keys.lock(turn.thread)],
+        args=[turn.turn_id, turn.to_json(), ttl_seconds],
+    )
+    job_id = keys.job_id("turn", turn.thread, turn.turn_id)
+    await queue.enqueue_job(JOB_FUNCTION, turn.thread, turn.turn_id, _job_id=job_id)
+    return bool(busy)
+
+
+async def request_cancel(redis: Redis, keys: Keys, thread: str, run_id: str, reason: str) -> None:
+    """Ask run ``run_id`` to stop: a flag (for a run that has not started watching yet) and a message."""
+    key = keys.cancel(thread, run_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.set(key, reason, ex=24 * 3600)
+        pipe.publish(key, reason)
+        await pipe.execute()
+
+
+class ThreadQueue:
+    """A thread's inbox of turns and its single run slot, as the worker's jobs use them."""
+
+    def __init__(self, redis: Redis, queue: ArqRedis, keys: Keys, *, queue_name: str, slot_ttl_seconds: int) -> None:
+        self.redis = redis
+        self.queue = queue
+        self.keys = keys
+        self._queue_name = queue_name
+        self._slot_ttl = slot_ttl_seconds
+        self._acquire_script = redis.register_script(_ACQUIRE)
+        self._release_script = redis.register_script(_RELEASE)
+        self._done_script = redis.register_script(_DONE)
+
+    async def acquire(self, thread: str, job_id: str) -> bool:
+        """Take the thread's run slot for ``job_id``: False while another live job holds it.
+
+        A holder whose job is neither running nor queued (its worker died and arq gave up) is taken over.
+        """
+        holder = await self._acquire_script(keys=[self.keys.lock(thread)], args=[job_id, self._slot_ttl, ""])
+        if holder == 1:
+            return True
+        holder_id = as_text(holder) or ""
+        if await self._job_alive(holder_id):
+            return False
+        log.warning("thread %s: run slot held by %s, which is no longer running; taking over", thread, holder_id)
+        taken = await self._acquire_script(keys=[self.keys.lock(thread)], args=[job_id, self._slot_ttl, holder_id])
+        return bool(taken == 1)
+
+    async def release(self, thread: str, job_id: str) -> None:
+        """Give the slot back and queue a job for the next waiting turn, if any (best effort in an outage)."""
+        try:
+            keys = [self.keys.lock(thread), self.keys.inbox(thread)]
+            following = await self._release_script(keys=keys, args=[job_id])
+            if following:
+                next_id = as_text(following) or ""
+                await self.queue.enqueue_job(
+                    JOB_FUNCTION, thread, next_id, _job_id=self.keys.job_id("next", thread, next_id)
+                )
+        except RedisError:
+            pass  # the slot expires on its own; the next mention's job then takes over
+
+    async def head(self, thread: str) -> Turn | None:
+        """The oldest waiting turn (a turn whose record expired is dropped)."""
+        turn_id = await awaited(self.redis.lindex(self.keys.inbox(thread), 0))
+        if turn_id is None:
+            return None
+        raw = await awaited(self.redis.hget(self.keys.turns(thread), turn_id))
+        if raw is None:
+            await awaited(self.redis.lrem(self.keys.inbox(thread), 1, turn_id))
+            return None
+        return Turn.from_json(raw)
+
+    async def waiting(self, thread: str, turn_id: str) -> Turn | None:
+        """``turn_id`` when it waits behind another turn (not at the head), else None."""
+        head = await awaited(self.redis.lindex(self.keys.inbox(thread), 0))
+        if as_text(head) == turn_id:
+            return None  # the slot's holder always runs the oldest turn: this one is running or next
+        raw = await awaited(self.redis.hget(self.keys.turns(thread), turn_id))
+        return None if raw is None else Turn.from_json(raw)
+
+    async def done(self, thread: str, turn_id: str) -> None:
+        await self._done_script(keys=[self.keys.inbox(thread), self.keys.turns(thread)], args=[turn_id])
+
+    async def _job_alive(self, job_id: str) -> bool:
+        """Running (arq's in-progress key) or waiting in the queue (to be rerun after a shutdown)."""
+        running = await self.queue.exists(f"{ARQ_IN_PROGRESS_PREFIX}{job_id}")
+        queued = await self.queue.zscore(self._queue_name, job_id)
+        return bool(running) or queued is not None
