@@ -1,10 +1,9 @@
-"""Posting a run to Slack: ordered per thread, paced to Slack's limits across workers, status while running.
+"""Writing to a Slack thread: ordered per thread, paced to Slack's limits across workers, status while running.
 
-``SlackEventSink.emit`` consumes the engine's event stream in order and awaits each Web API call before the
-next, so replies can never overtake each other; a 429 is retried inside the client (Retry-After, capped)
-before ``emit`` returns, so nothing is dropped or reordered either. Pacing is shared through Redis (a GCRA
-per channel for ``chat.postMessage``, per workspace for ``chat.update``), so many runs on many workers stay
-inside Slack's limits instead of collecting 429s.
+Each Web API call is awaited before the next, so replies can never overtake each other; a 429 is retried
+inside the client (Retry-After, capped) before a call returns, so nothing is dropped or reordered either.
+Pacing is shared through Redis (a GCRA per channel for ``chat.postMessage``, per workspace for
+``chat.update``), so many runs on many workers stay inside Slack's limits instead of collecting 429s.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 import aiohttp
@@ -21,14 +20,10 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core.events import Event, FinalAnswer, Observed, RunStarted, Stopped, Thought, ToolCalled
-from bot import mrkdwn, render
-from bot.redis import awaited
-from bot.render import RunView, SlackMessage, Step
+from bot import mrkdwn
+from bot.render import SlackMessage
 
 log = logging.getLogger(__name__)
-
-Verbosity = Literal["full", "compact"]
 
 #: Reaction shown on the mention while a run works, where assistant.threads.setStatus is not available.
 WORKING_REACTION = "hourglass_flowing_sand"
@@ -251,118 +246,3 @@ class ThreadStatus:
             log.info("assistant.threads.setStatus unavailable: %s", exc.response.get("error"))
             return False
         return True
-
-
-class RunLedger:
-    """What a run already posted (first reply ts, last posted step), so a resumed run does not repeat it."""
-
-    def __init__(self, redis: Redis, key: str, ttl_seconds: int) -> None:
-        self._redis = redis
-        self._key = key
-        self._ttl = ttl_seconds
-
-    async def get(self) -> dict[str, str]:
-        raw = await awaited(self._redis.hgetall(self._key))
-        return {k.decode() if isinstance(k, bytes) else str(k): v.decode() if isinstance(v, bytes) else str(v)
-                for k, v in raw.items()}
-
-    async def set(self, **fields: str | int) -> None:
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(self._key, mapping={k: str(v) for k, v in fields.items()})
-            pipe.expire(self._key, self._ttl)
-            await pipe.execute()
-
-
-class SlackEventSink:
-    """Turns the event stream into the thread: one reply per step (``full``) or one edited status (``compact``)."""
-
-    def __init__(
-        self,
-        poster: Poster,
-        target: Target,
-        view: RunView,
-        ledger: RunLedger,
-        *,
-        verbosity: Verbosity = "full",
-        status: ThreadStatus | None = None,
-    ) -> None:
-        self.poster = poster
-        self.target = target
-        self.view = view
-        self.ledger = ledger
-        self.verbosity = verbosity
-        self.status = status
-        self.first_ts: str | None = None
-        self.final: Stopped | None = None
-        self._pending: Step | None = None
-        self._posted_step = 0
-        self._steps_done = 0
-
-    async def emit(self, event: Event) -> None:
-        match event:
-            case RunStarted():
-                await self._started(event)
-            case Thought(step=step, text=text):
-                await self._flush_unless(step)
-                self._pending = Step(step, thought=text)
-            case ToolCalled(step=step):
-                await self._flush_unless(step)
-                pending = self._pending or Step(step)
-                self._pending = replace(pending, calls=(*pending.calls, event))
-            case Observed(step=step):
-                await self._flush_unless(step)
-                pending = self._pending or Step(step)
-                self._pending = replace(pending, observations=(*pending.observations, event))
-                if len(self._pending.observations) >= len(self._pending.calls):
-                    await self._flush()
-            case FinalAnswer():
-                await self._flush(final_text=event.text)
-            case Stopped():
-                await self._flush(final_text=event.answer)
-                await self._stopped(event)
-
-    async def _started(self, event: RunStarted) -> None:
-        seen = await self.ledger.get()
-        self._posted_step = int(seen.get("posted_step", "0"))
-        self.first_ts = seen.get("first_ts") or None
-        if self.first_ts is None:
-            self.first_ts = await self.poster.post(self.target, render.started(event, self.view))
-            if self.first_ts:
-                await self.ledger.set(first_ts=self.first_ts)
-        if self.status is not None:
-            await self.status.start()
-
-    async def _flush_unless(self, step: int) -> None:
-        if self._pending is not None and self._pending.number != step:
-            await self._flush()
-
-    async def _flush(self, *, final_text: str | None = None) -> None:
-        step, self._pending = self._pending, None
-        if step is None:
-            return
-        if not step.calls and not step.observations and (not step.thought or final_text is not None):
-            return  # the final step's thought is the answer itself (perhaps cut): it is posted once, as the answer
-        self._steps_done = max(self._steps_done, step.number)
-        if step.number <= self._posted_step:
-            return  # posted before a worker restart; the engine replays nothing older, this is belt and braces
-        if self.verbosity == "compact":
-            if self.first_ts:
-                live = render.live_status(step, self.view, steps_done=step.number)
-                await self.poster.update(self.target, self.first_ts, live, best_effort=True)
-        else:
-            for message in render.step_messages(step):
-                await self.poster.post(self.target, message)
-            if self.status is not None:
-                await self.status.touch()
-        self._posted_step = step.number
-        await self.ledger.set(posted_step=step.number)
-
-    async def _stopped(self, event: Stopped) -> None:
-        self.final = event
-        for message in render.final_messages(event):
-            await self.poster.post(self.target, message)
-        if self.first_ts:
-            await self.poster.update(self.target, self.first_ts, render.finished_header(event))
-        if self.status is not None:
-            await self.status.stop()
-        await self.ledger.set(final="1")

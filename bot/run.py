@@ -24,8 +24,9 @@ from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from bot import metrics, render
 from bot.approvals import SlackApprover
 from bot.identity import Workspace
-from bot.poster import Pacer, Poster, RunLedger, SlackEventSink, ThreadStatus, ThreadUnwritable
+from bot.poster import Pacer, Poster, ThreadStatus, ThreadUnwritable
 from bot.settings import Settings
+from bot.sink import RunLedger, SlackEventSink
 from bot.slack_reader import WebSlackReader
 from bot.turns import Turn
 from bot.workspace import RunBlocked, RunPlan, RunRecord, SlackLookupError, WorkspaceLimits
