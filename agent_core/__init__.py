@@ -5,7 +5,7 @@ It knows nothing of Slack; callers plug in an LLM, tools, a store, a budget and 
 
 from agent_core.budget import Budget, InMemoryBudget, Reservation
 from agent_core.cancel import CancelToken
-from agent_core.cost import PRICE_TABLE_DATE, Price, format_usd, price_for
+from agent_core.cost import PRICE_TABLE_DATE, Price, format_usd, price_for, usd_to_micros
 from agent_core.errors import AgentError, ConfigError, LLMError, StoreError
 from agent_core.events import (
     Event,
@@ -18,44 +18,64 @@ from agent_core.events import (
     ToolCalled,
     Usage,
 )
+from agent_core.keys import DEFAULT_KEY_PREFIX, Keys
 from agent_core.limits import Limits
 from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM, ToolCallRequest
 from agent_core.loop import Agent
+from agent_core.redis_budget import (
+    DEFAULT_RESERVATION_TTL_SECONDS,
+    BudgetUsage,
+    Period,
+    RedisBudget,
+    utc_now,
+)
+from agent_core.redis_store import DEFAULT_TTL_SECONDS, RedisThreadStore, RedisTraceSink
 from agent_core.settings import AgentSettings
 from agent_core.store import InMemoryThreadStore, Message, Progress, ThreadState, ThreadStore
 
 __all__ = [
+    "DEFAULT_KEY_PREFIX",
+    "DEFAULT_RESERVATION_TTL_SECONDS",
+    "DEFAULT_TTL_SECONDS",
     "LLM",
     "PRICE_TABLE_DATE",
     "Agent",
     "AgentError",
     "AgentSettings",
     "Budget",
+    "BudgetUsage",
     "CancelToken",
     "ConfigError",
     "Event",
     "FinalAnswer",
     "InMemoryBudget",
     "InMemoryThreadStore",
+    "Keys",
     "LLMError",
     "LLMResponse",
     "Limits",
     "Message",
     "Observed",
     "OpenAIChatLLM",
+    "Period",
     "Price",
     "Progress",
+    "RedisBudget",
+    "RedisThreadStore",
+    "RedisTraceSink",
     "Reservation",
     "RunStarted",
     "StopReason",
     "Stopped",
     "StoreError",
+    "Thought",
     "ThreadState",
     "ThreadStore",
-    "Thought",
     "ToolCallRequest",
     "ToolCalled",
     "Usage",
     "format_usd",
     "price_for",
+    "usd_to_micros",
+    "utc_now",
 ]

@@ -42,8 +42,9 @@ from common import (
     write_json,
 )
 
-from agent_core.keys import Keys, ThreadRef
+from bot.identity import Conversation, Workspace
 from bot.jobs import Turn, enqueue_turn
+from bot.keys import AppKeys
 from bot.redis import RedisHandle
 
 LLM_DELAY = 0.2
@@ -103,13 +104,13 @@ class WorkerProcess:
 def _turn(i: int, tag: str) -> Turn:
     ts = f"1750000000.{i:06d}"
     channel = f"C{tag}{i:05d}"
-    thread = str(ThreadRef("T0001", channel, ts))
+    thread = Conversation(Workspace("T0001"), channel, ts).id
     return Turn(thread=thread, turn_id=ts, text=f"Bench run {i}: compute ten things.", user_id="U1", team_id="T0001",
                 enterprise_id="", channel_id=channel, reply_thread_ts=ts, message_ts=ts)
 
 
 async def enqueue(handle: RedisHandle, values: dict[str, Any], turns: list[Turn]) -> None:
-    keys = Keys(values["redis_key_prefix"])
+    keys = AppKeys(values["redis_key_prefix"])
     redis = handle.client()
     queue = await handle.arq_pool(values["arq_queue_name"])
     sem = asyncio.Semaphore(32)

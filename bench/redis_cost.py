@@ -39,10 +39,11 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.connection import Connection
 
 from agent_core import Event, Thought
-from agent_core.keys import Keys, ThreadRef
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from agent_core.store import Progress
+from bot.identity import Conversation, Workspace
 from bot.jobs import EventSource, Runtime, Turn, enqueue_turn
+from bot.keys import AppKeys
 from bot.redis import RedisHandle, awaited
 from bot.settings import Settings
 from bot.slack_client import make_web_client
@@ -146,7 +147,7 @@ def _delta(a: tuple[int, int, int], b: tuple[int, int, int]) -> dict[str, int]:
 
 
 async def measure_history(settings: Settings, turns: int, serial: int) -> dict[str, Any]:
-    keys = Keys(settings.redis_key_prefix)
+    keys = AppKeys(settings.redis_key_prefix)
     pool = ConnectionPool.from_url(BENCH_REDIS_URL, connection_class=CountingConnection)
     counted = Redis(connection_pool=pool)
     handle = RedisHandle(BENCH_REDIS_URL)
@@ -168,7 +169,7 @@ async def measure_history(settings: Settings, turns: int, serial: int) -> dict[s
         for label in ("warmup", "measured"):
             ts = f"17{serial:03d}{turns:05d}.{1 if label == 'warmup' else 2:06d}"
             channel = f"C{serial:03d}{turns}{label[0].upper()}"
-            thread = str(ThreadRef("T0001", channel, ts))
+            thread = Conversation(Workspace("T0001"), channel, ts).id
             await seed(seeder, thread, turns)
             turn = Turn(thread=thread, turn_id=ts, text=f"Bench task {label}: compute things.", user_id="U1",
                         team_id="T0001", enterprise_id="", channel_id=channel, reply_thread_ts=ts, message_ts=ts)

@@ -31,8 +31,9 @@ from common import (
     write_json,
 )
 
-from agent_core.keys import Keys, ThreadRef
+from bot.identity import Conversation, Workspace
 from bot.jobs import Runtime, Turn, enqueue_turn
+from bot.keys import AppKeys
 from bot.poster import Pacer
 from bot.redis import RedisHandle
 from bot.slack_client import make_web_client
@@ -82,11 +83,11 @@ async def one_rep(slack_url: str, llm_url: str) -> dict[str, Any]:
             if pacer_burst is not None:
                 runtime.runner.post_pacer = Pacer(runtime.redis, per_second=pace, burst=pacer_burst)
             runtimes.append(runtime)
-            keys = Keys(prefix)
+            keys = AppKeys(prefix)
             channel = f"C{tag}{case[:2].upper()}{len(where)}"
             for t in range(threads):
                 ts = f"1770000000.{len(where):03d}{t:03d}"
-                thread = str(ThreadRef("T0001", channel, ts))
+                thread = Conversation(Workspace("T0001"), channel, ts).id
                 turn = Turn(thread=thread, turn_id=ts, text="Post a few steps.", user_id="U1", team_id="T0001",
                             enterprise_id="", channel_id=channel, reply_thread_ts=ts, message_ts=ts)
                 await enqueue_turn(redis, queue, keys, turn, ttl_seconds=3600)

@@ -22,8 +22,8 @@ from common import BENCH_REDIS_URL, delete_prefix, new_prefix
 from cryptography.fernet import Fernet
 from slack_sdk.oauth.installation_store import Installation
 
-from agent_core.keys import Keys
 from bot.installations import RedisInstallationStore, TokenResolver
+from bot.keys import AppKeys
 from bot.token_crypto import TokenCipher
 
 WORKSPACES = 200
@@ -38,7 +38,7 @@ def micros(samples: list[float]) -> dict[str, float]:
 async def measure(n: int) -> dict[str, dict[str, float]]:
     prefix = new_prefix("token_lookup")
     redis = aioredis.Redis.from_url(BENCH_REDIS_URL)
-    keys = Keys(prefix)
+    keys = AppKeys(prefix)
     store = RedisInstallationStore(redis, keys, TokenCipher([Fernet.generate_key()]))
     try:
         for i in range(WORKSPACES):

@@ -14,7 +14,7 @@ import sys
 
 from pydantic import ValidationError
 
-from agent_core.errors import ConfigError
+from agent_core import ConfigError
 from bot import logs
 from bot.service import Service
 from bot.settings import Role, Settings

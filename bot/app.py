@@ -23,10 +23,10 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot import listeners, metrics, payloads
+from bot.deps import Services
 from bot.http_guard import OncePer, SlowBodies, rearm_after_response
 from bot.identity import IdentityMiddleware
 from bot.redis import redis_ok
-from bot.services import Services
 
 log = logging.getLogger(__name__)
 

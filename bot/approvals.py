@@ -8,7 +8,7 @@ and waits for the decision, which the button handler (``bot.listeners.actions``)
                              timeout_seconds=300, deadline=time.monotonic() + limits.max_seconds)
     scope = ToolContext(..., approver=approver)
 
-One key per request (``Keys.approval``) is both the state and the pub/sub channel: ``pending``, then exactly one
+One key per request (``AppKeys.approval``) is both the state and the pub/sub channel: ``pending``, then exactly one
 decision (approved, denied, timed out, stopped, failed) set by a compare-and-set script that also publishes it,
 so a press racing the timeout either wins (and is honoured) or finds the request closed. The approval reply is
 edited once, by the approver, to say what was decided and by whom, buttons removed. Everything that is not an
@@ -33,8 +33,9 @@ from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
-from agent_core.keys import Keys, ThreadRef
 from bot import mrkdwn
+from bot.identity import Conversation
+from bot.keys import AppKeys
 from bot.poster import Poster, Target
 from bot.render import ARGUMENTS_LIMIT, SlackMessage
 from tools import ToolContext
@@ -121,16 +122,16 @@ class ApprovalRef:
         if len(parts) != 3:
             raise ValueError(f"approval value must be thread|run|request, got {value[:200]!r}")
         thread, run_id, request_id = parts
-        ThreadRef.parse(thread)
+        Conversation.parse(thread)
         if not _RUN_ID.fullmatch(run_id) or not _REQUEST_ID.fullmatch(request_id):
             raise ValueError(f"approval value names no run and request: {value[:200]!r}")
         return cls(thread, run_id, request_id)
 
-    def key(self, keys: Keys) -> str:
+    def key(self, keys: AppKeys) -> str:
         return keys.approval(self.thread, self.run_id, self.request_id)
 
 
-async def decide(redis: Redis, keys: Keys, ref: ApprovalRef, decision: Decision) -> Decision | None:
+async def decide(redis: Redis, keys: AppKeys, ref: ApprovalRef, decision: Decision) -> Decision | None:
     """Record ``decision`` if the request is still pending: None when it was, else what stands (a closed
     request that never existed here reads as ``failed``)."""
     script = redis.register_script(_DECIDE)
@@ -146,7 +147,7 @@ class SlackApprover:
     def __init__(
         self,
         redis: Redis,
-        keys: Keys,
+        keys: AppKeys,
         poster: Poster,
         target: Target,
         *,

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from agent_core.keys import Keys
+from bot.identity import Workspace
+from bot.keys import AppKeys
 
 #: Slack retries for about 5 minutes; a day covers every retry and any clock skew with room to spare.
 DEDUPE_TTL_SECONDS = 24 * 3600
@@ -26,19 +27,19 @@ class Claim:
 
 
 class Dedupe:
-    def __init__(self, redis: Redis, keys: Keys, *, ttl_seconds: int = DEDUPE_TTL_SECONDS) -> None:
+    def __init__(self, redis: Redis, keys: AppKeys, *, ttl_seconds: int = DEDUPE_TTL_SECONDS) -> None:
         self._redis = redis
         self._keys = keys
         self._ttl = ttl_seconds
 
     async def claim(
-        self, *, team_id: str, enterprise_id: str, event_id: str | None, channel_id: str, ts: str
+        self, ws: Workspace, *, event_id: str | None, channel_id: str, ts: str
     ) -> Claim | None:
         """The claim when this delivery is the first of its event and of its message, else None."""
         held: list[str] = []
-        wanted = [self._keys.dedupe_message(team_id, enterprise_id, channel_id, ts)]
+        wanted = [self._keys.dedupe_message(ws, channel_id, ts)]
         if event_id:
-            wanted.insert(0, self._keys.dedupe_event(team_id, enterprise_id, event_id))
+            wanted.insert(0, self._keys.dedupe_event(ws, event_id))
         try:
             for key in wanted:
                 # Separate SET NX calls, not one script: the keys need not share a Redis Cluster slot.

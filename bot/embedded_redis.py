@@ -26,7 +26,7 @@ from typing import IO
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from agent_core.errors import ConfigError
+from agent_core import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -9,15 +9,31 @@ enterprise's own (team part ``-``). A request with neither is not Slack's and is
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
-__all__ = ["Conversation", "IdentityMiddleware", "Workspace", "from_context", "workspace"]
+__all__ = [
+    "DM_THREAD",
+    "Conversation",
+    "IdentityMiddleware",
+    "Workspace",
+    "conversation",
+    "conversation_of",
+    "from_context",
+    "is_human",
+    "workspace",
+]
+
+#: Message subtypes that are a person writing; every other subtype (edits, deletions, bots, joins) is ignored.
+HUMAN_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
+#: The whole DM is one conversation: its thread id uses this in place of a thread ts.
+DM_THREAD = "dm"
 
 _ID_RE = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
 #: Channel ids and ts values: anything but the characters the thread id and key layout use.
@@ -93,6 +109,29 @@ def from_context(context: AsyncBoltContext) -> Workspace | None:
         return None
 
 
+def conversation_of(ws: Workspace, event: Mapping[str, Any]) -> Conversation | None:
+    """The conversation a message event belongs to: its thread, or the whole DM; None when it names none."""
+    channel, ts = str(event.get("channel") or ""), str(event.get("thread_ts") or event.get("ts") or "")
+    if not (channel and ts):
+        return None
+    dm = event.get("channel_type") == "im" or channel.startswith("D")
+    try:
+        return Conversation(ws, channel, DM_THREAD if dm else ts)
+    except ValueError:
+        return None
+
+
+def is_human(event: Mapping[str, Any]) -> bool:
+    """A person wrote this message (not a bot, an edit, a deletion or a join)."""
+    return (
+        event.get("subtype") in HUMAN_SUBTYPES
+        and not event.get("bot_id")
+        and not event.get("bot_profile")
+        and bool(event.get("user"))
+        and "edited" not in event
+    )
+
+
 def workspace(context: AsyncBoltContext) -> Workspace:
     """``context["workspace"]``, put there by :class:`IdentityMiddleware` before any listener runs."""
     value = context["workspace"]
@@ -100,8 +139,15 @@ def workspace(context: AsyncBoltContext) -> Workspace:
     return value
 
 
+def conversation(context: AsyncBoltContext) -> Conversation | None:
+    """``context["conversation"]``: set for message and mention events that name a channel and a ts."""
+    value = context.get("conversation")
+    return value if isinstance(value, Conversation) else None
+
+
 class IdentityMiddleware(AsyncMiddleware):
-    """Puts ``context["workspace"]`` in place for every listener (cf. Bolt's attaching_conversation_kwargs)."""
+    """Puts ``context["workspace"]`` (and, for messages and mentions, ``context["conversation"]``) in place for
+    every listener, and drops message events no person wrote (cf. Bolt's attaching_conversation_kwargs)."""
 
     async def async_process(
         self, *, req: AsyncBoltRequest, resp: BoltResponse, next: Callable[[], Awaitable[BoltResponse]]
@@ -110,4 +156,9 @@ class IdentityMiddleware(AsyncMiddleware):
         if ws is None:
             return BoltResponse(status=400, body="the request names no workspace")
         req.context["workspace"] = ws
+        event = req.body.get("event") if req.body.get("type") == "event_callback" else None
+        if isinstance(event, dict) and event.get("type") in ("message", "app_mention"):
+            if not is_human(event):
+                return BoltResponse(status=200, body="")  # a bot's own reply, an edit, a join: nothing to do
+            req.context["conversation"] = conversation_of(ws, event)
         return await next()

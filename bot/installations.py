@@ -32,7 +32,8 @@ from slack_sdk.oauth.installation_store.async_installation_store import AsyncIns
 from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 
-from agent_core.keys import Keys
+from bot.identity import Workspace
+from bot.keys import AppKeys
 from bot.redis import as_text, awaited
 from bot.token_crypto import TokenCipher
 
@@ -59,19 +60,19 @@ class TokenUnavailable(Exception):
     """Slack refused to refresh an installation's token (revoked, or the refresh token is spent): no run."""
 
 
-def installation_key(keys: Keys, enterprise_id: str | None, team_id: str | None) -> str:
+def installation_key(keys: AppKeys, enterprise_id: str | None, team_id: str | None) -> str:
     """``P:E:T:installation``; ``P:E:-:installation`` for an org-wide install (no team)."""
     if not enterprise_id and not team_id:
         raise ValueError("an installation needs a team id or an enterprise id")
-    return f"{keys.namespace(team_id or '-', enterprise_id or '')}:installation"
+    return keys.installation(Workspace.of(team_id, enterprise_id))
 
 
-def refresh_lock_key(keys: Keys, enterprise_id: str | None, team_id: str | None) -> str:
-    return f"{installation_key(keys, enterprise_id, team_id)}:refresh"
+def refresh_lock_key(keys: AppKeys, enterprise_id: str | None, team_id: str | None) -> str:
+    return keys.installation_refresh(Workspace.of(team_id, enterprise_id))
 
 
-def state_key(keys: Keys, state: str) -> str:
-    return f"{keys.prefix}:oauth:state:{state}"
+def state_key(keys: AppKeys, state: str) -> str:
+    return keys.oauth_state(state)
 
 
 def _owner(enterprise_id: str | None, team_id: str | None, org_wide: bool | None) -> tuple[str | None, str | None]:
@@ -91,7 +92,7 @@ class RedisInstallationStore(AsyncInstallationStore):
     retries the event).
     """
 
-    def __init__(self, redis: aioredis.Redis, keys: Keys, cipher: TokenCipher) -> None:
+    def __init__(self, redis: aioredis.Redis, keys: AppKeys, cipher: TokenCipher) -> None:
         self._redis = redis
         self._keys = keys
         self._cipher = cipher
@@ -192,7 +193,7 @@ class RedisOAuthStateStore(AsyncOAuthStateStore):
     """
 
     def __init__(
-        self, redis: aioredis.Redis, keys: Keys, *, expiration_seconds: int, clock: Callable[[], float] = time.time
+        self, redis: aioredis.Redis, keys: AppKeys, *, expiration_seconds: int, clock: Callable[[], float] = time.time
     ) -> None:
         self._redis = redis
         self._keys = keys
@@ -255,7 +256,7 @@ class TokenResolver:
         self,
         store: RedisInstallationStore,
         redis: aioredis.Redis,
-        keys: Keys,
+        keys: AppKeys,
         rotator: AsyncTokenRotator | None,
         *,
         ttl: float = TOKEN_CACHE_SECONDS,

@@ -18,9 +18,9 @@ from arq.connections import ArqRedis
 from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core.keys import Keys
-from agent_core.redis_store import RedisThreadStore, RedisTraceSink
+from agent_core import RedisThreadStore, RedisTraceSink
 from bot import render
+from bot.keys import AppKeys
 from bot.run import AgentFactory, EventSource, TurnRunner
 from bot.settings import Settings
 from bot.turns import JOB_FUNCTION, ThreadQueue, Turn, enqueue_turn, request_cancel
@@ -66,7 +66,7 @@ class Runtime:
         self.redis = redis
         self.queue = queue
         self.slack = slack
-        self.keys = Keys(settings.redis_key_prefix)
+        self.keys = AppKeys(settings.redis_key_prefix)
         ttl = settings.thread_ttl_seconds
         self.trace = RedisTraceSink(redis, self.keys, ttl_seconds=ttl)
         self.store = RedisThreadStore(redis, self.keys, ttl_seconds=ttl, trace=self.trace)

@@ -35,8 +35,8 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core.keys import Keys
 from bot.installations import RedisInstallationStore, RedisOAuthStateStore, TokenResolver, TokenUnavailable
+from bot.keys import AppKeys
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def build_oauth(
     settings: Settings, redis: aioredis.Redis, client: AsyncWebClient, *, clock: Callable[[], float] = time.time
 ) -> OAuth:
     """The OAuth parts for ``settings`` (``require_oauth`` passed); ``client`` reaches SLACK_API_URL."""
-    keys = Keys(settings.redis_key_prefix)
+    keys = AppKeys(settings.redis_key_prefix)
     secret = settings.slack_client_secret.get_secret_value() if settings.slack_client_secret else ""
     client_id = settings.slack_client_id or ""
     store = RedisInstallationStore(redis, keys, settings.token_cipher())

@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from arq.connections import ArqRedis, RedisSettings, create_pool
 from redis.exceptions import RedisError
 
-from agent_core.errors import ConfigError
+from agent_core import ConfigError
 from bot.embedded_redis import EmbeddedRedis
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agent_core.events import Observed, RunStarted, Stopped, StopReason, ToolCalled
+from agent_core import Observed, RunStarted, Stopped, StopReason, ToolCalled
 from bot import mrkdwn
 
 #: action_id of the Stop button (matched by bot.listeners.actions).

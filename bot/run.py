@@ -18,13 +18,25 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import Budget, CancelToken, Event, Limits, Progress, Stopped, StopReason, StoreError, Usage
-from agent_core.keys import Keys
-from agent_core.redis_store import RedisThreadStore, RedisTraceSink
+from agent_core import (
+    Budget,
+    CancelToken,
+    Event,
+    Limits,
+    Progress,
+    RedisThreadStore,
+    RedisTraceSink,
+    Stopped,
+    StopReason,
+    StoreError,
+    Usage,
+)
 from bot import metrics, render
 from bot.approvals import SlackApprover
 from bot.identity import Workspace
+from bot.keys import AppKeys
 from bot.poster import Pacer, Poster, ThreadStatus, ThreadUnwritable
+from bot.redis import as_text
 from bot.settings import Settings
 from bot.sink import RunLedger, SlackEventSink
 from bot.slack_reader import WebSlackReader
@@ -77,7 +89,7 @@ class TurnRunner:
         settings: Settings,
         redis: Redis,
         slack: AsyncWebClient,
-        keys: Keys,
+        keys: AppKeys,
         store: RedisThreadStore,
         trace: RedisTraceSink,
         agent: EventSource,
@@ -98,7 +110,7 @@ class TurnRunner:
         self.reader = WebSlackReader(slack)
 
     def poster(self, turn: Turn) -> Poster:
-        rate_key = self.keys.rate(turn.team_id, turn.enterprise_id, "slack")
+        rate_key = self.keys.rate(turn.workspace, "slack")
         return Poster(self.slack, self.post_pacer, self.update_pacer, rate_key)
 
     async def run(self, turn: Turn, *, resumed: bool, last_try: bool) -> None:
@@ -262,7 +274,7 @@ class TurnRunner:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
                     if message is not None and message.get("type") == "message":
                         reason = message.get("data")
-                token.cancel(reason.decode() if isinstance(reason, bytes) else str(reason))
+                token.cancel(as_text(reason) or "")
                 return
             except (RedisError, OSError) as exc:
                 log.warning("Stop watcher for %s lost Redis (%s); re-subscribing in %.1fs", run_id, exc, delay)

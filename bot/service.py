@@ -15,14 +15,14 @@ from arq import Worker
 from redis.exceptions import RedisError
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-from agent_core.errors import ConfigError
-from agent_core.keys import Keys
+from agent_core import ConfigError
 from bot import socket_mode
 from bot.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
+from bot.deps import Services
 from bot.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
 from bot.jobs import AgentFactory, Runtime
+from bot.keys import AppKeys
 from bot.redis import RedisHandle, open_redis
-from bot.services import Services
 from bot.settings import Role, Settings
 from bot.slack_client import make_web_client, slack_session
 from bot.worker import (
@@ -89,7 +89,7 @@ class Service:
         )
         redis = self.redis.client()
         queue = await self.redis.arq_pool(settings.arq_queue_name)
-        self.services = Services(settings, redis, slack, queue, Keys(settings.redis_key_prefix))
+        self.services = Services(settings, redis, slack, queue, AppKeys(settings.redis_key_prefix))
         if self.role in ("all", "worker"):
             # Built before anything listens, so a bad agent setting is a start-up error, not a failed job.
             self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory)

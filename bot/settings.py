@@ -9,10 +9,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 from slack_sdk.oauth.state_utils import OAuthStateUtils
 
-from agent_core.errors import ConfigError
-from agent_core.keys import DEFAULT_KEY_PREFIX
-from agent_core.redis_store import DEFAULT_TTL_SECONDS
-from agent_core.settings import AgentSettings
+from agent_core import DEFAULT_KEY_PREFIX, DEFAULT_TTL_SECONDS, AgentSettings, ConfigError
 from bot.approvals import DEFAULT_TIMEOUT_SECONDS as DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from bot.logs import DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LogFormat, LogLevel
 from bot.redis import STARTUP_WAIT_SECONDS

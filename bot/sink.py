@@ -10,10 +10,10 @@ from dataclasses import replace
 
 from redis.asyncio import Redis
 
-from agent_core.events import Event, FinalAnswer, Observed, RunStarted, Stopped, Thought, ToolCalled
+from agent_core import Event, FinalAnswer, Observed, RunStarted, Stopped, Thought, ToolCalled
 from bot import render
 from bot.poster import Poster, Target, ThreadStatus
-from bot.redis import awaited
+from bot.redis import as_text, awaited
 from bot.render import RunView, Step
 from bot.settings import Verbosity
 
@@ -28,8 +28,7 @@ class RunLedger:
 
     async def get(self) -> dict[str, str]:
         raw = await awaited(self._redis.hgetall(self._key))
-        return {k.decode() if isinstance(k, bytes) else str(k): v.decode() if isinstance(v, bytes) else str(v)
-                for k, v in raw.items()}
+        return {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
 
     async def set(self, **fields: str | int) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:

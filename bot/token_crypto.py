@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
-from agent_core.errors import ConfigError
+from agent_core import ConfigError
 
 SETTING = "SLACK_TOKEN_ENCRYPTION_KEY"
 

@@ -20,8 +20,8 @@ from arq.constants import in_progress_key_prefix as ARQ_IN_PROGRESS_PREFIX
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from agent_core.keys import Keys
 from bot.identity import Conversation, Workspace
+from bot.keys import AppKeys
 from bot.poster import Target
 from bot.redis import as_text, awaited
 
@@ -114,7 +114,7 @@ class Turn:
         return f"run-{self.turn_id}-{digest}"
 
 
-async def enqueue_turn(redis: Redis, queue: ArqRedis, keys: Keys, turn: Turn, *, ttl_seconds: int) -> bool:
+async def enqueue_turn(redis: Redis, queue: ArqRedis, keys: AppKeys, turn: Turn, *, ttl_seconds: int) -> bool:
     """Queue ``turn`` for its thread; True when a run of that thread is in progress (the turn waits)."""
     script = redis.register_script(_PUSH_TURN)
     busy = await script(
@@ -126,7 +126,7 @@ async def enqueue_turn(redis: Redis, queue: ArqRedis, keys: Keys, turn: Turn, *,
     return bool(busy)
 
 
-async def request_cancel(redis: Redis, keys: Keys, thread: str, run_id: str, reason: str) -> None:
+async def request_cancel(redis: Redis, keys: AppKeys, thread: str, run_id: str, reason: str) -> None:
     """Ask run ``run_id`` to stop: a flag (for a run that has not started watching yet) and a message."""
     key = keys.cancel(thread, run_id)
     async with redis.pipeline(transaction=True) as pipe:
@@ -138,7 +138,7 @@ async def request_cancel(redis: Redis, keys: Keys, thread: str, run_id: str, rea
 class ThreadQueue:
     """A thread's inbox of turns and its single run slot, as the worker's jobs use them."""
 
-    def __init__(self, redis: Redis, queue: ArqRedis, keys: Keys, *, queue_name: str, slot_ttl_seconds: int) -> None:
+    def __init__(self, redis: Redis, queue: ArqRedis, keys: AppKeys, *, queue_name: str, slot_ttl_seconds: int) -> None:
         self.redis = redis
         self.queue = queue
         self.keys = keys

@@ -12,9 +12,9 @@ from typing import Any
 from arq import Worker
 from arq.worker import func
 
-from agent_core import Agent
-from agent_core.redis_store import RedisThreadStore, RedisTraceSink
+from agent_core import Agent, RedisThreadStore, RedisTraceSink
 from bot.jobs import JOB_KEEP_RESULT_SECONDS, JOB_MAX_TRIES, Runtime, job_timeout, run_thread
+from bot.keys import worker_health_key
 from bot.redis import RedisHandle, arq_settings
 from bot.run import EventSource
 from bot.settings import Settings
@@ -76,7 +76,7 @@ def build_worker(
         keep_result=JOB_KEEP_RESULT_SECONDS,
         max_tries=JOB_MAX_TRIES,
         # One key per worker process, refreshed on its polls: a process's own heartbeat for monitoring.
-        health_check_key=f"{settings.arq_queue_name}:health-check:{socket.gethostname()}:{os.getpid()}",
+        health_check_key=worker_health_key(settings.arq_queue_name, socket.gethostname(), os.getpid()),
         health_check_interval=WORKER_HEALTH_INTERVAL_SECONDS,
     )
 

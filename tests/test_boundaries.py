@@ -39,3 +39,20 @@ def test_all_names_exist(package: str) -> None:
     exported = getattr(module, "__all__", None)
     assert exported, f"{package} must declare __all__"
     assert [name for name in exported if not hasattr(module, name)] == []
+
+
+FACES = {"bot": {"agent_core", "tools"}, "agent_core": {"tools"}}
+
+
+@pytest.mark.parametrize("package", sorted(FACES))
+def test_other_packages_are_imported_through_their_face(package: str) -> None:
+    """``from agent_core import X``, never ``from agent_core.loop import X``: a package's __all__ is its port."""
+    bad: list[tuple[str, str]] = []
+    for path in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                     else [])
+            bad.extend((str(path.relative_to(ROOT)), n) for n in names if n.split(".")[0] in FACES[package]
+                       and "." in n)
+    assert bad == []

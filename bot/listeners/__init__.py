@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
+from bot.deps import Services
 from bot.listeners import actions, commands, events, home
-from bot.services import Services
 
 
 def register(app: AsyncApp, services: Services) -> None:

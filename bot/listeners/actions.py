@@ -14,14 +14,14 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from agent_core.keys import ThreadRef
 from bot import identity
 from bot.approvals import APPROVE_ACTION_ID, DENY_ACTION_ID, ApprovalRef, Decision, Verdict, decide, describe
-from bot.redis import as_text, awaited
+from bot.deps import Services
+from bot.identity import Conversation
+from bot.listeners.control import may_control
 from bot.render import STOP_ACTION_ID
-from bot.services import Services
 from bot.turns import request_cancel
-from bot.workspace import SlackLookupError, SlackUsers, WorkspaceLimits
+from bot.workspace import SlackUsers, WorkspaceLimits
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +37,11 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         thread, _, run_id = str(action.get("value") or "").rpartition("|")
         user, channel = _who(body)
         try:
-            ref = ThreadRef.parse(thread)
+            ref = Conversation.parse(thread)
         except ValueError:
             log.warning("Stop button with a malformed value ignored")
             return
-        if not _same_workspace(ref, context):
+        if ref.workspace != identity.workspace(context):
             log.warning("Stop button for another workspace's thread ignored")
             return  # a run is stopped only from the workspace it belongs to
         if not await _may_control(services, users, context, thread, run_id, user, channel, "stop this run"):
@@ -58,7 +58,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
             log.warning("approval button with a malformed value: %s", exc)
             await _tell(context, channel, user, "This approval button is malformed; nothing was decided.")
             return
-        if not _same_workspace(ThreadRef.parse(ref.thread), context):
+        if Conversation.parse(ref.thread).workspace != identity.workspace(context):
             await _tell(context, channel, user, "This approval belongs to another workspace; nothing was decided.")
             return
         verdict = Verdict.APPROVED if action.get("action_id") == APPROVE_ACTION_ID else Verdict.DENIED
@@ -90,28 +90,16 @@ def _who(body: dict[str, Any]) -> tuple[str, str]:
     return str((body.get("user") or {}).get("id") or ""), str((body.get("channel") or {}).get("id") or "")
 
 
-def _same_workspace(ref: ThreadRef, context: AsyncBoltContext) -> bool:
-    ws = identity.workspace(context)
-    return ref.team_id == ws.team_id and ref.enterprise_id == ws.enterprise_id
-
-
 async def _may_control(
     services: Services, users: SlackUsers, context: AsyncBoltContext, thread: str, run_id: str, user: str,
     channel: str, what: str,
 ) -> bool:
     """The run's requester or a workspace admin; anyone else is told privately (False)."""
-    requester = as_text(await awaited(services.redis.hget(services.keys.run(thread, run_id), "requester")))
-    if requester is not None and requester == user:
-        return True
-    try:
-        allowed = await users.is_admin(context.client, identity.workspace(context).team_id, user)
-    except SlackLookupError as exc:
-        await _tell(context, channel, user, str(exc))
-        return False
-    if not allowed:
-        who = f"<@{requester}>" if requester else "the person who asked"
-        await _tell(context, channel, user, f"Only {who} or a workspace admin can {what}.")
-    return allowed
+    ws = identity.workspace(context)
+    refusal = await may_control(services, users, context.client, ws, thread, run_id, user, what)
+    if refusal is not None:
+        await _tell(context, channel, user, refusal)
+    return refusal is None
 
 
 async def _tell(context: AsyncBoltContext, channel: str, user: str, text: str) -> None:

@@ -14,10 +14,10 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core.errors import StoreError
+from agent_core import StoreError
 from bot import identity
+from bot.deps import Services
 from bot.identity import Workspace
-from bot.services import Services
 from bot.workspace import LimitsPolicy, SlackLookupError, WorkspaceLimits
 
 log = logging.getLogger(__name__)

@@ -6,6 +6,7 @@ raw payload fields, so a Slack Connect channel (one channel id, two organisation
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -14,20 +15,16 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from agent_core.keys import ThreadRef
 from bot import identity
 from bot.dedupe import Dedupe
-from bot.redis import as_text, awaited
-from bot.services import Services
+from bot.deps import Services
+from bot.identity import DM_THREAD, Conversation, Workspace
+from bot.listeners.control import may_control
 from bot.turns import Turn, enqueue_turn, request_cancel
-from bot.workspace import WorkspaceLimits
+from bot.workspace import SlackLookupError, WorkspaceLimits
 
 log = logging.getLogger(__name__)
 
-#: Message subtypes that are a person writing; every other subtype (edits, deletions, bots, joins) is ignored.
-HUMAN_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
-#: The whole DM is one conversation: its thread id uses this in place of a thread ts.
-DM_THREAD = "dm"
 
 
 def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
@@ -46,11 +43,11 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
     @app.event("agent_session_stopped")
     async def on_session_stopped(event: dict[str, Any], context: AsyncBoltContext) -> None:
         # Slack's own stop button on an agent session: the same as pressing our Stop button.
-        team_id, enterprise_id = _installation(context)
+        ws = identity.workspace(context)
         channel, thread_ts, user = event.get("channel"), event.get("thread_ts"), event.get("user")
-        if not (team_id and channel and thread_ts and user):
+        if not (channel and thread_ts and user):
             return
-        thread = _conversation(team_id, enterprise_id, str(channel), str(thread_ts))
+        thread = _conversation(ws, str(channel), str(thread_ts))
         raw = await services.redis.get(services.keys.progress(thread))
         if raw is None:
             return
@@ -58,31 +55,15 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         if progress.get("status") != "running":
             return
         run_id = str(progress.get("run_id", ""))
-        requester = await awaited(services.redis.hget(services.keys.run(thread, run_id), "requester"))
-        is_requester = as_text(requester) == user
-        if is_requester or await users.is_admin(context.client, team_id, str(user)):
-            await request_cancel(services.redis, services.keys, thread, run_id, "stopped with Slack's stop button")
+        with contextlib.suppress(SlackLookupError):
+            refusal = await may_control(services, users, context.client, ws, thread, run_id, str(user), "stop it")
+            if refusal is None:
+                await request_cancel(services.redis, services.keys, thread, run_id, "stopped with Slack's stop button")
 
 
-def _installation(context: AsyncBoltContext) -> tuple[str, str]:
-    """(team id, enterprise id) of the installation Bolt resolved for this request (see ``bot.identity``)."""
-    ws = identity.workspace(context)
-    return ws.team_id, ws.enterprise_id
-
-
-def _conversation(team_id: str, enterprise_id: str, channel: str, thread_ts: str) -> str:
-    thread = DM_THREAD if channel.startswith("D") else thread_ts
-    return str(ThreadRef(team_id, channel, thread, enterprise_id))
-
-
-def _is_human(event: dict[str, Any]) -> bool:
-    return (
-        event.get("subtype") in HUMAN_SUBTYPES
-        and not event.get("bot_id")
-        and not event.get("bot_profile")
-        and bool(event.get("user"))
-        and "edited" not in event
-    )
+def _conversation(ws: Workspace, channel: str, thread_ts: str) -> str:
+    """The conversation's id: a channel thread, or a whole DM (one conversation across its threads)."""
+    return Conversation(ws, channel, DM_THREAD if channel.startswith("D") else thread_ts).id
 
 
 async def _take(
@@ -94,17 +75,15 @@ async def _take(
     *,
     mentioned: bool,
 ) -> None:
-    if not _is_human(event):
-        return
-    team_id, enterprise_id = _installation(context)
-    channel, ts = str(event.get("channel") or ""), str(event.get("ts") or "")
-    if not (team_id and channel and ts):
-        return
+    conv = identity.conversation(context)
+    if conv is None:
+        return  # names no channel or ts: nothing to answer
+    ws, thread = conv.workspace, conv.id
+    channel, ts = conv.channel_id, str(event.get("ts") or "")
     bot_user = context.bot_user_id or ""
     text = str(event.get("text") or "")
-    is_dm = event.get("channel_type") == "im" or channel.startswith("D")
+    is_dm = conv.thread_ts == DM_THREAD
     thread_ts = str(event.get("thread_ts") or "")
-    thread = _conversation(team_id, enterprise_id, channel, thread_ts or ts)
     if not mentioned and not is_dm:
         if not thread_ts or (bot_user and f"<@{bot_user}>" in text):
             return  # not a reply, or a mention (the app_mention delivery of this message handles it)
@@ -114,15 +93,13 @@ async def _take(
     task = _strip_mention(text, bot_user)
     if not task:
         return
-    claim = await dedupe.claim(
-        team_id=team_id, enterprise_id=enterprise_id, event_id=body.get("event_id"), channel_id=channel, ts=ts
-    )
+    claim = await dedupe.claim(ws, event_id=body.get("event_id"), channel_id=channel, ts=ts)
     if claim is None:
         log.info("duplicate delivery of %s/%s ignored", channel, ts)
         return
     turn = Turn(
-        thread=thread, turn_id=ts, text=task, user_id=str(event["user"]), team_id=team_id,
-        enterprise_id=enterprise_id, channel_id=channel, reply_thread_ts=thread_ts or ts, message_ts=ts,
+        thread=thread, turn_id=ts, text=task, user_id=str(event["user"]), team_id=ws.team_id,
+        enterprise_id=ws.enterprise_id, channel_id=channel, reply_thread_ts=thread_ts or ts, message_ts=ts,
     )
     try:
         await enqueue_turn(

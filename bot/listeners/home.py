@@ -16,12 +16,10 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core.cost import format_usd
-from agent_core.errors import StoreError
-from agent_core.redis_budget import BudgetUsage
+from agent_core import BudgetUsage, StoreError, format_usd
+from bot.deps import Services
 from bot.identity import Workspace
 from bot.listeners.commands import limits_for_services, workspace_of
-from bot.services import Services
 from bot.workspace import (
     LABELS,
     ConfigField,

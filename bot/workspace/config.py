@@ -13,9 +13,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Literal, get_args
 
-from agent_core import ConfigError, Limits
-from agent_core.cost import format_usd, usd_to_micros
-from agent_core.redis_budget import Period
+from agent_core import ConfigError, Limits, Period, format_usd, usd_to_micros
 from bot.settings import Settings, Verbosity
 
 MICROS_PER_USD = 1_000_000

@@ -19,10 +19,9 @@ from typing import Literal
 import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import Limits
-from agent_core.keys import DEFAULT_KEY_PREFIX, Keys
-from agent_core.redis_budget import RedisBudget, utc_now
+from agent_core import Limits, RedisBudget, utc_now
 from bot.identity import Workspace
+from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Verbosity
 from bot.workspace.command import ResetCommand, ShowCommand, UsageError, VerbosityCommand, parse_command
 from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, WorkspaceConfig, limits_for
@@ -86,7 +85,7 @@ class WorkspaceLimits:
             allow_external=policy.allow_external,
             clock=monotonic,
         )
-        return cls(store, users, DisplaySettings(redis, Keys(key_prefix), default=policy.verbosity))
+        return cls(store, users, DisplaySettings(redis, AppKeys(key_prefix), default=policy.verbosity))
 
     def refusal(self) -> str:
         return (

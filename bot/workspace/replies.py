@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
-from agent_core import format_usd
-from agent_core.redis_budget import BudgetUsage, Period
+from agent_core import BudgetUsage, Period, format_usd
 from bot.settings import Verbosity
 from bot.workspace.config import LABELS, Change, WorkspaceConfig
 from bot.workspace.people import who_may_change

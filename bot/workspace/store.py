@@ -23,10 +23,9 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
 
-from agent_core import StoreError
-from agent_core.keys import DEFAULT_KEY_PREFIX, Keys
-from agent_core.redis_budget import DEFAULT_RESERVATION_TTL_SECONDS, BudgetUsage, RedisBudget, utc_now
+from agent_core import DEFAULT_RESERVATION_TTL_SECONDS, BudgetUsage, RedisBudget, StoreError, utc_now
 from bot.identity import Workspace
+from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.redis import as_text, awaited
 from bot.settings import Verbosity
 from bot.workspace.command import COUNT_RE, VERBOSITIES, InvalidValue, parse_value
@@ -46,10 +45,6 @@ from bot.workspace.config import (
 log = logging.getLogger(__name__)
 #: Optimistic-transaction retries when another admin changes the same workspace at the same moment.
 _MAX_WATCH_RETRIES = 20
-
-
-def text(raw: str | bytes) -> str:
-    return raw.decode() if isinstance(raw, bytes) else raw
 
 
 def _encode(config_field: ConfigField, value: ConfigValue) -> str:
@@ -88,21 +83,21 @@ class WorkspaceLimitsStore:
     ) -> None:
         self.defaults = defaults or WorkspaceConfig()
         self._redis = redis
-        self._keys = Keys(key_prefix)
+        self._keys = AppKeys(key_prefix)
         self._clock = clock
         self._reservation_ttl = reservation_ttl_seconds
 
     def namespace(self, ws: Workspace) -> str:
-        return self._keys.namespace(ws.team_id, ws.enterprise_id)
+        return self._keys.namespace(ws)
 
     def _config_key(self, ws: Workspace) -> str:
-        return self._keys.limits(ws.team_id, ws.enterprise_id)
+        return self._keys.limits(ws)
 
     def _audit_key(self, ws: Workspace) -> str:
-        return self._keys.limits_audit(ws.team_id, ws.enterprise_id)
+        return self._keys.limits_audit(ws)
 
     def _runs_key(self, ws: Workspace) -> str:
-        return self._keys.recent_runs(ws.team_id, ws.enterprise_id)
+        return self._keys.recent_runs(ws)
 
     async def get(self, ws: Workspace) -> WorkspaceConfig:
         """The workspace's effective config: its overrides on top of the defaults."""
@@ -115,11 +110,11 @@ class WorkspaceLimitsStore:
     def _merge(self, raw: Mapping[Any, Any]) -> WorkspaceConfig:
         overrides: dict[str, Any] = {}
         for key, value in raw.items():
-            name = text(key)
+            name = as_text(key) or ""
             if name not in FIELDS:
                 continue
             try:
-                overrides[name] = _decode(name, text(value))
+                overrides[name] = _decode(name, as_text(value) or "")
             except InvalidValue:
                 # Written by hand or by an older version: ignore it rather than run with a nonsense limit.
                 log.warning("ignoring invalid stored limit %s=%r", name, value)
@@ -259,7 +254,7 @@ def _unavailable(exc: BaseException) -> StoreError:
 class DisplaySettings:
     """``full`` (a reply per step) or ``compact`` (one edited status + the answer), per workspace."""
 
-    def __init__(self, redis: aioredis.Redis, keys: Keys, *, default: Verbosity = "full") -> None:
+    def __init__(self, redis: aioredis.Redis, keys: AppKeys, *, default: Verbosity = "full") -> None:
         self._redis = redis
         self._keys = keys
         self.default = default
@@ -279,4 +274,4 @@ class DisplaySettings:
             raise _unavailable(exc) from exc
 
     def _key(self, ws: Workspace) -> str:
-        return self._keys.workspace_settings(ws.team_id, ws.enterprise_id)
+        return self._keys.settings(ws)

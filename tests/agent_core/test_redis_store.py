@@ -8,7 +8,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from agent_core.errors import StoreError
-from agent_core.keys import Keys, ThreadRef
+from agent_core.keys import Keys
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from agent_core.store import Progress
 
@@ -19,7 +19,7 @@ def keys(key_prefix: str) -> Keys:
 
 
 def thread(team: str = "T1", channel: str = "C1", ts: str = "1700000000.000100", enterprise: str = "") -> str:
-    return str(ThreadRef(team, channel, ts, enterprise))
+    return "/".join((enterprise or "-", team, channel, ts))
 
 
 async def test_append_then_load_round_trips(redis_client: aioredis.Redis, keys: Keys) -> None:
@@ -96,12 +96,9 @@ async def test_unreachable_redis_is_a_store_error(keys: Keys) -> None:
         await dead.aclose()
 
 
-def test_thread_ref_round_trips_and_rejects_bad_ids() -> None:
-    ref = ThreadRef("T1", "C1", "1.2", "E1")
-    assert ThreadRef.parse(str(ref)) == ref
-    assert ThreadRef.parse(str(ThreadRef("T1", "C1", "1.2"))).enterprise_id == ""
-    with pytest.raises(ValueError, match="channel_id"):
-        ThreadRef("T1", "C{1}", "1.2")
+def test_four_part_ids_share_a_hash_tag_and_other_names_are_local() -> None:
+    assert Keys("p").thread_base("E1/T1/C1/1.2") == "p:E1:T1:{C1:1.2}"
+    assert Keys("p").thread_base("-/T1/C{1}/1.2") == "p:local:{-/T1/C(1)/1.2}"
     assert Keys("p").thread_base("just-a-name") == "p:local:{just-a-name}"
 
 

@@ -12,10 +12,10 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from agent_core import Agent
-from agent_core.keys import Keys
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from bot.approvals import APPROVE_ACTION_ID, DENY_ACTION_ID, SlackApprover
 from bot.jobs import EventSource
+from bot.keys import AppKeys
 from bot.poster import Pacer, Poster, Target
 from bot.settings import Settings
 from bot.slack_client import make_web_client
@@ -212,7 +212,7 @@ def _approver(redis: aioredis.Redis, fake_slack: FakeSlack, key_prefix: str) -> 
     poster = Poster(slack, off, off, f"{key_prefix}:rl")
     target = Target("T0001", "", "C1", "1700000000.000001", "1700000000.000001")
     return SlackApprover(
-        redis, Keys(key_prefix), poster, target, thread="-/T0001/C1/1700000000.000001", run_id="run-1",
+        redis, AppKeys(key_prefix), poster, target, thread="-/T0001/C1/1700000000.000001", run_id="run-1",
         requester="U1", timeout_seconds=5, deadline=time.monotonic() + 60,
     )
 

@@ -16,11 +16,11 @@ from arq.connections import ArqRedis
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core.keys import Keys
 from bot.app import create_web_app
+from bot.deps import Services
 from bot.identity import IdentityMiddleware, Workspace
+from bot.keys import AppKeys
 from bot.listeners import commands, home
-from bot.services import Services
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 from bot.workspace import USAGE, LimitsPolicy, RunBlocked, RunPlan, WorkspaceConfig, WorkspaceLimits
@@ -95,7 +95,7 @@ async def harness(redis_client: aioredis.Redis, key_prefix: str) -> AsyncIterato
         )
         client = make_web_client(token="xoxb-test", base_url=slack.base_url, max_retry_after=0)
         queue = ArqRedis.from_url(TEST_REDIS_URL)
-        services = Services(settings, redis_client, client, queue, Keys(key_prefix))
+        services = Services(settings, redis_client, client, queue, AppKeys(key_prefix))
         policy = LimitsPolicy(defaults=DEFAULTS, admin_user_ids=frozenset({LISTED}))
         limits = WorkspaceLimits.create(redis_client, policy, key_prefix=key_prefix, clock=clock)
         app = AsyncApp(

@@ -8,8 +8,9 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from agent_core.keys import Keys
 from bot.dedupe import Dedupe
+from bot.identity import Workspace
+from bot.keys import AppKeys
 from tests.conftest import TEST_REDIS_URL
 
 
@@ -23,17 +24,15 @@ class FailsOnMessageKeys(aioredis.Redis):
 
 
 async def test_a_failed_claim_leaves_the_retry_free(redis_client: aioredis.Redis, key_prefix: str) -> None:
-    keys = Keys(key_prefix)
+    keys = AppKeys(key_prefix)
     flaky = FailsOnMessageKeys.from_url(TEST_REDIS_URL)
     try:
         with pytest.raises(RedisConnectionError):
-            await Dedupe(flaky, keys).claim(team_id="T1", enterprise_id="", event_id="Ev1", channel_id="C1", ts="1.2")
+            await Dedupe(flaky, keys).claim(Workspace("T1"), event_id="Ev1", channel_id="C1", ts="1.2")
     finally:
         await flaky.aclose()
-    retry = await Dedupe(redis_client, keys).claim(
-        team_id="T1", enterprise_id="", event_id="Ev1", channel_id="C1", ts="1.2"
+    retry = await Dedupe(redis_client, keys).claim(Workspace("T1"), event_id="Ev1", channel_id="C1", ts="1.2"
     )
     assert retry is not None
-    assert await Dedupe(redis_client, keys).claim(
-        team_id="T1", enterprise_id="", event_id="Ev2", channel_id="C1", ts="1.2"
+    assert await Dedupe(redis_client, keys).claim(Workspace("T1"), event_id="Ev2", channel_id="C1", ts="1.2"
     ) is None  # the double delivery of the same message is still refused

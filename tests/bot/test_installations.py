@@ -11,8 +11,9 @@ from cryptography.fernet import Fernet
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core.keys import Keys
+from bot.identity import Workspace
 from bot.installations import RedisInstallationStore, TokenResolver, installation_key
+from bot.keys import AppKeys
 from bot.token_crypto import TokenCipher, UnreadableToken
 from tests.fakes.slack_api import FakeSlack, Grant
 
@@ -40,7 +41,7 @@ async def test_keys_follow_the_workspace_namespace(
         f"{key_prefix}:E1:T2:installation".encode(),
         f"{key_prefix}:E2:-:installation".encode(),
     ]
-    assert installation_key(Keys(key_prefix), "E1", "T2") == f"{Keys(key_prefix).namespace('T2', 'E1')}:installation"
+    assert installation_key(AppKeys(key_prefix), "E1", "T2") == f"{key_prefix}:E1:T2:installation"
 
 
 async def test_an_org_wide_install_serves_every_workspace_of_the_org(
@@ -88,7 +89,7 @@ async def test_concurrent_refreshes_of_a_rotating_token_refresh_once(
     assert (await client.auth_test())["team_id"] == "T1"
     assert fake_slack.tokens[installed_token].revoked
     # The stored installation carries the new pair too (a web process reading it later needs no refresh).
-    store = RedisInstallationStore(redis_client, Keys(key_prefix), TokenCipher.from_setting(KEY))
+    store = RedisInstallationStore(redis_client, AppKeys(key_prefix), TokenCipher.from_setting(KEY))
     stored = await store.async_find_installation(enterprise_id=None, team_id="T1")
     assert stored is not None and (stored.bot_token, stored.bot_refresh_token) == (one.bot_token, one.bot_refresh_token)
 
@@ -110,13 +111,13 @@ async def test_the_resolver_caches_and_forgets(
 async def test_uninstall_and_revocation_delete_the_tokens_and_nothing_else(
     event: str, key_prefix: str, fake_slack: FakeSlack, redis_client: aioredis.Redis
 ) -> None:
-    keys = Keys(key_prefix)
+    keys = AppKeys(key_prefix)
     async with oauth_rig(key_prefix, fake_slack, redis_client) as rig:
         await installed(rig, fake_slack, "c1", Grant("T1"))
         await installed(rig, fake_slack, "c2", Grant("T2"))
-        await redis_client.hset(keys.limits("T1"), "max_steps", "30")
-        await redis_client.rpush(keys.limits_audit("T1"), "change")
-        budget = f"{{{keys.namespace('T1')}}}:budget:2026-12:spent"
+        await redis_client.hset(keys.limits(Workspace("T1")), "max_steps", "30")
+        await redis_client.rpush(keys.limits_audit(Workspace("T1")), "change")
+        budget = f"{{{keys.namespace(Workspace('T1'))}}}:budget:2026-12:spent"
         await redis_client.set(budget, "1200")
         assert await rig.oauth.resolver.token(None, "T1")
         payload = {"type": event}
@@ -131,8 +132,8 @@ async def test_uninstall_and_revocation_delete_the_tokens_and_nothing_else(
             enterprise_id=None, team_id="T1", user_id="UADMIN"
         )
     assert gone is None and other is not None and user_install is None
-    assert await redis_client.hget(keys.limits("T1"), "max_steps") == b"30"
-    assert await redis_client.lrange(keys.limits_audit("T1"), 0, -1) == [b"change"]
+    assert await redis_client.hget(keys.limits(Workspace("T1")), "max_steps") == b"30"
+    assert await redis_client.lrange(keys.limits_audit(Workspace("T1")), 0, -1) == [b"change"]
     assert await redis_client.get(budget) == b"1200"
 
 
@@ -147,7 +148,7 @@ async def test_tokens_are_unreadable_in_redis_without_the_key(
     values = await raw_installation_values(redis_client, key_prefix)
     assert len(values) > 6
     assert [v for v in values if TOKEN_SHAPE.search(v)] == []
-    other_key = RedisInstallationStore(redis_client, Keys(key_prefix), TokenCipher([Fernet.generate_key()]))
+    other_key = RedisInstallationStore(redis_client, AppKeys(key_prefix), TokenCipher([Fernet.generate_key()]))
     with pytest.raises(UnreadableToken):
         await other_key.async_find_bot(enterprise_id=None, team_id="T1")
 
@@ -158,14 +159,14 @@ async def test_a_new_key_in_front_still_reads_what_the_old_key_wrote(
     async with oauth_rig(key_prefix, fake_slack, redis_client) as rig:
         await installed(rig, fake_slack, "c1", Grant("T1"))
     rotated = TokenCipher.from_setting(f"{Fernet.generate_key().decode()},{KEY}")
-    bot = await RedisInstallationStore(redis_client, Keys(key_prefix), rotated).async_find_bot(
+    bot = await RedisInstallationStore(redis_client, AppKeys(key_prefix), rotated).async_find_bot(
         enterprise_id=None, team_id="T1"
     )
     assert bot is not None and bot.bot_token in fake_slack.tokens
 
 
 def resolver_of(key_prefix: str, slack: FakeSlack, redis: aioredis.Redis) -> TokenResolver:
-    keys = Keys(key_prefix)
+    keys = AppKeys(key_prefix)
     store = RedisInstallationStore(redis, keys, TokenCipher.from_setting(KEY))
     client = AsyncWebClient(token=None, base_url=slack.base_url)
     rotator = AsyncTokenRotator(client_id=slack.client_id, client_secret=slack.client_secret, client=client)

@@ -160,9 +160,9 @@ def test_oauth_secrets_are_secrets(key_prefix: str, fake_slack: FakeSlack) -> No
 
 
 def installation_key_bytes(prefix: str, enterprise: str | None, team: str | None) -> bytes:
-    from agent_core.keys import Keys
+    from bot.keys import AppKeys
 
-    return installation_key(Keys(prefix), enterprise, team).encode()
+    return installation_key(AppKeys(prefix), enterprise, team).encode()
 
 
 def mention_for(team: str) -> dict[str, object]:

@@ -8,10 +8,10 @@ import json
 import aiohttp
 import redis.asyncio as aioredis
 
-from agent_core.keys import Keys
 from bot import mrkdwn
 from bot.identity import Workspace
 from bot.jobs import Runtime, Turn
+from bot.keys import AppKeys
 from bot.service import Service
 from bot.settings import Settings
 from bot.workspace import DisplaySettings
@@ -180,7 +180,7 @@ async def test_follow_up_during_a_run_waits_and_is_told(
 async def test_compact_verbosity_edits_one_status_message(
     app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
-    await DisplaySettings(redis_client, Keys(key_prefix)).set_verbosity(Workspace("T0001"), "compact")
+    await DisplaySettings(redis_client, AppKeys(key_prefix)).set_verbosity(Workspace("T0001"), "compact")
     fake_openai.queue(
         tool_calls(("calculator", {"expression": "1+1"})), tool_calls(("calculator", {"expression": "2+2"})),
         text("done"),
@@ -338,7 +338,7 @@ async def test_used_up_budget_is_refused_at_once_and_other_workspaces_run(
 async def test_a_run_that_ended_before_its_answer_was_posted_posts_it_on_the_rerun(
     app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
-    from agent_core.keys import ThreadRef
+    from bot.identity import Conversation
     from bot.jobs import JOB_FUNCTION, enqueue_turn
 
     fake_openai.queue(text("The answer is 42."))
@@ -349,8 +349,8 @@ async def test_a_run_that_ended_before_its_answer_was_posted_posts_it_on_the_rer
 
     # The worker dies after saving the end of the run but before posting it: the ledger has no `final`, and
     # arq runs the job again.
-    keys = Keys(key_prefix)
-    thread = str(ThreadRef("T0001", "C1", ts))
+    keys = AppKeys(key_prefix)
+    thread = Conversation(Workspace("T0001"), "C1", ts).id
     turn = Turn(thread=thread, turn_id=ts, text="the question", user_id="U1", team_id="T0001", enterprise_id="",
                 channel_id="C1", reply_thread_ts=ts, message_ts=ts)
     await redis_client.hdel(keys.run(thread, turn.run_id), "final")
@@ -370,14 +370,14 @@ async def test_only_a_turn_that_really_waits_is_told_it_is_queued(
 ) -> None:
     # A job runs the thread's oldest turn: when B's job got the slot first, it is running A, and A's own job must
     # not tell A's asker that A waits behind "an earlier request".
-    from agent_core.keys import ThreadRef
+    from bot.identity import Conversation
     from bot.jobs import enqueue_turn
     from bot.redis import RedisHandle
     from bot.slack_client import make_web_client
     from bot.worker import default_agent
 
-    keys = Keys(key_prefix)
-    thread = str(ThreadRef("T0001", "C1", "1700000000.000001"))
+    keys = AppKeys(key_prefix)
+    thread = Conversation(Workspace("T0001"), "C1", "1700000000.000001").id
     a, b = (Turn(thread=thread, turn_id=ts, text=ts, user_id="U1", team_id="T0001", enterprise_id="",
                  channel_id="C1", reply_thread_ts="1700000000.000001", message_ts=ts)
             for ts in ("1700000000.000001", "1700000000.000002"))

@@ -8,7 +8,7 @@ from arq.connections import ArqRedis
 from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core.keys import Keys
+from bot.keys import AppKeys
 from bot.settings import Settings
 
 
@@ -20,4 +20,4 @@ class Services:
     redis: Redis
     slack: AsyncWebClient
     queue: ArqRedis
-    keys: Keys
+    keys: AppKeys

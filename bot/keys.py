@@ -1,0 +1,102 @@
+"""Every Redis key of the Slack app, in one place. ``P`` is the global prefix (``REDIS_KEY_PREFIX``), ``E`` the
+enterprise id or ``-``, ``T`` the team id, ``C:ts`` the thread. The engine's own per-thread keys (history,
+progress, trace) share the thread's base and hash tag: see :mod:`agent_core.keys`.
+
+The team is outside the ``{...}`` hash tag but inside the key, so a Slack Connect channel (one channel id in two
+organisations) still gets one namespace per workspace, and a thread's keys share one Redis Cluster slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent_core import DEFAULT_KEY_PREFIX, Keys
+from bot.identity import Workspace
+
+__all__ = ["DEFAULT_KEY_PREFIX", "AppKeys"]
+
+
+@dataclass(frozen=True, slots=True)
+class AppKeys(Keys):
+    """The engine's keys plus the app's; the only place the app's key strings are spelt."""
+
+    def namespace(self, ws: Workspace) -> str:
+        """``P:E:T``: every key of one workspace starts with it (the budget's keys use it as their hash tag)."""
+        return f"{self.prefix}:{ws.enterprise_id or '-'}:{ws.team_id}"
+
+    # -- per thread (``thread`` is a Conversation.id) -----------------------------------------------------------
+    def inbox(self, thread: str) -> str:
+        """List: ids of the turns waiting for the thread's single run slot, oldest first."""
+        return f"{self.thread_base(thread)}:inbox"
+
+    def turns(self, thread: str) -> str:
+        """Hash: turn id -> the turn (who asked what, where to reply); kept apart so the inbox holds ids only."""
+        return f"{self.thread_base(thread)}:turns"
+
+    def lock(self, thread: str) -> str:
+        """String: the run slot, valued with the job holding it, so a rerun of the same job takes it back."""
+        return f"{self.thread_base(thread)}:lock"
+
+    def run(self, thread: str, run_id: str) -> str:
+        """Hash: run R's Slack bookkeeping (reply ts, requester, posted step), so a resumed run repeats nothing."""
+        return f"{self.thread_base(thread)}:run:{run_id}"
+
+    def cancel(self, thread: str, run_id: str) -> str:
+        """The Stop flag of run R and the pub/sub channel it is announced on (the flag covers a late watcher)."""
+        return f"{self.thread_base(thread)}:cancel:{run_id}"
+
+    def approval(self, thread: str, run_id: str, request_id: str) -> str:
+        """One approval request: ``pending``, then its decision; also the channel the decision is published on."""
+        return f"{self.thread_base(thread)}:approval:{run_id}:{request_id}"
+
+    def job_id(self, kind: str, thread: str, turn: str) -> str:
+        """An arq job id (``turn`` or ``next``): arq's own keys (``arq:job:<id>``) then carry the prefix too, and
+        Slack's retries of one message map to one job."""
+        return f"{self.prefix}:{kind}:{thread}:{turn}"
+
+    # -- per workspace ------------------------------------------------------------------------------------------
+    def dedupe_event(self, ws: Workspace, event_id: str) -> str:
+        """An Events API delivery already taken (Slack retries with the same event id)."""
+        return f"{self.namespace(ws)}:dedupe:ev:{event_id}"
+
+    def dedupe_message(self, ws: Workspace, channel_id: str, ts: str) -> str:
+        """A human message already taken: app_mention and message events of one message share it."""
+        return f"{self.namespace(ws)}:dedupe:msg:{channel_id}:{ts}"
+
+    def settings(self, ws: Workspace) -> str:
+        """Hash: per-workspace display settings (verbosity)."""
+        return f"{self.namespace(ws)}:settings"
+
+    def limits(self, ws: Workspace) -> str:
+        """Hash: limit overrides only; absent fields follow the deployment's settings."""
+        return f"{self.namespace(ws)}:limits"
+
+    def limits_audit(self, ws: Workspace) -> str:
+        """List: capped, newest first: who changed which limit, when, old -> new."""
+        return f"{self.namespace(ws)}:limits:audit"
+
+    def recent_runs(self, ws: Workspace) -> str:
+        """List: capped, newest first: finished runs for App Home."""
+        return f"{self.namespace(ws)}:runs"
+
+    def rate(self, ws: Workspace, what: str) -> str:
+        """Pacing state shared by all workers (a GCRA per channel or workspace)."""
+        return f"{self.namespace(ws)}:rl:{what}"
+
+    def installation(self, ws: Workspace) -> str:
+        """Hash: the workspace's OAuth installation, tokens encrypted (``P:E:-`` for an org-wide install)."""
+        return f"{self.namespace(ws)}:installation"
+
+    def installation_refresh(self, ws: Workspace) -> str:
+        """The lock one process holds while it rotates the workspace's token (the others wait and re-read)."""
+        return f"{self.installation(ws)}:refresh"
+
+    # -- global -------------------------------------------------------------------------------------------------
+    def oauth_state(self, state: str) -> str:
+        """One OAuth ``state`` value, consumed once by the redirect it was issued for."""
+        return f"{self.prefix}:oauth:state:{state}"
+
+
+def worker_health_key(queue_name: str, host: str, pid: int) -> str:
+    """arq's heartbeat key of one worker process: per process, so each has a health signal of its own."""
+    return f"{queue_name}:health-check:{host}:{pid}"

@@ -1,0 +1,73 @@
+"""Every stored key string, pinned: the layout is stored data, so a refactor must not move a single key."""
+
+from __future__ import annotations
+
+from agent_core.keys import Keys
+from bot.identity import Conversation, Workspace
+from bot.keys import AppKeys, worker_health_key
+
+WS = Workspace("T1", "E1")
+PLAIN = Workspace("T2")
+THREAD = Conversation(WS, "C1", "1700000000.000100").id
+
+
+def test_the_thread_id_is_the_stored_shape_and_parses_back() -> None:
+    assert THREAD == "E1/T1/C1/1700000000.000100"
+    assert Conversation(PLAIN, "D1", "dm").id == "-/T2/D1/dm"
+    assert Conversation.parse(THREAD) == Conversation(WS, "C1", "1700000000.000100")
+    assert Conversation.parse("-/T2/C1/1.2").workspace == PLAIN
+
+
+def test_every_key_string_is_unchanged() -> None:
+    k = AppKeys("p")
+    assert {
+        "history": k.history(THREAD),
+        "progress": k.progress(THREAD),
+        "trace": k.trace(THREAD),
+        "inbox": k.inbox(THREAD),
+        "turns": k.turns(THREAD),
+        "lock": k.lock(THREAD),
+        "run": k.run(THREAD, "run-1"),
+        "cancel": k.cancel(THREAD, "run-1"),
+        "approval": k.approval(THREAD, "run-1", "a1"),
+        "job": k.job_id("turn", THREAD, "1.2"),
+        "dedupe_event": k.dedupe_event(PLAIN, "Ev1"),
+        "dedupe_message": k.dedupe_message(PLAIN, "C1", "1.2"),
+        "settings": k.settings(PLAIN),
+        "limits": k.limits(PLAIN),
+        "audit": k.limits_audit(PLAIN),
+        "runs": k.recent_runs(PLAIN),
+        "rate": k.rate(PLAIN, "slack"),
+        "installation": k.installation(WS),
+        "org installation": k.installation(Workspace.of(None, "E9")),
+        "refresh": k.installation_refresh(PLAIN),
+        "state": k.oauth_state("s1"),
+        "health": worker_health_key("arq:queue", "host", 42),
+    } == {
+        "history": "p:E1:T1:{C1:1700000000.000100}:history",
+        "progress": "p:E1:T1:{C1:1700000000.000100}:progress",
+        "trace": "p:E1:T1:{C1:1700000000.000100}:trace",
+        "inbox": "p:E1:T1:{C1:1700000000.000100}:inbox",
+        "turns": "p:E1:T1:{C1:1700000000.000100}:turns",
+        "lock": "p:E1:T1:{C1:1700000000.000100}:lock",
+        "run": "p:E1:T1:{C1:1700000000.000100}:run:run-1",
+        "cancel": "p:E1:T1:{C1:1700000000.000100}:cancel:run-1",
+        "approval": "p:E1:T1:{C1:1700000000.000100}:approval:run-1:a1",
+        "job": "p:turn:E1/T1/C1/1700000000.000100:1.2",
+        "dedupe_event": "p:-:T2:dedupe:ev:Ev1",
+        "dedupe_message": "p:-:T2:dedupe:msg:C1:1.2",
+        "settings": "p:-:T2:settings",
+        "limits": "p:-:T2:limits",
+        "audit": "p:-:T2:limits:audit",
+        "runs": "p:-:T2:runs",
+        "rate": "p:-:T2:rl:slack",
+        "installation": "p:E1:T1:installation",
+        "org installation": "p:E9:-:installation",
+        "refresh": "p:-:T2:installation:refresh",
+        "state": "p:oauth:state:s1",
+        "health": "arq:queue:health-check:host:42",
+    }
+
+
+def test_the_engine_and_the_app_agree_on_a_thread_base() -> None:
+    assert Keys("p").thread_base(THREAD) == AppKeys("p").thread_base(THREAD)
