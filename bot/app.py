@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs
 
 from aiohttp import web
@@ -26,6 +26,7 @@ from bot import listeners, metrics, payloads
 from bot.deps import Services
 from bot.http_guard import OncePer, SlowBodies, rearm_after_response
 from bot.identity import IdentityMiddleware
+from bot.oauth import add_oauth_routes, register_revocation_listeners
 from bot.redis import redis_ok
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,14 @@ BOLT_KEY: web.AppKey[AsyncApp] = web.AppKey("bolt", AsyncApp)
 
 def create_app(services: Services) -> AsyncApp:
     """The Bolt app with every listener registered; acks only after the event is safely enqueued."""
+    oauth = services.oauth
     app = AsyncApp(
         client=services.slack,
+        # OAuth mode: each request's token comes from the installation store (see bot/oauth.py).
+        # An AsyncAuthorize instance (Bolt takes it as is); the stub types only the plain-function form.
+        authorize=cast(Any, oauth.authorize) if oauth else None,
+        oauth_flow=oauth.flow if oauth else None,
+        installation_store=oauth.store if oauth else None,
         signing_secret=None,
         # Listeners only dedupe and enqueue (a few Redis round trips), so they finish long before Slack's 3 s,
         # and answering after them means a Redis failure gets a 5xx and Slack's retry instead of a lost event.
@@ -71,6 +78,8 @@ def create_app(services: Services) -> AsyncApp:
     )
     app.use(IdentityMiddleware())
     listeners.register(app, services)
+    if oauth is not None:
+        register_revocation_listeners(app, oauth)
     return app
 
 
@@ -95,6 +104,8 @@ def create_web_app(app: AsyncApp, services: Services, *, health: HealthCheck = _
     web_app[LOG_GATE_KEY] = OncePer()
     web_app[BOLT_KEY] = app
     web_app.router.add_post(EVENTS_PATH, slack_events)
+    if services.oauth is not None:
+        add_oauth_routes(web_app, services.oauth)  # GET /slack/install and /slack/oauth_redirect
     return web_app
 
 

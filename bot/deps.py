@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.keys import AppKeys
+from bot.oauth import OAuth
 from bot.settings import Settings
 
 
@@ -21,3 +22,5 @@ class Services:
     slack: AsyncWebClient
     queue: ArqRedis
     keys: AppKeys
+    #: OAuth mode's parts (install pages, installation store, token resolver); None with one SLACK_BOT_TOKEN.
+    oauth: OAuth | None = None

@@ -262,7 +262,7 @@ class TokenResolver:
         ttl: float = TOKEN_CACHE_SECONDS,
         refresh_before: float = REFRESH_BEFORE_SECONDS,
     ) -> None:
-        self._store = store
+        self.store = store
         self._redis = redis
         self._keys = keys
         self._rotator = rotator
@@ -301,14 +301,14 @@ class TokenResolver:
 
     async def _find(self, enterprise_id: str | None, team_id: str | None, org_wide: bool | None) -> Bot | None:
         if org_wide is not None or not enterprise_id or not team_id:
-            return await self._store.async_find_bot(
+            return await self.store.async_find_bot(
                 enterprise_id=enterprise_id, team_id=team_id, is_enterprise_install=bool(org_wide)
             )
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hget(installation_key(self._keys, enterprise_id, team_id), BOT_FIELD)
             pipe.hget(installation_key(self._keys, enterprise_id, None), BOT_FIELD)
             own, org = await pipe.execute()
-        return self._store.bot_of(own if own is not None else org)
+        return self.store.bot_of(own if own is not None else org)
 
     def _due(self, bot: Bot) -> bool:
         expires = bot.bot_token_expires_at
@@ -325,7 +325,7 @@ class TokenResolver:
             raise TokenUnavailable(f"the token of {owner} was being refreshed elsewhere for {REFRESH_WAIT_SECONDS}s")
         try:
             # Read again under the lock: whoever held it before may have refreshed already.
-            current = await self._store.async_find_bot(
+            current = await self.store.async_find_bot(
                 enterprise_id=owner[0], team_id=owner[1], is_enterprise_install=owner[1] is None
             )
             if current is None or not self._due(current):
@@ -339,7 +339,7 @@ class TokenResolver:
                 raise TokenUnavailable(f"Slack refused to refresh the token of {owner}: {error}") from None
             if refreshed is None:
                 raise TokenUnavailable(f"Slack's refresh of {owner} returned no bot token")
-            await self._store.async_save_bot(refreshed)
+            await self.store.async_save_bot(refreshed)
             log.info("refreshed the bot token of enterprise %s team %s", *owner)
             return refreshed
         finally:

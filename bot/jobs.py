@@ -25,6 +25,7 @@ from bot.run import AgentFactory, EventSource, TurnRunner
 from bot.settings import Settings
 from bot.turns import JOB_FUNCTION, ThreadQueue, Turn, enqueue_turn, request_cancel
 from bot.workspace import LimitsPolicy, WorkspaceLimits
+from bot.workspace_clients import NotInstalled, WorkspaceClients
 
 __all__ = [
     "JOB_FUNCTION",
@@ -61,6 +62,8 @@ class Runtime:
         queue: ArqRedis,
         slack: AsyncWebClient,
         agent_factory: AgentFactory,
+        *,
+        clients: WorkspaceClients | None = None,
     ) -> None:
         self.settings = settings
         self.redis = redis
@@ -77,7 +80,10 @@ class Runtime:
         self.threads = ThreadQueue(
             redis, queue, self.keys, queue_name=settings.arq_queue_name, slot_ttl_seconds=job_timeout(settings) + 60
         )
-        self.runner = TurnRunner(settings, redis, slack, self.keys, self.store, self.trace, self.agent, self.limits)
+        self.clients = clients or WorkspaceClients.for_settings(settings, redis, slack)
+        self.runner = TurnRunner(
+            settings, redis, self.clients, self.keys, self.store, self.trace, self.agent, self.limits
+        )
 
     async def aclose(self) -> None:
         await self.agent.aclose()
@@ -114,7 +120,8 @@ class Runtime:
         with contextlib.suppress(Exception):
             what = ("The run did not finish in time and was stopped" if isinstance(exc, TimeoutError)
                     else "Something went wrong around this run (the state store or Slack failed)")
-            await self.runner.poster(turn).post(turn.target, render.error_message(f"{what}; please ask again."))
+            poster = await self.runner.poster(turn)
+            await poster.post(turn.target, render.error_message(f"{what}; please ask again."))
         with contextlib.suppress(Exception):
             await self.threads.done(turn.thread, turn.turn_id)
 
@@ -124,7 +131,11 @@ class Runtime:
         turn = await self.threads.waiting(thread, turn_id)
         if turn is None:
             return
-        await self.runner.poster(turn).post(turn.target, render.notice(
+        try:
+            poster = await self.runner.poster(turn)
+        except NotInstalled:
+            return  # the run itself logs why when its turn comes
+        await poster.post(turn.target, render.notice(
             ":hourglass: I'm still working on an earlier request in this thread. "
             "Yours is queued and I'll start on it as soon as that run ends."
         ))

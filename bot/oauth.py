@@ -65,10 +65,9 @@ def build_oauth(
     keys = AppKeys(settings.redis_key_prefix)
     secret = settings.slack_client_secret.get_secret_value() if settings.slack_client_secret else ""
     client_id = settings.slack_client_id or ""
-    store = RedisInstallationStore(redis, keys, settings.token_cipher())
+    resolver = token_resolver(settings, redis, client)
+    store = resolver.store
     states = RedisOAuthStateStore(redis, keys, expiration_seconds=settings.slack_state_expiration_seconds, clock=clock)
-    rotator = AsyncTokenRotator(client_id=client_id, client_secret=secret, client=client)
-    resolver = TokenResolver(store, redis, keys, rotator)
     pages = InstallPages(states, settings.slack_state_expiration_seconds)
     oauth_settings = AsyncOAuthSettings(
         client_id=client_id,
@@ -86,6 +85,14 @@ def build_oauth(
     )
     flow = AsyncOAuthFlow(client=client, logger=log, settings=oauth_settings)
     return OAuth(flow, store, states, resolver, StoreAuthorize(resolver))
+
+
+def token_resolver(settings: Settings, redis: aioredis.Redis, client: AsyncWebClient) -> TokenResolver:
+    """What a worker needs of OAuth mode: each workspace's bot token, from the store, refreshed when due."""
+    secret = settings.slack_client_secret.get_secret_value() if settings.slack_client_secret else ""
+    rotator = AsyncTokenRotator(client_id=settings.slack_client_id or "", client_secret=secret, client=client)
+    keys = AppKeys(settings.redis_key_prefix)
+    return TokenResolver(RedisInstallationStore(redis, keys, settings.token_cipher()), redis, keys, rotator)
 
 
 def _scopes(value: str) -> list[str]:

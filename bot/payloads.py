@@ -17,7 +17,10 @@ SLACK_ID = re.compile(r"[A-Z0-9][A-Z0-9_]{0,39}")
 #: A message ts: seconds, a dot, a sequence.
 SLACK_TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")
 #: Event types this app listens to; every other one is acknowledged and dropped.
-HANDLED_EVENTS = frozenset({"app_mention", "message", "app_home_opened", "agent_session_stopped"})
+HANDLED_EVENTS = frozenset({
+    "app_mention", "message", "app_home_opened", "agent_session_stopped",
+    "app_uninstalled", "tokens_revoked",  # OAuth mode: the installation store forgets the tokens
+})
 #: Event fields that hold an id or a ts when present.
 _EVENT_IDS = ("user", "channel", "team", "bot_id", "app_id")
 _EVENT_TS = ("ts", "thread_ts", "event_ts")

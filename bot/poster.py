@@ -93,6 +93,11 @@ class Target:
 class ThreadUnwritable(Exception):
     """Slack refused ``MAX_REFUSED_POSTS`` posts in a row: the run cannot be shown, so it must stop spending."""
 
+    def __init__(self, message: str, error: str = "") -> None:
+        super().__init__(message)
+        #: Slack's error code of the last refusal (``invalid_auth``, ``channel_not_found``...).
+        self.error = error
+
 
 #: Posts refused in a row (even as plain text, after retries) before a run is stopped.
 MAX_REFUSED_POSTS = 3
@@ -122,7 +127,7 @@ class Poster:
         self._last_error = error or self._last_error or "refused"
         if self._refused >= MAX_REFUSED_POSTS:
             raise ThreadUnwritable(
-                f"Slack refused {self._refused} posts in a row in this thread ({self._last_error})"
+                f"Slack refused {self._refused} posts in a row in this thread ({self._last_error})", self._last_error
             )
         return None
 

@@ -42,6 +42,7 @@ from bot.sink import RunLedger, SlackEventSink
 from bot.slack_reader import WebSlackReader
 from bot.turns import Turn
 from bot.workspace import RunBlocked, RunPlan, RunRecord, SlackLookupError, WorkspaceLimits
+from bot.workspace_clients import NotInstalled, WorkspaceClients
 from tools import ToolContext
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class TurnRunner:
         self,
         settings: Settings,
         redis: Redis,
-        slack: AsyncWebClient,
+        clients: WorkspaceClients,
         keys: AppKeys,
         store: RedisThreadStore,
         trace: RedisTraceSink,
@@ -97,7 +98,7 @@ class TurnRunner:
     ) -> None:
         self.settings = settings
         self.redis = redis
-        self.slack = slack
+        self.clients = clients
         self.keys = keys
         self.store = store
         self.trace = trace
@@ -107,23 +108,29 @@ class TurnRunner:
         # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
         self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=2)
         self.update_pacer = Pacer(redis, per_second=settings.slack_updates_per_minute / 60, burst=5)
-        self.reader = WebSlackReader(slack)
 
-    def poster(self, turn: Turn) -> Poster:
-        rate_key = self.keys.rate(turn.workspace, "slack")
-        return Poster(self.slack, self.post_pacer, self.update_pacer, rate_key)
+    async def poster(self, turn: Turn) -> Poster:
+        """The thread's writer, with the workspace's own token; raises ``NotInstalled`` when there is none."""
+        client = await self.clients.client(turn.workspace)
+        return Poster(client, self.post_pacer, self.update_pacer, self.keys.rate(turn.workspace, "slack"))
 
     async def run(self, turn: Turn, *, resumed: bool, last_try: bool) -> None:
         """Run ``turn`` to its end (or pick it up where a dead worker left it)."""
+        try:
+            poster = await self.poster(turn)
+        except NotInstalled as exc:
+            # Nowhere to reply: the admin sees it in the log (App Home needs the token too).
+            log.error("run %s in %s not started: %s", turn.run_id, turn.thread, exc)
+            return
         progress = await self.store.progress(turn.thread)
         mine = progress is not None and progress.run_id == turn.run_id
         if mine and progress is not None and progress.status == "stopped":
             # Finished just before a restart. The end is saved before it is posted, so the answer may not be
             # out yet: the ledger, not the progress, says whether it is.
-            await self._post_missing_final(turn, progress)
+            await self._post_missing_final(turn, progress, poster)
             return
         resume = mine and progress is not None and progress.status == "running"
-        parts = await self._prepare(turn)
+        parts = await self._prepare(turn, poster)
         if parts is None:
             return
         if resume or resumed:
@@ -132,15 +139,16 @@ class TurnRunner:
             ))
         unwritable = await self._drive(turn, parts, resume=resume, last_try=last_try)
         if parts.sink.final is not None:
-            await self._record(turn, parts.sink.final)
+            await self._record(turn, parts.sink.final, poster.client)
         elif unwritable:
-            await self._record(turn, await self._unwritable_stop(turn, unwritable), note=unwritable)
+            await self._record(turn, await self._unwritable_stop(turn, unwritable), poster.client, note=unwritable)
 
-    async def _prepare(self, turn: Turn) -> RunParts | None:
+    async def _prepare(self, turn: Turn, poster: Poster) -> RunParts | None:
         """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
-        poster = self.poster(turn)
         try:
-            plan = await self.limits.preflight(self.slack, turn.workspace, turn.user_id, base=self.settings.limits())
+            plan = await self.limits.preflight(
+                poster.client, turn.workspace, turn.user_id, base=self.settings.limits()
+            )
         except (StoreError, SlackLookupError) as exc:
             # Fail closed: no LLM call when the budget or the user's standing cannot be checked.
             await poster.post(turn.target, render.error_message(f"`error`: {exc}"))
@@ -159,9 +167,9 @@ class TurnRunner:
         )
         scope = ToolContext(
             run_id=run_id, step=0, team_id=turn.team_id, channel_id=turn.channel_id, user_id=turn.user_id,
-            slack=self.reader, approver=approver,
+            slack=WebSlackReader(poster.client), approver=approver,
         )
-        sink = await self._sink(turn, view, ledger)
+        sink = await self._sink(turn, view, ledger, poster)
         return RunParts(plan, ledger, sink, CancelToken(), approver, scope)
 
     async def _drive(self, turn: Turn, parts: RunParts, *, resume: bool, last_try: bool) -> str:
@@ -179,6 +187,7 @@ class TurnRunner:
         except ThreadUnwritable as exc:
             # Nobody can see this run: stop paying for it (closing the events abandons the LLM call in flight).
             log.error("run %s in %s stopped with error: %s", run_id, turn.thread, exc)
+            self.clients.forget(turn.workspace, exc.error)
             return f"error: {exc}; the run was stopped"
         except Exception as exc:  # a bug or an outage: tell the thread, never fail silently
             log.exception("run %s in %s failed", run_id, turn.thread)
@@ -211,15 +220,15 @@ class TurnRunner:
     def _ledger(self, turn: Turn) -> RunLedger:
         return RunLedger(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
 
-    async def _sink(self, turn: Turn, view: render.RunView, ledger: RunLedger) -> SlackEventSink:
+    async def _sink(self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster) -> SlackEventSink:
         """The thread's renderer for one run, in the workspace's verbosity."""
         return SlackEventSink(
-            self.poster(turn), turn.target, view, ledger,
+            poster, turn.target, view, ledger,
             verbosity=await self.limits.display.verbosity(turn.workspace),
-            status=ThreadStatus(self.slack, turn.target),
+            status=ThreadStatus(poster.client, turn.target),
         )
 
-    async def _post_missing_final(self, turn: Turn, progress: Progress) -> None:
+    async def _post_missing_final(self, turn: Turn, progress: Progress, poster: Poster) -> None:
         ledger = self._ledger(turn)
         seen = await ledger.get()
         if seen.get("final") == "1":
@@ -234,10 +243,10 @@ class TurnRunner:
             run_id=turn.run_id,
         )
         view = render.RunView(turn.run_id, stop_value=f"{turn.thread}|{turn.run_id}")
-        sink = await self._sink(turn, view, ledger)
+        sink = await self._sink(turn, view, ledger, poster)
         sink.first_ts = seen.get("first_ts") or None
         await sink.emit(stopped)
-        await self._record(turn, stopped)
+        await self._record(turn, stopped, poster.client)
 
     async def _report_failure(self, sink: SlackEventSink, text: str) -> None:
         if sink.final is None:
@@ -245,14 +254,14 @@ class TurnRunner:
             if sink.status is not None:
                 await sink.status.stop()
 
-    async def _record(self, turn: Turn, final: Stopped, *, note: str = "") -> None:
+    async def _record(self, turn: Turn, final: Stopped, slack: AsyncWebClient, *, note: str = "") -> None:
         ws: Workspace = turn.workspace
         metrics.record_run(final.reason.value, final.steps)
         metrics.record_spend(ws.team_id, final.usage.cost_micros)
         with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
             permalink = ""
             with contextlib.suppress(Exception):
-                link = await self.slack.chat_getPermalink(channel=turn.channel_id, message_ts=turn.reply_thread_ts)
+                link = await slack.chat_getPermalink(channel=turn.channel_id, message_ts=turn.reply_thread_ts)
                 permalink = str(link.get("permalink") or "")
             await self.limits.store.record_run(ws, RunRecord(
                 user_id=turn.user_id, at=datetime.now(UTC), stop_reason=final.reason.value, steps=final.steps,

@@ -22,6 +22,7 @@ from bot.deps import Services
 from bot.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
 from bot.jobs import AgentFactory, Runtime
 from bot.keys import AppKeys
+from bot.oauth import build_oauth
 from bot.redis import RedisHandle, open_redis
 from bot.settings import Role, Settings
 from bot.slack_client import make_web_client, slack_session
@@ -72,7 +73,10 @@ class Service:
 
     async def start(self) -> Self:
         settings = self.settings
-        settings.require_slack(self.role)
+        if settings.oauth_mode:
+            settings.require_oauth(self.role)
+        else:
+            settings.require_slack(self.role)
         self.redis = await open_redis(
             settings.redis_url, settings.data_dir, wait_seconds=settings.redis_startup_wait_seconds
         )
@@ -82,14 +86,17 @@ class Service:
             )
         # One HTTP session (connection pool) for every Slack call of this process, with the timeout.
         self._http = slack_session(settings.slack_timeout_seconds)
+        # In OAuth mode this client has no token: Bolt's authorize gives each request its workspace's, and jobs
+        # get theirs from WorkspaceClients.
         slack = make_web_client(
-            token=settings.bot_token(), base_url=settings.slack_api_url,
+            token=settings.bot_token() or None, base_url=settings.slack_api_url,
             max_retry_after=settings.slack_max_retry_after_seconds, session=self._http,
             timeout=settings.slack_timeout_seconds,
         )
         redis = self.redis.client()
         queue = await self.redis.arq_pool(settings.arq_queue_name)
-        self.services = Services(settings, redis, slack, queue, AppKeys(settings.redis_key_prefix))
+        oauth = build_oauth(settings, redis, slack) if settings.oauth_mode else None
+        self.services = Services(settings, redis, slack, queue, AppKeys(settings.redis_key_prefix), oauth)
         if self.role in ("all", "worker"):
             # Built before anything listens, so a bad agent setting is a start-up error, not a failed job.
             self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory)

@@ -88,7 +88,7 @@ def slack_session(timeout: float = SLACK_HTTP_TIMEOUT) -> aiohttp.ClientSession:
 
 
 def make_web_client(
-    *, token: str, base_url: str, max_retry_after: float, session: aiohttp.ClientSession | None = None,
+    *, token: str | None, base_url: str, max_retry_after: float, session: aiohttp.ClientSession | None = None,
     timeout: float = SLACK_HTTP_TIMEOUT,
 ) -> AsyncWebClient:
     """An AsyncWebClient retrying 429s (capped), connection errors and one 500/503.
