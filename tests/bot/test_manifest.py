@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 from bot.app import EVENTS_PATH
+from bot.oauth import REDIRECT_PATH
+from bot.payloads import HANDLED_EVENTS
 
 MANIFEST = json.loads((Path(__file__).parents[2] / "manifest.json").read_text())
 
@@ -28,9 +30,17 @@ def test_events_command_and_interactivity() -> None:
     settings = MANIFEST["settings"]
     assert set(settings["event_subscriptions"]["bot_events"]) == {
         "app_mention", "message.channels", "message.groups", "message.im", "message.mpim", "app_home_opened",
+        "app_uninstalled", "tokens_revoked",  # OAuth mode forgets the workspace's tokens
     }
+    # Every subscribed event type passes the receiver's shape check (a dropped one would never reach Bolt).
+    assert {e.split(".")[0] for e in settings["event_subscriptions"]["bot_events"]} <= HANDLED_EVENTS
     assert settings["interactivity"]["is_enabled"] is True
     [command] = MANIFEST["features"]["slash_commands"]
     assert command["command"] == "/agent-limits"
     urls = [settings["event_subscriptions"]["request_url"], settings["interactivity"]["request_url"], command["url"]]
     assert all(u.endswith(EVENTS_PATH) for u in urls)
+
+
+def test_the_redirect_url_is_the_oauth_route() -> None:
+    [url] = MANIFEST["oauth_config"]["redirect_urls"]
+    assert url.endswith(REDIRECT_PATH)

@@ -73,8 +73,10 @@ async def test_each_workspace_runs_with_its_own_token_and_an_uninstalled_one_get
     fake_slack.users.update({"U1": {"team_id": "T1"}, "U2": {"team_id": "T2"}})
 
     ts1, ts2 = next_ts(), next_ts()
-    assert await post_event(http, url, event_body(mention(ts=ts1, channel="C1", team="T1"), team_id="T1")) == 200
-    assert await post_event(http, url, event_body(mention(ts=ts2, channel="C2", team="T2", user="U2"), team_id="T2")) == 200
+    one = mention(ts=ts1, channel="C1", team="T1")
+    two = mention(ts=ts2, channel="C2", team="T2", user="U2")
+    assert await post_event(http, url, event_body(one, team_id="T1")) == 200
+    assert await post_event(http, url, event_body(two, team_id="T2")) == 200
     await drain(oauth_service_settings)
 
     for team, channel, ts in (("T1", "C1", ts1), ("T2", "C2", ts2)):
