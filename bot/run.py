@@ -35,6 +35,7 @@ from bot import metrics, render
 from bot.approvals import SlackApprover
 from bot.identity import Workspace
 from bot.keys import AppKeys
+from bot.logs import log_context
 from bot.poster import Pacer, Poster, ThreadStatus, ThreadUnwritable
 from bot.redis import as_text
 from bot.settings import Settings
@@ -116,6 +117,11 @@ class TurnRunner:
 
     async def run(self, turn: Turn, *, resumed: bool, last_try: bool) -> None:
         """Run ``turn`` to its end (or pick it up where a dead worker left it)."""
+        # Every line logged during the run (engine, tools, posting) carries these fields.
+        with log_context(run_id=turn.run_id, team=turn.team_id, channel=turn.channel_id, thread=turn.thread):
+            await self._run(turn, resumed=resumed, last_try=last_try)
+
+    async def _run(self, turn: Turn, *, resumed: bool, last_try: bool) -> None:
         try:
             poster = await self.poster(turn)
         except NotInstalled as exc:
@@ -137,7 +143,12 @@ class TurnRunner:
             await parts.sink.poster.post(turn.target, render.notice(
                 ":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step."
             ))
-        unwritable = await self._drive(turn, parts, resume=resume, last_try=last_try)
+        with metrics.run_in_progress():
+            unwritable = await self._drive(turn, parts, resume=resume, last_try=last_try)
+        with contextlib.suppress(StoreError):  # a gauge; the run is done either way
+            left = (await parts.plan.budget.usage_summary()).remaining_micros
+            if left is not None:
+                metrics.set_budget_remaining(turn.team_id, left)
         if parts.sink.final is not None:
             await self._record(turn, parts.sink.final, poster.client)
         elif unwritable:
