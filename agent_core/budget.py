@@ -15,15 +15,56 @@ class Reservation:
     micros: int
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetState:
+    """Where one budget stands right now. Money in micro-dollars."""
+
+    limit_micros: int | None
+    """None when there is no budget."""
+    spent_micros: int
+    held_micros: int
+    """Reserved by calls in flight, not settled yet."""
+    holds: int
+    """Calls in flight (each run has at most one)."""
+
+    @property
+    def free_micros(self) -> int | None:
+        """What a new hold may take now."""
+        if self.limit_micros is None:
+            return None
+        return max(0, self.limit_micros - self.spent_micros - self.held_micros)
+
+    @property
+    def unspent_micros(self) -> int | None:
+        """What a new hold could take once every call in flight has settled (at no cost): the most waiting
+        can ever give. Below a useful call, the budget is used up; above it, it is only busy."""
+        if self.limit_micros is None:
+            return None
+        return max(0, self.limit_micros - self.spent_micros)
+
+
 class Budget(Protocol):
     """A spend budget shared by every run of one workspace. Money in integer micro-dollars."""
+
+    #: A hold lapses this long after it was made or last renewed (None: holds never lapse).
+    hold_seconds: float | None
+    #: How often a call in flight renews its hold (unused when ``hold_seconds`` is None).
+    renew_seconds: float
 
     async def remaining(self) -> int | None:
         """Micro-dollars still available, or None when there is no budget at all."""
         ...
 
+    async def state(self) -> BudgetState:
+        """Spent, held and the number of holds, for deciding whether to wait or to stop."""
+        ...
+
     async def reserve(self, key: str, micros: int) -> Reservation | None:
         """Hold ``micros`` atomically; None when it does not fit (nothing is held then)."""
+        ...
+
+    async def renew(self, reservation: Reservation) -> bool:
+        """Extend a live hold by ``hold_seconds``; False when it is gone (settled, released or lapsed)."""
         ...
 
     async def settle(self, reservation: Reservation, actual_micros: int) -> None:
@@ -36,7 +77,10 @@ class Budget(Protocol):
 
 
 class InMemoryBudget:
-    """A process-local budget, for the terminal runner and engine tests."""
+    """A process-local budget, for the terminal runner and engine tests. Its holds never lapse."""
+
+    hold_seconds: float | None = None
+    renew_seconds: float = 0.0
 
     def __init__(self, limit_micros: int | None) -> None:
         self.limit_micros = limit_micros
@@ -45,9 +89,10 @@ class InMemoryBudget:
         self._lock = asyncio.Lock()
 
     async def remaining(self) -> int | None:
-        if self.limit_micros is None:
-            return None
-        return max(0, self.limit_micros - self.spent_micros - sum(self._held.values()))
+        return (await self.state()).free_micros
+
+    async def state(self) -> BudgetState:
+        return BudgetState(self.limit_micros, self.spent_micros, sum(self._held.values()), len(self._held))
 
     async def reserve(self, key: str, micros: int) -> Reservation | None:
         async with self._lock:
@@ -56,6 +101,9 @@ class InMemoryBudget:
                 return None
             self._held[key] = micros
             return Reservation(key, micros)
+
+    async def renew(self, reservation: Reservation) -> bool:
+        return reservation.key in self._held
 
     async def settle(self, reservation: Reservation, actual_micros: int) -> None:
         async with self._lock:

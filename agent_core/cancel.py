@@ -26,6 +26,8 @@ class CancelToken:
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.reason = ""
+        self.abandoned = False
+        """Set by :meth:`abandon`: the run is no longer this runner's, so it must stop and write nothing."""
 
     @property
     def cancelled(self) -> bool:
@@ -35,6 +37,16 @@ class CancelToken:
         if not self._event.is_set():
             self.reason = reason
             self._event.set()
+
+    def abandon(self, reason: str) -> None:
+        """Stop at once because the run now belongs to another runner (its lease was lost).
+
+        Unlike :meth:`cancel`, the engine then persists nothing and its final event says so
+        (``Stopped.lease_lost``); it wins over an earlier cancel, whose end must not be written either.
+        """
+        self.abandoned = True
+        self.reason = reason
+        self._event.set()
 
     async def wait(self) -> None:
         await self._event.wait()

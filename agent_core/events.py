@@ -19,6 +19,9 @@ class StopReason(StrEnum):
     NO_PROGRESS = "no_progress"
     DANGEROUS_LOOP = "dangerous_loop"
     BUDGET_EXHAUSTED = "budget_exhausted"
+    #: Not used up: other runs' calls in flight hold the rest, and the wait for them (AGENT_BUDGET_WAIT_SECONDS)
+    #: ran out. Asking again shortly works; raising the budget is not needed.
+    BUDGET_BUSY = "budget_busy"
     CANCELLED = "cancelled"
     ERROR = "error"
     MAX_TIME = "max_time"
@@ -103,6 +106,9 @@ class Stopped:
     detail: str = ""
     run_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The run's lease was lost (another runner owns it now): nothing of this end was saved, and the caller
+    #: must not post it. ``reason`` is ``cancelled`` then, ``detail`` starts with ``lease_lost:``.
+    lease_lost: bool = False
 
 
 Event = RunStarted | Thought | ToolCalled | Observed | FinalAnswer | Stopped

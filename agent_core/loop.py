@@ -6,11 +6,11 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
-from agent_core import context, history, progress, text_react
-from agent_core.budget import Budget, Reservation
+from agent_core import budget_hold, context, history, progress, text_react
+from agent_core.budget import Budget
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.cost import Price
 from agent_core.errors import ConfigError, LLMError, StoreError
@@ -27,46 +27,22 @@ from agent_core.events import (
 )
 from agent_core.limits import Limits
 from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM
+from agent_core.run_state import Run, Step, split_resumed
 from agent_core.settings import AgentSettings
 from agent_core.stopper import CallPlan, Stop, Stopper
 from agent_core.store import Message, Progress, ThreadStore
 from agent_core.tokens import TokenCounter, count_messages, count_tools, counter_for
 from tools import Executor, PreparedCall, Redactor, Registry, ToolContext, ToolResult, TraceSink, wrap_untrusted
 
+#: A budget wait ends this long before the run's wall-clock cap, so a busy budget is reported as such.
+_WAIT_MARGIN_SECONDS = 0.5
+_LEASE_LOST_ANSWER = "This run was stopped here because another worker took it over; it goes on there."
+
 T = TypeVar("T")
 
 
 class _Deadline(Exception):
     """The run's wall-clock cap fired while something was in flight."""
-
-
-@dataclass
-class _Step:
-    """What the model proposed this step."""
-
-    thought: str | None
-    calls: list[PreparedCall] = field(default_factory=list)
-    final: str | None = None
-    format_error: str | None = None
-
-
-@dataclass
-class _Run:
-    """The mutable state of one run; lives only inside ``events``."""
-
-    run_id: str
-    thread: str | None
-    task: Message
-    earlier: list[Message]
-    current: list[Message]
-    unsaved: list[Message]
-    progress: Progress
-    stopper: Stopper
-    executor: Executor
-    budget: Budget | None
-    cancel: CancelToken
-    scope: ToolContext
-    tools_spec: list[dict[str, Any]] | None
 
 
 class Agent:
@@ -90,6 +66,7 @@ class Agent:
         history_tokens: int = 12_000,
         counter: TokenCounter | None = None,
         clock: Callable[[], float] = time.monotonic,
+        budget_wait_seconds: float = budget_hold.DEFAULT_BUDGET_WAIT_SECONDS,
     ) -> None:
         self.llm, self.registry, self.price = llm, registry, price
         self.limits = limits or Limits()
@@ -102,6 +79,7 @@ class Agent:
         self.history_tokens = history_tokens
         self.counter = counter or counter_for(llm.model)
         self._clock = clock
+        self.budget_wait_seconds = budget_wait_seconds
 
     @classmethod
     def from_settings(
@@ -119,6 +97,7 @@ class Agent:
         if settings.openai_api_key is None or not settings.openai_api_key.get_secret_value().strip():
             raise ConfigError("OPENAI_API_KEY is not set: set it to the API key of your OpenAI-compatible endpoint")
         price = settings.price()  # an unknown model without price overrides fails here, at start-up
+        settings.check_leases()
         llm = OpenAIChatLLM(
             api_key=settings.openai_api_key.get_secret_value(),
             base_url=settings.openai_base_url,
@@ -131,6 +110,7 @@ class Agent:
             secrets=(*settings.secrets(), *secrets), protocol=settings.agent_protocol,
             system_prompt=settings.agent_system_prompt, history_tokens=settings.agent_history_tokens,
             observation_max_chars=observation_max_chars, tool_timeouts=tool_timeouts,
+            budget_wait_seconds=settings.agent_budget_wait_seconds,
         )
 
     async def aclose(self) -> None:
@@ -211,7 +191,7 @@ class Agent:
         self, task: str, thread: str | None, history_in: Sequence[Message] | None, run_id: str | None,
         cancel: CancelToken | None, scope: ToolContext | None, limits: Limits | None, budget: Budget | None,
         registry: Registry | None, resume: bool,
-    ) -> _Run:
+    ) -> Run:
         earlier = list(history_in or ())
         saved = Progress()
         if thread is not None and self.store is not None:
@@ -220,11 +200,9 @@ class Agent:
         current: list[Message] = []
         task_message: Message = {"role": "user", "content": task}
         if resume and saved.status == "running" and saved.task:
-            # A crashed worker's run: this run's messages start at its task message.
-            for i in range(len(earlier) - 1, -1, -1):
-                if earlier[i].get("role") == "user" and earlier[i].get("content") == saved.task:
-                    earlier, task_message, current = earlier[:i], earlier[i], earlier[i + 1 :]
-                    break
+            found = split_resumed(earlier, saved.task)
+            if found is not None:
+                earlier, task_message, current = found
             progress_state = saved
         else:
             progress_state = Progress(task=task, run_id=run_id or uuid.uuid4().hex, status="running")
@@ -235,7 +213,7 @@ class Agent:
         executor = Executor(registry or self.registry, trace=self.trace, secrets=self.secrets,
                             observation_max_chars=self.observation_max_chars, timeouts=self.tool_timeouts)
         is_new = not current
-        run = _Run(
+        run = Run(
             run_id=progress_state.run_id or uuid.uuid4().hex, thread=thread, task=task_message,
             earlier=history.repair(earlier), current=history.repair(current),
             unsaved=[task_message] if is_new else [], progress=replace(progress_state, status="running"),
@@ -246,7 +224,7 @@ class Agent:
         run.progress = replace(run.progress, run_id=run.run_id)
         return run
 
-    def _context(self, run: _Run) -> list[Message]:
+    def _context(self, run: Run) -> list[Message]:
         protocol_text = text_react.PROTOCOL_TEXT if self.protocol == "react" else ""
         system = context.system_message(self.system_prompt, run.executor.registry.describe(), protocol_text)
         return context.assemble(
@@ -254,40 +232,34 @@ class Agent:
             history_tokens=self.history_tokens, counter=self.counter,
         )
 
-    async def _plan(self, run: _Run, messages: list[Message]) -> CallPlan | Stop:
+    async def _plan(self, run: Run, messages: list[Message]) -> CallPlan | Stop:
         if run.cancel.cancelled:
             return Stop(StopReason.CANCELLED, f"cancelled: {run.cancel.reason}")
         prompt_tokens = count_messages(self.counter, messages) + count_tools(self.counter, run.tools_spec)
         return run.stopper.plan_call(prompt_tokens, None)
 
-    async def _reserve(self, run: _Run, plan: CallPlan) -> tuple[CallPlan, Reservation | None] | Stop:
-        """Hold the call's worst case; when it does not fit, shrink the call to what the budget has left."""
+    async def _reserve(self, run: Run, plan: CallPlan) -> budget_hold.Held | Stop | None:
+        """Hold the call's worst case; wait for other runs' holds, or shrink the call, when it does not fit."""
         if run.budget is None:
-            return plan, None
-        key = f"{run.run_id}:{run.stopper.steps + 1}"
-        reservation = await run.budget.reserve(key, plan.worst_case_micros)
-        if reservation is not None:  # the usual case: one round trip
-            return plan, reservation
-        smaller = run.stopper.plan_call(plan.prompt_tokens, await run.budget.remaining())
-        if isinstance(smaller, Stop):
-            return smaller
-        reservation = await run.budget.reserve(key, smaller.worst_case_micros)
-        if reservation is None:  # other runs took what was left in between
-            return Stop(StopReason.BUDGET_EXHAUSTED,
-                        "budget_exhausted: the workspace budget cannot cover the next call's worst case")
-        return smaller, reservation
+            return None
+        wait = min(self.budget_wait_seconds, max(run.stopper.seconds_left() - _WAIT_MARGIN_SECONDS, 0.0))
+        return await budget_hold.hold_for_call(
+            run.budget, f"{run.run_id}:{run.stopper.steps + 1}", plan,
+            lambda left: run.stopper.plan_call(plan.prompt_tokens, left), wait_seconds=wait,
+        )
 
-    async def _call_llm(self, run: _Run, messages: list[Message], plan: CallPlan) -> LLMResponse | Stop:
+    async def _call_llm(self, run: Run, messages: list[Message], plan: CallPlan) -> LLMResponse | Stop:
         held = await self._reserve(run, plan)
         if isinstance(held, Stop):
             return held
-        plan, reservation = held
+        plan = held.plan if held is not None else plan
+        call = self.llm.complete(messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
         settled = False
         try:
-            reply = await self.llm.complete(messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
+            reply = await (call if held is None else budget_hold.while_held(held, call))  # the hold kept alive
             usage = self._usage(reply, messages, plan.max_tokens)
-            if reservation is not None and run.budget is not None:
-                await run.budget.settle(reservation, usage.cost_micros)
+            if held is not None:
+                await held.settle(usage.cost_micros)
                 settled = True
             run.stopper.record_call(usage)
             run.progress = replace(run.progress, step=run.stopper.steps, prompt_tokens=run.stopper.usage.prompt_tokens,
@@ -297,15 +269,14 @@ class Agent:
         except LLMError as exc:
             if exc.charged:  # the endpoint answered, unusably: it may bill the call, so its worst case counts
                 worst = Usage(plan.prompt_tokens, plan.max_tokens, 0, plan.worst_case_micros)
-                if reservation is not None and run.budget is not None:
-                    await run.budget.settle(reservation, worst.cost_micros)
+                if held is not None:
+                    await held.settle(worst.cost_micros)
                     settled = True
                 run.stopper.record_call(worst)
             raise
         finally:
-            if reservation is not None and run.budget is not None and not settled:
-                # Shielded: a cancelled run must still give its hold back.
-                await asyncio.shield(run.budget.release(reservation))
+            if held is not None and not settled:
+                await asyncio.shield(held.release())  # shielded: a cancelled run must still give its hold back
 
     def _usage(self, reply: LLMResponse, messages: list[Message], max_tokens: int) -> Usage:
         prompt = reply.prompt_tokens or count_messages(self.counter, messages)
@@ -317,45 +288,45 @@ class Agent:
         cached = min(reply.cached_tokens, prompt)
         return Usage(prompt, completion, cached, self.price.cost_micros(prompt, completion, cached))
 
-    def _read(self, run: _Run, reply: LLMResponse) -> _Step:
+    def _read(self, run: Run, reply: LLMResponse) -> Step:
         reply = self._redact(reply)  # a secret the model repeats is neither shown, stored nor sent to a tool
         if self.protocol == "react":
             return self._read_react(run, reply)
         thought = (reply.content or "").strip() or None
         message = reply.assistant_message()
-        self._remember(run, message)
+        run.remember(message)
         if not reply.tool_calls:
             if thought is None:
-                self._remember(run, {"role": "user", "content": "Your reply was empty. Call a tool or answer."})
-                return _Step(None, format_error="empty reply")
-            return _Step(thought, final=thought)
+                run.remember({"role": "user", "content": "Your reply was empty. Call a tool or answer."})
+                return Step(None, format_error="empty reply")
+            return Step(thought, final=thought)
         calls = [run.executor.prepare(c.name, c.arguments, call_id=c.id) for c in reply.tool_calls]
-        return _Step(thought, calls=calls)
+        return Step(thought, calls=calls)
 
     def _redact(self, reply: LLMResponse) -> LLMResponse:
         redact = self._redactor.redact
         calls = tuple(replace(c, arguments=redact(c.arguments)) for c in reply.tool_calls)
         return replace(reply, content=redact(reply.content) if reply.content else reply.content, tool_calls=calls)
 
-    def _read_react(self, run: _Run, reply: LLMResponse) -> _Step:
+    def _read_react(self, run: Run, reply: LLMResponse) -> Step:
         parsed = text_react.parse(reply.content or "")
-        self._remember(run, {"role": "assistant", "content": reply.content or ""})
+        run.remember({"role": "assistant", "content": reply.content or ""})
         if isinstance(parsed, text_react.ReactFinal):
-            return _Step(parsed.thought, final=parsed.answer)
+            return Step(parsed.thought, final=parsed.answer)
         if isinstance(parsed, text_react.ReactFormatError):
-            self._remember(run, text_react.format_error_message(parsed))
-            return _Step(parsed.thought, format_error=f"format error: {parsed.message}")
+            run.remember(text_react.format_error_message(parsed))
+            return Step(parsed.thought, format_error=f"format error: {parsed.message}")
         call = run.executor.prepare(parsed.tool, parsed.arguments, call_id=f"react-{run.stopper.steps}")
-        return _Step(parsed.thought, calls=[call])
+        return Step(parsed.thought, calls=[call])
 
-    def _check_loops(self, run: _Run, step: _Step) -> Stop | None:
+    def _check_loops(self, run: Run, step: Step) -> Stop | None:
         for call in step.calls:
             stop = run.stopper.check_call(call.tool, call.canonical)
             if stop is not None:
                 return stop
         return None
 
-    async def _act(self, run: _Run, step: _Step) -> list[ToolResult]:
+    async def _act(self, run: Run, step: Step) -> list[ToolResult]:
         def ctx(call: PreparedCall) -> ToolContext:
             return replace(run.scope, run_id=run.run_id, step=run.stopper.steps, task=run.progress.task,
                            thought=step.thought or "")
@@ -364,14 +335,14 @@ class Agent:
         for call, result in zip(step.calls, results, strict=True):
             wrapped = wrap_untrusted(call.tool, result.text)
             if self.protocol == "react":
-                self._remember(run, text_react.observation_message(wrapped))
+                run.remember(text_react.observation_message(wrapped))
             else:
-                self._remember(run, {"role": "tool", "tool_call_id": call.call_id, "content": wrapped})
+                run.remember({"role": "tool", "tool_call_id": call.call_id, "content": wrapped})
             if result.ok and not result.empty:
                 run.progress = progress.add_finding(run.progress, call.tool, call.arguments, result.text)
         return results
 
-    async def _guard(self, run: _Run, work: Awaitable[T]) -> T:
+    async def _guard(self, run: Run, work: Awaitable[T]) -> T:
         """Race ``work`` against the cancel token and the wall-clock cap."""
         try:
             async with asyncio.timeout(max(run.stopper.seconds_left(), 0.0)):
@@ -381,23 +352,24 @@ class Agent:
                 raise _Deadline from None
             raise
 
-    def _remember(self, run: _Run, message: Message) -> None:
-        run.current.append(message)
-        run.unsaved.append(message)
-
-    async def _persist(self, run: _Run) -> None:
+    async def _persist(self, run: Run) -> None:
+        if run.cancel.abandoned:  # another runner owns the thread now: its history is not ours to write
+            raise Cancelled(run.cancel.reason)
         if run.thread is not None and self.store is not None and run.unsaved:
             await self.store.append(run.thread, run.unsaved, run.progress)
         run.unsaved = []
 
-    async def _close(self, run: _Run, stop: Stop, answer: str) -> Stopped:
+    async def _close(self, run: Run, stop: Stop, answer: str) -> Stopped:
         """End the run: answer every open call, persist the end, and build the final event."""
+        if run.cancel.abandoned:  # the lease was lost: write nothing, and let the caller post nothing
+            return Stopped(StopReason.CANCELLED, _LEASE_LOST_ANSWER, run.stopper.steps, run.stopper.usage,
+                           run.cancel.reason, run.run_id, lease_lost=True)
         reason = stop.reason
         if reason is not StopReason.FINAL_ANSWER:
             for call_id in history.unanswered(run.current):
-                self._remember(run, history.not_executed(call_id, f"{reason.value}, the run stopped first"))
+                run.remember(history.not_executed(call_id, f"{reason.value}, the run stopped first"))
             answer = progress.graceful_answer(reason, stop.detail, run.progress)
-            self._remember(run, {"role": "assistant", "content": answer})
+            run.remember({"role": "assistant", "content": answer})
         run.progress = replace(run.progress, status="stopped", stop_reason=reason.value, step=run.stopper.steps)
         detail = stop.detail
         try:

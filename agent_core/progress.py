@@ -27,6 +27,7 @@ _HUMAN = {
     StopReason.NO_PROGRESS: "my last steps brought nothing new",
     StopReason.DANGEROUS_LOOP: "I was repeating the same action",
     StopReason.BUDGET_EXHAUSTED: "the workspace's budget is used up",
+    StopReason.BUDGET_BUSY: "the workspace's budget is busy: other runs in progress hold the rest of it for now",
     StopReason.CANCELLED: "the run was stopped",
     StopReason.ERROR: "an error stopped the run",
     StopReason.MAX_TIME: "I ran out of time",
@@ -78,6 +79,9 @@ def graceful_answer(reason: StopReason, detail: str, progress: Progress) -> str:
     lines.append(f"Still missing: a complete answer to “{_short(progress.task)}”.")
     if reason is StopReason.BUDGET_EXHAUSTED:
         lines.append("Once an admin raises the budget, reply in this thread and I will continue where I stopped.")
+    elif reason is StopReason.BUDGET_BUSY:
+        lines.append("The budget is not used up: reply in this thread in a minute, once those runs have finished, "
+                     "and I will continue where I stopped.")
     elif reason not in (StopReason.ERROR, StopReason.CANCELLED):
         lines.append("Reply in this thread to let me continue from here.")
     return "\n".join(lines)

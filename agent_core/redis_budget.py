@@ -1,15 +1,16 @@
 """RedisBudget: a workspace's spend budget in Redis, held per LLM call by atomic Lua reservations.
 
-Each LLM call reserves its worst-case cost first (``reserve``), then settles to what the provider charged
-(``settle``) or gives the hold back (``release``). The check and the hold happen in one Lua script, so any
-number of concurrent runs of one workspace cannot overspend it::
+Each LLM call reserves its worst-case cost first (``reserve``), keeps the hold alive while it runs (``renew``,
+done by the engine), then settles to what the provider charged (``settle``) or gives the hold back
+(``release``). The check and the hold happen in one Lua script (``budget_scripts``), so any number of
+concurrent runs of one workspace cannot overspend it::
 
     budget = RedisBudget(redis, namespace="agent:ws:T123", limit_micros=10_000_000, period="monthly")
     hold = await budget.reserve(f"{run_id}:{step}", worst_case_micros)
     if hold is None:
-        ...  # stop with budget_exhausted before making the call
+        ...  # wait for other runs' holds, make a smaller call, or stop (agent_core.budget_hold)
     try:
-        reply = await llm.complete(...)
+        reply = await llm.complete(...)   # budget.renew(hold) every renew_seconds meanwhile
     except BaseException:
         await budget.release(hold)
         raise
@@ -19,12 +20,14 @@ Keys of one period (``P`` is ``2026-12`` for monthly, ``2026-12-02`` for daily, 
 
     {<namespace>}:budget:<P>:spent   string  micro-dollars settled this period
     {<namespace>}:budget:<P>:held    hash    reservation key -> micro-dollars held
-    {<namespace>}:budget:<P>:exp     zset    reservation key -> expiry (epoch ms); swept by every script
-    {<namespace>}:budget:<P>:done    zset    settled key -> expiry (epoch ms); makes settle idempotent
+    {<namespace>}:budget:<P>:exp     zset    reservation key -> expiry (Redis server ms); swept by every script
+    {<namespace>}:budget:<P>:done    zset    settled key -> forget-at (server ms); makes settle idempotent
 
 The period is part of every key, so a new day or month starts from zero with no job to run; old keys expire a
-day after their period ends. A crashed worker's holds expire ``reservation_ttl_seconds`` after they were made
-and are swept by the next script run on that period. Money is integer micro-dollars throughout.
+day after their period ends. A hold lives ``hold_seconds`` (the run lease, ``AGENT_LEASE_SECONDS``) from its
+last renewal, and the call in flight renews it every ``renew_seconds``: it never lapses under a live call,
+however long the call may take, and a crashed worker's holds are swept within one lease period. Money is
+integer micro-dollars throughout.
 """
 
 from __future__ import annotations
@@ -40,85 +43,26 @@ from typing import Any, Literal
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from agent_core.budget import Reservation
+from agent_core import budget_scripts
+from agent_core.budget import BudgetState, Reservation
 from agent_core.errors import StoreError
+from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS, renewal_problem
 
 log = logging.getLogger(__name__)
 
 Period = Literal["monthly", "daily"]
 
-DEFAULT_RESERVATION_TTL_SECONDS = 600
-"""How long a hold lives without being settled or released: longer than any LLM call may take (the engine's
-call timeout must stay below it), short enough that a crashed worker's holds come back within minutes."""
+#: Kept for callers that still name it: a hold's lifetime is the run lease now, renewed while the call runs.
+DEFAULT_RESERVATION_TTL_SECONDS = DEFAULT_LEASE_SECONDS
 
 #: Old period keys outlive their period by this much, so a call settled just after midnight still finds them.
 _PERIOD_KEY_GRACE = timedelta(days=1)
 
-#: Expired holds swept per script run; bounds the script's running time (Redis is blocked while Lua runs).
-_SWEEP_BATCH = 200
+#: How long a settled key is remembered, so a repeated settle (a retried network call) records nothing.
+_SETTLED_KEEP_MS = 3_600_000
 
 #: Hash tags use braces; a namespace with its own braces would change which part of the key picks the slot.
 _NAMESPACE_RE = re.compile(r"[^{}\s]+")
-
-# KEYS: spent, held, exp, done.  ARGV: key, micros, limit (-1 = no limit), now_ms, expires_ms, key_ttl_ms.
-# Returns {1, spent, held} when the hold was added (held includes it), {0, spent, held} when it does not fit.
-# A hold re-made under the same key replaces the old one (a retried step), it is not counted twice.
-_RESERVE_LUA = """
-local now = tonumber(ARGV[4])
-local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, __BATCH__)
-if #expired > 0 then
-  redis.call('HDEL', KEYS[2], unpack(expired))
-  redis.call('ZREM', KEYS[3], unpack(expired))
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-local held = 0
-for _, v in ipairs(redis.call('HVALS', KEYS[2])) do held = held + tonumber(v) end
-held = held - tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
-local micros = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-if limit >= 0 and spent + held + micros > limit then
-  return {0, spent, held}
-end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
-redis.call('ZREM', KEYS[4], ARGV[1])
-for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[6]) end
-return {1, spent, held + micros}
-""".replace("__BATCH__", str(_SWEEP_BATCH))
-
-# KEYS: spent, held, exp, done.  ARGV: key, actual, now_ms, done_expires_ms, key_ttl_ms.
-# Returns 2 when the hold was settled, 1 when the hold had already expired (the spend is recorded anyway: the
-# provider charged it), 0 when this key was settled already (a repeated settle records nothing).
-_SETTLE_LUA = """
-if redis.call('ZSCORE', KEYS[4], ARGV[1]) then return 0 end
-local had = redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('INCRBY', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
-for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
-return 1 + had
-"""
-
-# KEYS: held, exp.  ARGV: key.  Returns 1 when a hold was released, 0 when there was none (already gone).
-_RELEASE_LUA = """
-local had = redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-return had
-"""
-
-# KEYS: spent, held, exp.  ARGV: now_ms.  Sweeps expired holds, then returns {spent, held, holds}.
-_USAGE_LUA = """
-local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', tonumber(ARGV[1]), 'LIMIT', 0, __BATCH__)
-if #expired > 0 then
-  redis.call('HDEL', KEYS[2], unpack(expired))
-  redis.call('ZREM', KEYS[3], unpack(expired))
-end
-local held = 0
-local vals = redis.call('HVALS', KEYS[2])
-for _, v in ipairs(vals) do held = held + tonumber(v) end
-return {tonumber(redis.call('GET', KEYS[1]) or '0'), held, #vals}
-""".replace("__BATCH__", str(_SWEEP_BATCH))
 
 
 class BudgetUnavailable(StoreError):
@@ -213,8 +157,12 @@ class RedisBudget:
         namespace: the workspace's key namespace, e.g. ``"agent:ws:E1:T1"``; no braces or spaces.
         limit_micros: the period's budget; None for no budget (spend is still recorded); 0 freezes spending.
         period: ``"monthly"`` (resets on the 1st, 00:00 UTC) or ``"daily"`` (resets at 00:00 UTC).
-        clock: returns the current time, timezone-aware; tests inject one to cross periods and expire holds.
-        reservation_ttl_seconds: a hold not settled or released within this is given back.
+        clock: returns the current time, timezone-aware; picks the period (tests inject one to cross periods).
+            Hold expiry is judged by the Redis server's clock, never a worker's.
+        hold_seconds: a hold not renewed, settled or released within this is given back
+            (``AGENT_LEASE_SECONDS``).
+        renew_seconds: how often the engine renews the hold of a call in flight (``AGENT_LEASE_RENEW_SECONDS``).
+        reservation_ttl_seconds: the former name of ``hold_seconds``, still accepted.
     """
 
     def __init__(
@@ -225,7 +173,9 @@ class RedisBudget:
         limit_micros: int | None,
         period: Period,
         clock: Callable[[], datetime] = utc_now,
-        reservation_ttl_seconds: int = DEFAULT_RESERVATION_TTL_SECONDS,
+        hold_seconds: float | None = None,
+        renew_seconds: float = DEFAULT_LEASE_RENEW_SECONDS,
+        reservation_ttl_seconds: float | None = None,
     ) -> None:
         if not _NAMESPACE_RE.fullmatch(namespace):
             raise ValueError(f"budget namespace must be non-empty, no braces or spaces, got {namespace!r}")
@@ -233,18 +183,23 @@ class RedisBudget:
             raise ValueError(f"limit_micros must be None or a non-negative integer, got {limit_micros!r}")
         if period not in ("monthly", "daily"):
             raise ValueError(f"budget period must be 'monthly' or 'daily', got {period!r}")
-        if reservation_ttl_seconds <= 0:
-            raise ValueError(f"reservation_ttl_seconds must be positive, got {reservation_ttl_seconds!r}")
+        seconds = float(hold_seconds or reservation_ttl_seconds or DEFAULT_LEASE_SECONDS)
+        problem = renewal_problem(seconds, renew_seconds, names=("hold_seconds", "renew_seconds"))
+        if problem is not None:
+            raise ValueError(f"RedisBudget: {problem}")
         self.namespace = namespace
         self.limit_micros = limit_micros
         self.period: Period = period
+        self.hold_seconds: float | None = seconds
+        self.renew_seconds = renew_seconds
         self._redis = redis
         self._clock = clock
-        self._ttl_ms = reservation_ttl_seconds * 1000
-        self._reserve = redis.register_script(_RESERVE_LUA)
-        self._settle = redis.register_script(_SETTLE_LUA)
-        self._release = redis.register_script(_RELEASE_LUA)
-        self._usage = redis.register_script(_USAGE_LUA)
+        self._hold_ms = max(1, round(seconds * 1000))
+        self._reserve = redis.register_script(budget_scripts.RESERVE)
+        self._renew = redis.register_script(budget_scripts.RENEW)
+        self._settle = redis.register_script(budget_scripts.SETTLE)
+        self._release = redis.register_script(budget_scripts.RELEASE)
+        self._usage = redis.register_script(budget_scripts.USAGE)
 
     # -- keys ------------------------------------------------------------------------------------------------
     def _keys(self, period_id: str) -> list[str]:
@@ -255,8 +210,8 @@ class RedisBudget:
 
     def _key_ttl_ms(self, window_end: datetime, now: datetime) -> int:
         # Relative, not an absolute EXPIREAT: an injected clock far from the server's time must not expire
-        # keys at once. At least two holds' lifetime, so a hold never outlives its keys.
-        return max(_epoch_ms(window_end + _PERIOD_KEY_GRACE) - _epoch_ms(now), 2 * self._ttl_ms)
+        # keys at once. At least the settled-key memory, so neither a hold nor a settle outlives its keys.
+        return max(_epoch_ms(window_end + _PERIOD_KEY_GRACE) - _epoch_ms(now), 2 * _SETTLED_KEEP_MS)
 
     def window(self) -> PeriodWindow:
         """The current period by the injected clock."""
@@ -269,6 +224,10 @@ class RedisBudget:
         usage = await self.usage_summary()
         return usage.remaining_micros
 
+    async def state(self) -> BudgetState:
+        usage = await self.usage_summary()
+        return BudgetState(usage.limit_micros, usage.spent_micros, usage.held_micros, usage.holds)
+
     async def reserve(self, key: str, micros: int) -> RedisReservation | None:
         if isinstance(micros, bool) or not isinstance(micros, int) or micros < 0:
             raise ValueError(f"reserve needs a non-negative integer of micro-dollars, got {micros!r}")
@@ -276,19 +235,18 @@ class RedisBudget:
             raise ValueError("reserve needs a non-empty reservation key (run id and step)")
         now = self._clock()
         window = period_window(now, self.period)
-        now_ms = _epoch_ms(now)
-        args: list[int | str] = [
-            key,
-            micros,
-            -1 if self.limit_micros is None else self.limit_micros,
-            now_ms,
-            now_ms + self._ttl_ms,
-            self._key_ttl_ms(window.end, now),
-        ]
+        limit = -1 if self.limit_micros is None else self.limit_micros
+        args: list[int | str] = [key, micros, limit, self._hold_ms, self._key_ttl_ms(window.end, now)]
         result = await self._call(self._reserve, self._keys(window.id), args)
         if int(result[0]) != 1:
             return None
         return RedisReservation(key, micros, period_id=window.id, period_end=window.end)
+
+    async def renew(self, reservation: Reservation) -> bool:
+        """Extend a live hold by ``hold_seconds`` from now (server time); False when it is gone."""
+        period_id, _ = self._period_of(reservation, self._clock())
+        keys = self._keys(period_id)[1:3]
+        return int(await self._call(self._renew, keys, [reservation.key, self._hold_ms])) == 1
 
     async def settle(self, reservation: Reservation, actual_micros: int) -> None:
         """Record what the call cost and drop its hold; a second settle of the same hold records nothing.
@@ -300,9 +258,7 @@ class RedisBudget:
             raise ValueError(f"settle needs a non-negative integer of micro-dollars, got {actual_micros!r}")
         now = self._clock()
         period_id, period_end = self._period_of(reservation, now)
-        now_ms = _epoch_ms(now)
-        ttl_ms = self._key_ttl_ms(period_end, now)
-        args: list[int | str] = [reservation.key, actual_micros, now_ms, now_ms + self._ttl_ms, ttl_ms]
+        args: list[int | str] = [reservation.key, actual_micros, _SETTLED_KEEP_MS, self._key_ttl_ms(period_end, now)]
         outcome = await self._shielded(self._call(self._settle, self._keys(period_id), args))
         if int(outcome) == 1:
             log.warning(
@@ -324,9 +280,8 @@ class RedisBudget:
 
     async def usage_summary(self) -> BudgetUsage:
         """Spent, held and remaining in the current period, with its reset time (expired holds swept)."""
-        now = self._clock()
-        window = period_window(now, self.period)
-        spent, held, holds = await self._call(self._usage, self._keys(window.id)[:3], [_epoch_ms(now)])
+        window = period_window(self._clock(), self.period)
+        spent, held, holds = await self._call(self._usage, self._keys(window.id)[:3], [])
         return BudgetUsage(window, self.limit_micros, int(spent), int(held), int(holds))
 
     # -- internals -----------------------------------------------------------------------------------------

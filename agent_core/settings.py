@@ -8,8 +8,11 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agent_core.budget_hold import DEFAULT_BUDGET_WAIT_SECONDS
 from agent_core.cost import Price, price_for, usd_to_micros
+from agent_core.errors import ConfigError
 from agent_core.limits import Limits
+from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS, renewal_problem
 from tools import secret_values
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -45,6 +48,17 @@ class AgentSettings(BaseSettings):
         default="tools", description="`tools`: native tool calling; `react`: text Thought/Action protocol."
     )
     agent_system_prompt: str | None = Field(default=None, description="Replaces the built-in system prompt.")
+    agent_lease_seconds: float = Field(
+        default=DEFAULT_LEASE_SECONDS, gt=0,
+        description="A run's lease and its budget holds lapse this long after the last renewal.",
+    )
+    agent_lease_renew_seconds: float = Field(
+        default=DEFAULT_LEASE_RENEW_SECONDS, gt=0, description="How often the running worker renews them."
+    )
+    agent_budget_wait_seconds: float = Field(
+        default=DEFAULT_BUDGET_WAIT_SECONDS, ge=0,
+        description="How long a call waits for other runs' budget holds before it settles for a smaller call.",
+    )
     llm_price_prompt_per_1m: Decimal | None = Field(default=None, description="Prompt price override, USD per 1M.")
     llm_price_completion_per_1m: Decimal | None = Field(
         default=None, description="Completion price override, USD per 1M."
@@ -62,6 +76,19 @@ class AgentSettings(BaseSettings):
             no_progress_steps=self.agent_no_progress_steps,
             max_completion_tokens=self.agent_max_completion_tokens,
         )
+
+    def check_leases(self) -> None:
+        """Refuse, at start-up, lease timings under which a lease or a budget hold could lapse under a live run.
+
+        Raises ConfigError naming the settings. Holds are renewed while their call runs, so no call timeout
+        (``OPENAI_TIMEOUT_SECONDS``, ``AGENT_MAX_SECONDS``) can outlive one; only the renewal cadence can.
+        """
+        problem = renewal_problem(
+            self.agent_lease_seconds, self.agent_lease_renew_seconds,
+            names=("AGENT_LEASE_SECONDS", "AGENT_LEASE_RENEW_SECONDS"),
+        )
+        if problem is not None:
+            raise ConfigError(problem)
 
     def price(self) -> Price:
         return price_for(

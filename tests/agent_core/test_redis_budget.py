@@ -10,9 +10,11 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 import redis.asyncio as aioredis
 
+from agent_core import price_for
 from agent_core.budget import Reservation
 from agent_core.redis_budget import BudgetUnavailable, RedisBudget, RedisReservation, period_window
 from tests.conftest import TEST_REDIS_URL
+from tests.processes import until
 
 
 class Clock:
@@ -39,7 +41,8 @@ def make_budget(
     clock: Clock,
     limit: int | None = 1_000,
     period: str = "monthly",
-    ttl: int = 600,
+    hold: float = 15.0,
+    renew: float = 5.0,
 ) -> RedisBudget:
     return RedisBudget(
         redis,
@@ -47,7 +50,8 @@ def make_budget(
         limit_micros=limit,
         period=period,  # type: ignore[arg-type]
         clock=clock,
-        reservation_ttl_seconds=ttl,
+        hold_seconds=hold,
+        renew_seconds=renew,
     )
 
 
@@ -200,31 +204,64 @@ async def test_concurrent_runs_reserve_and_settle_in_waves_within_budget(
     assert limit - usage.spent_micros < 200
 
 
-async def test_expired_holds_are_given_back(redis_client: aioredis.Redis, key_prefix: str, clock: Clock):
-    budget = make_budget(redis_client, f"{key_prefix}:ws:T1", clock, ttl=60)
+async def test_a_hold_nobody_renews_is_given_back_after_its_lifetime(
+    redis_client: aioredis.Redis, key_prefix: str, clock: Clock
+):
+    # Expiry is judged by the Redis server's clock: the injected clock (fixed here) does not move it.
+    budget = make_budget(redis_client, f"{key_prefix}:ws:T1", clock, hold=0.5, renew=0.2)
     crashed = await budget.reserve("crashed:1", 800)  # a worker that dies before settling
     assert crashed is not None
     assert await budget.reserve("other:1", 300) is None
-
-    clock.advance(seconds=59)
     assert await budget.remaining() == 200
-    clock.advance(seconds=2)
-    assert await budget.remaining() == 1_000
+
+    async def given_back() -> bool:
+        return await budget.remaining() == 1_000
+
+    await until(given_back, timeout=5, what="the unrenewed hold to lapse")
     assert await budget.reserve("other:1", 300) is not None
+    assert await budget.renew(crashed) is False  # a lapsed hold is never brought back
     await budget.release(crashed)  # releasing an expired hold changes nothing
     assert (await budget.usage_summary()).held_micros == 300
+
+
+async def test_a_renewed_hold_outlives_many_lifetimes(redis_client: aioredis.Redis, key_prefix: str, clock: Clock):
+    budget = make_budget(redis_client, f"{key_prefix}:ws:T1", clock, hold=0.5, renew=0.2)
+    hold = await budget.reserve("slow:1", 800)
+    assert hold is not None
+    loop = asyncio.get_running_loop()
+    until_t = loop.time() + 2.0  # four lifetimes
+
+    async def renewed_past_four_lifetimes() -> bool:
+        assert await budget.renew(hold), "a live hold must renew"
+        assert await budget.remaining() == 200, "a renewed hold must still be held"
+        return loop.time() > until_t
+
+    await until(renewed_past_four_lifetimes, timeout=10, what="four hold lifetimes")
+    await budget.settle(hold, 100)
+    assert await budget.renew(hold) is False  # settled: gone
+    assert (await budget.usage_summary()).spent_micros == 100
 
 
 async def test_settling_an_expired_hold_still_records_the_charge(
     redis_client: aioredis.Redis, key_prefix: str, clock: Clock
 ):
-    budget = make_budget(redis_client, f"{key_prefix}:ws:T1", clock, ttl=60)
+    budget = make_budget(redis_client, f"{key_prefix}:ws:T1", clock, hold=0.5, renew=0.2)
     hold = await budget.reserve("slow:1", 500)
     assert hold is not None
-    clock.advance(seconds=120)
+
+    async def swept() -> bool:
+        return (await budget.usage_summary()).held_micros == 0
+
+    await until(swept, timeout=5, what="the hold to lapse")
     await budget.settle(hold, 400)
     usage = await budget.usage_summary()
     assert (usage.spent_micros, usage.held_micros) == (400, 0)
+
+
+def test_a_renewal_cadence_that_could_let_a_hold_lapse_is_refused(redis_client: aioredis.Redis, clock: Clock):
+    with pytest.raises(ValueError, match="renew_seconds=8 is too long for hold_seconds=15"):
+        make_budget(redis_client, "ws:T1", clock, hold=15, renew=8)
+    make_budget(redis_client, "ws:T1", clock, hold=15, renew=7)  # two renewals fit in 14 s
 
 
 async def test_daily_period_rolls_over_at_midnight_utc(redis_client: aioredis.Redis, key_prefix: str):
@@ -385,9 +422,12 @@ async def test_twenty_concurrent_runs_stay_within_the_workspace_budget(
     from tests.fakes.openai_server import text, tool_calls
 
     def script(request):  # each run: one tool call, then an answer; every reply reports its usage
+        # Like a real provider, never more completion tokens than the call allowed (a call shrunk to fit the
+        # budget's last micro-dollars asks for fewer).
+        completion = min(500, request.max_tokens or 500)
         if any(m["role"] == "tool" for m in request.messages):
-            return text("done", prompt_tokens=100, completion_tokens=500)
-        return tool_calls(("echo", {"text": "hi", "times": 1}), prompt_tokens=100, completion_tokens=500)
+            return text("done", prompt_tokens=100, completion_tokens=completion)
+        return tool_calls(("echo", {"text": "hi", "times": 1}), prompt_tokens=100, completion_tokens=completion)
 
     fake_openai.script = script
     # gpt-4o-mini: a call costs 15 + 300 = 315 µ$ as reported; its worst case (1,024 completion tokens) ~630 µ$.
@@ -408,8 +448,12 @@ async def test_twenty_concurrent_runs_stay_within_the_workspace_budget(
     assert usage.spent_micros <= limit and usage.held_micros == 0
     # Every call the server answered was recorded, and nothing else: spend is exactly what the runs report.
     assert usage.spent_micros == sum(r.usage.cost_micros for r in results)
-    calls_t1 = len(fake_openai.requests) - other_result.steps
-    assert usage.spent_micros == 315 * calls_t1
+    # A full call costs 15 + 300 = 315 µ$; the last ones were shrunk to fit what was left, and cost less.
+    price = price_for("gpt-4o-mini")
+    t1 = [r for r in fake_openai.requests if all(m.get("content") != "elsewhere" for m in r.messages)]
+    assert usage.spent_micros == sum(price.cost_micros(100, min(500, r.max_tokens or 500)) for r in t1)
+    # The runs stopped only once not even the smallest useful call fitted: the budget was used, not left idle.
+    assert limit - usage.spent_micros < price.worst_case_micros(200, 64)
     # The other workspace ran to its answer on its own budget.
     assert other_result.reason.value == "final_answer"
     assert (await make_budget(redis_client, f"{key_prefix}:ws:T2", clock, limit).spent()) == 630

@@ -1,0 +1,153 @@
+"""A budget hold for one LLM call: reserve its worst case, wait out other runs' holds, shrink, keep it alive.
+
+When the worst case does not fit, the refusal is judged honestly:
+
+- spend plus the smallest useful call (``Limits.min_completion_tokens``) does not fit the limit: the budget is
+  used up, ``budget_exhausted``, at once (waiting cannot help: spend only grows);
+- it would fit once calls in flight settle: wait for them (polling with backoff, at most ``wait_seconds``),
+  then take what is free with a smaller completion cap; only when not even the smallest call fits after the
+  wait, ``budget_busy``, naming how many runs hold the rest.
+
+The wait is an ordinary await, so the run's cancel token and wall-clock cap interrupt it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from agent_core.budget import Budget, BudgetState, Reservation
+from agent_core.cancel import CANCEL_GRACE_SECONDS
+from agent_core.cost import format_usd
+from agent_core.errors import StoreError
+from agent_core.events import StopReason
+from agent_core.renewal import Renewal
+from agent_core.stopper import CallPlan, Stop
+
+T = TypeVar("T")
+
+#: How long a call waits for other runs' holds before it settles for less. The default of
+#: ``AGENT_BUDGET_WAIT_SECONDS``.
+DEFAULT_BUDGET_WAIT_SECONDS = 30.0
+#: Poll backoff while waiting: a settle is seen within ``MAX_POLL_SECONDS``; each poll is two round trips.
+FIRST_POLL_SECONDS = 0.02
+MAX_POLL_SECONDS = 0.5
+
+Replan = Callable[[int | None], CallPlan | Stop]
+"""The stopper's plan for this call given what the budget has left (``Stopper.plan_call`` on the prompt)."""
+
+
+class HoldLapsed(StoreError):
+    """The hold of a call in flight could not be renewed: the call was abandoned before the hold could lapse."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(
+            f"{reason}; the LLM call in flight was abandoned before its budget hold could lapse (so the "
+            "workspace budget cannot be overspent). Check that Redis is reachable."
+        )
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A granted hold: the plan it covers (perhaps smaller than asked), when it was asked, how long it waited."""
+
+    budget: Budget
+    plan: CallPlan
+    reservation: Reservation
+    sent: float
+    waited: float
+
+    async def settle(self, actual_micros: int) -> None:
+        await self.budget.settle(self.reservation, actual_micros)
+
+    async def release(self) -> None:
+        await self.budget.release(self.reservation)
+
+
+async def hold_for_call(
+    budget: Budget,
+    key: str,
+    plan: CallPlan,
+    replan: Replan,
+    *,
+    wait_seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> Held | Stop:
+    """Hold the call's worst case, waiting for and shrinking to what other runs leave; or a Stop saying why not."""
+    started = clock()
+    deadline = started + max(wait_seconds, 0.0)
+    delay = FIRST_POLL_SECONDS
+    target = plan
+    while True:
+        sent = clock()
+        reservation = await budget.reserve(key, target.worst_case_micros)
+        if reservation is not None:
+            return Held(budget, target, reservation, sent, sent - started)
+        state = await budget.state()
+        best = replan(state.unspent_micros)
+        if isinstance(best, Stop):
+            return best  # used up (spend + the smallest call cannot fit), or another cap: no wait can help
+        target = best  # the largest call that fits once every hold in flight has settled
+        out_of_time = clock() >= deadline
+        if state.holds == 0 or out_of_time:
+            # Nothing more will come back, or the wait is over: a smaller call in what is free now.
+            smaller = replan(state.free_micros)
+            if isinstance(smaller, CallPlan):
+                sent = clock()
+                reservation = await budget.reserve(key, smaller.worst_case_micros)
+                if reservation is not None:
+                    return Held(budget, smaller, reservation, sent, sent - started)
+            if out_of_time:
+                return busy_stop(state, clock() - started)
+        # Jittered, so runs woken by one settle do not all ask at the same instant.
+        await asyncio.sleep(max(0.0, min(delay * random.uniform(0.5, 1.0), deadline - clock())))
+        delay = min(delay * 2, MAX_POLL_SECONDS)
+
+
+def busy_stop(state: BudgetState, waited: float) -> Stop:
+    runs = f"{state.holds} run{'' if state.holds == 1 else 's'} in flight"
+    limit = format_usd(state.limit_micros) if state.limit_micros is not None else "no"
+    return Stop(
+        StopReason.BUDGET_BUSY,
+        f"budget_busy: {runs} hold {format_usd(state.held_micros)} of the {limit} workspace budget "
+        f"({format_usd(state.spent_micros)} spent); waited {waited:.0f}s for them to finish",
+    )
+
+
+async def while_held(held: Held, work: Awaitable[T], *, clock: Callable[[], float] = time.monotonic) -> T:
+    """Await ``work`` (the LLM call) while renewing its hold; HoldLapsed, the call abandoned, if it cannot be.
+
+    So a hold never lapses under a call still in flight, however long the call's timeouts and retries let it
+    take: while the worker lives and Redis answers, the hold is renewed; when they do not, the call stops first.
+    """
+    budget = held.budget
+    if budget.hold_seconds is None:
+        return await work
+    key = held.reservation.key
+    renewal = Renewal(
+        lambda: budget.renew(held.reservation), seconds=budget.hold_seconds, every=budget.renew_seconds,
+        what=f"the budget hold {key!r}", since=held.sent, clock=clock,
+    )
+    call = asyncio.ensure_future(work)
+    keeper = asyncio.ensure_future(renewal.run())
+    try:
+        await asyncio.wait({call, keeper}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        # Our own task was cancelled (Stop button, deadline): the call must not outlive it.
+        keeper.cancel()
+        call.cancel()
+        await asyncio.wait({call}, timeout=CANCEL_GRACE_SECONDS)
+        raise
+    if call.done():
+        keeper.cancel()
+        return call.result()
+    call.cancel()
+    await asyncio.wait({call}, timeout=CANCEL_GRACE_SECONDS)
+    if call.done() and not call.cancelled():
+        call.exception()  # retrieved, so the abandoned call's own error is not logged as unhandled
+    raise HoldLapsed(key, keeper.result())

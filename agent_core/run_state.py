@@ -1,0 +1,57 @@
+"""The state of one run inside the loop: what the model proposed this step, and the run's mutable accounts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_core.budget import Budget
+from agent_core.cancel import CancelToken
+from agent_core.stopper import Stopper
+from agent_core.store import Message, Progress
+from tools import Executor, PreparedCall, ToolContext
+
+
+@dataclass
+class Step:
+    """What the model proposed this step."""
+
+    thought: str | None
+    calls: list[PreparedCall] = field(default_factory=list)
+    final: str | None = None
+    format_error: str | None = None
+
+
+@dataclass
+class Run:
+    """The mutable state of one run; lives only inside ``Agent.events``."""
+
+    run_id: str
+    thread: str | None
+    task: Message
+    earlier: list[Message]
+    current: list[Message]
+    unsaved: list[Message]
+    progress: Progress
+    stopper: Stopper
+    executor: Executor
+    budget: Budget | None
+    cancel: CancelToken
+    scope: ToolContext
+    tools_spec: list[dict[str, Any]] | None
+
+    def remember(self, message: Message) -> None:
+        """Add a message to this run's conversation and to what the next persist writes."""
+        self.current.append(message)
+        self.unsaved.append(message)
+
+
+def split_resumed(earlier: list[Message], task: str) -> tuple[list[Message], Message, list[Message]] | None:
+    """A crashed worker's run: its messages start at its task message (the newest one with that text).
+
+    Returns (history before the run, the task message, the run's own messages so far); None when not found.
+    """
+    for i in range(len(earlier) - 1, -1, -1):
+        if earlier[i].get("role") == "user" and earlier[i].get("content") == task:
+            return earlier[:i], earlier[i], earlier[i + 1 :]
+    return None
