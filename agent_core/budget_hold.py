@@ -115,7 +115,7 @@ def busy_stop(state: BudgetState, waited: float) -> Stop:
     return Stop(
         StopReason.BUDGET_BUSY,
         f"budget_busy: {runs} hold {format_usd(state.held_micros)} of the {limit} workspace budget "
-        f"({format_usd(state.spent_micros)} spent); waited {waited:.0f}s for them to finish",
+        f"({format_usd(state.spent_micros)} spent); waited {waited:.1f}s for them to finish",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -276,7 +277,10 @@ class Agent:
             raise
         finally:
             if held is not None and not settled:
-                await asyncio.shield(held.release())  # shielded: a cancelled run must still give its hold back
+                # Shielded: a cancelled run must still give its hold back. A store that is down must not mask
+                # why the call failed: the unrenewed hold lapses on its own within one lease period.
+                with contextlib.suppress(StoreError):
+                    await asyncio.shield(held.release())
 
     def _usage(self, reply: LLMResponse, messages: list[Message], max_tokens: int) -> Usage:
         prompt = reply.prompt_tokens or count_messages(self.counter, messages)

@@ -1,0 +1,217 @@
+"""Honest budget refusals with a real Redis and the fake LLM: runs wait for each other's holds, not refused.
+
+The issue's case: a workspace budget of 1.6 times one call's worst case, eight one-call runs at once, each
+call really costing about a hundredth of its worst case. Before: one answered, seven were told the budget was
+used up. Now all eight answer, and the recorded spend never exceeds the budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from agent_core import Agent, Limits, OpenAIChatLLM, StopReason
+from agent_core.redis_budget import RedisBudget
+from tests.agent_core.budget_holder_process import PRICE
+from tests.conftest import TEST_REDIS_URL
+from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, delay, text
+from tests.processes import ROOT, RedisServer, until
+from tools import Registry
+
+#: One call's worst case: 1,024 completion tokens at $10 per 1M, plus a few hundred near-free prompt tokens.
+WORST = PRICE.worst_case_micros(0, 1024)
+#: What each call really costs: 300 prompt and 10 completion tokens, about a hundredth of the worst case.
+COST = PRICE.cost_micros(300, 10)
+
+
+def is_task(request: RecordedRequest, task: str) -> bool:
+    return any(m.get("role") == "user" and m.get("content") == task for m in request.messages)
+
+
+@pytest.fixture
+async def agents(fake_openai: FakeOpenAI) -> AsyncIterator[list[Agent]]:
+    made: list[Agent] = []
+    yield made
+    for agent in made:
+        await agent.aclose()
+
+
+def make(agents: list[Agent], fake: FakeOpenAI, *, wait: float = 30.0) -> Agent:
+    llm = OpenAIChatLLM(api_key="test-key", base_url=fake.base_url, model="gpt-4o-mini", timeout=30, max_retries=0)
+    agent = Agent(llm, Registry([]), price=PRICE, limits=Limits(max_cost_micros=10**9), budget_wait_seconds=wait)
+    agents.append(agent)
+    return agent
+
+
+def budget(redis: aioredis.Redis, namespace: str, limit: int, hold: float = 15.0, renew: float = 5.0) -> RedisBudget:
+    return RedisBudget(redis, namespace=namespace, limit_micros=limit, period="monthly",
+                       hold_seconds=hold, renew_seconds=renew)
+
+
+async def test_eight_runs_on_a_budget_of_one_and_a_half_calls_all_answer(
+    redis_client: aioredis.Redis, key_prefix: str, fake_openai: FakeOpenAI, agents: list[Agent]
+) -> None:
+    namespace = f"{key_prefix}:ws:T1"
+    limit = WORST * 16 // 10
+    peak: list[int] = []
+
+    async def script(request: RecordedRequest) -> Reply:
+        # While a call is in flight, what is spent plus what is held must stay within the budget.
+        usage = await budget(redis_client, namespace, limit).usage_summary()
+        peak.append(usage.spent_micros + usage.held_micros)
+        return delay(0.2, text("answered", prompt_tokens=300, completion_tokens=10))
+
+    fake_openai.script = script
+    agent = make(agents, fake_openai)
+    results = await asyncio.gather(*(
+        agent.run(f"question {i}", run_id=f"run{i}", budget=budget(redis_client, namespace, limit)) for i in range(8)
+    ))
+
+    assert [r.reason for r in results] == [StopReason.FINAL_ANSWER] * 8, [r.detail for r in results]
+    usage = await budget(redis_client, namespace, limit).usage_summary()
+    assert (usage.spent_micros, usage.held_micros, usage.holds) == (8 * COST, 0, 0)
+    assert max(peak) <= limit
+    # They waited for each other instead of being cut short: every call kept its full completion cap.
+    assert [r.max_tokens for r in fake_openai.requests] == [1024] * 8
+
+
+async def test_a_run_that_cannot_wait_long_enough_is_told_the_budget_is_busy_not_used_up(
+    redis_client: aioredis.Redis, key_prefix: str, fake_openai: FakeOpenAI, agents: list[Agent]
+) -> None:
+    namespace = f"{key_prefix}:ws:T1"
+    limit = WORST + 100  # one call's worst case and change: a second call fits only after the first settles
+    release = asyncio.Event()
+
+    async def script(request: RecordedRequest) -> Reply:
+        if is_task(request, "slow"):
+            await release.wait()
+        return text("answered", prompt_tokens=300, completion_tokens=10)
+
+    fake_openai.script = script
+    slow = asyncio.ensure_future(make(agents, fake_openai).run("slow", budget=budget(redis_client, namespace, limit)))
+    await fake_openai.wait_for_requests(1)
+
+    busy = await make(agents, fake_openai, wait=0.3).run("quick", budget=budget(redis_client, namespace, limit))
+    assert busy.reason is StopReason.BUDGET_BUSY
+    assert "1 run in flight" in busy.detail
+    assert "busy" in busy.answer and "budget is used up" not in busy.answer
+    assert len(fake_openai.requests) == 1  # no call was made for it
+
+    release.set()
+    assert (await slow).reason is StopReason.FINAL_ANSWER
+    # Asked again once the slow run is done, it answers: the budget was never used up.
+    again = await make(agents, fake_openai, wait=0.3).run("quick", budget=budget(redis_client, namespace, limit))
+    assert again.reason is StopReason.FINAL_ANSWER
+
+
+async def test_budget_exhausted_only_when_spend_plus_the_smallest_call_cannot_fit(
+    redis_client: aioredis.Redis, key_prefix: str, fake_openai: FakeOpenAI, agents: list[Agent]
+) -> None:
+    namespace = f"{key_prefix}:ws:T1"
+    smallest = PRICE.worst_case_micros(400, Limits().min_completion_tokens)
+    limit = 2 * WORST
+    fake_openai.script = lambda request: text("answered", prompt_tokens=300, completion_tokens=10)
+    spender = budget(redis_client, namespace, limit)
+    hold = await spender.reserve("earlier:1", limit - smallest // 2)
+    assert hold is not None
+    await spender.settle(hold, limit - smallest // 2)  # spent: less than the smallest call is left
+
+    started = time.monotonic()
+    result = await make(agents, fake_openai).run("q", budget=budget(redis_client, namespace, limit))
+    assert result.reason is StopReason.BUDGET_EXHAUSTED
+    assert "used up" in result.answer
+    assert time.monotonic() - started < 5  # it did not wait for holds: there were none worth waiting for
+    assert fake_openai.requests == []
+
+
+async def test_a_call_shrinks_to_what_is_left_when_no_one_else_holds_it(
+    redis_client: aioredis.Redis, key_prefix: str, fake_openai: FakeOpenAI, agents: list[Agent]
+) -> None:
+    namespace = f"{key_prefix}:ws:T1"
+    limit = WORST // 2
+    fake_openai.script = lambda request: text("answered", prompt_tokens=300, completion_tokens=10)
+    result = await make(agents, fake_openai).run("q", budget=budget(redis_client, namespace, limit))
+    assert result.reason is StopReason.FINAL_ANSWER
+    (request,) = fake_openai.requests
+    assert request.max_tokens is not None and 64 <= request.max_tokens < 1024
+    assert PRICE.worst_case_micros(0, request.max_tokens) <= limit
+
+
+async def test_a_killed_workers_hold_stops_blocking_others_within_one_lease_period(
+    redis_client: aioredis.Redis, key_prefix: str, fake_openai: FakeOpenAI, agents: list[Agent]
+) -> None:
+    namespace = f"{key_prefix}:ws:T1"
+    limit = WORST + 100
+    hold_seconds = 1.0
+
+    async def script(request: RecordedRequest) -> Reply:
+        if is_task(request, "crasher"):
+            await asyncio.Event().wait()  # its call never returns: the worker is killed during it
+        return text("answered", prompt_tokens=300, completion_tokens=10)
+
+    fake_openai.script = script
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tests.agent_core.budget_holder_process", TEST_REDIS_URL, namespace, str(limit),
+         fake_openai.base_url, str(hold_seconds), "0.3"],
+        cwd=ROOT, env=env,
+    )
+    try:
+        await fake_openai.wait_for_requests(1, timeout=30)
+        waiter = asyncio.ensure_future(make(agents, fake_openai).run("waiter", budget=budget(redis_client, namespace, limit)))
+        # The live worker renews its hold: for three of its lifetimes the waiter still cannot make its call.
+        loop = asyncio.get_running_loop()
+        alive_until = loop.time() + 3 * hold_seconds
+
+        async def three_lifetimes_blocked() -> bool:
+            assert len(fake_openai.requests) == 1 and not waiter.done(), "a live worker's hold lapsed"
+            return loop.time() > alive_until
+
+        await until(three_lifetimes_blocked, timeout=10, what="three hold lifetimes")
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+        killed = loop.time()
+        await fake_openai.wait_for_requests(2, timeout=10)
+        freed_after = loop.time() - killed
+        result = await waiter
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(timeout=10)
+    assert result.reason is StopReason.FINAL_ANSWER
+    # Within one lease period of the kill (plus one poll and a loaded machine's slack), not minutes.
+    assert freed_after < hold_seconds + 1.5, freed_after
+    usage = await budget(redis_client, namespace, limit).usage_summary()
+    assert (usage.spent_micros, usage.held_micros) == (COST, 0)
+
+
+async def test_a_call_whose_hold_cannot_be_renewed_is_abandoned_before_the_hold_lapses(
+    tmp_path, fake_openai: FakeOpenAI, agents: list[Agent]  # type: ignore[no-untyped-def]
+) -> None:
+    async def script(request: RecordedRequest) -> Reply:
+        await asyncio.Event().wait()  # a call far longer than a hold's lifetime
+        return text("never")
+
+    fake_openai.script = script
+    async with RedisServer(tmp_path) as server:
+        client = aioredis.Redis.from_url(server.url, socket_connect_timeout=0.2, socket_timeout=0.2)
+        try:
+            run = asyncio.ensure_future(make(agents, fake_openai).run(
+                "q", budget=budget(client, "t:ws:T1", 10 * WORST, hold=1.0, renew=0.3)
+            ))
+            await fake_openai.wait_for_requests(1)
+            await server.kill()  # the budget store is gone: the hold can no longer be kept
+            result = await asyncio.wait_for(run, timeout=10)
+        finally:
+            await client.aclose()
+    assert result.reason is StopReason.ERROR
+    assert "abandoned before its budget hold could lapse" in result.detail
+    await fake_openai.wait_for_cancelled(1)
