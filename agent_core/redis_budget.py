@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 Period = Literal["monthly", "daily"]
 
 #: Kept for callers that still name it: a hold's lifetime is the run lease now, renewed while the call runs.
-DEFAULT_RESERVATION_TTL_SECONDS = DEFAULT_LEASE_SECONDS
+DEFAULT_RESERVATION_TTL_SECONDS = int(DEFAULT_LEASE_SECONDS)
 
 #: Old period keys outlive their period by this much, so a call settled just after midnight still finds them.
 _PERIOD_KEY_GRACE = timedelta(days=1)

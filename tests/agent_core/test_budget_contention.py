@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -166,7 +167,8 @@ async def test_a_killed_workers_hold_stops_blocking_others_within_one_lease_peri
     )
     try:
         await fake_openai.wait_for_requests(1, timeout=30)
-        waiter = asyncio.ensure_future(make(agents, fake_openai).run("waiter", budget=budget(redis_client, namespace, limit)))
+        waiting = make(agents, fake_openai).run("waiter", budget=budget(redis_client, namespace, limit))
+        waiter = asyncio.ensure_future(waiting)
         # The live worker renews its hold: for three of its lifetimes the waiter still cannot make its call.
         loop = asyncio.get_running_loop()
         alive_until = loop.time() + 3 * hold_seconds
@@ -194,7 +196,7 @@ async def test_a_killed_workers_hold_stops_blocking_others_within_one_lease_peri
 
 
 async def test_a_call_whose_hold_cannot_be_renewed_is_abandoned_before_the_hold_lapses(
-    tmp_path, fake_openai: FakeOpenAI, agents: list[Agent]  # type: ignore[no-untyped-def]
+    tmp_path: Path, fake_openai: FakeOpenAI, agents: list[Agent]
 ) -> None:
     async def script(request: RecordedRequest) -> Reply:
         await asyncio.Event().wait()  # a call far longer than a hold's lifetime

@@ -178,7 +178,7 @@ async def test_the_loop_stops_at_its_check_point_and_writes_nothing_when_the_lea
 
 
 def test_unsafe_lease_timings_are_refused_at_start_up_naming_the_settings() -> None:
-    settings = AgentSettings(_env_file=None, agent_lease_seconds=15, agent_lease_renew_seconds=8)  # type: ignore[call-arg]
+    settings = AgentSettings(_env_file=None, agent_lease_seconds=15, agent_lease_renew_seconds=8)
     with pytest.raises(ConfigError, match="AGENT_LEASE_RENEW_SECONDS=8 is too long for AGENT_LEASE_SECONDS=15"):
         settings.check_leases()
-    AgentSettings(_env_file=None).check_leases()  # type: ignore[call-arg]  # the defaults are safe
+    AgentSettings(_env_file=None).check_leases()  # the defaults are safe
