@@ -3,7 +3,7 @@
 It knows nothing of Slack; callers plug in an LLM, tools, a store, a budget and read the event stream.
 """
 
-from agent_core.budget import Budget, InMemoryBudget, Reservation
+from agent_core.budget import Budget, BudgetState, InMemoryBudget, Reservation
 from agent_core.cancel import CancelToken
 from agent_core.cost import PRICE_TABLE_DATE, Price, format_usd, price_for, usd_to_micros
 from agent_core.errors import AgentError, ConfigError, LLMError, StoreError
@@ -19,6 +19,7 @@ from agent_core.events import (
     Usage,
 )
 from agent_core.keys import DEFAULT_KEY_PREFIX, Keys
+from agent_core.lease import Lease, LeaseKeeper, RunLeases
 from agent_core.limits import Limits
 from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM, ToolCallRequest
 from agent_core.loop import Agent
@@ -44,6 +45,7 @@ __all__ = [
     "AgentSettings",
     "Budget",
     "BudgetUsage",
+    "BudgetState",
     "CancelToken",
     "ConfigError",
     "Event",
@@ -53,6 +55,8 @@ __all__ = [
     "Keys",
     "LLMError",
     "LLMResponse",
+    "Lease",
+    "LeaseKeeper",
     "Limits",
     "Message",
     "Observed",
@@ -64,6 +68,7 @@ __all__ = [
     "RedisThreadStore",
     "RedisTraceSink",
     "Reservation",
+    "RunLeases",
     "RunStarted",
     "StopReason",
     "Stopped",

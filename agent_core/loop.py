@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
-from agent_core import budget_hold, context, history, progress, text_react
+from agent_core import budget_hold, context, history, progress, reading, text_react
 from agent_core.budget import Budget
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.cost import Price
@@ -161,7 +161,7 @@ class Agent:
                 if isinstance(reply, Stop):                                     # the budget refused it
                     stop = reply
                     break
-                step = self._read(run, reply)
+                step = reading.read(run, reply, protocol=self.protocol, redactor=self._redactor)
                 yield Thought(run.stopper.steps, step.thought)
                 if step.final is not None:                                      # layer 1: final answer
                     answer = progress.cap_answer(step.final)
@@ -291,37 +291,6 @@ class Agent:
         ))
         cached = min(reply.cached_tokens, prompt)
         return Usage(prompt, completion, cached, self.price.cost_micros(prompt, completion, cached))
-
-    def _read(self, run: Run, reply: LLMResponse) -> Step:
-        reply = self._redact(reply)  # a secret the model repeats is neither shown, stored nor sent to a tool
-        if self.protocol == "react":
-            return self._read_react(run, reply)
-        thought = (reply.content or "").strip() or None
-        message = reply.assistant_message()
-        run.remember(message)
-        if not reply.tool_calls:
-            if thought is None:
-                run.remember({"role": "user", "content": "Your reply was empty. Call a tool or answer."})
-                return Step(None, format_error="empty reply")
-            return Step(thought, final=thought)
-        calls = [run.executor.prepare(c.name, c.arguments, call_id=c.id) for c in reply.tool_calls]
-        return Step(thought, calls=calls)
-
-    def _redact(self, reply: LLMResponse) -> LLMResponse:
-        redact = self._redactor.redact
-        calls = tuple(replace(c, arguments=redact(c.arguments)) for c in reply.tool_calls)
-        return replace(reply, content=redact(reply.content) if reply.content else reply.content, tool_calls=calls)
-
-    def _read_react(self, run: Run, reply: LLMResponse) -> Step:
-        parsed = text_react.parse(reply.content or "")
-        run.remember({"role": "assistant", "content": reply.content or ""})
-        if isinstance(parsed, text_react.ReactFinal):
-            return Step(parsed.thought, final=parsed.answer)
-        if isinstance(parsed, text_react.ReactFormatError):
-            run.remember(text_react.format_error_message(parsed))
-            return Step(parsed.thought, format_error=f"format error: {parsed.message}")
-        call = run.executor.prepare(parsed.tool, parsed.arguments, call_id=f"react-{run.stopper.steps}")
-        return Step(parsed.thought, calls=[call])
 
     def _check_loops(self, run: Run, step: Step) -> Stop | None:
         for call in step.calls:

@@ -183,6 +183,7 @@ async def test_a_killed_workers_hold_stops_blocking_others_within_one_lease_peri
         killed = loop.time()
         await fake_openai.wait_for_requests(2, timeout=10)
         freed_after = loop.time() - killed
+        print(f"hold freed {freed_after:.2f}s after the SIGKILL (hold lifetime {hold_seconds:g}s)")
         result = await waiter
     finally:
         if worker.poll() is None:
