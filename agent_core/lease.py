@@ -81,6 +81,8 @@ class Lease:
     run_id: str
     holder: str
     previous_holder: str = ""
+    sent: float | None = None
+    """Monotonic time the acquire was sent: the lease's validity is counted from it, the conservative start."""
 
 
 def _text(value: Any) -> str:
@@ -123,11 +125,12 @@ class RunLeases:
         """Take the run's lease when it is free or lapsed; None while another holder's lease is live."""
         if not run_id or not holder:
             raise ValueError("a lease needs a non-empty run id and holder")
+        sent = time.monotonic()
         taken, previous, *_ = await self._acquire(keys=self._keys, args=[run_id, holder, self._ms])
         if int(taken) != 1:
             return None
         previous_holder = _text(previous)
-        return Lease(run_id, holder, previous_holder if previous_holder != holder else "")
+        return Lease(run_id, holder, previous_holder if previous_holder != holder else "", sent)
 
     async def renew(self, lease: Lease) -> bool:
         """Extend the lease by ``seconds`` from now; False when it is no longer this holder's."""
@@ -171,10 +174,10 @@ class LeaseKeeper:
     ) -> None:
         self.leases, self.lease, self.token = leases, lease, token
         self.release_on_exit = release_on_exit
-        # Counted from now, not from the acquire: a conservative start (the acquire was sent earlier).
+        # Valid from when the acquire was sent, not from now: a keeper started late must not overrate it.
         self._renewal = Renewal(
             lambda: leases.renew(lease), seconds=leases.seconds, every=leases.renew_seconds,
-            what=f"the lease of run {lease.run_id}", clock=clock,
+            what=f"the lease of run {lease.run_id}", since=lease.sent, clock=clock,
         )
         self._task: asyncio.Task[None] | None = None
         self.lost_reason = ""

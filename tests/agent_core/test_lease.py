@@ -182,3 +182,21 @@ def test_unsafe_lease_timings_are_refused_at_start_up_naming_the_settings() -> N
     with pytest.raises(ConfigError, match="AGENT_LEASE_RENEW_SECONDS=8 is too long for AGENT_LEASE_SECONDS=15"):
         settings.check_leases()
     AgentSettings(_env_file=None).check_leases()  # the defaults are safe
+
+
+async def test_a_keeper_started_after_the_lease_lapsed_does_not_count_it_as_held(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    leases = leases_for(redis_client, key_prefix)
+    lease = await leases.acquire("run-1", "worker-a")
+    assert lease is not None
+
+    async def lapsed() -> bool:
+        return await leases.lapsed() == ["run-1"]
+
+    await until(lapsed, timeout=5, what="the lease to lapse")  # the worker stalled between acquire and keeper
+    token = CancelToken()
+    async with LeaseKeeper(leases, lease, token) as keeper:
+        assert not keeper.valid()
+        await asyncio.wait_for(token.wait(), timeout=5)
+        assert token.abandoned
