@@ -118,7 +118,7 @@ async def test_a_keeper_cancelled_by_a_shutdown_hands_the_run_over_at_once(
 
 
 async def test_a_taken_over_lease_abandons_the_old_runner(redis_client: aioredis.Redis, key_prefix: str) -> None:
-    leases = leases_for(redis_client, key_prefix)
+    leases = leases_for(redis_client, key_prefix, seconds=5)
     lease = await leases.acquire("run-1", "worker-a")
     assert lease is not None
     token = CancelToken()
@@ -146,7 +146,8 @@ async def test_a_worker_cut_off_from_redis_gives_up_before_its_lease_could_lapse
 async def test_the_loop_stops_at_its_check_point_and_writes_nothing_when_the_lease_is_lost(
     redis_client: aioredis.Redis, key_prefix: str, fake_openai: FakeOpenAI, make_agent: AgentFactory
 ) -> None:
-    leases = leases_for(redis_client, key_prefix)
+    # A longer lease: the loss here is a takeover, and a loaded machine's first token count must not lose it.
+    leases = leases_for(redis_client, key_prefix, seconds=5)
     lease = await leases.acquire("thread-1", "worker-a")
     assert lease is not None
     taken_over = asyncio.Event()
