@@ -31,11 +31,14 @@ from agent_core.redis_budget import (
     utc_now,
 )
 from agent_core.redis_store import DEFAULT_TTL_SECONDS, RedisThreadStore, RedisTraceSink
+from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS
 from agent_core.settings import AgentSettings
 from agent_core.store import InMemoryThreadStore, Message, Progress, ThreadState, ThreadStore
 
 __all__ = [
     "DEFAULT_KEY_PREFIX",
+    "DEFAULT_LEASE_RENEW_SECONDS",
+    "DEFAULT_LEASE_SECONDS",
     "DEFAULT_RESERVATION_TTL_SECONDS",
     "DEFAULT_TTL_SECONDS",
     "LLM",

@@ -42,6 +42,7 @@ STOP_WORDS: dict[StopReason, str] = {
     StopReason.NO_PROGRESS: "stopped: no progress",
     StopReason.DANGEROUS_LOOP: "stopped a repeating risky action",
     StopReason.BUDGET_EXHAUSTED: "workspace budget used up",
+    StopReason.BUDGET_BUSY: "workspace budget busy",
     StopReason.CANCELLED: "stopped on request",
     StopReason.ERROR: "failed",
     StopReason.MAX_TIME: "time limit reached",

@@ -73,6 +73,7 @@ class Service:
 
     async def start(self) -> Self:
         settings = self.settings
+        settings.check_leases()  # refused here for every role, naming the settings
         if settings.oauth_mode:
             settings.require_oauth(self.role)
         else:

@@ -190,6 +190,10 @@ class LimitsPolicy:
     """AGENT_ALLOW_EXTERNAL_USERS: people of other organisations in shared channels may start runs."""
     verbosity: Verbosity = _DEFAULTS["agent_verbosity"].default
     """AGENT_VERBOSITY: the thread shape of workspaces that chose none."""
+    hold_seconds: float = _DEFAULTS["agent_lease_seconds"].default
+    """AGENT_LEASE_SECONDS: a budget hold lives this long unless its run renews it."""
+    renew_seconds: float = _DEFAULTS["agent_lease_renew_seconds"].default
+    """AGENT_LEASE_RENEW_SECONDS: how often a running call renews its hold."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LimitsPolicy:
@@ -210,4 +214,6 @@ class LimitsPolicy:
             allow_guests=settings.agent_allow_guests,
             allow_external=settings.agent_allow_external_users,
             verbosity=settings.agent_verbosity,
+            hold_seconds=settings.agent_lease_seconds,
+            renew_seconds=settings.agent_lease_renew_seconds,
         )

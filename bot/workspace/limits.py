@@ -78,7 +78,10 @@ class WorkspaceLimits:
         clock: Callable[[], datetime] = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> WorkspaceLimits:
-        store = WorkspaceLimitsStore(redis, defaults=policy.defaults, key_prefix=key_prefix, clock=clock)
+        store = WorkspaceLimitsStore(
+            redis, defaults=policy.defaults, key_prefix=key_prefix, clock=clock,
+            hold_seconds=policy.hold_seconds, renew_seconds=policy.renew_seconds,
+        )
         users = SlackUsers(
             admin_user_ids=policy.admin_user_ids,
             allow_guests=policy.allow_guests,

@@ -68,8 +68,9 @@ def budget_exhausted_message(config: WorkspaceConfig, usage: BudgetUsage, admin_
 
 
 def is_exhausted(usage: BudgetUsage) -> bool:
-    """Nothing left to reserve: a new run would stop before its first call."""
-    return usage.remaining_micros is not None and usage.remaining_micros <= 0
+    """Spent to the limit: a new run could not pay for any call. Money merely *held* by runs in progress does
+    not count: those holds settle at a fraction of their worst case, and the engine waits for them."""
+    return usage.limit_micros is not None and usage.limit_micros - usage.spent_micros <= 0
 
 
 def changed_reply(done: list[Change], nothing: str = "That is the current value already; nothing changed.") -> str:

@@ -23,7 +23,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
 
-from agent_core import DEFAULT_RESERVATION_TTL_SECONDS, BudgetUsage, RedisBudget, StoreError, utc_now
+from agent_core import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS, BudgetUsage, RedisBudget, StoreError, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.redis import as_text, awaited
@@ -69,7 +69,7 @@ class WorkspaceLimitsStore:
         defaults: the settings' values (``AGENT_MAX_STEPS`` ... ``AGENT_BUDGET_PERIOD``); ``reset`` goes here.
         key_prefix: the deployment's global key prefix (``REDIS_KEY_PREFIX``; tests pass their own).
         clock: timezone-aware now, for audit times and budget periods.
-        reservation_ttl_seconds: handed to every :class:`RedisBudget` this store builds.
+        hold_seconds, renew_seconds: a budget hold's life and renewal (``AGENT_LEASE_SECONDS``, ``..._RENEW_...``).
     """
 
     def __init__(
@@ -79,13 +79,15 @@ class WorkspaceLimitsStore:
         defaults: WorkspaceConfig | None = None,
         key_prefix: str = DEFAULT_KEY_PREFIX,
         clock: Callable[[], datetime] = utc_now,
-        reservation_ttl_seconds: int = DEFAULT_RESERVATION_TTL_SECONDS,
+        hold_seconds: float = DEFAULT_LEASE_SECONDS,
+        renew_seconds: float = DEFAULT_LEASE_RENEW_SECONDS,
     ) -> None:
         self.defaults = defaults or WorkspaceConfig()
         self._redis = redis
         self._keys = AppKeys(key_prefix)
         self._clock = clock
-        self._reservation_ttl = reservation_ttl_seconds
+        self._hold_seconds = hold_seconds
+        self._renew_seconds = renew_seconds
 
     def namespace(self, ws: Workspace) -> str:
         return self._keys.namespace(ws)
@@ -218,7 +220,8 @@ class WorkspaceLimitsStore:
             limit_micros=config.budget_micros,
             period=config.period,
             clock=self._clock,
-            reservation_ttl_seconds=self._reservation_ttl,
+            hold_seconds=self._hold_seconds,
+            renew_seconds=self._renew_seconds,
         )
 
     async def usage(self, ws: Workspace, config: WorkspaceConfig) -> BudgetUsage:

@@ -475,3 +475,14 @@ async def test_run_permission_through_slack(slack: FakeSlack, client: AsyncWebCl
     assert refusal is not None and refusal.reason == "guest"
     assert await users.run_permission(client, "T1", "UMEMBER") is None
     assert await SlackUsers(allow_guests=True).run_permission(client, "T1", "UGUEST") is None
+
+
+async def test_money_held_by_runs_in_progress_does_not_refuse_a_new_run(store: WorkspaceLimitsStore):
+    # The case: the whole budget reserved by a run in flight, nothing spent. The engine waits for the
+    # hold to settle (at a fraction of its worst case); the preflight must not answer "used up" meanwhile.
+    config = WorkspaceConfig(budget_micros=1_000)
+    held = await store.budget_for(WS, config).reserve("r:1", 1_000)
+    assert held is not None
+    usage = await store.usage(WS, config)
+    assert usage.remaining_micros == 0 and usage.spent_micros == 0
+    assert not is_exhausted(usage)
