@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -105,10 +105,12 @@ class Stopped:
     #: Names the limit and the observed value, e.g. "max_cost: $0.50 cap, next call could cost $0.52".
     detail: str = ""
     run_id: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
     #: The run's lease was lost (another runner owns it now): nothing of this end was saved, and the caller
     #: must not post it. ``reason`` is ``cancelled`` then, ``detail`` starts with ``lease_lost:``.
     lease_lost: bool = False
+    #: The state store failed under the run (``reason`` is ``error``): its last persisted step is intact, so
+    #: a caller with leases may resume it once the store is back instead of giving up.
+    store_failed: bool = False
 
 
 Event = RunStarted | Thought | ToolCalled | Observed | FinalAnswer | Stopped

@@ -144,7 +144,7 @@ class Agent:
             run = await self._open(task, thread, history, run_id, cancel, scope, limits, budget, registry, resume)
         except StoreError as exc:
             yield Stopped(StopReason.ERROR, f"I could not load this conversation: {exc}", 0, Usage(),
-                          f"error: {exc}", run_id or "")
+                          f"error: {exc}", run_id or "", store_failed=True)
             return
         yield RunStarted(run.run_id, run.progress.task, run.stopper.limits, tuple(run.executor.registry.names()),
                          run.stopper.steps)
@@ -184,7 +184,7 @@ class Agent:
         except LLMError as exc:
             stop = Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}")
         except StoreError as exc:
-            stop = Stop(StopReason.ERROR, f"error: the state store failed: {exc}")
+            stop = Stop(StopReason.ERROR, f"error: the state store failed: {exc}", store_failed=True)
         yield await self._close(run, stop, answer)
 
     # -- the steps of the loop ------------------------------------------------------------------------
@@ -344,10 +344,11 @@ class Agent:
             answer = progress.graceful_answer(reason, stop.detail, run.progress)
             run.remember({"role": "assistant", "content": answer})
         run.progress = replace(run.progress, status="stopped", stop_reason=reason.value, step=run.stopper.steps)
-        detail = stop.detail
+        detail, store_failed = stop.detail, stop.store_failed
         try:
             await self._persist(run)
         except StoreError as exc:
-            detail = f"{detail}; the conversation could not be saved: {exc}"
-        return Stopped(reason, answer, run.stopper.steps, run.stopper.usage, detail, run.run_id)
+            detail, store_failed = f"{detail}; the conversation could not be saved: {exc}", True
+        return Stopped(reason, answer, run.stopper.steps, run.stopper.usage, detail, run.run_id,
+                       store_failed=store_failed)
 

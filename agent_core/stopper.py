@@ -29,6 +29,8 @@ class Stop:
 
     reason: StopReason
     detail: str
+    #: The state store failed (see ``Stopped.store_failed``).
+    store_failed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
