@@ -30,7 +30,7 @@ Workspace admins and owners can change them:
 edited per step, then the answer
 • `/agent-limits tools` lists this workspace's tools and which are on (anyone)
 • `/agent-limits tools enable|disable <name>` turns one tool on or off for this workspace; \
-`<server>__*` covers a whole MCP server, and a tool's own rule beats its server's
+a server's name then `__*` (like `time__*`) covers all its tools, and a tool's own rule beats its server's
 Amounts are plain dollars with at most two decimals, like `25` or `0.50`."""
 
 
@@ -180,7 +180,7 @@ def _parse_tools(args: list[str]) -> ToolsCommand | ToolRuleCommand | UsageError
         return UsageError("`tools` takes nothing (the list), or `enable <name>` / `disable <name>`.")
     if not PATTERN_RE.fullmatch(args[1]):
         return UsageError(
-            f"`{quote(args[1])}` is not a tool name: use a name from `/agent-limits tools`, or `<server>__*` "
-            "for every tool of one server."
+            f"`{quote(args[1])}` is not a tool name: use a name from `/agent-limits tools`, or a server's "
+            "name then `__*` for every tool of one server."
         )
     return ToolRuleCommand(args[1], action == "enable")

@@ -114,7 +114,7 @@ def format_tools(
     if not published:
         lines.append(NO_CATALOG_NOTE)
     if can_change:
-        lines.append("_Change with `/agent-limits tools enable|disable <name>` (`<server>__*` for a whole server)._")
+        lines.append("_Change with `/agent-limits tools enable|disable <name>` (`time__*` style for a whole server)._")
     else:
         lines.append(f"_Only {who_may_change(admin_user_ids)} can change these._")
     return "\n".join(lines)
