@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from agent_core import ConfigError
 from bot.service import Service
 from bot.settings import Role, Settings
 from tests.bot.conftest import SECRET, App, make_settings
@@ -220,3 +221,16 @@ async def until_async(condition: Callable[[], Awaitable[bool]], timeout: float =
     async with asyncio.timeout(timeout):
         while not await condition():
             await asyncio.sleep(0.05)
+
+
+async def test_a_bad_mcp_config_stops_the_worker_at_start_up_naming_the_server_and_field(
+    key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    bad = mcp_config(tmp_path, docs={"url": "http://127.0.0.1:9/mcp", "timeout": "soon"})
+    settings = make_settings(key_prefix, fake_slack, fake_openai, agent_mcp_config=bad)
+    with pytest.raises(ConfigError) as raised:
+        async with running(settings, "worker"):
+            pass
+    assert str(raised.value) == (
+        "AGENT_MCP_CONFIG: MCP server 'docs': field 'timeout' must be a number of seconds > 0"
+    )
