@@ -211,7 +211,7 @@ class Agent:
         stopper.steps = progress_state.step
         stopper.usage = Usage(progress_state.prompt_tokens, progress_state.completion_tokens, 0,
                               progress_state.cost_micros)
-        executor = Executor(registry or self.registry, trace=self.trace, secrets=self.secrets,
+        executor = Executor(self.registry if registry is None else registry, trace=self.trace, secrets=self.secrets,
                             observation_max_chars=self.observation_max_chars, timeouts=self.tool_timeouts)
         is_new = not current
         run = Run(

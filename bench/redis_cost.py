@@ -117,6 +117,7 @@ class _Probe:
 
     def __init__(self, inner: EventSource) -> None:
         self.inner = inner
+        self.registry = inner.registry
         self.marks: list[tuple[int, int, int]] = []
 
     async def events(self, task: str, **kwargs: Any) -> AsyncIterator[Event]:

@@ -19,6 +19,7 @@ from bot import logs
 from bot.service import Service
 from bot.settings import Role, Settings
 from bot.supervisor import processes_for, supervise
+from bot.toolbox import mcp_secrets
 
 
 async def serve(role: Role, settings: Settings) -> None:
@@ -39,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = Settings()
-        logs.configure(settings.log_format, settings.log_level, settings.secrets())
+        # The MCP config's ${VAR} values are secrets too; only the processes that start the servers read it.
+        mcp = mcp_secrets(settings) if args.role != "web" else []
+        logs.configure(settings.log_format, settings.log_level, [*settings.secrets(), *mcp])
         processes = args.processes or processes_for(args.role, settings)
         if processes > 1:
             return asyncio.run(supervise(args.role, processes, settings))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from arq.connections import ArqRedis
@@ -23,8 +24,9 @@ from bot import render
 from bot.keys import AppKeys
 from bot.run import AgentFactory, EventSource, TurnRunner
 from bot.settings import Settings
+from bot.toolbox import Toolbox
 from bot.turns import JOB_FUNCTION, ThreadQueue, Turn, enqueue_turn, request_cancel
-from bot.workspace import LimitsPolicy, WorkspaceLimits
+from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
 from bot.workspace_clients import NotInstalled, WorkspaceClients
 
 __all__ = [
@@ -53,7 +55,8 @@ JOB_KEEP_RESULT_SECONDS = 24 * 3600
 
 
 class Runtime:
-    """What a worker holds for its jobs: clients, the agent, stores. Built once in arq's ``on_startup``."""
+    """What a worker holds for its jobs: clients, the agent, its tools, stores. Built once per worker process;
+    ``start()`` connects the MCP servers (without it, runs get the agent's own tools), ``aclose()`` stops them."""
 
     def __init__(
         self,
@@ -64,6 +67,7 @@ class Runtime:
         agent_factory: AgentFactory,
         *,
         clients: WorkspaceClients | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
         self.redis = redis
@@ -74,6 +78,10 @@ class Runtime:
         self.trace = RedisTraceSink(redis, self.keys, ttl_seconds=ttl)
         self.store = RedisThreadStore(redis, self.keys, ttl_seconds=ttl, trace=self.trace)
         self.agent = agent_factory(settings, self.store, self.trace)
+        # The agent's registry is the base (a test factory's own tools included); MCP tools join it per run.
+        self.toolbox = Toolbox.from_settings(
+            settings, base=self.agent.registry, catalog=ToolCatalog(redis, self.keys), environ=environ
+        )
         self.limits = WorkspaceLimits.create(
             redis, LimitsPolicy.from_settings(settings), key_prefix=settings.redis_key_prefix
         )
@@ -82,11 +90,17 @@ class Runtime:
         )
         self.clients = clients or WorkspaceClients.for_settings(settings, redis, slack)
         self.runner = TurnRunner(
-            settings, redis, self.clients, self.keys, self.store, self.trace, self.agent, self.limits
+            settings, redis, self.clients, self.keys, self.store, self.trace, self.agent, self.limits, self.toolbox
         )
 
+    async def start(self) -> None:
+        await self.toolbox.start()
+
     async def aclose(self) -> None:
-        await self.agent.aclose()
+        try:
+            await self.toolbox.aclose()  # stdio servers are child processes: never leave them behind
+        finally:
+            await self.agent.aclose()
 
     async def run_thread(self, thread: str, turn_id: str, *, job_id: str, job_try: int, last_try: bool) -> str:
         if not await self.threads.acquire(thread, job_id):

@@ -75,6 +75,10 @@ class AppKeys(Keys):
         """List: capped, newest first: who changed which limit, when, old -> new."""
         return f"{self.namespace(ws)}:limits:audit"
 
+    def tool_choice(self, ws: Workspace) -> str:
+        """Hash: the workspace's own tool rules, name or ``<server>__*`` -> ``on``/``off`` (none: all on)."""
+        return f"{self.namespace(ws)}:tools"
+
     def recent_runs(self, ws: Workspace) -> str:
         """List: capped, newest first: finished runs for App Home."""
         return f"{self.namespace(ws)}:runs"
@@ -95,6 +99,11 @@ class AppKeys(Keys):
     def oauth_state(self, state: str) -> str:
         """One OAuth ``state`` value, consumed once by the redirect it was issued for."""
         return f"{self.prefix}:oauth:state:{state}"
+
+    def tool_catalog(self) -> str:
+        """String: JSON list of the tools the workers offer (name, server, summary), so the web side can list
+        them without starting MCP servers; rewritten by each worker at start-up and when a server's list changes."""
+        return f"{self.prefix}:tools:catalog"
 
 
 def worker_health_key(queue_name: str, host: str, pid: int) -> str:

@@ -41,16 +41,20 @@ from bot.redis import as_text
 from bot.settings import Settings
 from bot.sink import RunLedger, SlackEventSink
 from bot.slack_reader import WebSlackReader
+from bot.toolbox import Toolbox
 from bot.turns import Turn
 from bot.workspace import RunBlocked, RunPlan, RunRecord, SlackLookupError, WorkspaceLimits
 from bot.workspace_clients import NotInstalled, WorkspaceClients
-from tools import ToolContext
+from tools import Registry, ToolContext
 
 log = logging.getLogger(__name__)
 
 
 class EventSource(Protocol):
     """The part of ``agent_core.Agent`` a run uses (the real Agent in the service)."""
+
+    #: The agent's own tools: the base the worker's toolbox adds the MCP servers' tools to.
+    registry: Registry
 
     def events(
         self,
@@ -62,6 +66,7 @@ class EventSource(Protocol):
         scope: ToolContext | None = None,
         limits: Limits | None = None,
         budget: Budget | None = None,
+        registry: Registry | None = None,
         resume: bool = False,
     ) -> AsyncIterator[Event]: ...
 
@@ -96,6 +101,7 @@ class TurnRunner:
         trace: RedisTraceSink,
         agent: EventSource,
         limits: WorkspaceLimits,
+        toolbox: Toolbox,
     ) -> None:
         self.settings = settings
         self.redis = redis
@@ -105,6 +111,7 @@ class TurnRunner:
         self.trace = trace
         self.agent = agent
         self.limits = limits
+        self.toolbox = toolbox
         # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
         # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
         self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=2)
@@ -193,6 +200,7 @@ class TurnRunner:
             events = self.agent.events(
                 turn.text, thread=turn.thread, run_id=run_id, cancel=parts.token, scope=parts.scope,
                 limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
+                registry=self.toolbox.for_run(parts.plan.tools, task=turn.text),
             )
             await _pipelined(events, sink)
         except ThreadUnwritable as exc:

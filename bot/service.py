@@ -101,6 +101,7 @@ class Service:
         if self.role in ("all", "worker"):
             # Built before anything listens, so a bad agent setting is a start-up error, not a failed job.
             self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory)
+            await self._runtime.start()  # MCP servers connected once per process, the tool catalog published
             self._worker_task = asyncio.create_task(self._keep_worker(self._runtime))
             # Ready means taking jobs: /healthz is 200 from the moment start() returns.
             with contextlib.suppress(TimeoutError):

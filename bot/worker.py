@@ -18,6 +18,7 @@ from bot.keys import worker_health_key
 from bot.redis import RedisHandle, arq_settings
 from bot.run import EventSource
 from bot.settings import Settings
+from bot.toolbox import mcp_secrets
 from bot.turns import JOB_FUNCTION
 from tools import ToolPolicy, builtin_registry
 
@@ -30,14 +31,17 @@ WORKER_HEALTH_INTERVAL_SECONDS = 2
 
 
 def default_agent(settings: Settings, store: RedisThreadStore, trace: RedisTraceSink) -> EventSource:
-    """The real engine with the built-in tools; raises ConfigError naming a bad setting."""
+    """The real engine with the built-in tools; raises ConfigError naming a bad setting.
+
+    The MCP servers' tools join per run (``bot.toolbox``); their config's secrets are redacted from the start.
+    """
     # AGENT_TOOLS narrows every run's tools here, as it does for the terminal runner.
     return Agent.from_settings(
         settings,
         ToolPolicy(settings.allowlist()).enabled(builtin_registry(settings)),
         store=store,
         trace=trace,
-        secrets=settings.secrets(),
+        secrets=[*settings.secrets(), *mcp_secrets(settings)],
         observation_max_chars=settings.agent_observation_max_chars,
         tool_timeouts=settings.agent_tool_timeouts,
     )

@@ -1,15 +1,16 @@
-"""App Home: the workspace's budget (used/remaining with a bar), its limits, the last runs, and for admins a
-modal to change the limits with the same validation and authorization as ``/agent-limits``.
+"""App Home: the workspace's budget (used/remaining with a bar), its limits, its tools and which are on, the
+last runs, and for admins a modal to change the limits with the same validation and authorization as
+``/agent-limits``.
 
-``home_view`` and ``limits_modal`` are pure (config, usage, runs → Slack view), so they are tested without
-Slack; the handlers only fetch, authorize and publish.
+``home_view``, ``tools_blocks`` and ``limits_modal`` are pure (config, usage, tools, runs → Slack view), so they
+are tested without Slack; the handlers only fetch, authorize and publish.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
@@ -22,6 +23,7 @@ from bot.identity import Workspace
 from bot.listeners.commands import limits_for_services, workspace_of
 from bot.workspace import (
     LABELS,
+    NO_CATALOG_NOTE,
     ConfigField,
     ConfigValue,
     InvalidValue,
@@ -31,7 +33,9 @@ from bot.workspace import (
     WorkspaceLimits,
     describe_budget,
     parse_value,
+    tool_line,
 )
+from tools import ToolListing
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +44,10 @@ RESET_ACTION = "agent_limits_reset"
 MODAL_CALLBACK = "agent_limits_modal"
 RECENT_RUNS = 10
 BAR_WIDTH = 20
+#: Tool lines per section block: a section's text holds at most 3,000 characters (a line is under ~180).
+TOOLS_PER_BLOCK = 15
+#: Tool lines shown at all: App Home holds 100 blocks, the budget, limits and runs need about 20.
+TOOLS_SHOWN = 60
 
 #: Modal inputs: block id (also the field it sets) and its label. Each input's action id is "value".
 _INPUTS: tuple[tuple[ConfigField, str], ...] = (
@@ -128,8 +136,10 @@ async def publish_home(
         config = await rules.store.get(ws)
         usage = await rules.store.usage(ws, config)
         runs = await rules.store.recent_runs(ws, RECENT_RUNS)
+        tools, published = await rules.tools(ws)
         view = home_view(
-            config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice
+            config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice,
+            tools=tools, tools_published=published,
         )
     except StoreError as exc:
         log.warning("App Home for %s: %s", user_id, exc)
@@ -181,8 +191,10 @@ def home_view(
     is_admin: bool,
     who_may_change: str,
     notice: str = "",
+    tools: Sequence[ToolListing] = (),
+    tools_published: bool = True,
 ) -> dict[str, Any]:
-    """The Home tab: budget with a bar, the limits, the last runs, and buttons for admins (≤ 100 blocks)."""
+    """The Home tab: budget with a bar, the limits, the tools, the last runs, buttons for admins (≤ 100 blocks)."""
     blocks: list[dict[str, Any]] = [{"type": "header", "text": _plain("Agent limits and budget")}]
     if notice:
         blocks.append({"type": "section", "text": _mrkdwn(notice[:2900])})
@@ -220,6 +232,7 @@ def home_view(
         )
     else:
         blocks.append({"type": "context", "elements": [_mrkdwn(f"Only {who_may_change} can change these.")]})
+    blocks.extend(tools_blocks(tools, published=tools_published, is_admin=is_admin))
     blocks.append({"type": "divider"})
     blocks.append({"type": "header", "text": _plain(f"Last {RECENT_RUNS} runs")})
     lines = [_run_line(r) for r in list(runs)[:RECENT_RUNS]]
@@ -228,6 +241,28 @@ def home_view(
     else:
         blocks.append({"type": "context", "elements": [_mrkdwn("No runs yet.")]})
     return {"type": "home", "blocks": blocks}
+
+
+def tools_blocks(tools: Sequence[ToolListing], *, published: bool, is_admin: bool) -> list[dict[str, Any]]:
+    """The Tools section: every tool of the workspace, built-in or MCP (with its server), on or off."""
+    on = sum(t.enabled for t in tools)
+    blocks: list[dict[str, Any]] = [
+        {"type": "divider"},
+        {"type": "header", "text": _plain(f"Tools ({on} of {len(tools)} on)")},
+    ]
+    lines = [tool_line(t) for t in tools[:TOOLS_SHOWN]]
+    if len(tools) > TOOLS_SHOWN:
+        lines.append(f"... and {len(tools) - TOOLS_SHOWN} more: `/agent-limits tools` lists them all")
+    for start in range(0, len(lines), TOOLS_PER_BLOCK):
+        blocks.append({"type": "section", "text": _mrkdwn("\n".join(lines[start:start + TOOLS_PER_BLOCK]))})
+    if not tools:
+        blocks.append({"type": "context", "elements": [_mrkdwn("No tools are enabled in this deployment.")]})
+    notes = [] if published else [NO_CATALOG_NOTE]
+    if is_admin:
+        notes.append("Turn one on or off with `/agent-limits tools enable|disable <name>` (`time__*`: a whole server).")
+    if notes:
+        blocks.append({"type": "context", "elements": [_mrkdwn(n) for n in notes]})
+    return blocks
 
 
 def _unavailable_view() -> dict[str, Any]:

@@ -2,7 +2,8 @@
 the run job share.
 
 Each module is either pure or does I/O: ``config`` (values, defaults, bounds), ``command`` (the grammar),
-``replies`` (texts), ``people`` (users.info and who may do what), ``store`` (Redis), ``limits`` (the facade).
+``replies`` (texts), ``people`` (users.info and who may do what), ``store`` (Redis), ``limits`` (the facade),
+``tool_choice`` (the workspace's tool rules over the deployment's catalog).
 """
 
 from bot.workspace.command import (
@@ -13,6 +14,8 @@ from bot.workspace.command import (
     ResetCommand,
     SetCommand,
     ShowCommand,
+    ToolRuleCommand,
+    ToolsCommand,
     UsageError,
     VerbosityCommand,
     parse_command,
@@ -29,15 +32,35 @@ from bot.workspace.config import (
     RunRecord,
     WorkspaceConfig,
     display,
+    label_of,
     limits_for,
 )
 from bot.workspace.limits import RunBlocked, RunPlan, WorkspaceLimits
 from bot.workspace.people import RunRefusal, SlackLookupError, SlackUsers, run_permission, who_may_change
-from bot.workspace.replies import budget_exhausted_message, describe_budget, format_show, is_exhausted
-from bot.workspace.store import DisplaySettings, WorkspaceLimitsStore
+from bot.workspace.replies import (
+    NO_CATALOG_NOTE,
+    budget_exhausted_message,
+    describe_budget,
+    format_show,
+    format_tools,
+    is_exhausted,
+    tool_line,
+)
+from bot.workspace.store import DisplaySettings, ToolCatalog, WorkspaceLimitsStore
+from bot.workspace.tool_choice import CatalogEntry, ToolChoice, catalog_of
 
 __all__ = [
     "AUDIT_CAP",
+    "NO_CATALOG_NOTE",
+    "CatalogEntry",
+    "ToolCatalog",
+    "ToolChoice",
+    "ToolRuleCommand",
+    "ToolsCommand",
+    "catalog_of",
+    "format_tools",
+    "label_of",
+    "tool_line",
     "RUNS_CAP",
     "USAGE",
     "VERBOSITIES",

@@ -13,6 +13,7 @@ from typing import get_args
 from agent_core import format_usd
 from bot.settings import Verbosity
 from bot.workspace.config import BOUNDS, LABELS, MICROS_PER_USD, ConfigField, ConfigValue
+from bot.workspace.tool_choice import PATTERN_RE
 
 VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
 
@@ -27,6 +28,9 @@ Workspace admins and owners can change them:
 • `/agent-limits reset` back to the defaults
 • `/agent-limits verbosity full|compact` full: a thread reply per step; compact: one status message \
 edited per step, then the answer
+• `/agent-limits tools` lists this workspace's tools and which are on (anyone)
+• `/agent-limits tools enable|disable <name>` turns one tool on or off for this workspace; \
+a server's name then `__*` (like `time__*`) covers all its tools, and a tool's own rule beats its server's
 Amounts are plain dollars with at most two decimals, like `25` or `0.50`."""
 
 
@@ -111,7 +115,20 @@ class VerbosityCommand:
     value: Verbosity
 
 
-Command = ShowCommand | SetCommand | ResetCommand | VerbosityCommand
+@dataclass(frozen=True, slots=True)
+class ToolsCommand:
+    """``/agent-limits tools``: the workspace's tools and which are on."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRuleCommand:
+    """``/agent-limits tools enable|disable <pattern>``: a tool name or ``<server>__*``."""
+
+    pattern: str
+    on: bool
+
+
+Command = ShowCommand | SetCommand | ResetCommand | VerbosityCommand | ToolsCommand | ToolRuleCommand
 
 _SUBCOMMANDS: dict[str, ConfigField] = {
     "budget": "budget_micros",
@@ -138,6 +155,8 @@ def parse_command(text: str) -> Command | UsageError:
         if choice is None:
             return UsageError(f"`verbosity` takes one of: {', '.join(VERBOSITIES)}.")
         return VerbosityCommand(choice)
+    if name == "tools":
+        return _parse_tools(args)
     config_field = _SUBCOMMANDS.get(name)
     if config_field is None:
         return UsageError(f"Unknown subcommand `{quote(words[0])}`.")
@@ -152,3 +171,16 @@ def parse_command(text: str) -> Command | UsageError:
         return UsageError(str(exc))
     return SetCommand(tuple(changes))
 
+
+def _parse_tools(args: list[str]) -> ToolsCommand | ToolRuleCommand | UsageError:
+    if not args:
+        return ToolsCommand()
+    action = args[0].lower()
+    if action not in ("enable", "disable") or len(args) != 2:
+        return UsageError("`tools` takes nothing (the list), or `enable <name>` / `disable <name>`.")
+    if not PATTERN_RE.fullmatch(args[1]):
+        return UsageError(
+            f"`{quote(args[1])}` is not a tool name: use a name from `/agent-limits tools`, or a server's "
+            "name then `__*` for every tool of one server."
+        )
+    return ToolRuleCommand(args[1], action == "enable")

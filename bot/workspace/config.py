@@ -15,6 +15,8 @@ from typing import Literal, get_args
 
 from agent_core import ConfigError, Limits, Period, format_usd, usd_to_micros
 from bot.settings import Settings, Verbosity
+from bot.workspace.tool_choice import CatalogEntry, catalog_of
+from tools import ToolPolicy, builtin_registry
 
 MICROS_PER_USD = 1_000_000
 _DEFAULTS = Settings.model_fields
@@ -33,7 +35,7 @@ ConfigValue = int | str | None
 FIELDS: tuple[ConfigField, ...] = get_args(ConfigField)
 
 #: What people type and read for each field.
-LABELS: dict[ConfigField, str] = {
+LABELS: dict[str, str] = {
     "max_steps": "max-steps",
     "max_tokens": "max-tokens",
     "max_cost_micros": "max-cost",
@@ -73,13 +75,24 @@ class WorkspaceConfig:
     """``monthly`` (resets on the 1st, 00:00 UTC) or ``daily`` (resets at 00:00 UTC)."""
 
 
+#: The audit field of a workspace tool choice: ``tool:<name or server__*>`` (old/new are ``on``/``off``).
+TOOL_FIELD_PREFIX = "tool:"
+
+
+def label_of(audit_field: str) -> str:
+    """How an audited field reads: ``max-steps``, or ``tool time__*``."""
+    if audit_field.startswith(TOOL_FIELD_PREFIX):
+        return f"tool {audit_field.removeprefix(TOOL_FIELD_PREFIX)}"
+    return LABELS.get(audit_field, audit_field)
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One audited change: who, when, what, and the effective values before and after."""
+    """One audited change: who, when, what (a limit, or ``tool:<pattern>``), the effective values before and after."""
 
     actor: str
     at: datetime
-    field: ConfigField
+    field: str
     old: str
     new: str
 
@@ -99,7 +112,7 @@ class Change:
         return cls(str(data["who"]), datetime.fromisoformat(data["at"]), data["field"], data["old"], data["new"])
 
     def describe(self) -> str:
-        return f"{when(self.at)} <@{self.actor}>: {LABELS[self.field]} {self.old} → {self.new}"
+        return f"{when(self.at)} <@{self.actor}>: {label_of(self.field)} {self.old} → {self.new}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,6 +207,8 @@ class LimitsPolicy:
     """AGENT_LEASE_SECONDS: a budget hold lives this long unless its run renews it."""
     renew_seconds: float = _DEFAULTS["agent_lease_renew_seconds"].default
     """AGENT_LEASE_RENEW_SECONDS: how often a running call renews its hold."""
+    builtin_tools: tuple[CatalogEntry, ...] = ()
+    """The built-ins AGENT_TOOLS leaves on: what ``/agent-limits tools`` lists before any worker published."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LimitsPolicy:
@@ -216,4 +231,5 @@ class LimitsPolicy:
             verbosity=settings.agent_verbosity,
             hold_seconds=settings.agent_lease_seconds,
             renew_seconds=settings.agent_lease_renew_seconds,
+            builtin_tools=tuple(catalog_of(ToolPolicy(settings.allowlist()).enabled(builtin_registry(settings)))),
         )

@@ -23,17 +23,30 @@ from agent_core import Limits, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Verbosity
-from bot.workspace.command import ResetCommand, ShowCommand, UsageError, VerbosityCommand, parse_command
+from bot.workspace.command import (
+    ResetCommand,
+    ShowCommand,
+    ToolRuleCommand,
+    ToolsCommand,
+    UsageError,
+    VerbosityCommand,
+    parse_command,
+)
 from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, WorkspaceConfig, limits_for
 from bot.workspace.people import SlackLookupError, SlackUsers
 from bot.workspace.replies import (
     budget_exhausted_message,
     changed_reply,
     format_show,
+    format_tools,
     is_exhausted,
+    tool_rule_reply,
+    unknown_tool_reply,
     verbosity_reply,
 )
-from bot.workspace.store import DisplaySettings, WorkspaceLimitsStore
+from bot.workspace.store import DisplaySettings, ToolCatalog, WorkspaceLimitsStore
+from bot.workspace.tool_choice import CatalogEntry, ToolChoice, rows, unknown_pattern
+from tools import ToolListing
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +56,8 @@ class RunPlan:
     config: WorkspaceConfig
     limits: Limits
     budget: RedisBudget
+    #: The workspace's own tool rules (the worker's toolbox narrows the run's tools with them).
+    tools: ToolChoice = ToolChoice()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +78,19 @@ class WorkspaceLimits:
         plan = await limits.preflight(client, ws, user_id, base=settings.limits())
     """
 
-    def __init__(self, store: WorkspaceLimitsStore, users: SlackUsers, display: DisplaySettings) -> None:
+    def __init__(
+        self,
+        store: WorkspaceLimitsStore,
+        users: SlackUsers,
+        display: DisplaySettings,
+        catalog: ToolCatalog,
+        builtin_tools: tuple[CatalogEntry, ...] = (),
+    ) -> None:
         self.store = store
         self.users = users
         self.display = display
+        self.catalog = catalog
+        self.builtin_tools = builtin_tools
 
     @classmethod
     def create(
@@ -88,7 +112,11 @@ class WorkspaceLimits:
             allow_external=policy.allow_external,
             clock=monotonic,
         )
-        return cls(store, users, DisplaySettings(redis, AppKeys(key_prefix), default=policy.verbosity))
+        keys = AppKeys(key_prefix)
+        return cls(
+            store, users, DisplaySettings(redis, keys, default=policy.verbosity), ToolCatalog(redis, keys),
+            policy.builtin_tools,
+        )
 
     def refusal(self) -> str:
         return (
@@ -125,6 +153,16 @@ class WorkspaceLimits:
             return await self.reset(client, ws, user_id)
         if isinstance(command, VerbosityCommand):
             return await self.set_verbosity(client, ws, user_id, command.value)
+        if isinstance(command, ToolsCommand):
+            try:
+                can_change = await self.may_change(client, ws, user_id)
+            except SlackLookupError:
+                can_change = False
+            listed, published = await self.tools(ws)
+            return format_tools(listed, published=published, can_change=can_change,
+                                admin_user_ids=self.users.admin_user_ids)
+        if isinstance(command, ToolRuleCommand):
+            return await self.set_tool(client, ws, user_id, command.pattern, command.on)
         return await self.change(client, ws, user_id, command.changes)
 
     async def change(
@@ -152,6 +190,27 @@ class WorkspaceLimits:
         await self.display.set_verbosity(ws, value)
         return verbosity_reply(value)
 
+    async def deployment_tools(self) -> tuple[list[CatalogEntry], bool]:
+        """The tools the workers published (True), or the built-ins this process knows (False) before any did."""
+        published = await self.catalog.read()
+        return (published, True) if published is not None else (list(self.builtin_tools), False)
+
+    async def tools(self, ws: Workspace) -> tuple[list[ToolListing], bool]:
+        """The workspace's tools with their on/off state, and whether the list came from a worker."""
+        catalog, published = await self.deployment_tools()
+        return rows(catalog, await self.store.tool_choice(ws)), published
+
+    async def set_tool(self, client: AsyncWebClient, ws: Workspace, user_id: str, pattern: str, on: bool) -> str:
+        """``tools enable|disable``: admins only, names the deployment offers only (a workspace only narrows)."""
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        catalog, published = await self.deployment_tools()
+        close = unknown_pattern(pattern, catalog)
+        if close is not None:
+            return unknown_tool_reply(pattern, close, published=published)
+        done = await self.store.set_tool_rule(ws, pattern, on, user_id, [e.name for e in catalog])
+        return tool_rule_reply(pattern, on, done)
+
     async def preflight(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None
     ) -> RunPlan | RunBlocked:
@@ -166,4 +225,4 @@ class WorkspaceLimits:
         if is_exhausted(usage):
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
             return RunBlocked("budget_exhausted", message)
-        return RunPlan(config, limits_for(config, base), budget)
+        return RunPlan(config, limits_for(config, base), budget, await self.store.tool_choice(ws))

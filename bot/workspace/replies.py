@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 from agent_core import BudgetUsage, Period, format_usd
 from bot.settings import Verbosity
-from bot.workspace.config import LABELS, Change, WorkspaceConfig
+from bot.workspace.config import Change, WorkspaceConfig, label_of
 from bot.workspace.people import who_may_change
+from tools import ToolListing
+
+#: Rows of ``/agent-limits tools`` beyond which the list is cut (an ephemeral reply should stay readable).
+TOOLS_SHOWN = 60
+#: Said when no worker has published its tools yet: the list is the built-ins the web side knows itself.
+NO_CATALOG_NOTE = (
+    "_No worker has published its tool list yet, so only the built-in tools are shown; "
+    "MCP servers' tools appear once a worker has started._"
+)
 
 
 def _reset_date(usage: BudgetUsage) -> str:
@@ -76,10 +85,55 @@ def is_exhausted(usage: BudgetUsage) -> bool:
 def changed_reply(done: list[Change], nothing: str = "That is the current value already; nothing changed.") -> str:
     if not done:
         return nothing
-    lines = [f"• {LABELS[c.field]}: {c.old} → {c.new}" for c in done]
+    lines = [f"• {label_of(c.field)}: {c.old} → {c.new}" for c in done]
     return "Changed (applies to the next run; runs in progress keep their limits):\n" + "\n".join(lines)
 
 
 def verbosity_reply(value: Verbosity) -> str:
     shape = "a thread reply per step" if value == "full" else "one status message edited per step, then the answer"
     return f"Verbosity is now `{value}`: {shape}. It applies from the next run."
+
+
+def tool_line(row: ToolListing) -> str:
+    """``:white_check_mark: `name` (server) summary``; the summary is the server's text, so it is cut short."""
+    mark = ":white_check_mark:" if row.enabled else ":no_entry_sign:"
+    where = f" ({row.server})" if row.server else " (built-in)"
+    summary = row.description.replace("<", "‹").replace(">", "›").replace("&", "＆").replace("`", "'")
+    summary = summary if len(summary) <= 100 else summary[:97] + "..."
+    return f"{mark} `{row.name}`{where} {summary}".rstrip()
+
+
+def format_tools(
+    listed: Sequence[ToolListing], *, published: bool, can_change: bool, admin_user_ids: Collection[str] = ()
+) -> str:
+    """The ephemeral answer to ``/agent-limits tools`` (mrkdwn)."""
+    on = sum(r.enabled for r in listed)
+    lines = [f"*Tools for this workspace* ({on} of {len(listed)} on)"]
+    lines.extend(tool_line(r) for r in listed[:TOOLS_SHOWN])
+    if len(listed) > TOOLS_SHOWN:
+        lines.append(f"... and {len(listed) - TOOLS_SHOWN} more")
+    if not published:
+        lines.append(NO_CATALOG_NOTE)
+    if can_change:
+        lines.append("_Change with `/agent-limits tools enable|disable <name>` (`time__*` style for a whole server)._")
+    else:
+        lines.append(f"_Only {who_may_change(admin_user_ids)} can change these._")
+    return "\n".join(lines)
+
+
+def tool_rule_reply(pattern: str, on: bool, done: list[Change]) -> str:
+    state = "on" if on else "off"
+    if not done:
+        return f"`{pattern}` is {state} already; nothing changed."
+    change = done[0]
+    return f"Tool `{pattern}`: {change.old} → {change.new} for this workspace. It applies from the next run."
+
+
+def unknown_tool_reply(pattern: str, close: Sequence[str], *, published: bool) -> str:
+    text = f"`{pattern}` is not one of this deployment's tools."
+    if close:
+        text += " Did you mean " + ", ".join(f"`{c}`" for c in close) + "?"
+    text += " `/agent-limits tools` lists them."
+    if not published:
+        text += " (No worker has published its tool list yet, so only the built-in tools are known.)"
+    return text

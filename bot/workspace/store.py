@@ -6,6 +6,8 @@ Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
     P:E:T:limits:audit    list   JSON changes, newest first, capped at AUDIT_CAP
     P:E:T:runs            list   JSON run summaries for App Home, newest first, capped at RUNS_CAP
     P:E:T:settings        hash   display settings (verbosity)
+    P:E:T:tools           hash   the workspace's tool rules (name or server__* -> on/off); audited in limits:audit
+    P:tools:catalog       string the tools the workers offer (JSON), deployment-wide
     {P:E:T}:budget:...    the budget's own keys (see agent_core.redis_budget)
 
 Only overrides are stored, so a workspace nobody configured follows the settings when they change, and
@@ -15,7 +17,7 @@ Only overrides are stored, so a workspace nobody configured follows the settings
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -34,12 +36,20 @@ from bot.workspace.config import (
     BOUNDS,
     FIELDS,
     RUNS_CAP,
+    TOOL_FIELD_PREFIX,
     Change,
     ConfigField,
     ConfigValue,
     RunRecord,
     WorkspaceConfig,
     display,
+)
+from bot.workspace.tool_choice import (
+    PATTERN_RE,
+    CatalogEntry,
+    ToolChoice,
+    decode_catalog,
+    encode_catalog,
 )
 
 log = logging.getLogger(__name__)
@@ -211,6 +221,43 @@ class WorkspaceLimitsStore:
             raise _unavailable(exc) from exc
         return [Change.from_json(r) for r in raw]
 
+    # -- tools --------------------------------------------------------------------------------------------
+    async def tool_choice(self, ws: Workspace) -> ToolChoice:
+        try:
+            raw = await awaited(self._redis.hgetall(self._keys.tool_choice(ws)))
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+        return _choice_of(raw)
+
+    async def set_tool_rule(
+        self, ws: Workspace, pattern: str, on: bool, actor: str, names: Sequence[str]
+    ) -> list[Change]:
+        """Apply ``tools enable|disable <pattern>`` and audit it (``names``: the catalog's, for the old state)."""
+        key, audit_key = self._keys.tool_choice(ws), self._audit_key(ws)
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                for _attempt in range(_MAX_WATCH_RETRIES):
+                    try:
+                        await pipe.watch(key)
+                        before = _choice_of(await awaited(pipe.hgetall(key)))
+                        after = before.with_rule(pattern, on)
+                        old, new = before.state(pattern, names), after.state(pattern, names)
+                        pipe.multi()  # type: ignore[no-untyped-call]
+                        pipe.delete(key)
+                        if after.rules:
+                            pipe.hset(key, mapping={p: "on" if v else "off" for p, v in after.rules.items()})
+                        audit = [Change(actor, self._clock(), f"{TOOL_FIELD_PREFIX}{pattern}", old, new)]
+                        if old != new:
+                            pipe.lpush(audit_key, audit[0].to_json())
+                            pipe.ltrim(audit_key, 0, AUDIT_CAP - 1)
+                        await pipe.execute()
+                        return audit if old != new else []
+                    except WatchError:
+                        continue
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+        raise StoreError(f"The tools of {self.namespace(ws)!r} kept changing under this update; nothing was changed.")
+
     # -- budget and runs ----------------------------------------------------------------------------------
     def budget_for(self, ws: Workspace, config: WorkspaceConfig) -> RedisBudget:
         """The workspace's budget, with the limit and period of ``config`` fixed for one run."""
@@ -245,6 +292,45 @@ class WorkspaceLimitsStore:
         except RedisError as exc:
             raise _unavailable(exc) from exc
         return [RunRecord.from_json(r) for r in raw]
+
+
+def _choice_of(raw: Mapping[Any, Any]) -> ToolChoice:
+    rules: dict[str, bool] = {}
+    for key, value in raw.items():
+        pattern, state = as_text(key) or "", as_text(value)
+        if PATTERN_RE.fullmatch(pattern) and state in ("on", "off"):
+            rules[pattern] = state == "on"
+        else:  # written by hand or by an older version: a rule nobody could have typed is ignored
+            log.warning("ignoring invalid stored tool rule %r=%r", key, value)
+    return ToolChoice(rules)
+
+
+class ToolCatalog:
+    """The deployment's tool list in Redis: workers write it, the web side reads it."""
+
+    def __init__(self, redis: aioredis.Redis, keys: AppKeys) -> None:
+        self._redis = redis
+        self._key = keys.tool_catalog()
+
+    async def publish(self, entries: Iterable[CatalogEntry]) -> None:
+        try:
+            await self._redis.set(self._key, encode_catalog(entries))
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+
+    async def read(self) -> list[CatalogEntry] | None:
+        """The published list, or None when no worker published one yet (or it is unreadable)."""
+        try:
+            raw = as_text(await self._redis.get(self._key))
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+        if raw is None:
+            return None
+        try:
+            return decode_catalog(raw)
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignoring an unreadable tool catalog at %s", self._key)
+            return None
 
 
 def _unavailable(exc: BaseException) -> StoreError:

@@ -101,6 +101,7 @@ async def burst_worker(settings: Settings, agent_factory: Any = default_agent) -
                             timeout=settings.slack_timeout_seconds)
     queue = await handle.arq_pool(settings.arq_queue_name)
     runtime = Runtime(settings, handle.client(), queue, slack, agent_factory)
+    await runtime.start()
     worker = build_worker(settings, handle, runtime, burst=True, poll_delay=0.01, handle_signals=False)
     try:
         yield worker

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from tools.errors import ToolDefinitionError
@@ -30,6 +30,7 @@ class McpServers:
     def __init__(self, configs: Iterable[ServerConfig], *, default_timeout: float) -> None:
         self._default_timeout = default_timeout
         self._tools: dict[str, list[Tool]] = {}
+        self._listeners: list[Callable[[], None]] = []
         self.connections = [ServerConnection(cfg, on_tools=self._adopt) for cfg in configs]
 
     @classmethod
@@ -45,6 +46,10 @@ class McpServers:
             await conn.start()
             if not conn.available:
                 log.warning("MCP server %r is not reachable yet; its tools appear once it is", conn.config.name)
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever a server's tools are (re)listed: connected, or ``list_changed``."""
+        self._listeners.append(listener)
 
     def tools(self) -> list[Tool]:
         """Every server's tools, server by server in config order."""
@@ -74,3 +79,5 @@ class McpServers:
             except ToolDefinitionError as exc:  # one odd tool must not take the server's others down
                 log.warning("MCP server %r: tool %r left out: %s", conn.config.name, spec.name, exc)
         self._tools[conn.config.name] = adopted
+        for listener in self._listeners:
+            listener()

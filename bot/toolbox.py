@@ -1,0 +1,132 @@
+"""The worker's tools: the agent's built-ins plus every MCP server of ``AGENT_MCP_CONFIG``, ``AGENT_TOOLS``
+applied, and the catalog the web side lists (published to Redis, so the web process never starts a server).
+
+One per worker process: the servers are connected once at start-up and shared by every run of the process::
+
+    toolbox = Toolbox.from_settings(settings, base=agent.registry, catalog=ToolCatalog(redis, keys))
+    await toolbox.start()                                   # connected (or retrying), catalog published
+    registry = toolbox.for_run(plan.tools, task=turn.text)  # recomputed per run: a list_changed reaches the next
+    await toolbox.aclose()                                  # stdio servers are child processes: none left behind
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Mapping
+
+from agent_core import ConfigError, StoreError
+from bot.settings import Settings
+from bot.workspace import CatalogEntry, ToolCatalog, ToolChoice, catalog_of
+from tools import McpConfigError, McpServers, Registry, ToolPolicy, run_registry
+
+log = logging.getLogger(__name__)
+
+
+class Toolbox:
+    """What a run of this worker may use, built from the deployment's settings and narrowed per workspace."""
+
+    def __init__(
+        self,
+        servers: McpServers,
+        *,
+        base: Registry,
+        policy: ToolPolicy,
+        per_run: int,
+        catalog: ToolCatalog | None = None,
+    ) -> None:
+        self.servers = servers
+        self._base = base
+        self._policy = policy
+        self._per_run = per_run
+        self._catalog = catalog
+        self._published: list[CatalogEntry] | None = None
+        self._dirty = False
+        self._publisher: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        base: Registry,
+        catalog: ToolCatalog | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Toolbox:
+        """Raises ``ConfigError`` naming the server and field of a bad ``AGENT_MCP_CONFIG`` (nothing started)."""
+        return cls(
+            servers_of(settings, environ), base=base, policy=ToolPolicy(settings.allowlist()),
+            per_run=settings.agent_tools_per_run, catalog=catalog,
+        )
+
+    async def start(self) -> None:
+        self.servers.on_change(self._changed)
+        await self.servers.start()
+        await self._publish()
+
+    def enabled(self) -> Registry:
+        """Every tool the operator enabled, as the servers list them right now."""
+        return self._policy.enabled(self.servers.registry(self._base))
+
+    def for_run(self, choice: ToolChoice, *, task: str) -> Registry:
+        """The run's tools: enabled here, on in the workspace, usable in Slack, the most relevant past the cap."""
+        enabled = self.enabled()
+        mine = enabled.select(t.name for t in enabled if choice.is_on(t.name))
+        return run_registry(mine, task=task, environment="slack", limit=self._per_run)
+
+    def secrets(self) -> list[str]:
+        """The ``${VAR}`` values of the MCP config, for the run's redactor and the logs."""
+        return self.servers.secrets()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._publisher is not None:
+            self._publisher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._publisher
+        await self.servers.aclose()
+
+    def _changed(self) -> None:
+        # Called from a server's supervisor task when its list changes: publish from a task of our own, one
+        # at a time, the latest list last.
+        if self._closed:
+            return
+        self._dirty = True
+        if self._publisher is None or self._publisher.done():
+            self._publisher = asyncio.create_task(self._publish_pending())
+
+    async def _publish_pending(self) -> None:
+        while self._dirty:
+            self._dirty = False
+            await self._publish()
+
+    async def _publish(self) -> None:
+        if self._catalog is None:
+            return
+        entries = catalog_of(self.enabled())
+        if entries == self._published:
+            return
+        try:
+            await self._catalog.publish(entries)
+            self._published = entries
+        except StoreError as exc:  # the list is for display: a run never depends on it
+            log.warning("tool catalog not published: %s", exc)
+
+
+def servers_of(settings: Settings, environ: Mapping[str, str] | None = None) -> McpServers:
+    """The MCP servers of ``AGENT_MCP_CONFIG`` (not started); ``ConfigError`` for a bad file."""
+    try:
+        return McpServers.from_config(
+            settings.agent_mcp_config, os.environ if environ is None else environ,
+            default_timeout=settings.agent_tool_timeout_seconds,
+        )
+    except McpConfigError as exc:
+        raise ConfigError(f"AGENT_MCP_CONFIG: {exc}") from exc
+
+
+def mcp_secrets(settings: Settings, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The secrets the MCP config expands (header tokens, env values), without starting a server."""
+    return servers_of(settings, environ).secrets()
