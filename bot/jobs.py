@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,9 +20,10 @@ from arq.connections import ArqRedis
 from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import RedisThreadStore, RedisTraceSink
+from agent_core import RedisThreadStore, RedisTraceSink, RunLeases
 from bot import render
 from bot.keys import AppKeys
+from bot.resume import Resumer, holder_of
 from bot.run import AgentFactory, EventSource, TurnRunner
 from bot.settings import Settings
 from bot.toolbox import Toolbox
@@ -89,8 +91,19 @@ class Runtime:
             redis, queue, self.keys, queue_name=settings.arq_queue_name, slot_ttl_seconds=job_timeout(settings) + 60
         )
         self.clients = clients or WorkspaceClients.for_settings(settings, redis, slack)
+        self.leases = RunLeases(
+            redis, self.keys, queue=settings.arq_queue_name, seconds=settings.agent_lease_seconds,
+            renew_seconds=settings.agent_lease_renew_seconds,
+        )
+        self.worker_id = uuid.uuid4().hex[:12]
         self.runner = TurnRunner(
-            settings, redis, self.clients, self.keys, self.store, self.trace, self.agent, self.limits, self.toolbox
+            settings, redis, self.clients, self.keys, self.store, self.trace, self.agent, self.limits, self.toolbox,
+            self.leases,
+        )
+        self.resumer = Resumer(
+            self.leases, self.threads, self.runner, self.keys, worker_id=self.worker_id,
+            ttl_seconds=settings.thread_ttl_seconds, max_concurrent=settings.worker_max_jobs,
+            deadline_seconds=job_timeout(settings) - OWN_DEADLINE_MARGIN_SECONDS,
         )
 
     async def start(self) -> None:
@@ -113,7 +126,13 @@ class Runtime:
                 # Our own deadline, before arq's: arq fails a timed-out job silently and never retries it, so
                 # this one ends first and goes through the failure path below (told, turn removed, slot freed).
                 async with asyncio.timeout(job_timeout(self.settings) - OWN_DEADLINE_MARGIN_SECONDS):
-                    await self.runner.run(head, resumed=job_try > 1, last_try=last_try)
+                    outcome = await self.runner.run(head, resumed=job_try > 1, last_try=last_try,
+                                                    holder=holder_of(self.worker_id, job_id), job_id=job_id)
+                if outcome == "interrupted":
+                    return "interrupted"  # slot and turn stay: the worker resuming the run frees them
+                if outcome == "elsewhere":
+                    await self.threads.release(thread, job_id, follow=False)
+                    return "elsewhere"
                 await self.threads.done(thread, head.turn_id)
         except asyncio.CancelledError:
             # Shutdown or timeout: keep the slot. arq reruns this job id after a shutdown and it takes the slot

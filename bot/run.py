@@ -12,20 +12,22 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import (
     Budget,
     CancelToken,
     Event,
+    Lease,
+    LeaseKeeper,
     Limits,
     Progress,
     RedisThreadStore,
     RedisTraceSink,
+    RunLeases,
     Stopped,
     StopReason,
     StoreError,
@@ -33,11 +35,11 @@ from agent_core import (
 )
 from bot import metrics, render
 from bot.approvals import SlackApprover
+from bot.feed import aclose_events, pipelined, watch_cancel
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.logs import log_context
 from bot.poster import Pacer, Poster, ThreadStatus, ThreadUnwritable
-from bot.redis import as_text
 from bot.settings import Settings
 from bot.sink import RunLedger, SlackEventSink
 from bot.slack_reader import WebSlackReader
@@ -74,6 +76,18 @@ class EventSource(Protocol):
 
 
 AgentFactory = Callable[[Settings, RedisThreadStore, RedisTraceSink], EventSource]
+#: How a run ended for its job: ``done`` (answered or refused: the turn is finished), ``elsewhere`` (another
+#: runner holds its lease: leave it alone) or ``interrupted`` (its lease was lost or its state store failed:
+#: the lease lapses and a worker resumes it from its last persisted step).
+RunOutcome = Literal["done", "elsewhere", "interrupted"]
+STORE_LOST_NOTICE = (
+    ":warning: I lost my state store (Redis) mid-run. I'll pick up from the last saved step as soon as it is back."
+)
+
+
+def lease_id(turn: Turn) -> str:
+    """The run's lease name: the thread and the turn, so a worker taking it over knows what to resume."""
+    return f"{turn.thread}|{turn.turn_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +116,7 @@ class TurnRunner:
         agent: EventSource,
         limits: WorkspaceLimits,
         toolbox: Toolbox,
+        leases: RunLeases,
     ) -> None:
         self.settings = settings
         self.redis = redis
@@ -112,6 +127,7 @@ class TurnRunner:
         self.agent = agent
         self.limits = limits
         self.toolbox = toolbox
+        self.leases = leases
         # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
         # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
         self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=2)
@@ -122,36 +138,49 @@ class TurnRunner:
         client = await self.clients.client(turn.workspace)
         return Poster(client, self.post_pacer, self.update_pacer, self.keys.rate(turn.workspace, "slack"))
 
-    async def run(self, turn: Turn, *, resumed: bool, last_try: bool) -> None:
-        """Run ``turn`` to its end (or pick it up where a dead worker left it)."""
+    async def run(
+        self, turn: Turn, *, resumed: bool, last_try: bool, holder: str, job_id: str, lease: Lease | None = None
+    ) -> RunOutcome:
+        """Run ``turn`` to its end, or pick it up where a dead worker left it, under the run's lease (taken here
+        for ``holder`` unless a takeover brings one)."""
         # Every line logged during the run (engine, tools, posting) carries these fields.
         with log_context(run_id=turn.run_id, team=turn.team_id, channel=turn.channel_id, thread=turn.thread):
-            await self._run(turn, resumed=resumed, last_try=last_try)
+            lease = lease or await self.leases.acquire(lease_id(turn), holder)
+            if lease is None:
+                log.info("run %s is live on another worker; leaving it alone", turn.run_id)
+                return "elsewhere"
+            outcome = await self._run(turn, lease, job_id, resumed=resumed, last_try=last_try)
+            if outcome == "done":
+                with contextlib.suppress(Exception):
+                    await self.leases.release(lease)
+            return outcome
 
-    async def _run(self, turn: Turn, *, resumed: bool, last_try: bool) -> None:
+    async def _run(self, turn: Turn, lease: Lease, job_id: str, *, resumed: bool, last_try: bool) -> RunOutcome:
         try:
             poster = await self.poster(turn)
         except NotInstalled as exc:
             # Nowhere to reply: the admin sees it in the log (App Home needs the token too).
             log.error("run %s in %s not started: %s", turn.run_id, turn.thread, exc)
-            return
+            return "done"
         progress = await self.store.progress(turn.thread)
         mine = progress is not None and progress.run_id == turn.run_id
         if mine and progress is not None and progress.status == "stopped":
             # Finished just before a restart. The end is saved before it is posted, so the answer may not be
             # out yet: the ledger, not the progress, says whether it is.
             await self._post_missing_final(turn, progress, poster)
-            return
+            return "done"
         resume = mine and progress is not None and progress.status == "running"
-        parts = await self._prepare(turn, poster)
+        parts = await self._prepare(turn, poster, job_id)
         if parts is None:
-            return
+            return "done"
         if resume or resumed:
             await parts.sink.poster.post(turn.target, render.notice(
                 ":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step."
             ))
         with metrics.run_in_progress():
-            unwritable = await self._drive(turn, parts, resume=resume, last_try=last_try)
+            unwritable = await self._drive(turn, parts, lease, resume=resume, last_try=last_try)
+        if unwritable is None:
+            return "interrupted"
         with contextlib.suppress(StoreError):  # a gauge; the run is done either way
             left = (await parts.plan.budget.usage_summary()).remaining_micros
             if left is not None:
@@ -160,8 +189,9 @@ class TurnRunner:
             await self._record(turn, parts.sink.final, poster.client)
         elif unwritable:
             await self._record(turn, await self._unwritable_stop(turn, unwritable), poster.client, note=unwritable)
+        return "done"
 
-    async def _prepare(self, turn: Turn, poster: Poster) -> RunParts | None:
+    async def _prepare(self, turn: Turn, poster: Poster, job_id: str) -> RunParts | None:
         """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
         try:
             plan = await self.limits.preflight(
@@ -176,7 +206,8 @@ class TurnRunner:
             return None
         run_id = turn.run_id
         ledger = self._ledger(turn)
-        await ledger.set(requester=turn.user_id, thread=turn.thread)
+        # ``job``: the job holding the thread's slot, which a worker resuming the run frees when it is done.
+        await ledger.set(requester=turn.user_id, thread=turn.thread, job=job_id)
         view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps)
         approver = SlackApprover(
             self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
@@ -190,19 +221,33 @@ class TurnRunner:
         sink = await self._sink(turn, view, ledger, poster)
         return RunParts(plan, ledger, sink, CancelToken(), approver, scope)
 
-    async def _drive(self, turn: Turn, parts: RunParts, *, resume: bool, last_try: bool) -> str:
-        """The engine's events to the thread; returns why the thread could not be written to ("" if it could)."""
+    async def _drive(
+        self, turn: Turn, parts: RunParts, lease: Lease, *, resume: bool, last_try: bool
+    ) -> str | None:
+        """The engine's events to the thread, under the run's lease. Returns why the thread could not be
+        written to ("" if it could), or None when the run was interrupted and is left for a resume."""
         run_id, sink = turn.run_id, parts.sink
-        watcher = asyncio.create_task(self._watch_cancel(turn.thread, run_id, parts.token))
+        watcher = asyncio.create_task(watch_cancel(self.redis, self.keys.cancel(turn.thread, run_id), run_id,
+                                                   parts.token))
         self.trace.bind(run_id, turn.thread)
         events: AsyncIterator[Event] | None = None
         try:
-            events = self.agent.events(
-                turn.text, thread=turn.thread, run_id=run_id, cancel=parts.token, scope=parts.scope,
-                limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
-                registry=self.toolbox.for_run(parts.plan.tools, task=turn.text),
-            )
-            await _pipelined(events, sink)
+            async with LeaseKeeper(self.leases, lease, parts.token) as keeper:
+                events = self.agent.events(
+                    turn.text, thread=turn.thread, run_id=run_id, cancel=parts.token, scope=parts.scope,
+                    limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
+                    registry=self.toolbox.for_run(parts.plan.tools, task=turn.text),
+                )
+                interrupted = await pipelined(events, sink, keeper.valid)
+                if interrupted is not None or not keeper.valid():
+                    if interrupted is not None and interrupted.store_failed:
+                        with contextlib.suppress(Exception):
+                            await sink.poster.post(turn.target, render.notice(STORE_LOST_NOTICE))
+                    log.warning("run %s interrupted (%s); left for a resume", run_id,
+                                interrupted.detail if interrupted else keeper.lost_reason)
+                    with contextlib.suppress(Exception):
+                        await keeper.hand_over()  # lapse now: resumed at once (in an outage it lapses itself)
+                    return None
         except ThreadUnwritable as exc:
             # Nobody can see this run: stop paying for it (closing the events abandons the LLM call in flight).
             log.error("run %s in %s stopped with error: %s", run_id, turn.thread, exc)
@@ -287,59 +332,3 @@ class TurnRunner:
                 cost_micros=final.usage.cost_micros, channel_id=turn.channel_id, thread_ts=turn.reply_thread_ts,
                 permalink=permalink, run_id=final.run_id, note=note,
             ))
-
-    async def _watch_cancel(self, thread: str, run_id: str, token: CancelToken) -> None:
-        """Fire ``token`` when Stop is pressed; a dropped Redis connection is re-subscribed, never fatal."""
-        key = self.keys.cancel(thread, run_id)
-        delay = 0.1
-        while True:
-            pubsub = self.redis.pubsub()
-            try:
-                await pubsub.subscribe(key)
-                # Subscribed first, then the flag: a press between the two is seen by one or the other.
-                reason = await self.redis.get(key)
-                while reason is None:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
-                    if message is not None and message.get("type") == "message":
-                        reason = message.get("data")
-                token.cancel(as_text(reason) or "")
-                return
-            except (RedisError, OSError) as exc:
-                log.warning("Stop watcher for %s lost Redis (%s); re-subscribing in %.1fs", run_id, exc, delay)
-            finally:
-                with contextlib.suppress(RedisError, OSError):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
-
-
-async def _pipelined(events: AsyncIterator[Event], sink: SlackEventSink) -> None:
-    """Feed ``sink`` the run's events in order, one event behind the engine.
-
-    Posting a step (reply, status, ledger) overlaps the engine's next LLM call instead of delaying it, while
-    Slack never lags more than one event behind the persisted state: a worker killed mid-run loses at most
-    the in-flight step's replies, which the resumed run posts again.
-    """
-    posting: asyncio.Task[None] | None = None
-    try:
-        async for event in events:
-            if posting is not None:
-                await posting
-            posting = asyncio.create_task(sink.emit(event))
-        if posting is not None:
-            await posting
-    except asyncio.CancelledError:
-        if posting is not None:
-            posting.cancel()
-        raise
-    except Exception:
-        if posting is not None and not posting.done():
-            with contextlib.suppress(Exception):
-                await posting  # the replies so far still go out before the failure is reported
-        raise
-
-
-async def aclose_events(events: AsyncIterator[Event] | None) -> None:
-    close = getattr(events, "aclose", None)
-    if close is not None:
-        await close()

@@ -67,6 +67,7 @@ class Service:
         self._socket: AsyncSocketModeHandler | None = None
         self._worker: Worker | None = None
         self._worker_task: asyncio.Task[None] | None = None
+        self._resume_task: asyncio.Task[None] | None = None
         self._runtime: Runtime | None = None
         self._http: aiohttp.ClientSession | None = None
         self._ready = asyncio.Event()
@@ -103,6 +104,8 @@ class Service:
             self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory)
             await self._runtime.start()  # MCP servers connected once per process, the tool catalog published
             self._worker_task = asyncio.create_task(self._keep_worker(self._runtime))
+            # Runs whose worker died (their lease lapsed) are taken over here, from their last saved step.
+            self._resume_task = asyncio.create_task(self._runtime.resumer.run_forever())
             # Ready means taking jobs: /healthz is 200 from the moment start() returns.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._ready.wait(), WORKER_READY_TIMEOUT_SECONDS)
@@ -180,6 +183,11 @@ class Service:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._resume_task is not None:
+            self._resume_task.cancel()  # its runs hand their leases over: another worker resumes them at once
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resume_task
+            self._resume_task = None
         if self._worker_task is not None:
             worker = self._worker
             self._worker_task.cancel()

@@ -30,6 +30,14 @@ class RunLedger:
         raw = await awaited(self._redis.hgetall(self._key))
         return {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
 
+    async def bump(self, field: str) -> int:
+        """Add one to a counter of the run (e.g. how often it was resumed); the new value."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hincrby(self._key, field, 1)
+            pipe.expire(self._key, self._ttl)
+            value, _ = await pipe.execute()
+        return int(value)
+
     async def set(self, **fields: str | int) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hset(self._key, mapping={k: str(v) for k, v in fields.items()})

@@ -163,12 +163,14 @@ class ThreadQueue:
         taken = await self._acquire_script(keys=[self.keys.lock(thread)], args=[job_id, self._slot_ttl, holder_id])
         return bool(taken == 1)
 
-    async def release(self, thread: str, job_id: str) -> None:
-        """Give the slot back and queue a job for the next waiting turn, if any (best effort in an outage)."""
+    async def release(self, thread: str, job_id: str, *, follow: bool = True) -> None:
+        """Give the slot back and queue a job for the next waiting turn, if any (best effort in an outage).
+
+        ``follow=False``: queue nothing (the run is live elsewhere, and that runner queues the next turn)."""
         try:
             keys = [self.keys.lock(thread), self.keys.inbox(thread)]
             following = await self._release_script(keys=keys, args=[job_id])
-            if following:
+            if following and follow:
                 next_id = as_text(following) or ""
                 await self.queue.enqueue_job(
                     JOB_FUNCTION, thread, next_id, _job_id=self.keys.job_id("next", thread, next_id)
@@ -186,6 +188,11 @@ class ThreadQueue:
             await awaited(self.redis.lrem(self.keys.inbox(thread), 1, turn_id))
             return None
         return Turn.from_json(raw)
+
+    async def turn(self, thread: str, turn_id: str) -> Turn | None:
+        """The stored turn ``turn_id`` of the thread, while it is not done."""
+        raw = await awaited(self.redis.hget(self.keys.turns(thread), turn_id))
+        return None if raw is None else Turn.from_json(raw)
 
     async def waiting(self, thread: str, turn_id: str) -> Turn | None:
         """``turn_id`` when it waits behind another turn (not at the head), else None."""

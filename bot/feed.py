@@ -1,0 +1,86 @@
+"""Feeding one run's events to its thread: one event behind the engine, gated by the run's lease, and the Stop
+button's watcher."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from agent_core import CancelToken, Event, Stopped
+from bot.redis import as_text
+from bot.sink import SlackEventSink
+
+log = logging.getLogger(__name__)
+
+
+async def pipelined(
+    events: AsyncIterator[Event], sink: SlackEventSink, may_post: Callable[[], bool] = lambda: True
+) -> Stopped | None:
+    """Feed ``sink`` the run's events in order, one event behind the engine.
+
+    Posting a step (reply, status, ledger) overlaps the engine's next LLM call instead of delaying it, while
+    Slack never lags more than one event behind the persisted state: a worker killed mid-run loses at most
+    the in-flight step's replies, which the resumed run posts again.
+
+    Nothing is posted once ``may_post()`` is false (the run's lease is no longer surely ours), and an end the
+    run cannot stand by (its lease lost, or its state store failed: it will be resumed) is returned instead of
+    posted.
+    """
+    posting: asyncio.Task[None] | None = None
+    try:
+        async for event in events:
+            if posting is not None:
+                await posting
+                posting = None
+            if isinstance(event, Stopped) and (event.lease_lost or event.store_failed):
+                return event
+            if not may_post():
+                return None
+            posting = asyncio.create_task(sink.emit(event))
+        if posting is not None:
+            await posting
+    except asyncio.CancelledError:
+        if posting is not None:
+            posting.cancel()
+        raise
+    except Exception:
+        if posting is not None and not posting.done():
+            with contextlib.suppress(Exception):
+                await posting  # the replies so far still go out before the failure is reported
+        raise
+    return None
+
+
+async def aclose_events(events: AsyncIterator[Event] | None) -> None:
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()
+
+
+async def watch_cancel(redis: Redis, key: str, run_id: str, token: CancelToken) -> None:
+    """Fire ``token`` when Stop is pressed; a dropped Redis connection is re-subscribed, never fatal."""
+    delay = 0.1
+    while True:
+        pubsub = redis.pubsub()
+        try:
+            await pubsub.subscribe(key)
+            # Subscribed first, then the flag: a press between the two is seen by one or the other.
+            reason = await redis.get(key)
+            while reason is None:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                if message is not None and message.get("type") == "message":
+                    reason = message.get("data")
+            token.cancel(as_text(reason) or "")
+            return
+        except (RedisError, OSError) as exc:
+            log.warning("Stop watcher for %s lost Redis (%s); re-subscribing in %.1fs", run_id, exc, delay)
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
