@@ -6,6 +6,16 @@ no ``agent_core``.
 
 from tools.builtins import builtin_registry
 from tools.context import Approver, RefuseAll, SlackReader, ToolContext
+from tools.egress import (
+    DEFAULT_GUARD_MODE,
+    EgressApprover,
+    EgressPolicy,
+    EgressRequest,
+    GuardMode,
+    HeldBack,
+    HeldBackSink,
+    HoldReason,
+)
 from tools.executor import Executor, PreparedCall
 from tools.mcp import McpConfigError, McpServers
 from tools.policy import ToolListing, ToolPolicy, listing, matches, run_registry
@@ -25,12 +35,20 @@ __all__ = [
     "Tool",
     "PreparedCall",
     "TraceRecord",
+    "EgressPolicy",
+    "EgressRequest",
+    "HeldBack",
+    "HoldReason",
+    "GuardMode",
+    "DEFAULT_GUARD_MODE",
     # ports and their simple implementations
     "SlackReader",
     "Approver",
     "RefuseAll",
     "TraceSink",
     "InMemoryTraceSink",
+    "EgressApprover",
+    "HeldBackSink",
     # building and running tools
     "tool",
     "Registry",
