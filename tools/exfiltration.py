@@ -19,6 +19,7 @@ One guard per ``Executor``, and the engine builds one executor per run, so the s
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -96,7 +97,9 @@ class ExfiltrationGuard:
         policy = ctx.egress
         if not tool.outbound or not self.armed(policy):
             return None
-        held, asks = self._review(tool, arguments, ctx)
+        # Off the event loop: decoding a long argument, or indexing a long channel read, takes milliseconds,
+        # and the call it guards goes over the network anyway.
+        held, asks = await asyncio.to_thread(self._review, tool, arguments, ctx)
         for url in asks if held is None else ():
             if await self._ask(tool, arguments, url, ctx):
                 self._approved.add(url)

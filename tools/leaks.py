@@ -48,6 +48,7 @@ _TOKEN = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")
 _WORD = re.compile(r"[a-z0-9]+")
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _BASE64_RUN = re.compile(rf"[A-Za-z0-9+/_-]{{{MIN_ENCODED_CHARS},}}={{0,2}}")
+_UNREADABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffd]")
 _QUERY_VALUE = re.compile(r"=([^&;=#?]*)")
 _HEX_RUN = re.compile(rf"(?:[0-9a-fA-F]{{2}}){{{MIN_ENCODED_CHARS // 2},}}")
 
@@ -56,7 +57,7 @@ _HEX_RUN = re.compile(rf"(?:[0-9a-fA-F]{{2}}){{{MIN_ENCODED_CHARS // 2},}}")
 class Leak:
     """Private text found in outbound text."""
 
-    #: The private token or phrase, masked (its ends only): safe to log and post.
+    #: The private token or phrase, masked (its first characters and length): safe to log and post.
     fragment: str
     #: How it was carried: ``plain``, ``url-encoded``, ``base64`` or ``hex`` (outermost layer first).
     encoding: str
@@ -105,14 +106,14 @@ class LeakIndex:
         lowered = surface.lower()
         # Separators dropped, so a token split over path segments or parameters reads whole again.
         squashed = _NON_ALNUM.sub("", lowered)
-        for i in range(len(squashed) - MIN_TOKEN_CHARS + 1):
-            for token in self._by_prefix.get(squashed[i : i + MIN_TOKEN_CHARS], ()):
-                if squashed.startswith(token, i):
+        starts = {squashed[i : i + MIN_TOKEN_CHARS] for i in range(len(squashed) - MIN_TOKEN_CHARS + 1)}
+        for start in starts & self._by_prefix.keys():
+            for token in self._by_prefix[start]:
+                if token in squashed:
                     return token
-        for i in range(len(squashed) - WINDOW_CHARS + 1):
-            whole = self._windows.get(squashed[i : i + WINDOW_CHARS])
-            if whole is not None:
-                return whole
+        windows = {squashed[i : i + WINDOW_CHARS] for i in range(len(squashed) - WINDOW_CHARS + 1)}
+        for window in windows & self._windows.keys():
+            return self._windows[window]
         for phrase in _phrases(lowered):
             if phrase in self._phrases:
                 return " ".join(phrase)
@@ -198,8 +199,7 @@ def _text(raw: bytes) -> str:
 
 def _readable(text: str) -> bool:
     """Mostly printable: worth decoding further (a decoding at the wrong alignment is noise)."""
-    printable = sum(ch.isprintable() and ch != "\ufffd" for ch in text)
-    return bool(text) and printable >= 0.8 * len(text)
+    return bool(text) and len(_UNREADABLE.findall(text)) <= 0.2 * len(text)
 
 
 def _distinctive(raw: str, squashed: str) -> bool:
@@ -220,6 +220,5 @@ def _phrases(text: str) -> set[tuple[str, ...]]:
 
 
 def _mask(fragment: str) -> str:
-    if len(fragment) <= 8:
-        return fragment[:2] + "…"
-    return f"{fragment[:4]}…{fragment[-3:]}"
+    # Enough to recognise it in the private text, too little to carry it anywhere.
+    return f"{fragment[:3]}… ({len(fragment)} characters)"
