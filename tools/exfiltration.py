@@ -20,6 +20,7 @@ One guard per ``Executor``, and the engine builds one executor per run, so the s
 from __future__ import annotations
 
 import asyncio
+import html
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -99,7 +100,13 @@ class ExfiltrationGuard:
             return None
         # Off the event loop: decoding a long argument, or indexing a long channel read, takes milliseconds,
         # and the call it guards goes over the network anyway.
-        held, asks = await asyncio.to_thread(self._review, tool, arguments, ctx)
+        try:
+            held, asks = await asyncio.to_thread(self._review, tool, arguments, ctx)
+        except Exception as exc:  # fail closed: a call the guard cannot judge does not run
+            log.exception("exfiltration guard could not check %s", tool.name)
+            detail = f"Held back: {tool.name} did not run: the exfiltration guard could not check it ({exc!r:.80})."
+            held, asks = HeldBack(tool.name, HoldReason.NOT_ALLOWED, "", "", detail, self.sources(policy),
+                                  ctx.run_id, ctx.step), []
         for url in asks if held is None else ():
             if await self._ask(tool, arguments, url, ctx):
                 self._approved.add(url)
@@ -183,7 +190,7 @@ class ExfiltrationGuard:
         index = self._leak_index(ctx)
         # A URL the requester gave, or one that stands in the private text itself, is not a carrier: it goes
         # where it always pointed (the destination rule still applies to it).
-        exempt = requester_urls | self._private_urls()
+        exempt = requester_urls | self._private_urls(ctx)
         for text in _strings(arguments):
             surface = text
             for url in _urls_in(text):
@@ -204,10 +211,10 @@ class ExfiltrationGuard:
         return self._index
 
     def _requester_urls(self, ctx: ToolContext) -> set[str]:
-        return {_normal(u) for text in (*ctx.egress.requester_texts, ctx.task) for u in _urls_in(text)}
+        return {_normal(u) for text in (*ctx.egress.requester_texts, ctx.task) for u in _all_urls(text)}
 
-    def _private_urls(self) -> set[str]:
-        return {_normal(u) for text in self._private for u in _urls_in(text)}
+    def _private_urls(self, ctx: ToolContext) -> set[str]:
+        return {_normal(u) for text in (*self._private, *ctx.egress.private_texts) for u in _all_urls(text)}
 
     def _add(self, source: str, text: str) -> None:
         self._sources[source] = None
@@ -297,6 +304,13 @@ def _urls_in(text: str) -> Iterator[str]:
         yield "http://" + match.group().rstrip(_TRAILING)
     for match in _EMAIL.finditer(rest):
         yield f"mailto:{match.group()}"
+
+
+def _all_urls(text: str) -> Iterator[str]:
+    """``_urls_in``, also with HTML entities decoded: Slack sends ``&`` in message text as ``&amp;``."""
+    yield from _urls_in(text)
+    if "&" in text:
+        yield from _urls_in(html.unescape(text))
 
 
 def _destination(raw: str) -> tuple[str, str] | None:

@@ -227,6 +227,13 @@ async def test_a_url_from_the_requesters_own_message(attacker: PageServer, docs:
     assert [p for p, _ in docs.requests] == ["/text?topic=launch", "/json"]
 
 
+async def test_a_requester_url_as_slack_sends_it(attacker: PageServer, docs: PageServer) -> None:
+    url = at(docs, DOCS, "/text?a=1&b=2")
+    run = make_run(attacker, task=f"read <{url.replace('&', '&amp;')}>")  # Slack escapes & in message text
+    await run.read_channel()
+    assert (await run.call("fetch_url", {"url": url})).ok
+
+
 async def test_allow_listed_hosts_and_their_subdomains(attacker: PageServer, docs: PageServer) -> None:
     run = make_run(attacker, allowed_domains=("Example.TEST.",))
     await run.read_channel()
