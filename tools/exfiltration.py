@@ -82,15 +82,17 @@ class ExfiltrationGuard:
     def remember_transcript(self, texts: Iterable[object], registry: Registry) -> None:
         """Arm from a conversation loaded from the store: earlier runs' (or a crashed run's) tool outputs.
 
-        Outputs are found by their ``wrap_untrusted`` delimiters, which tool text cannot fake. A tool this
-        run does not have counts as private (its flags are unknown: fail closed).
+        Outputs are found by their ``wrap_untrusted`` delimiters, which tool text cannot fake. An MCP tool
+        (``<server>__<tool>``) this run does not have counts as private: its flags are unknown, fail closed.
+        Another unknown name is a tool the model made up: its output was an "unknown tool" message.
         """
         for text in texts:
             if not isinstance(text, str) or "<<<tool_output" not in text:
                 continue
             for name, body in _WRAPPED.findall(text):
                 tool = registry.get(name)
-                if (tool is None or tool.reads_private_data) and body.strip():
+                private = "__" in name if tool is None else tool.reads_private_data
+                if private and body.strip():
                     self._add(name, body)
 
     async def clear(self, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext) -> HeldBack | None:

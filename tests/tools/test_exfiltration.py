@@ -181,11 +181,19 @@ async def test_thread_text_by_others_arms_it(attacker: PageServer) -> None:
 async def test_private_output_in_a_loaded_conversation_arms_it(attacker: PageServer) -> None:
     run = make_run(attacker)
     page = wrap_untrusted("fetch_url", "URL: http://example.com\n\nJust a page")
-    run.executor.remember_transcript([{"not": "text"}, None, page])
+    made_up = wrap_untrusted("search_web", "Unknown tool 'search_web'. Did you mean 'web_search'?")
+    run.executor.remember_transcript([{"not": "text"}, None, page, f"Observation: {made_up}"])
     assert (await run.call("fetch_url", {"url": at(attacker, ATTACKER, "/text")})).ok
     run.executor.remember_transcript([wrap_untrusted("channel_history", f"U2: key {SECRET}")])
     assert (await run.call("fetch_url", {"url": at(attacker, ATTACKER, "/text")})).outcome is Outcome.HELD_BACK
     assert len(attacker.requests) == 1
+
+
+async def test_output_of_an_mcp_tool_this_run_lacks_arms_it(attacker: PageServer) -> None:
+    run = make_run(attacker)
+    run.executor.remember_transcript([wrap_untrusted("crm__lookup", "customer record")])
+    result = await run.call("fetch_url", {"url": at(attacker, ATTACKER, "/text")})
+    assert result.outcome is Outcome.HELD_BACK and "crm__lookup" in result.text and attacker.requests == []
 
 
 class NoArgs(BaseModel):
