@@ -15,6 +15,7 @@ from tools.egress import (
     HeldBack,
     HeldBackSink,
     HoldReason,
+    parse_domain,
 )
 from tools.executor import Executor, PreparedCall
 from tools.mcp import McpConfigError, McpServers
@@ -41,6 +42,7 @@ __all__ = [
     "HoldReason",
     "GuardMode",
     "DEFAULT_GUARD_MODE",
+    "parse_domain",
     # ports and their simple implementations
     "SlackReader",
     "Approver",

@@ -16,6 +16,8 @@ it (``EgressApprover``: the prompt can highlight the query string), else with th
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -121,11 +123,38 @@ class EgressPolicy:
     requester_texts: tuple[str, ...] = ()
     #: Thread messages by anyone else: private data, arming the guard even before a tool reads any.
     private_texts: tuple[str, ...] = ()
-    #: ``/agent-limits allow-domain`` hosts: the host itself and its subdomains may be reached.
+    #: ``/agent-limits allow-domain`` hosts (checked with ``parse_domain``): the host and its subdomains.
     allowed_domains: tuple[str, ...] = ()
     #: ``/agent-limits deny-domain`` hosts (and subdomains): never reached once armed, whatever else allows them.
     denied_domains: tuple[str, ...] = ()
     notices: HeldBackSink | None = None
+
+
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_DOMAIN = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*$")
+
+
+def parse_domain(raw: str) -> str:
+    """An ``allow-domain`` / ``deny-domain`` entry as the guard matches it (lower case, no trailing dot);
+    ValueError saying what to type instead. The entry covers its subdomains, so no ``*.`` and no port."""
+    entry = raw.strip().lower().rstrip(".")
+    if "://" in entry or "/" in entry:
+        raise ValueError(f"{raw.strip()!r} is a URL: give its host name alone, e.g. docs.example.com")
+    if entry.startswith("*."):
+        raise ValueError(f"{raw.strip()!r}: leave out '*.', {entry[2:]} already covers its subdomains")
+    if ":" in entry and entry.count(":") == 1:
+        raise ValueError(f"{raw.strip()!r}: give the host without a port, e.g. {entry.split(':')[0]}")
+    try:
+        return str(ipaddress.ip_address(entry.strip("[]")))
+    except ValueError:
+        pass
+    try:
+        ascii_name = entry.encode("idna").decode("ascii")
+    except UnicodeError:
+        ascii_name = ""
+    if not _DOMAIN.match(ascii_name):
+        raise ValueError(f"{raw.strip()!r} is not a host name, e.g. docs.example.com")
+    return ascii_name
 
 
 class EgressHeld(Exception):

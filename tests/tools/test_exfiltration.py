@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from tools import (
     Registry,
     ToolContext,
     ToolResult,
+    parse_domain,
     tool,
     wrap_untrusted,
 )
@@ -453,3 +455,33 @@ async def test_an_outbound_tool_without_declared_destinations(attacker: PageServ
     assert leaky.outcome is Outcome.HELD_BACK and "private data" in leaky.text
     fine = await run.call("hooks__notify", {"target": docs.url("/text"), "message": "standup at 10:30"})
     assert fine.ok and attacker.requests == [] and [p for p, _ in docs.requests] == ["/text?m=standup+at+10:30"]
+
+
+# -- the domain lists' entries -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("raw", "entry"),
+    [("Docs.Example.COM.", "docs.example.com"), ("127.0.0.1", "127.0.0.1"), ("bücher.de", "xn--bcher-kva.de")],
+)
+def test_domain_entries_are_normalised(raw: str, entry: str) -> None:
+    assert parse_domain(raw) == entry
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("https://example.com/x", "is a URL: give its host name alone"),
+        ("*.example.com", "leave out '*.', example.com already covers its subdomains"),
+        ("example.com:8080", "without a port, e.g. example.com"),
+        ("exa mple.com", "is not a host name"),
+        ("", "is not a host name"),
+    ],
+)
+def test_bad_domain_entries_say_what_to_type(raw: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_domain(raw)
+
+
+async def test_a_normalised_entry_allows_what_it_names(attacker: PageServer, docs: PageServer) -> None:
+    run = make_run(attacker, allowed_domains=(parse_domain(" EXAMPLE.test. "),))
+    await run.read_channel()
+    assert (await run.call("fetch_url", {"url": at(docs, DOCS, "/text")})).ok

@@ -48,6 +48,7 @@ def test_public_names() -> None:
         "HoldReason",
         "GuardMode",
         "DEFAULT_GUARD_MODE",
+        "parse_domain",
     }
     for name in tools.__all__:
         assert getattr(tools, name) is not None
