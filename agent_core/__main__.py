@@ -71,6 +71,7 @@ async def _run(task: str, settings: AgentSettings, tool_settings: ToolSettings, 
         settings, registry, secrets=[*tool_settings.secrets(), *servers.secrets()],
         observation_max_chars=tool_settings.agent_observation_max_chars,
         tool_timeouts=tool_settings.agent_tool_timeouts,
+        exfiltration_guard=tool_settings.agent_exfiltration_guard,
     )
     run_tools = run_registry(
         ToolPolicy(tool_settings.agent_tools or None).enabled(registry),

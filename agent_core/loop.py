@@ -33,7 +33,18 @@ from agent_core.settings import AgentSettings
 from agent_core.stopper import CallPlan, Stop, Stopper
 from agent_core.store import Message, Progress, ThreadStore
 from agent_core.tokens import TokenCounter, count_messages, count_tools, counter_for
-from tools import Executor, PreparedCall, Redactor, Registry, ToolContext, ToolResult, TraceSink, wrap_untrusted
+from tools import (
+    DEFAULT_GUARD_MODE,
+    Executor,
+    GuardMode,
+    PreparedCall,
+    Redactor,
+    Registry,
+    ToolContext,
+    ToolResult,
+    TraceSink,
+    wrap_untrusted,
+)
 
 #: A budget wait ends this long before the run's wall-clock cap, so a busy budget is reported as such.
 _WAIT_MARGIN_SECONDS = 0.5
@@ -68,6 +79,7 @@ class Agent:
         counter: TokenCounter | None = None,
         clock: Callable[[], float] = time.monotonic,
         budget_wait_seconds: float = budget_hold.DEFAULT_BUDGET_WAIT_SECONDS,
+        exfiltration_guard: GuardMode | str = DEFAULT_GUARD_MODE,
     ) -> None:
         self.llm, self.registry, self.price = llm, registry, price
         self.limits = limits or Limits()
@@ -81,6 +93,7 @@ class Agent:
         self.counter = counter or counter_for(llm.model)
         self._clock = clock
         self.budget_wait_seconds = budget_wait_seconds
+        self.exfiltration_guard = GuardMode(exfiltration_guard)
 
     @classmethod
     def from_settings(
@@ -93,6 +106,7 @@ class Agent:
         secrets: Iterable[str] = (),
         observation_max_chars: int = 4000,
         tool_timeouts: Mapping[str, float] | None = None,
+        exfiltration_guard: GuardMode | str = DEFAULT_GUARD_MODE,
     ) -> Agent:
         """An agent on the OpenAI-compatible endpoint the settings name; ConfigError names a bad setting."""
         if settings.openai_api_key is None or not settings.openai_api_key.get_secret_value().strip():
@@ -112,6 +126,7 @@ class Agent:
             system_prompt=settings.agent_system_prompt, history_tokens=settings.agent_history_tokens,
             observation_max_chars=observation_max_chars, tool_timeouts=tool_timeouts,
             budget_wait_seconds=settings.agent_budget_wait_seconds,
+            exfiltration_guard=exfiltration_guard,
         )
 
     async def aclose(self) -> None:
@@ -212,7 +227,10 @@ class Agent:
         stopper.usage = Usage(progress_state.prompt_tokens, progress_state.completion_tokens, 0,
                               progress_state.cost_micros)
         executor = Executor(self.registry if registry is None else registry, trace=self.trace, secrets=self.secrets,
-                            observation_max_chars=self.observation_max_chars, timeouts=self.tool_timeouts)
+                            observation_max_chars=self.observation_max_chars, timeouts=self.tool_timeouts,
+                            exfiltration_guard=self.exfiltration_guard)
+        # The guard is the run's, but private data read by earlier runs of the thread is in its context too.
+        executor.remember_transcript(m.get("content") for m in (*earlier, *current))
         is_new = not current
         run = Run(
             run_id=progress_state.run_id or uuid.uuid4().hex, thread=thread, task=task_message,

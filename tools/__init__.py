@@ -6,6 +6,17 @@ no ``agent_core``.
 
 from tools.builtins import builtin_registry
 from tools.context import Approver, RefuseAll, SlackReader, ToolContext
+from tools.egress import (
+    DEFAULT_GUARD_MODE,
+    EgressApprover,
+    EgressPolicy,
+    EgressRequest,
+    GuardMode,
+    HeldBack,
+    HeldBackSink,
+    HoldReason,
+    parse_domain,
+)
 from tools.executor import Executor, PreparedCall
 from tools.mcp import McpConfigError, McpServers
 from tools.policy import ToolListing, ToolPolicy, listing, matches, run_registry
@@ -25,12 +36,21 @@ __all__ = [
     "Tool",
     "PreparedCall",
     "TraceRecord",
+    "EgressPolicy",
+    "EgressRequest",
+    "HeldBack",
+    "HoldReason",
+    "GuardMode",
+    "DEFAULT_GUARD_MODE",
+    "parse_domain",
     # ports and their simple implementations
     "SlackReader",
     "Approver",
     "RefuseAll",
     "TraceSink",
     "InMemoryTraceSink",
+    "EgressApprover",
+    "HeldBackSink",
     # building and running tools
     "tool",
     "Registry",

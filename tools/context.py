@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from tools.egress import EgressPolicy
 
 
 class SlackReader(Protocol):
@@ -47,3 +49,8 @@ class ToolContext:
     user_id: str = ""
     slack: SlackReader | None = None
     approver: Approver = field(default_factory=RefuseAll)
+    #: What the exfiltration guard needs to know about the run (requester's messages, domain lists, notices).
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
+    #: Set by the executor on a cleared outbound call: a tool that follows redirects calls it with each hop's
+    #: URL, and it raises ``EgressHeld`` for one the guard does not allow.
+    egress_hop: Callable[[str], None] | None = None

@@ -1,4 +1,4 @@
-"""One tool call: lookup → validate → approve → run (timeout) → redact → shape → trace.
+"""One tool call: lookup → validate → exfiltration guard → approve → run (timeout) → redact → shape → trace.
 
 The engine calls ``prepare`` for each call the model made (pure, no I/O: the engine's loop detector
 compares ``PreparedCall.canonical``), then ``execute``. Model mistakes and tool failures come back as
@@ -8,6 +8,9 @@ call) propagates::
     executor = Executor(registry, trace=sink, observation_max_chars=4000, secrets=settings.secrets())
     call = executor.prepare("calculator", '{"expression": "2+2"}', call_id="call_1")
     result = await executor.execute(call, ToolContext(run_id="r1", step=1, task="add"))
+
+The executor holds its run's exfiltration guard (``tools.exfiltration``): use one executor per run, as the
+engine does, so what one run read never restricts, nor is forgotten by, another.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from tools.context import ToolContext
+from tools.egress import DEFAULT_GUARD_MODE, EgressHeld, GuardMode
+from tools.exfiltration import ExfiltrationGuard
 from tools.redact import Redactor
 from tools.registry import Registry
 from tools.result import Outcome, ToolResult
@@ -71,17 +76,28 @@ class Executor:
         observation_max_chars: int = 4000,
         timeouts: Mapping[str, float] | None = None,
         secrets: Iterable[str] = (),
+        exfiltration_guard: GuardMode | str = DEFAULT_GUARD_MODE,
     ) -> None:
         self._registry = registry
         self._trace = trace
         self._max_chars = observation_max_chars
         self._timeouts = dict(timeouts or {})
         self._redactor = Redactor(secrets)
+        self._guard = ExfiltrationGuard(exfiltration_guard)
 
     @property
     def registry(self) -> Registry:
         """The tools this executor runs."""
         return self._registry
+
+    @property
+    def guard(self) -> ExfiltrationGuard:
+        """This run's exfiltration guard."""
+        return self._guard
+
+    def remember_transcript(self, texts: Iterable[object]) -> None:
+        """Arm the guard from a loaded conversation (message contents): private tool output read earlier."""
+        self._guard.remember_transcript(texts, self._registry)
 
     def prepare(self, tool: str, arguments: str | Mapping[str, Any], *, call_id: str) -> PreparedCall:
         """Parse, look up and validate one call; no I/O, nothing runs."""
@@ -126,26 +142,36 @@ class Executor:
         if tool is None:  # a PreparedCall built by hand, or prepared against another registry
             return self._failure(call.tool, Outcome.UNKNOWN_TOOL, self._unknown_tool(call.tool).text)
         args = call.parsed or tool.args_model.model_validate(call.arguments)
+        held = await self._guard.clear(tool, call.arguments, ctx)
+        if held is not None:
+            return self._failure(tool.name, Outcome.HELD_BACK, held.detail)
         if tool.needs_approval:
             refusal = await self._ask_approval(tool, call, ctx)
             if refusal is not None:
                 return refusal
+        if tool.outbound:  # redirects and other hops of a cleared call are checked as they happen
+            ctx = replace(ctx, egress_hop=self._guard.hop_check(tool, call.arguments, ctx))
         timeout = self._timeouts.get(tool.name, tool.timeout_seconds)
         try:
             async with asyncio.timeout(timeout):
                 value = await _invoke(tool, args, ctx)
+        except EgressHeld as exc:
+            await self._guard.notify(exc.held, ctx)
+            return self._failure(tool.name, Outcome.HELD_BACK, exc.held.detail)
         except TimeoutError:
             # Also a tool's own network timeout (aiohttp raises TimeoutError subclasses): same meaning.
             return self._failure(tool.name, Outcome.TIMEOUT, f"{tool.name} timed out after {timeout:g}s")
         except Exception as exc:  # any tool bug or failure becomes an observation; the run goes on
             return self._failure(tool.name, Outcome.ERROR, _describe_exception(exc))
         try:
-            return await _off_loop_if_large(value, self._finish, tool.name, value, ctx)
+            result = await _off_loop_if_large(value, self._finish, tool.name, value, ctx)
         except (TypeError, ValueError) as exc:
             detail = (
                 f"{tool.name} returned a value that is not JSON-serialisable ({_describe_exception(exc)})"
             )
             return self._failure(tool.name, Outcome.ERROR, detail)
+        self._guard.observe(tool, result)
+        return result
 
     def _finish(self, tool: str, value: Any, ctx: ToolContext) -> ToolResult:
         """JSON, redaction and shaping of one result: CPU work, run off the loop when the result is large."""

@@ -27,6 +27,7 @@ def tool(
     needs_approval: bool = False,
     outbound: bool = False,
     reads_private_data: bool = False,
+    destination_args: tuple[str, ...] | None = None,
 ) -> Callable[[Handler], Tool]:
     """Turn ``fn(args: SomeModel, ctx: ToolContext)`` into a ``Tool``.
 
@@ -49,6 +50,7 @@ def tool(
             needs_approval=needs_approval,
             outbound=outbound,
             reads_private_data=reads_private_data,
+            destination_args=destination_args,
         )
 
     return decorate

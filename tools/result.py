@@ -15,6 +15,8 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"
     ERROR = "error"
     REFUSED = "refused"
+    #: The exfiltration guard stopped an outbound call (the thread shows "held back"); see ``tools.egress``.
+    HELD_BACK = "held_back"
 
 
 @dataclass(frozen=True, slots=True)

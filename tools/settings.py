@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from tools.egress import DEFAULT_GUARD_MODE, GuardMode
 from tools.secrets import secret_values
 from tools.ssrf import AllowList
 
@@ -78,6 +79,12 @@ class ToolSettings(BaseSettings):
     )
     fetch_url_max_redirects: int = Field(
         DEFAULT_FETCH_URL_MAX_REDIRECTS, ge=0, description="Redirects fetch_url follows, each re-checked."
+    )
+    agent_exfiltration_guard: GuardMode = Field(
+        DEFAULT_GUARD_MODE,
+        description="Once a run has read private data, outbound calls may reach only the requester's URLs, "
+        "allow-listed hosts or approved URLs, and never carry that data: on (refuse the rest), approve (ask the "
+        "requester instead), off.",
     )
     searxng_url: str | None = Field(
         None, description="Base URL of a SearXNG instance (JSON format enabled); enables web_search."

@@ -53,6 +53,10 @@ class Tool:
     outbound: bool = False
     #: Returns data private to the workspace (channel messages, internal documents): arms the exfiltration guard.
     reads_private_data: bool = False
+    #: For an ``outbound`` tool, the arguments naming where it sends (``("url",)``), checked by the
+    #: exfiltration guard; ``()`` when it sends only to an operator-configured service (web_search's backend);
+    #: None (MCP tools): every URL and e-mail address found in any argument. All arguments are leak-checked.
+    destination_args: tuple[str, ...] | None = None
     #: The raw JSON schema sent to the model instead of the strict one (MCP tools: the server's own schema,
     #: which need not fit the strict subset; ``args_model`` then validates against it).
     input_schema: dict[str, Any] | None = None

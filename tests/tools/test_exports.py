@@ -39,6 +39,16 @@ def test_public_names() -> None:
         "ToolSettings",
         "builtin_registry",
         "secret_values",
+        # the exfiltration guard's ports
+        "EgressPolicy",
+        "EgressRequest",
+        "EgressApprover",
+        "HeldBack",
+        "HeldBackSink",
+        "HoldReason",
+        "GuardMode",
+        "DEFAULT_GUARD_MODE",
+        "parse_domain",
     }
     for name in tools.__all__:
         assert getattr(tools, name) is not None

@@ -24,6 +24,7 @@ def test_defaults() -> None:
         5,
     )
     assert s.searxng_url is None and s.brave_search_api_key is None
+    assert s.agent_exfiltration_guard == "on"
     assert s.secrets() == []
 
 
@@ -38,7 +39,9 @@ def test_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FETCH_URL_MAX_REDIRECTS", "0")
     monkeypatch.setenv("SEARXNG_URL", "http://searx.local/")
     monkeypatch.setenv("BRAVE_SEARCH_API_KEY", "brave-secret-key-1")
+    monkeypatch.setenv("AGENT_EXFILTRATION_GUARD", "approve")
     s = ToolSettings(_env_file=None)  # type: ignore[call-arg]
+    assert s.agent_exfiltration_guard == "approve"
     assert s.agent_observation_max_chars == 8000
     assert s.agent_tool_timeout_seconds == 5
     assert s.agent_tool_timeouts == {"fetch_url": 15.0}
@@ -69,6 +72,7 @@ def test_empty_optional_values_mean_unset(monkeypatch: pytest.MonkeyPatch) -> No
         ({"agent_tool_timeouts": {"fetch_url": 0}}, "AGENT_TOOL_TIMEOUTS"),
         ({"searxng_url": "searx.local"}, "SEARXNG_URL"),
         ({"fetch_url_allowed_hosts": "10.0.0.0/40"}, "FETCH_URL_ALLOWED_HOSTS"),
+        ({"agent_exfiltration_guard": "sometimes"}, "guard\n  Input should be 'on', 'approve' or 'off'"),
     ],
 )
 def test_bad_values_fail_naming_the_setting(values: dict[str, object], name: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import re
+from collections.abc import Callable
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,13 +48,13 @@ def make_fetch_url(settings: ToolSettings, *, resolve: HostResolver = system_res
         timeout=settings.fetch_url_timeout_seconds,
     )
 
-    @tool(name="fetch_url", timeout=settings.fetch_url_timeout_seconds, outbound=True)
+    @tool(name="fetch_url", timeout=settings.fetch_url_timeout_seconds, outbound=True, destination_args=("url",))
     async def fetch_url(args: FetchURLArgs, ctx: ToolContext) -> str:
         """Fetch a public web page (http or https) and return its readable text, with its title and final URL.
 
         Internal and private addresses are refused. Long pages are cut to the parts relevant to the task.
         """
-        return await fetcher.fetch(args.url)
+        return await fetcher.fetch(args.url, hop=ctx.egress_hop)
 
     return fetch_url
 
@@ -67,8 +68,11 @@ class Fetcher:
         self.max_redirects = max_redirects
         self.timeout = timeout
 
-    async def fetch(self, raw_url: str) -> str:
-        """The page at ``raw_url`` as text (see ``render``); ``FetchError`` when it cannot be read."""
+    async def fetch(self, raw_url: str, *, hop: Callable[[str], None] | None = None) -> str:
+        """The page at ``raw_url`` as text (see ``render``); ``FetchError`` when it cannot be read.
+
+        ``hop`` (the exfiltration guard's) sees every redirect target before it is requested, and may raise.
+        """
         url = parse_url(raw_url)
         resolver = PinnedResolver()
         # A session per call: its resolver answers only for hosts this call checked, and nothing
@@ -82,6 +86,8 @@ class Fetcher:
                     async with session.get(url, allow_redirects=False, headers=_HEADERS) as resp:
                         if resp.status in REDIRECT_STATUSES:
                             url = _redirect_target(url, resp)
+                            if hop is not None:
+                                hop(str(url))
                             continue
                         return await self._read(url, resp)
                 except aiohttp.ClientConnectionError as exc:

@@ -132,7 +132,9 @@ def make_web_search(
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as own:
             yield own
 
-    @tool(name="web_search", timeout=timeout, outbound=True)
+    # The backend is the operator's choice, not the model's: it is the only destination, and the query is
+    # what the exfiltration guard checks for private text.
+    @tool(name="web_search", timeout=timeout, outbound=True, destination_args=())
     async def web_search(args: WebSearchArgs, ctx: ToolContext) -> list[dict[str, str]]:
         """Search the web; returns the top results as title, url and snippet. Read a result with fetch_url."""
         async with session() as s:
