@@ -6,9 +6,11 @@ Each module is either pure or does I/O: ``config`` (values, defaults, bounds), `
 """
 
 from bot.workspace.command import (
+    DISPLAYS,
     USAGE,
     VERBOSITIES,
     Command,
+    DisplayCommand,
     InvalidValue,
     ResetCommand,
     SetCommand,
@@ -31,6 +33,7 @@ from bot.workspace.config import (
     display,
     limits_for,
 )
+from bot.workspace.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
 from bot.workspace.limits import RunBlocked, RunPlan, WorkspaceLimits
 from bot.workspace.people import RunRefusal, SlackLookupError, SlackUsers, run_permission, who_may_change
 from bot.workspace.replies import budget_exhausted_message, describe_budget, format_show, is_exhausted
@@ -42,6 +45,13 @@ __all__ = [
     "USAGE",
     "VERBOSITIES",
     "Change",
+    "DISPLAYS",
+    "DisplayCommand",
+    "FeedbackStore",
+    "FeedbackSummary",
+    "NegativeRun",
+    "Vote",
+    "format_feedback",
     "Command",
     "ConfigField",
     "ConfigValue",

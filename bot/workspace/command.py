@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import get_args
 
 from agent_core import format_usd
-from bot.settings import Verbosity
+from bot.settings import Display, Verbosity
 from bot.workspace.config import BOUNDS, LABELS, MICROS_PER_USD, ConfigField, ConfigValue
 
 VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
+DISPLAYS: tuple[Display, ...] = get_args(Display)
 
 USAGE = """\
 *Usage:* `/agent-limits [show]` shows this workspace's limits, budget and spend (anyone).
@@ -27,6 +28,8 @@ Workspace admins and owners can change them:
 • `/agent-limits reset` back to the defaults
 • `/agent-limits verbosity full|compact` full: a thread reply per step; compact: one status message \
 edited per step, then the answer
+• `/agent-limits display replies|timeline|plan` replies: a thread reply per step; timeline: one streamed reply \
+with a task card per tool call; plan: the same, the cards grouped in a plan
 Amounts are plain dollars with at most two decimals, like `25` or `0.50`."""
 
 
@@ -111,7 +114,14 @@ class VerbosityCommand:
     value: Verbosity
 
 
-Command = ShowCommand | SetCommand | ResetCommand | VerbosityCommand
+@dataclass(frozen=True, slots=True)
+class DisplayCommand:
+    """``/agent-limits display replies|timeline|plan``: the thread shape of the workspace's next runs."""
+
+    value: Display
+
+
+Command = ShowCommand | SetCommand | ResetCommand | VerbosityCommand | DisplayCommand
 
 _SUBCOMMANDS: dict[str, ConfigField] = {
     "budget": "budget_micros",
@@ -119,6 +129,18 @@ _SUBCOMMANDS: dict[str, ConfigField] = {
     "max-tokens": "max_tokens",
     "max-cost": "max_cost_micros",
 }
+
+
+def _shape_command(name: str, args: list[str]) -> Command | UsageError:
+    """``verbosity full|compact`` or ``display replies|timeline|plan``."""
+    word = args[0].lower() if len(args) == 1 else None
+    if name == "verbosity":
+        verbosity = next((v for v in VERBOSITIES if v == word), None)
+        return VerbosityCommand(verbosity) if verbosity else UsageError(
+            f"`verbosity` takes one of: {', '.join(VERBOSITIES)}."
+        )
+    shape = next((d for d in DISPLAYS if d == word), None)
+    return DisplayCommand(shape) if shape else UsageError(f"`display` takes one of: {', '.join(DISPLAYS)}.")
 
 
 def parse_command(text: str) -> Command | UsageError:
@@ -133,11 +155,8 @@ def parse_command(text: str) -> Command | UsageError:
         return ShowCommand() if name == "show" else ResetCommand()
     if name == "help":
         return UsageError()
-    if name == "verbosity":
-        choice = next((v for v in VERBOSITIES if len(args) == 1 and args[0].lower() == v), None)
-        if choice is None:
-            return UsageError(f"`verbosity` takes one of: {', '.join(VERBOSITIES)}.")
-        return VerbosityCommand(choice)
+    if name in ("verbosity", "display"):
+        return _shape_command(name, args)
     config_field = _SUBCOMMANDS.get(name)
     if config_field is None:
         return UsageError(f"Unknown subcommand `{quote(words[0])}`.")

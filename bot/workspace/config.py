@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Literal, get_args
 
 from agent_core import ConfigError, Limits, Period, format_usd, usd_to_micros
-from bot.settings import Settings, Verbosity
+from bot.settings import Display, Settings, Verbosity
 
 MICROS_PER_USD = 1_000_000
 _DEFAULTS = Settings.model_fields
@@ -190,6 +190,8 @@ class LimitsPolicy:
     """AGENT_ALLOW_EXTERNAL_USERS: people of other organisations in shared channels may start runs."""
     verbosity: Verbosity = _DEFAULTS["agent_verbosity"].default
     """AGENT_VERBOSITY: the thread shape of workspaces that chose none."""
+    display: Display = _DEFAULTS["agent_display"].default
+    """AGENT_DISPLAY: replies, timeline or plan for workspaces that chose none."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LimitsPolicy:
@@ -210,4 +212,5 @@ class LimitsPolicy:
             allow_guests=settings.agent_allow_guests,
             allow_external=settings.agent_allow_external_users,
             verbosity=settings.agent_verbosity,
+            display=settings.agent_display,
         )

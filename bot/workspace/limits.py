@@ -22,13 +22,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import Limits, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
-from bot.settings import Verbosity
-from bot.workspace.command import ResetCommand, ShowCommand, UsageError, VerbosityCommand, parse_command
+from bot.settings import Display, Verbosity
+from bot.workspace.command import DisplayCommand, ResetCommand, ShowCommand, UsageError, VerbosityCommand, parse_command
 from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, WorkspaceConfig, limits_for
+from bot.workspace.feedback import FeedbackStore, format_feedback
 from bot.workspace.people import SlackLookupError, SlackUsers
 from bot.workspace.replies import (
     budget_exhausted_message,
     changed_reply,
+    display_reply,
     format_show,
     is_exhausted,
     verbosity_reply,
@@ -63,10 +65,17 @@ class WorkspaceLimits:
         plan = await limits.preflight(client, ws, user_id, base=settings.limits())
     """
 
-    def __init__(self, store: WorkspaceLimitsStore, users: SlackUsers, display: DisplaySettings) -> None:
+    def __init__(
+        self,
+        store: WorkspaceLimitsStore,
+        users: SlackUsers,
+        display: DisplaySettings,
+        feedback: FeedbackStore | None = None,
+    ) -> None:
         self.store = store
         self.users = users
         self.display = display
+        self.feedback = feedback
 
     @classmethod
     def create(
@@ -85,7 +94,9 @@ class WorkspaceLimits:
             allow_external=policy.allow_external,
             clock=monotonic,
         )
-        return cls(store, users, DisplaySettings(redis, AppKeys(key_prefix), default=policy.verbosity))
+        keys = AppKeys(key_prefix)
+        display = DisplaySettings(redis, keys, default=policy.verbosity, display=policy.display)
+        return cls(store, users, display, FeedbackStore(redis, keys, clock=clock))
 
     def refusal(self) -> str:
         return (
@@ -102,8 +113,10 @@ class WorkspaceLimits:
         usage = await self.store.usage(ws, config)
         changes = await self.store.recent_changes(ws, 5)
         verbosity = await self.display.verbosity(ws)
+        shape = await self.display.display(ws)
+        feedback = format_feedback(await self.feedback.summary(ws, config.period)) if self.feedback else ""
         return format_show(
-            config, usage, changes, verbosity=verbosity, can_change=can_change,
+            config, usage, changes, verbosity=verbosity, display=shape, feedback=feedback, can_change=can_change,
             admin_user_ids=self.users.admin_user_ids,
         )
 
@@ -122,6 +135,8 @@ class WorkspaceLimits:
             return await self.reset(client, ws, user_id)
         if isinstance(command, VerbosityCommand):
             return await self.set_verbosity(client, ws, user_id, command.value)
+        if isinstance(command, DisplayCommand):
+            return await self.set_display(client, ws, user_id, command.value)
         return await self.change(client, ws, user_id, command.changes)
 
     async def change(
@@ -148,6 +163,12 @@ class WorkspaceLimits:
             return self.refusal()
         await self.display.set_verbosity(ws, value)
         return verbosity_reply(value)
+
+    async def set_display(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Display) -> str:
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        await self.display.set_display(ws, value)
+        return display_reply(value)
 
     async def preflight(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None

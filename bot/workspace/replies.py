@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from agent_core import BudgetUsage, Period, format_usd
-from bot.settings import Verbosity
+from bot.settings import Display, Verbosity
 from bot.workspace.config import LABELS, Change, WorkspaceConfig
 from bot.workspace.people import who_may_change
 
@@ -31,6 +31,8 @@ def format_show(
     changes: Iterable[Change],
     *,
     verbosity: Verbosity | None = None,
+    display: Display | None = None,
+    feedback: str = "",
     can_change: bool,
     admin_user_ids: Collection[str] = (),
 ) -> str:
@@ -38,6 +40,7 @@ def format_show(
     lines = [
         "*Agent limits for this workspace*",
         *([f"*Verbosity:* `{verbosity}`"] if verbosity else []),
+        *([f"*Display:* `{display}`"] if display else []),
         f"• Max steps per run: {config.max_steps:,}",
         f"• Max tokens per run: {config.max_tokens:,}",
         f"• Max cost per run: {format_usd(config.max_cost_micros)}",
@@ -48,6 +51,8 @@ def format_show(
     if usage.remaining_micros is not None:
         lines.append(f"• Remaining: {format_usd(usage.remaining_micros)}")
     lines.append(f"• Period resets on {_reset_date(usage)}")
+    if feedback:
+        lines.append(feedback)
     recent = list(changes)
     if recent:
         lines.append("*Recent changes*")
@@ -82,3 +87,12 @@ def changed_reply(done: list[Change], nothing: str = "That is the current value 
 def verbosity_reply(value: Verbosity) -> str:
     shape = "a thread reply per step" if value == "full" else "one status message edited per step, then the answer"
     return f"Verbosity is now `{value}`: {shape}. It applies from the next run."
+
+
+def display_reply(value: Display) -> str:
+    shape = {
+        "replies": "a thread reply per step",
+        "timeline": "one streamed reply, a task card per tool call",
+        "plan": "one streamed reply, the task cards grouped in a plan",
+    }[value]
+    return f"Display is now `{value}`: {shape}. It applies from the next run."
