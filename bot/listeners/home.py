@@ -22,6 +22,7 @@ from bot.identity import Workspace
 from bot.listeners.commands import limits_for_services, workspace_of
 from bot.workspace import (
     LABELS,
+    FeedbackSummary,
     ConfigField,
     ConfigValue,
     InvalidValue,
@@ -30,6 +31,7 @@ from bot.workspace import (
     WorkspaceConfig,
     WorkspaceLimits,
     describe_budget,
+    format_feedback,
     parse_value,
 )
 
@@ -128,8 +130,10 @@ async def publish_home(
         config = await rules.store.get(ws)
         usage = await rules.store.usage(ws, config)
         runs = await rules.store.recent_runs(ws, RECENT_RUNS)
+        feedback = await rules.feedback.summary(ws, config.period) if rules.feedback else None
         view = home_view(
-            config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice
+            config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice,
+            feedback=feedback,
         )
     except StoreError as exc:
         log.warning("App Home for %s: %s", user_id, exc)
@@ -181,6 +185,7 @@ def home_view(
     is_admin: bool,
     who_may_change: str,
     notice: str = "",
+    feedback: FeedbackSummary | None = None,
 ) -> dict[str, Any]:
     """The Home tab: budget with a bar, the limits, the last runs, and buttons for admins (≤ 100 blocks)."""
     blocks: list[dict[str, Any]] = [{"type": "header", "text": _plain("Agent limits and budget")}]
@@ -220,6 +225,8 @@ def home_view(
         )
     else:
         blocks.append({"type": "context", "elements": [_mrkdwn(f"Only {who_may_change} can change these.")]})
+    if feedback is not None:
+        blocks.append({"type": "section", "text": _mrkdwn(format_feedback(feedback)[:2900])})
     blocks.append({"type": "divider"})
     blocks.append({"type": "header", "text": _plain(f"Last {RECENT_RUNS} runs")})
     lines = [_run_line(r) for r in list(runs)[:RECENT_RUNS]]
