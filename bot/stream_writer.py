@@ -136,7 +136,8 @@ class StreamWriter:
     async def _flush_later(self, wait: float) -> None:
         await asyncio.sleep(wait)
         with contextlib.suppress(StreamRefused):
-            await self.flush()
+            # Shielded: ``close`` cancels a sleeping timer, never a call in flight (its chunks would be lost).
+            await asyncio.shield(self.flush())
 
     async def flush(self, *, final: bool = False) -> None:
         """Send what may go now (everything when ``final``), in calls of at most ``MARKDOWN_LIMIT`` characters."""

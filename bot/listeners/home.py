@@ -22,9 +22,9 @@ from bot.identity import Workspace
 from bot.listeners.commands import limits_for_services, workspace_of
 from bot.workspace import (
     LABELS,
-    FeedbackSummary,
     ConfigField,
     ConfigValue,
+    FeedbackSummary,
     InvalidValue,
     RunRecord,
     SlackLookupError,

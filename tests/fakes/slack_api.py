@@ -192,6 +192,8 @@ class FakeSlack:
         self.reactions: dict[tuple[str, str], set[str]] = {}
         self.statuses: list[tuple[str, str, str]] = []
         self.streams: list[Stream] = []
+        #: A workspace where task cards are not available: any stream call carrying one gets ``invalid_chunks``.
+        self.refuse_task_cards = False
         self.suggested_prompts: list[tuple[str, str, list[dict[str, Any]]]] = []
         self.titles: list[tuple[str, str, str]] = []
         self._failures: list[Failure] = []
@@ -421,6 +423,8 @@ class FakeSlack:
         if not isinstance(chunks, list):
             return "invalid_chunks"
         problem = next((p for p in map(_chunk_problem, chunks) if p), "")
+        if self.refuse_task_cards and any(c.get("type") == "task_update" for c in chunks):
+            problem = "invalid_chunks"
         if problem:
             return problem
         markdown = text + "".join(str(c["text"]) for c in chunks if c.get("type") == "markdown_text")
