@@ -13,13 +13,13 @@ from redis.exceptions import RedisError
 
 from agent_core import CancelToken, Event, Stopped
 from bot.redis import as_text
-from bot.sink import SlackEventSink
+from bot.sink import RunSink
 
 log = logging.getLogger(__name__)
 
 
 async def pipelined(
-    events: AsyncIterator[Event], sink: SlackEventSink, may_post: Callable[[], bool] = lambda: True
+    events: AsyncIterator[Event], sink: RunSink, may_post: Callable[[], bool] = lambda: True
 ) -> Stopped | None:
     """Feed ``sink`` the run's events in order, one event behind the engine.
 

@@ -64,7 +64,7 @@ class AppKeys(Keys):
         return f"{self.namespace(ws)}:dedupe:msg:{channel_id}:{ts}"
 
     def settings(self, ws: Workspace) -> str:
-        """Hash: per-workspace display settings (verbosity)."""
+        """Hash: per-workspace display settings (verbosity, display)."""
         return f"{self.namespace(ws)}:settings"
 
     def limits(self, ws: Workspace) -> str:
@@ -82,6 +82,27 @@ class AppKeys(Keys):
     def recent_runs(self, ws: Workspace) -> str:
         """List: capped, newest first: finished runs for App Home."""
         return f"{self.namespace(ws)}:runs"
+
+    # The feedback keys are written by one script: they share the namespace as their hash tag.
+    def feedback_votes(self, ws: Workspace, run_id: str) -> str:
+        """Hash: user id -> ``up``/``down``: one feedback press per user per run (HSETNX, first press wins)."""
+        return f"{{{self.namespace(ws)}}}:feedback:run:{run_id}"
+
+    def feedback_counts(self, ws: Workspace, period: str) -> str:
+        """Hash: ``up``/``down`` -> presses in one budget period (``2025-06`` or ``2025-06-14``)."""
+        return f"{{{self.namespace(ws)}}}:feedback:counts:{period}"
+
+    def feedback_negative(self, ws: Workspace) -> str:
+        """List: capped, newest first: runs that got a thumbs down (run id, who, when, thread link)."""
+        return f"{{{self.namespace(ws)}}}:feedback:negative"
+
+    def stream_fallback(self, ws: Workspace) -> str:
+        """Flag: this workspace already refused streaming once (its fallback to replies was logged)."""
+        return f"{self.namespace(ws)}:stream:fallback"
+
+    def assistant_thread(self, ws: Workspace, channel_id: str, thread_ts: str) -> str:
+        """Hash: an assistant-container thread (opened with ``assistant_thread_started``); ``titled`` once set."""
+        return f"{self.namespace(ws)}:assistant:{channel_id}:{thread_ts}"
 
     def rate(self, ws: Workspace, what: str) -> str:
         """Pacing state shared by all workers (a GCRA per channel or workspace)."""

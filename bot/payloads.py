@@ -20,6 +20,7 @@ SLACK_TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")
 HANDLED_EVENTS = frozenset({
     "app_mention", "message", "app_home_opened", "agent_session_stopped",
     "app_uninstalled", "tokens_revoked",  # OAuth mode: the installation store forgets the tokens
+    "assistant_thread_started", "assistant_thread_context_changed",  # the assistant container
 })
 #: Event fields that hold an id or a ts when present.
 _EVENT_IDS = ("user", "channel", "team", "bot_id", "app_id")
@@ -73,6 +74,15 @@ def check_event(event: Mapping[str, Any]) -> None:
         _text(event, name)
     if event.get("type") == "app_home_opened":
         _id(event, "user", required=True)
+    if event.get("type") in ("assistant_thread_started", "assistant_thread_context_changed"):
+        thread = event.get("assistant_thread")
+        if not isinstance(thread, dict):
+            raise Refused("event.assistant_thread is not an object")
+        for name in ("user_id", "channel_id"):
+            _id(thread, name, required=True)
+        if not isinstance(thread.get("thread_ts"), str):
+            raise Refused("assistant_thread.thread_ts is missing")
+        _ts(thread, "thread_ts")
 
 
 def check_command(form: Mapping[str, str]) -> None:

@@ -18,11 +18,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from slack_sdk.models.blocks import ContextActionsBlock, FeedbackButtonObject, FeedbackButtonsElement
+
 from agent_core import Observed, RunStarted, Stopped, StopReason, ToolCalled
 from bot import mrkdwn
 
 #: action_id of the Stop button (matched by bot.listeners.actions).
 STOP_ACTION_ID = "agent_stop"
+#: action_id of the thumbs up / down buttons on an answer (matched by bot.listeners.feedback).
+FEEDBACK_ACTION_ID = "agent_feedback"
 #: Characters of a thought, of a call's arguments and of an observation shown in a step reply.
 THOUGHT_LIMIT = 2_500
 ARGUMENTS_LIMIT = 1_200
@@ -134,10 +138,37 @@ def stop_line(event: Stopped) -> str:
     return line
 
 
-def final_messages(event: Stopped) -> list[SlackMessage]:
+def final_messages(event: Stopped, view: RunView | None = None) -> list[SlackMessage]:
+    """The answer and the stop line; with ``view``, the last message carries the feedback buttons."""
     answer = mrkdwn.to_mrkdwn(event.answer or "(no answer)")
     messages = pack(None, [answer], footer=stop_line(event))
+    if view is not None:
+        last = messages[-1]
+        messages[-1] = SlackMessage(last.text, (*last.blocks, feedback_block(view)))
     return messages
+
+
+def feedback_block(view: RunView) -> dict[str, Any]:
+    """Thumbs up / down under an answer; each value names the vote, the thread and the run (see ``parse_vote``)."""
+    buttons = FeedbackButtonsElement(
+        action_id=FEEDBACK_ACTION_ID,
+        positive_button=FeedbackButtonObject(
+            text="👍", accessibility_label="Good answer", value=f"up|{view.stop_value}"
+        ),
+        negative_button=FeedbackButtonObject(
+            text="👎", accessibility_label="Bad answer", value=f"down|{view.stop_value}"
+        ),
+    )
+    return ContextActionsBlock(block_id="agent_feedback", elements=[buttons]).to_dict()
+
+
+def parse_vote(value: str) -> tuple[str, str, str]:
+    """``(vote, thread, run_id)`` of a feedback button's value; raises ValueError when it is not one of ours."""
+    vote, _, rest = value.partition("|")
+    thread, _, run_id = rest.rpartition("|")
+    if vote not in ("up", "down") or not thread or not run_id:
+        raise ValueError("not a feedback button value")
+    return vote, thread, run_id
 
 
 def finished_header(event: Stopped) -> SlackMessage:

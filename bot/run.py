@@ -41,8 +41,9 @@ from bot.keys import AppKeys
 from bot.logs import log_context
 from bot.poster import Pacer, Poster, ThreadStatus, ThreadUnwritable
 from bot.settings import Settings
-from bot.sink import RunLedger, SlackEventSink
+from bot.sink import RunLedger, RunSink, SlackEventSink
 from bot.slack_reader import WebSlackReader
+from bot.stream_sink import StreamEventSink
 from bot.toolbox import Toolbox
 from bot.turns import Turn
 from bot.workspace import RunBlocked, RunPlan, RunRecord, SlackLookupError, WorkspaceLimits
@@ -50,6 +51,8 @@ from bot.workspace_clients import NotInstalled, WorkspaceClients
 from tools import Registry, ToolContext
 
 log = logging.getLogger(__name__)
+#: Stream calls per minute per workspace, all streams together (under Slack's Tier 4).
+STREAM_CALLS_PER_MINUTE = 90
 
 
 class EventSource(Protocol):
@@ -96,7 +99,7 @@ class RunParts:
 
     plan: RunPlan
     ledger: RunLedger
-    sink: SlackEventSink
+    sink: RunSink
     token: CancelToken
     approver: SlackApprover
     scope: ToolContext
@@ -132,6 +135,10 @@ class TurnRunner:
         # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
         self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=2)
         self.update_pacer = Pacer(redis, per_second=settings.slack_updates_per_minute / 60, burst=5)
+        # chat.appendStream is Tier 4 (100+ a minute per workspace): every stream of a workspace shares this,
+        # on top of each stream's own SLACK_STREAM_INTERVAL_SECONDS.
+        per_second = STREAM_CALLS_PER_MINUTE / 60 if settings.slack_stream_interval_seconds > 0 else 0
+        self.stream_pacer = Pacer(redis, per_second=per_second, burst=10)
 
     async def poster(self, turn: Turn) -> Poster:
         """The thread's writer, with the workspace's own token; raises ``NotInstalled`` when there is none."""
@@ -263,6 +270,8 @@ class TurnRunner:
         finally:
             with contextlib.suppress(Exception):
                 await aclose_events(events)  # an abandoned run's LLM call is cancelled now, not at GC
+            with contextlib.suppress(Exception):
+                await asyncio.shield(sink.close())  # a stream is never left open, however the run ended
             if sink.status is not None:
                 sink.status.abandon()
             watcher.cancel()
@@ -284,12 +293,19 @@ class TurnRunner:
     def _ledger(self, turn: Turn) -> RunLedger:
         return RunLedger(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
 
-    async def _sink(self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster) -> SlackEventSink:
-        """The thread's renderer for one run, in the workspace's verbosity."""
-        return SlackEventSink(
-            poster, turn.target, view, ledger,
-            verbosity=await self.limits.display.verbosity(turn.workspace),
-            status=ThreadStatus(poster.client, turn.target),
+    async def _sink(self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster) -> RunSink:
+        """The thread's renderer for one run, in the workspace's display and verbosity."""
+        ws = turn.workspace
+        verbosity = await self.limits.display.verbosity(ws)
+        display = await self.limits.display.display(ws)
+        status = ThreadStatus(poster.client, turn.target)
+        if display == "replies":
+            return SlackEventSink(poster, turn.target, view, ledger, verbosity=verbosity, status=status)
+        return StreamEventSink(
+            poster, turn.target, view, ledger, display=display, recipient_user_id=turn.user_id,
+            verbosity=verbosity, status=status, interval=self.settings.slack_stream_interval_seconds,
+            pacer=self.stream_pacer, pace_key=self.keys.rate(ws, "slack:stream"), redis=self.redis,
+            fallback_key=self.keys.stream_fallback(ws),
         )
 
     async def _post_missing_final(self, turn: Turn, progress: Progress, poster: Poster) -> None:
@@ -312,11 +328,8 @@ class TurnRunner:
         await sink.emit(stopped)
         await self._record(turn, stopped, poster.client)
 
-    async def _report_failure(self, sink: SlackEventSink, text: str) -> None:
-        if sink.final is None:
-            await sink.poster.post(sink.target, render.error_message(text))
-            if sink.status is not None:
-                await sink.status.stop()
+    async def _report_failure(self, sink: RunSink, text: str) -> None:
+        await sink.fail(text)
 
     async def _record(self, turn: Turn, final: Stopped, slack: AsyncWebClient, *, note: str = "") -> None:
         ws: Workspace = turn.workspace

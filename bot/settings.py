@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -25,11 +26,22 @@ DEFAULT_QUEUE_NAME = "agent:queue"
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
 #: The bot scopes an OAuth install asks for: exactly manifest.json's (tests/bot/test_manifest.py).
 DEFAULT_BOT_SCOPES = (
-    "app_mentions:read,channels:history,chat:write,commands,groups:history,im:history,mpim:history,"
-    "reactions:write,users:read"
+    "app_mentions:read,assistant:write,channels:history,chat:write,commands,groups:history,im:history,"
+    "mpim:history,reactions:write,users:read"
 )
+#: Suggested prompts of a new assistant thread (AGENT_SUGGESTED_PROMPTS overrides them; at most 4 are shown).
+DEFAULT_SUGGESTED_PROMPTS = (
+    '[{"title": "Summarise a page", "message": "Summarise https://example.com in three bullet points."},'
+    ' {"title": "Do the maths", "message": "What is 17% of 2,340, rounded to the cent?"},'
+    ' {"title": "What can you do?", "message": "Which tools can you use, and what are your limits?"}]'
+)
+#: Slack shows up to four suggested prompts; a title is a short label, a message is what gets sent.
+MAX_SUGGESTED_PROMPTS = 4
 
 Verbosity = Literal["full", "compact"]
+#: The thread shape: ``replies`` (a reply per step), or one streamed reply with task cards (``timeline``) or with
+#: the task cards grouped in a plan block (``plan``).
+Display = Literal["replies", "timeline", "plan"]
 Role = Literal["all", "web", "worker"]
 
 
@@ -59,6 +71,16 @@ class Settings(AgentSettings, ToolSettings):
         description="Days a thread's history, progress and trace are kept after its last step.",
     )
     agent_verbosity: Verbosity = Field(default="full", description="Default per-workspace thread shape.")
+    agent_display: Display = Field(
+        default="replies", description="Default per-workspace display: replies, timeline or plan (streamed)."
+    )
+    agent_suggested_prompts: str = Field(
+        default=DEFAULT_SUGGESTED_PROMPTS,
+        description='Suggested prompts of a new assistant thread: a JSON list of {"title", "message"}.',
+    )
+    slack_stream_interval_seconds: float = Field(
+        default=1.0, ge=0, description="Least time between two chat.appendStream calls of one stream (0: none)."
+    )
     data_dir: Path = Field(default=Path("data"), description="Where the embedded Redis keeps its files.")
     slack_max_retry_after_seconds: float = Field(
         default=DEFAULT_MAX_RETRY_AFTER_SECONDS, ge=0, description="Cap on one Retry-After wait after a 429."
@@ -130,6 +152,15 @@ class Settings(AgentSettings, ToolSettings):
     def _level_name(cls, value: object) -> object:
         return value.strip().upper() if isinstance(value, str) else value
 
+    @field_validator("agent_suggested_prompts")
+    @classmethod
+    def _prompts(cls, value: str) -> str:
+        parse_suggested_prompts(value)
+        return value
+
+    def suggested_prompts(self) -> list[dict[str, str]]:
+        return parse_suggested_prompts(self.agent_suggested_prompts)
+
     @property
     def thread_ttl_seconds(self) -> int:
         return max(1, int(self.thread_retention_days * 86_400))
@@ -177,3 +208,21 @@ class Settings(AgentSettings, ToolSettings):
     def secrets(self) -> list[str]:
         """Every secret of every part of the service's settings (found by type: none can be forgotten)."""
         return secret_values(self)
+
+
+def parse_suggested_prompts(raw: str) -> list[dict[str, str]]:
+    """AGENT_SUGGESTED_PROMPTS as Slack takes them; raises ConfigError naming the setting when it is malformed."""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"AGENT_SUGGESTED_PROMPTS is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    shape = 'a JSON list of {"title": "...", "message": "..."} objects'
+    if not isinstance(data, list) or not 1 <= len(data) <= MAX_SUGGESTED_PROMPTS:
+        raise ConfigError(f"AGENT_SUGGESTED_PROMPTS must be {shape}, 1 to {MAX_SUGGESTED_PROMPTS} of them")
+    prompts: list[dict[str, str]] = []
+    for i, item in enumerate(data):
+        ok = isinstance(item, dict) and set(item) == {"title", "message"}
+        if not ok or not all(isinstance(v, str) and v.strip() for v in item.values()):
+            raise ConfigError(f"AGENT_SUGGESTED_PROMPTS item {i} must be {{\"title\": str, \"message\": str}}")
+        prompts.append({"title": item["title"][:75], "message": item["message"]})
+    return prompts

@@ -2,11 +2,13 @@
 (``compact``), the answer and the stop reason, and a ledger of what was posted so a resumed run repeats nothing.
 
 ``SlackEventSink.emit`` takes the events in order and awaits each post before the next (see :mod:`bot.poster`).
+:class:`RunSink` is what a run drives, whatever the display; the streamed one is :mod:`bot.stream_sink`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Protocol
 
 from redis.asyncio import Redis
 
@@ -16,6 +18,30 @@ from bot.poster import Poster, Target, ThreadStatus
 from bot.redis import as_text, awaited
 from bot.render import RunView, Step
 from bot.settings import Verbosity
+
+
+class RunSink(Protocol):
+    """One run's thread writer, in any display (``replies`` here, ``timeline``/``plan`` in bot.stream_sink)."""
+
+    poster: Poster
+    target: Target
+    status: ThreadStatus | None
+    first_ts: str | None
+    final: Stopped | None
+
+    async def emit(self, event: Event) -> None:
+        """The engine's next event, in order."""
+
+    async def append_answer(self, text: str) -> None:
+        """A piece of the answer as the model writes it (the engine's ``AnswerDelta``); the streamed displays show
+        it at once, ``replies`` posts the answer whole when the run stops."""
+
+    async def fail(self, text: str) -> None:
+        """The run broke without a ``Stopped`` (a bug, an interrupted last try): say so and end the thread's
+        working state."""
+
+    async def close(self) -> None:
+        """The run is over, however it ended: nothing may be left open (a stream is stopped)."""
 
 
 class RunLedger:
@@ -69,6 +95,22 @@ class SlackEventSink:
         self._pending: Step | None = None
         self._posted_step = 0
         self._steps_done = 0
+
+    def resume_from(self, first_ts: str | None) -> None:
+        """Take over a run another sink started (the streamed display falling back): its first reply is posted."""
+        self.first_ts = first_ts
+
+    async def append_answer(self, text: str) -> None:
+        return None  # replies: the answer is posted whole, with the stop reason, when the run stops
+
+    async def fail(self, text: str) -> None:
+        if self.final is None:
+            await self.poster.post(self.target, render.error_message(text))
+            if self.status is not None:
+                await self.status.stop()
+
+    async def close(self) -> None:
+        return None  # every reply is a finished message already
 
     async def emit(self, event: Event) -> None:
         match event:
@@ -131,7 +173,7 @@ class SlackEventSink:
 
     async def _stopped(self, event: Stopped) -> None:
         self.final = event
-        for message in render.final_messages(event):
+        for message in render.final_messages(event, self.view):
             await self.poster.post(self.target, message)
         if self.first_ts:
             await self.poster.update(self.target, self.first_ts, render.finished_header(event))

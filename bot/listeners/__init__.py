@@ -5,7 +5,7 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncApp
 
 from bot.deps import Services
-from bot.listeners import actions, commands, events, home
+from bot.listeners import actions, assistant, commands, events, feedback, home
 
 
 def register(app: AsyncApp, services: Services) -> None:
@@ -16,3 +16,5 @@ def register(app: AsyncApp, services: Services) -> None:
     actions.register(app, services, limits)
     commands.register(app, services, limits)
     home.register(app, services, limits)
+    feedback.register(app, limits)
+    assistant.register(app, services)

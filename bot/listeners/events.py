@@ -14,8 +14,9 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.errors import SlackApiError
 
-from bot import identity
+from bot import identity, mrkdwn
 from bot.dedupe import Dedupe
 from bot.deps import Services
 from bot.identity import DM_THREAD, Conversation, Workspace
@@ -24,7 +25,8 @@ from bot.turns import Turn, enqueue_turn, request_cancel
 from bot.workspace import SlackLookupError, WorkspaceLimits
 
 log = logging.getLogger(__name__)
-
+#: Characters of an assistant thread's title (its first task, shortened).
+TITLE_LIMIT = 60
 
 
 def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
@@ -48,6 +50,8 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         if not (channel and thread_ts and user):
             return
         thread = _conversation(ws, str(channel), str(thread_ts))
+        if await _assistant_thread(services, ws, str(channel), str(thread_ts)):
+            thread = Conversation(ws, str(channel), str(thread_ts)).id
         raw = await services.redis.get(services.keys.progress(thread))
         if raw is None:
             return
@@ -93,6 +97,9 @@ async def _take(
     task = _strip_mention(text, bot_user)
     if not task:
         return
+    assistant = await _assistant_thread(services, ws, channel, thread_ts) if is_dm else None
+    if assistant is not None:
+        thread = Conversation(ws, channel, thread_ts).id  # each assistant thread is a chat of its own
     claim = await dedupe.claim(ws, event_id=body.get("event_id"), channel_id=channel, ts=ts)
     if claim is None:
         log.info("duplicate delivery of %s/%s ignored", channel, ts)
@@ -109,6 +116,30 @@ async def _take(
         # Give the delivery back so Slack's retry (we answer 5xx) can enqueue it.
         await dedupe.release(claim)
         raise
+    if assistant is not None:
+        await _title(services, context, assistant, channel, thread_ts, task)
+
+
+async def _assistant_thread(services: Services, ws: Workspace, channel: str, thread_ts: str) -> str | None:
+    """The key of the assistant-container thread this DM message is in, or None (a plain DM)."""
+    if not thread_ts:
+        return None
+    key = services.keys.assistant_thread(ws, channel, thread_ts)
+    return key if await services.redis.exists(key) else None
+
+
+async def _title(
+    services: Services, context: AsyncBoltContext, key: str, channel: str, thread_ts: str, task: str
+) -> None:
+    """The thread's first task names it in the assistant container's history (once)."""
+    if not await services.redis.hsetnx(key, "titled", "1"):  # type: ignore[misc]
+        return
+    try:
+        await context.client.assistant_threads_setTitle(
+            channel_id=channel, thread_ts=thread_ts, title=mrkdwn.shorten(task, TITLE_LIMIT)
+        )
+    except SlackApiError as exc:
+        log.info("assistant.threads.setTitle refused: %s", exc.response.get("error"))
 
 
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")

@@ -26,12 +26,14 @@ from bot.workspace import (
     NO_CATALOG_NOTE,
     ConfigField,
     ConfigValue,
+    FeedbackSummary,
     InvalidValue,
     RunRecord,
     SlackLookupError,
     WorkspaceConfig,
     WorkspaceLimits,
     describe_budget,
+    format_feedback,
     parse_value,
     tool_line,
 )
@@ -137,9 +139,10 @@ async def publish_home(
         usage = await rules.store.usage(ws, config)
         runs = await rules.store.recent_runs(ws, RECENT_RUNS)
         tools, published = await rules.tools(ws)
+        feedback = await rules.feedback.summary(ws, config.period) if rules.feedback else None
         view = home_view(
             config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice,
-            tools=tools, tools_published=published,
+            tools=tools, tools_published=published, feedback=feedback,
         )
     except StoreError as exc:
         log.warning("App Home for %s: %s", user_id, exc)
@@ -193,6 +196,7 @@ def home_view(
     notice: str = "",
     tools: Sequence[ToolListing] = (),
     tools_published: bool = True,
+    feedback: FeedbackSummary | None = None,
 ) -> dict[str, Any]:
     """The Home tab: budget with a bar, the limits, the tools, the last runs, buttons for admins (≤ 100 blocks)."""
     blocks: list[dict[str, Any]] = [{"type": "header", "text": _plain("Agent limits and budget")}]
@@ -232,6 +236,8 @@ def home_view(
         )
     else:
         blocks.append({"type": "context", "elements": [_mrkdwn(f"Only {who_may_change} can change these.")]})
+    if feedback is not None:
+        blocks.append({"type": "section", "text": _mrkdwn(format_feedback(feedback)[:2900])})
     blocks.extend(tools_blocks(tools, published=tools_published, is_admin=is_admin))
     blocks.append({"type": "divider"})
     blocks.append({"type": "header", "text": _plain(f"Last {RECENT_RUNS} runs")})

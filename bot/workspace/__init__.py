@@ -7,9 +7,11 @@ Each module is either pure or does I/O: ``config`` (values, defaults, bounds), `
 """
 
 from bot.workspace.command import (
+    DISPLAYS,
     USAGE,
     VERBOSITIES,
     Command,
+    DisplayCommand,
     InvalidValue,
     ResetCommand,
     SetCommand,
@@ -35,6 +37,7 @@ from bot.workspace.config import (
     label_of,
     limits_for,
 )
+from bot.workspace.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
 from bot.workspace.limits import RunBlocked, RunPlan, WorkspaceLimits
 from bot.workspace.people import RunRefusal, SlackLookupError, SlackUsers, run_permission, who_may_change
 from bot.workspace.replies import (
@@ -65,6 +68,13 @@ __all__ = [
     "USAGE",
     "VERBOSITIES",
     "Change",
+    "DISPLAYS",
+    "DisplayCommand",
+    "FeedbackStore",
+    "FeedbackSummary",
+    "NegativeRun",
+    "Vote",
+    "format_feedback",
     "Command",
     "ConfigField",
     "ConfigValue",

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import get_args
 
 from agent_core import format_usd
-from bot.settings import Verbosity
+from bot.settings import Display, Verbosity
 from bot.workspace.config import BOUNDS, LABELS, MICROS_PER_USD, ConfigField, ConfigValue
 from bot.workspace.tool_choice import PATTERN_RE
 
 VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
+DISPLAYS: tuple[Display, ...] = get_args(Display)
 
 USAGE = """\
 *Usage:* `/agent-limits [show]` shows this workspace's limits, budget and spend (anyone).
@@ -31,6 +32,8 @@ edited per step, then the answer
 • `/agent-limits tools` lists this workspace's tools and which are on (anyone)
 • `/agent-limits tools enable|disable <name>` turns one tool on or off for this workspace; \
 a server's name then `__*` (like `time__*`) covers all its tools, and a tool's own rule beats its server's
+• `/agent-limits display replies|timeline|plan` replies: a thread reply per step; timeline: one streamed reply \
+with a task card per tool call; plan: the same, the cards grouped in a plan
 Amounts are plain dollars with at most two decimals, like `25` or `0.50`."""
 
 
@@ -116,6 +119,16 @@ class VerbosityCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class DisplayCommand:
+    """``/agent-limits display replies|timeline|plan``: the thread shape of the workspace's next runs."""
+
+    value: Display
+
+
+
+
+
+@dataclass(frozen=True, slots=True)
 class ToolsCommand:
     """``/agent-limits tools``: the workspace's tools and which are on."""
 
@@ -128,7 +141,9 @@ class ToolRuleCommand:
     on: bool
 
 
-Command = ShowCommand | SetCommand | ResetCommand | VerbosityCommand | ToolsCommand | ToolRuleCommand
+Command = (
+    ShowCommand | SetCommand | ResetCommand | VerbosityCommand | DisplayCommand | ToolsCommand | ToolRuleCommand
+)
 
 _SUBCOMMANDS: dict[str, ConfigField] = {
     "budget": "budget_micros",
@@ -136,6 +151,18 @@ _SUBCOMMANDS: dict[str, ConfigField] = {
     "max-tokens": "max_tokens",
     "max-cost": "max_cost_micros",
 }
+
+
+def _shape_command(name: str, args: list[str]) -> Command | UsageError:
+    """``verbosity full|compact`` or ``display replies|timeline|plan``."""
+    word = args[0].lower() if len(args) == 1 else None
+    if name == "verbosity":
+        verbosity = next((v for v in VERBOSITIES if v == word), None)
+        return VerbosityCommand(verbosity) if verbosity else UsageError(
+            f"`verbosity` takes one of: {', '.join(VERBOSITIES)}."
+        )
+    shape = next((d for d in DISPLAYS if d == word), None)
+    return DisplayCommand(shape) if shape else UsageError(f"`display` takes one of: {', '.join(DISPLAYS)}.")
 
 
 def parse_command(text: str) -> Command | UsageError:
@@ -150,11 +177,8 @@ def parse_command(text: str) -> Command | UsageError:
         return ShowCommand() if name == "show" else ResetCommand()
     if name == "help":
         return UsageError()
-    if name == "verbosity":
-        choice = next((v for v in VERBOSITIES if len(args) == 1 and args[0].lower() == v), None)
-        if choice is None:
-            return UsageError(f"`verbosity` takes one of: {', '.join(VERBOSITIES)}.")
-        return VerbosityCommand(choice)
+    if name in ("verbosity", "display"):
+        return _shape_command(name, args)
     if name == "tools":
         return _parse_tools(args)
     config_field = _SUBCOMMANDS.get(name)

@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Literal, get_args
 
 from agent_core import ConfigError, Limits, Period, format_usd, usd_to_micros
-from bot.settings import Settings, Verbosity
+from bot.settings import Display, Settings, Verbosity
 from bot.workspace.tool_choice import CatalogEntry, catalog_of
 from tools import ToolPolicy, builtin_registry
 
@@ -209,6 +209,8 @@ class LimitsPolicy:
     """AGENT_LEASE_RENEW_SECONDS: how often a running call renews its hold."""
     builtin_tools: tuple[CatalogEntry, ...] = ()
     """The built-ins AGENT_TOOLS leaves on: what ``/agent-limits tools`` lists before any worker published."""
+    display: Display = _DEFAULTS["agent_display"].default
+    """AGENT_DISPLAY: replies, timeline or plan for workspaces that chose none."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LimitsPolicy:
@@ -232,4 +234,5 @@ class LimitsPolicy:
             hold_seconds=settings.agent_lease_seconds,
             renew_seconds=settings.agent_lease_renew_seconds,
             builtin_tools=tuple(catalog_of(ToolPolicy(settings.allowlist()).enabled(builtin_registry(settings)))),
+            display=settings.agent_display,
         )

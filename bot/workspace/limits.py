@@ -22,8 +22,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import Limits, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
-from bot.settings import Verbosity
+from bot.settings import Display, Verbosity
 from bot.workspace.command import (
+    DisplayCommand,
     ResetCommand,
     ShowCommand,
     ToolRuleCommand,
@@ -33,10 +34,12 @@ from bot.workspace.command import (
     parse_command,
 )
 from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, WorkspaceConfig, limits_for
+from bot.workspace.feedback import FeedbackStore, format_feedback
 from bot.workspace.people import SlackLookupError, SlackUsers
 from bot.workspace.replies import (
     budget_exhausted_message,
     changed_reply,
+    display_reply,
     format_show,
     format_tools,
     is_exhausted,
@@ -85,12 +88,14 @@ class WorkspaceLimits:
         display: DisplaySettings,
         catalog: ToolCatalog,
         builtin_tools: tuple[CatalogEntry, ...] = (),
+        feedback: FeedbackStore | None = None,
     ) -> None:
         self.store = store
         self.users = users
         self.display = display
         self.catalog = catalog
         self.builtin_tools = builtin_tools
+        self.feedback = feedback
 
     @classmethod
     def create(
@@ -113,9 +118,10 @@ class WorkspaceLimits:
             clock=monotonic,
         )
         keys = AppKeys(key_prefix)
+        display = DisplaySettings(redis, keys, default=policy.verbosity, display=policy.display)
         return cls(
-            store, users, DisplaySettings(redis, keys, default=policy.verbosity), ToolCatalog(redis, keys),
-            policy.builtin_tools,
+            store, users, display, ToolCatalog(redis, keys), policy.builtin_tools,
+            FeedbackStore(redis, keys, clock=clock),
         )
 
     def refusal(self) -> str:
@@ -133,8 +139,10 @@ class WorkspaceLimits:
         usage = await self.store.usage(ws, config)
         changes = await self.store.recent_changes(ws, 5)
         verbosity = await self.display.verbosity(ws)
+        shape = await self.display.display(ws)
+        feedback = format_feedback(await self.feedback.summary(ws, config.period)) if self.feedback else ""
         return format_show(
-            config, usage, changes, verbosity=verbosity, can_change=can_change,
+            config, usage, changes, verbosity=verbosity, display=shape, feedback=feedback, can_change=can_change,
             admin_user_ids=self.users.admin_user_ids,
         )
 
@@ -163,6 +171,8 @@ class WorkspaceLimits:
                                 admin_user_ids=self.users.admin_user_ids)
         if isinstance(command, ToolRuleCommand):
             return await self.set_tool(client, ws, user_id, command.pattern, command.on)
+        if isinstance(command, DisplayCommand):
+            return await self.set_display(client, ws, user_id, command.value)
         return await self.change(client, ws, user_id, command.changes)
 
     async def change(
@@ -210,6 +220,11 @@ class WorkspaceLimits:
             return unknown_tool_reply(pattern, close, published=published)
         done = await self.store.set_tool_rule(ws, pattern, on, user_id, [e.name for e in catalog])
         return tool_rule_reply(pattern, on, done)
+    async def set_display(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Display) -> str:
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        await self.display.set_display(ws, value)
+        return display_reply(value)
 
     async def preflight(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 
 from agent_core import BudgetUsage, Period, format_usd
-from bot.settings import Verbosity
+from bot.settings import Display, Verbosity
 from bot.workspace.config import Change, WorkspaceConfig, label_of
 from bot.workspace.people import who_may_change
 from tools import ToolListing
@@ -40,6 +40,8 @@ def format_show(
     changes: Iterable[Change],
     *,
     verbosity: Verbosity | None = None,
+    display: Display | None = None,
+    feedback: str = "",
     can_change: bool,
     admin_user_ids: Collection[str] = (),
 ) -> str:
@@ -47,6 +49,7 @@ def format_show(
     lines = [
         "*Agent limits for this workspace*",
         *([f"*Verbosity:* `{verbosity}`"] if verbosity else []),
+        *([f"*Display:* `{display}`"] if display else []),
         f"• Max steps per run: {config.max_steps:,}",
         f"• Max tokens per run: {config.max_tokens:,}",
         f"• Max cost per run: {format_usd(config.max_cost_micros)}",
@@ -57,6 +60,8 @@ def format_show(
     if usage.remaining_micros is not None:
         lines.append(f"• Remaining: {format_usd(usage.remaining_micros)}")
     lines.append(f"• Period resets on {_reset_date(usage)}")
+    if feedback:
+        lines.append(feedback)
     recent = list(changes)
     if recent:
         lines.append("*Recent changes*")
@@ -137,3 +142,12 @@ def unknown_tool_reply(pattern: str, close: Sequence[str], *, published: bool) -
     if not published:
         text += " (No worker has published its tool list yet, so only the built-in tools are known.)"
     return text
+
+
+def display_reply(value: Display) -> str:
+    shape = {
+        "replies": "a thread reply per step",
+        "timeline": "one streamed reply, a task card per tool call",
+        "plan": "one streamed reply, the task cards grouped in a plan",
+    }[value]
+    return f"Display is now `{value}`: {shape}. It applies from the next run."

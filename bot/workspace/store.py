@@ -5,7 +5,7 @@ Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
     P:E:T:limits          hash   overrides only (field -> value); absent fields follow the settings' defaults
     P:E:T:limits:audit    list   JSON changes, newest first, capped at AUDIT_CAP
     P:E:T:runs            list   JSON run summaries for App Home, newest first, capped at RUNS_CAP
-    P:E:T:settings        hash   display settings (verbosity)
+    P:E:T:settings        hash   display settings (verbosity, display)
     P:E:T:tools           hash   the workspace's tool rules (name or server__* -> on/off); audited in limits:audit
     P:tools:catalog       string the tools the workers offer (JSON), deployment-wide
     {P:E:T}:budget:...    the budget's own keys (see agent_core.redis_budget)
@@ -29,8 +29,8 @@ from agent_core import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS, Budge
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.redis import as_text, awaited
-from bot.settings import Verbosity
-from bot.workspace.command import COUNT_RE, VERBOSITIES, InvalidValue, parse_value
+from bot.settings import Display, Verbosity
+from bot.workspace.command import COUNT_RE, DISPLAYS, VERBOSITIES, InvalidValue, parse_value
 from bot.workspace.config import (
     AUDIT_CAP,
     BOUNDS,
@@ -341,12 +341,30 @@ def _unavailable(exc: BaseException) -> StoreError:
 
 
 class DisplaySettings:
-    """``full`` (a reply per step) or ``compact`` (one edited status + the answer), per workspace."""
+    """Per workspace: the verbosity, ``full`` (a reply per step) or ``compact`` (one edited status + the answer),
+    and the display, ``replies`` or a streamed ``timeline`` / ``plan`` (one hash, two fields)."""
 
-    def __init__(self, redis: aioredis.Redis, keys: AppKeys, *, default: Verbosity = "full") -> None:
+    def __init__(
+        self, redis: aioredis.Redis, keys: AppKeys, *, default: Verbosity = "full", display: Display = "replies"
+    ) -> None:
         self._redis = redis
         self._keys = keys
         self.default = default
+        self.default_display = display
+
+    async def display(self, ws: Workspace) -> Display:
+        try:
+            raw = await awaited(self._redis.hget(self._key(ws), "display"))
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
+        value = as_text(raw)
+        return next((d for d in DISPLAYS if d == value), self.default_display)
+
+    async def set_display(self, ws: Workspace, value: Display) -> None:
+        try:
+            await awaited(self._redis.hset(self._key(ws), "display", value))
+        except RedisError as exc:
+            raise _unavailable(exc) from exc
 
     async def verbosity(self, ws: Workspace) -> Verbosity:
         try:

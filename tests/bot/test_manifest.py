@@ -15,6 +15,7 @@ MANIFEST = json.loads((Path(__file__).parents[2] / "manifest.json").read_text())
 def test_scopes_are_exactly_the_ones_used() -> None:
     assert sorted(MANIFEST["oauth_config"]["scopes"]["bot"]) == [
         "app_mentions:read",   # app_mention
+        "assistant:write",     # the assistant container: suggested prompts, thread titles
         "channels:history",    # thread replies in public channels; channel_history tool
         "chat:write",          # replies, chat.update, assistant.threads.setStatus in threads
         "commands",            # /agent-limits
@@ -31,6 +32,7 @@ def test_events_command_and_interactivity() -> None:
     assert set(settings["event_subscriptions"]["bot_events"]) == {
         "app_mention", "message.channels", "message.groups", "message.im", "message.mpim", "app_home_opened",
         "app_uninstalled", "tokens_revoked",  # OAuth mode forgets the workspace's tokens
+        "assistant_thread_started", "assistant_thread_context_changed",  # the assistant container
     }
     # Every subscribed event type passes the receiver's shape check (a dropped one would never reach Bolt).
     assert {e.split(".")[0] for e in settings["event_subscriptions"]["bot_events"]} <= HANDLED_EVENTS
@@ -44,3 +46,9 @@ def test_events_command_and_interactivity() -> None:
 def test_the_redirect_url_is_the_oauth_route() -> None:
     [url] = MANIFEST["oauth_config"]["redirect_urls"]
     assert url.endswith(REDIRECT_PATH)
+
+
+def test_the_assistant_container_is_enabled() -> None:
+    # Agents & AI Apps: the split view in DMs, where assistant_thread_started sets the suggested prompts.
+    assert "assistant_view" in MANIFEST["features"]
+    assert "display replies|timeline|plan" in MANIFEST["features"]["slash_commands"][0]["usage_hint"]

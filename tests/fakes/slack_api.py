@@ -14,6 +14,15 @@ fake records ``truncated``), more than 50 blocks or a section over 3,000 charact
 block text over 12,000 characters in total is ``msg_blocks_too_long``, and ``chat.update`` rejects a text
 over 4,000 bytes with ``msg_too_long``. A well-behaved app never sees any of these.
 
+Streams: ``chat.startStream`` / ``appendStream`` / ``stopStream`` build a :class:`Stream` (its Markdown, the last
+state and the history of each task card, the plan title, the final blocks), also listed in ``messages`` with its
+Markdown as text. Each call is checked against Slack's documented limits: ``markdown_text`` at most 12,000
+characters per call (``msg_too_long``); chunks of a known type and shape, task titles, details and output at most
+256 characters, a known status (``invalid_chunks``); ``recipient_user_id``/``recipient_team_id`` outside DMs; no
+call on a stopped stream (``message_not_in_streaming_state``); final blocks as for posts, feedback buttons with
+Slack's text and value limits. ``assistant.threads.setSuggestedPrompts`` (1 to 4 prompts) and ``setTitle`` are
+recorded in ``suggested_prompts`` and ``titles``.
+
 OAuth: ``add_install(code, Grant(...))`` makes ``oauth.v2.access`` answer that code once (plain, rotating with
 ``refresh_token``/``expires_in``, or org-wide); a refresh spends the refresh token and revokes the old access
 token; ``auth.test`` answers per issued token; a revoked token gets ``token_revoked`` from every method, and
@@ -34,13 +43,17 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-__all__ = ["Call", "FakeSlack", "Failure", "Grant", "IssuedToken", "PostedMessage"]
+__all__ = ["Call", "FakeSlack", "Failure", "Grant", "IssuedToken", "PostedMessage", "Stream"]
 
 MAX_TEXT_CHARS = 40_000
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3_000
 MAX_BLOCK_TEXT_CHARS = 12_000
 MAX_UPDATE_TEXT_BYTES = 4_000
+MAX_MARKDOWN_CHARS = 12_000
+MAX_TASK_TEXT_CHARS = 256
+TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
+MAX_SUGGESTED_PROMPTS = 4
 #: Lifetime Slack gives a refreshed rotating token (seconds).
 REFRESHED_EXPIRES_IN = 43_200
 #: Safety net for ``wait_for``: a hang fails the test after this long instead of blocking the suite.
@@ -86,6 +99,27 @@ class PostedMessage:
 
     def buttons(self) -> list[dict[str, Any]]:
         return [e for b in self.blocks if b.get("type") == "actions" for e in b.get("elements", [])]
+
+
+@dataclass
+class Stream:
+    """A streamed message as a person sees it: the Markdown so far, each task card's latest state, the plan."""
+
+    channel: str
+    ts: str
+    thread_ts: str
+    mode: str
+    recipient_user_id: str
+    markdown: str = ""
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    task_history: list[dict[str, Any]] = field(default_factory=list)
+    plan_title: str = ""
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    stopped: bool = False
+    calls: int = 0
+
+    def feedback_buttons(self) -> list[dict[str, Any]]:
+        return [e for b in self.blocks if b.get("type") == "context_actions" for e in b.get("elements", [])]
 
 
 @dataclass
@@ -157,6 +191,11 @@ class FakeSlack:
         self.messages: list[PostedMessage] = []
         self.reactions: dict[tuple[str, str], set[str]] = {}
         self.statuses: list[tuple[str, str, str]] = []
+        self.streams: list[Stream] = []
+        #: A workspace where task cards are not available: any stream call carrying one gets ``invalid_chunks``.
+        self.refuse_task_cards = False
+        self.suggested_prompts: list[tuple[str, str, list[dict[str, Any]]]] = []
+        self.titles: list[tuple[str, str, str]] = []
         self._failures: list[Failure] = []
         self._waiters: list[_Waiter] = []
         self._ts = itertools.count(1)
@@ -318,7 +357,112 @@ class FakeSlack:
             "views.publish": lambda p: {"ok": True, "view": {"id": "V1"}},
             "views.open": lambda p: {"ok": True, "view": {"id": "V2"}},
             "chat.getPermalink": self._permalink,
+            "chat.startStream": self._start_stream,
+            "chat.appendStream": self._append_stream,
+            "chat.stopStream": self._stop_stream,
+            "assistant.threads.setSuggestedPrompts": self._set_prompts,
+            "assistant.threads.setTitle": self._set_title,
         }
+
+    def stream(self, channel: str, ts: str) -> Stream:
+        return next(s for s in self.streams if s.channel == channel and s.ts == ts)
+
+    def thread_streams(self, channel: str, thread_ts: str) -> list[Stream]:
+        return [s for s in self.streams if s.channel == channel and s.thread_ts == thread_ts]
+
+    def _start_stream(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, thread_ts = str(params.get("channel") or ""), str(params.get("thread_ts") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not thread_ts:
+            return {"ok": False, "error": "invalid_arguments"}
+        if not channel.startswith("D") and not (params.get("recipient_user_id") and params.get("recipient_team_id")):
+            return {"ok": False, "error": "invalid_arguments"}
+        mode = str(params.get("task_display_mode") or "timeline")
+        if mode not in ("timeline", "plan"):
+            return {"ok": False, "error": "invalid_arguments"}
+        stream = Stream(channel, self._next_ts(), thread_ts, mode, str(params.get("recipient_user_id") or ""))
+        problem = self._apply_chunks(stream, params)
+        if problem:
+            return {"ok": False, "error": problem}
+        self.streams.append(stream)
+        self.messages.append(PostedMessage(channel, stream.ts, thread_ts, stream.markdown, [], params))
+        return {"ok": True, "channel": channel, "ts": stream.ts}
+
+    def _live_stream(self, params: dict[str, Any]) -> Stream | str:
+        try:
+            stream = self.stream(str(params.get("channel") or ""), str(params.get("ts") or ""))
+        except StopIteration:
+            return "message_not_found"
+        return "message_not_in_streaming_state" if stream.stopped else stream
+
+    def _append_stream(self, params: dict[str, Any]) -> dict[str, Any]:
+        stream = self._live_stream(params)
+        if isinstance(stream, str):
+            return {"ok": False, "error": stream}
+        problem = self._apply_chunks(stream, params)
+        return {"ok": False, "error": problem} if problem else {"ok": True, "channel": stream.channel, "ts": stream.ts}
+
+    def _stop_stream(self, params: dict[str, Any]) -> dict[str, Any]:
+        stream = self._live_stream(params)
+        if isinstance(stream, str):
+            return {"ok": False, "error": stream}
+        blocks = _blocks(params)
+        problem = _block_problem(blocks) or _feedback_problem(blocks) or self._apply_chunks(stream, params)
+        if problem:
+            return {"ok": False, "error": problem}
+        stream.blocks, stream.stopped = blocks, True
+        return {"ok": True, "channel": stream.channel, "ts": stream.ts}
+
+    def _apply_chunks(self, stream: Stream, params: dict[str, Any]) -> str:
+        """Check one call's Markdown and chunks against Slack's limits, then apply them ("" when accepted)."""
+        chunks = params.get("chunks") or []
+        if isinstance(chunks, str):
+            chunks = json.loads(chunks)
+        text = str(params.get("markdown_text") or "")
+        if not isinstance(chunks, list):
+            return "invalid_chunks"
+        problem = next((p for p in map(_chunk_problem, chunks) if p), "")
+        if self.refuse_task_cards and any(c.get("type") == "task_update" for c in chunks):
+            problem = "invalid_chunks"
+        if problem:
+            return problem
+        markdown = text + "".join(str(c["text"]) for c in chunks if c.get("type") == "markdown_text")
+        if len(markdown) > MAX_MARKDOWN_CHARS:
+            return "msg_too_long"
+        stream.calls += 1
+        stream.markdown += text
+        for chunk in chunks:
+            if chunk["type"] == "markdown_text":
+                stream.markdown += str(chunk["text"])
+            elif chunk["type"] == "plan_update":
+                stream.plan_title = str(chunk["title"])
+            elif chunk["type"] == "task_update":
+                stream.tasks[str(chunk["id"])] = {**stream.tasks.get(str(chunk["id"]), {}), **chunk}
+                stream.task_history.append(dict(chunk))
+        msg = self.message(stream.channel, stream.ts) if any(m.ts == stream.ts for m in self.messages) else None
+        if msg is not None:
+            msg.text = stream.markdown
+        return ""
+
+    def _set_prompts(self, params: dict[str, Any]) -> dict[str, Any]:
+        prompts = params.get("prompts")
+        if isinstance(prompts, str):
+            prompts = json.loads(prompts)
+        if not params.get("channel_id") or not isinstance(prompts, list):
+            return {"ok": False, "error": "invalid_arguments"}
+        shaped = all(isinstance(p, dict) and p.get("title") and p.get("message") for p in prompts)
+        if not 1 <= len(prompts) <= MAX_SUGGESTED_PROMPTS or not shaped:
+            return {"ok": False, "error": "invalid_arguments"}
+        self.suggested_prompts.append((str(params["channel_id"]), str(params.get("thread_ts") or ""), prompts))
+        return {"ok": True}
+
+    def _set_title(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, thread_ts, title = (str(params.get(k) or "") for k in ("channel_id", "thread_ts", "title"))
+        if not (channel and thread_ts and title):
+            return {"ok": False, "error": "invalid_arguments"}
+        self.titles.append((channel, thread_ts, title))
+        return {"ok": True}
 
     def _permalink(self, params: dict[str, Any]) -> dict[str, Any]:
         channel, ts = str(params.get("channel") or ""), str(params.get("message_ts") or "")
@@ -398,7 +542,7 @@ class FakeSlack:
         blocks = _blocks(params)
         if not text and not blocks:
             return {"ok": False, "error": "no_text"}
-        problem = _block_problem(blocks)
+        problem = _block_problem(blocks) or _feedback_problem(blocks)
         if problem:
             return {"ok": False, "error": problem}
         truncated = len(text) > MAX_TEXT_CHARS
@@ -520,4 +664,56 @@ def _block_problem(blocks: list[dict[str, Any]]) -> str:
             return "invalid_blocks"
     if sum(len(t) for t in _texts_of(blocks)) > MAX_BLOCK_TEXT_CHARS:
         return "msg_blocks_too_long"
+    return ""
+
+
+def _chunk_problem(chunk: Any) -> str:
+    """A streaming chunk Slack would refuse (``invalid_chunks``), or ""."""
+    if not isinstance(chunk, dict):
+        return "invalid_chunks"
+    kind = chunk.get("type")
+    if kind == "markdown_text":
+        return "" if isinstance(chunk.get("text"), str) else "invalid_chunks"
+    if kind == "plan_update":
+        title = chunk.get("title")
+        return "" if isinstance(title, str) and 0 < len(title) <= MAX_TASK_TEXT_CHARS else "invalid_chunks"
+    if kind != "task_update":
+        return "invalid_chunks"
+    title, task_id = chunk.get("title"), chunk.get("id")
+    if not (isinstance(task_id, str) and task_id and isinstance(title, str) and 0 < len(title) <= MAX_TASK_TEXT_CHARS):
+        return "invalid_chunks"
+    if chunk.get("status") not in TASK_STATUSES:
+        return "invalid_chunks"
+    for name in ("details", "output"):
+        value = chunk.get(name)
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_TASK_TEXT_CHARS):
+            return "invalid_chunks"
+    sources = chunk.get("sources")
+    if sources is not None:
+        ok = isinstance(sources, list) and all(
+            isinstance(src, dict) and src.get("type") == "url" and str(src.get("url", "")).startswith(("http://", "https://"))
+            and isinstance(src.get("text"), str) and src["text"]
+            for src in sources
+        )
+        if not ok:
+            return "invalid_chunks"
+    return ""
+
+
+def _feedback_problem(blocks: list[dict[str, Any]]) -> str:
+    """Context actions hold at most 5 elements; feedback buttons need both buttons, text ≤ 75, value ≤ 2,000."""
+    for block in blocks:
+        if block.get("type") != "context_actions":
+            continue
+        elements = block.get("elements") or []
+        if not 1 <= len(elements) <= 5:
+            return "invalid_blocks"
+        for element in elements:
+            if element.get("type") != "feedback_buttons":
+                continue
+            for side in ("positive_button", "negative_button"):
+                button = element.get(side) or {}
+                text = (button.get("text") or {}).get("text", "")
+                if not text or len(text) > 75 or not button.get("value") or len(str(button["value"])) > 2_000:
+                    return "invalid_blocks"
     return ""
