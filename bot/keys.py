@@ -104,6 +104,10 @@ class AppKeys(Keys):
         """Hash: an assistant-container thread (opened with ``assistant_thread_started``); ``titled`` once set."""
         return f"{self.namespace(ws)}:assistant:{channel_id}:{thread_ts}"
 
+    def egress_domains(self, ws: Workspace) -> str:
+        """Hash: host -> allow | deny, the exfiltration guard's lists (``/agent-limits allow-domain``)."""
+        return f"{self.namespace(ws)}:egress"
+
     def rate(self, ws: Workspace, what: str) -> str:
         """Pacing state shared by all workers (a GCRA per channel or workspace)."""
         return f"{self.namespace(ws)}:rl:{what}"

@@ -35,6 +35,7 @@ from agent_core import (
 )
 from bot import metrics, render
 from bot.approvals import SlackApprover
+from bot.egress import ThreadNotices, egress_policy
 from bot.feed import aclose_events, pipelined, watch_cancel
 from bot.identity import Workspace
 from bot.keys import AppKeys
@@ -221,9 +222,10 @@ class TurnRunner:
             timeout_seconds=self.settings.agent_approval_timeout_seconds,
             deadline=time.monotonic() + plan.limits.max_seconds,
         )
+        egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn.target))
         scope = ToolContext(
             run_id=run_id, step=0, team_id=turn.team_id, channel_id=turn.channel_id, user_id=turn.user_id,
-            slack=WebSlackReader(poster.client), approver=approver,
+            slack=WebSlackReader(poster.client), approver=approver, egress=egress,
         )
         sink = await self._sink(turn, view, ledger, poster)
         return RunParts(plan, ledger, sink, CancelToken(), approver, scope)

@@ -44,6 +44,7 @@ def default_agent(settings: Settings, store: RedisThreadStore, trace: RedisTrace
         secrets=[*settings.secrets(), *mcp_secrets(settings)],
         observation_max_chars=settings.agent_observation_max_chars,
         tool_timeouts=settings.agent_tool_timeouts,
+        exfiltration_guard=settings.agent_exfiltration_guard,
     )
 
 

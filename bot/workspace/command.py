@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import get_args
+from typing import Literal, get_args
 
 from agent_core import format_usd
 from bot.settings import Display, Verbosity
 from bot.workspace.config import BOUNDS, LABELS, MICROS_PER_USD, ConfigField, ConfigValue
 from bot.workspace.tool_choice import PATTERN_RE
+from tools import parse_domain
 
 VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
 DISPLAYS: tuple[Display, ...] = get_args(Display)
@@ -34,6 +35,9 @@ edited per step, then the answer
 a server's name then `__*` (like `time__*`) covers all its tools, and a tool's own rule beats its server's
 • `/agent-limits display replies|timeline|plan` replies: a thread reply per step; timeline: one streamed reply \
 with a task card per tool call; plan: the same, the cards grouped in a plan
+• `/agent-limits allow-domain|deny-domain|clear-domain <host>` once a run has read private data \
+(channel history, others' messages), its fetches reach only the requester's own URLs and allowed hosts; \
+denied hosts never
 Amounts are plain dollars with at most two decimals, like `25` or `0.50`."""
 
 
@@ -141,8 +145,17 @@ class ToolRuleCommand:
     on: bool
 
 
+@dataclass(frozen=True, slots=True)
+class DomainCommand:
+    """``/agent-limits allow-domain|deny-domain|clear-domain <host>``: the exfiltration guard's host lists."""
+
+    action: Literal["allow", "deny", "clear"]
+    host: str
+
+
 Command = (
     ShowCommand | SetCommand | ResetCommand | VerbosityCommand | DisplayCommand | ToolsCommand | ToolRuleCommand
+    | DomainCommand
 )
 
 _SUBCOMMANDS: dict[str, ConfigField] = {
@@ -181,6 +194,8 @@ def parse_command(text: str) -> Command | UsageError:
         return _shape_command(name, args)
     if name == "tools":
         return _parse_tools(args)
+    if name in ("allow-domain", "deny-domain", "clear-domain"):
+        return _parse_domain(name, args)
     config_field = _SUBCOMMANDS.get(name)
     if config_field is None:
         return UsageError(f"Unknown subcommand `{quote(words[0])}`.")
@@ -194,6 +209,19 @@ def parse_command(text: str) -> Command | UsageError:
     except InvalidValue as exc:
         return UsageError(str(exc))
     return SetCommand(tuple(changes))
+
+
+def _parse_domain(name: str, args: list[str]) -> DomainCommand | UsageError:
+    if len(args) != 1:
+        return UsageError(f"`{name}` takes one host name, like `docs.example.com`.")
+    try:
+        host = parse_domain(args[0])
+    except ValueError as exc:
+        return UsageError(f"`{name}`: {quote(str(exc))}")
+    actions: dict[str, Literal["allow", "deny", "clear"]] = {
+        "allow-domain": "allow", "deny-domain": "deny", "clear-domain": "clear",
+    }
+    return DomainCommand(actions[name], host)
 
 
 def _parse_tools(args: list[str]) -> ToolsCommand | ToolRuleCommand | UsageError:

@@ -77,12 +77,16 @@ class WorkspaceConfig:
 
 #: The audit field of a workspace tool choice: ``tool:<name or server__*>`` (old/new are ``on``/``off``).
 TOOL_FIELD_PREFIX = "tool:"
+#: Audit field of an outbound host list change: ``domain:docs.example.com``.
+DOMAIN_FIELD_PREFIX = "domain:"
 
 
 def label_of(audit_field: str) -> str:
     """How an audited field reads: ``max-steps``, or ``tool time__*``."""
     if audit_field.startswith(TOOL_FIELD_PREFIX):
         return f"tool {audit_field.removeprefix(TOOL_FIELD_PREFIX)}"
+    if audit_field.startswith(DOMAIN_FIELD_PREFIX):
+        return f"domain {audit_field.removeprefix(DOMAIN_FIELD_PREFIX)}"
     return LABELS.get(audit_field, audit_field)
 
 

@@ -25,6 +25,7 @@ from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Display, Verbosity
 from bot.workspace.command import (
     DisplayCommand,
+    DomainCommand,
     ResetCommand,
     ShowCommand,
     ToolRuleCommand,
@@ -34,6 +35,7 @@ from bot.workspace.command import (
     parse_command,
 )
 from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, WorkspaceConfig, limits_for
+from bot.workspace.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
 from bot.workspace.feedback import FeedbackStore, format_feedback
 from bot.workspace.people import SlackLookupError, SlackUsers
 from bot.workspace.replies import (
@@ -61,6 +63,8 @@ class RunPlan:
     budget: RedisBudget
     #: The workspace's own tool rules (the worker's toolbox narrows the run's tools with them).
     tools: ToolChoice = ToolChoice()
+    #: The exfiltration guard's host lists (``/agent-limits allow-domain``).
+    domains: DomainLists = DomainLists()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,8 @@ class WorkspaceLimits:
         self.catalog = catalog
         self.builtin_tools = builtin_tools
         self.feedback = feedback
+        # Built here, not passed in: it only needs the store's client and keys.
+        self.domains = DomainStore(store.redis, store.keys)
 
     @classmethod
     def create(
@@ -141,9 +147,10 @@ class WorkspaceLimits:
         verbosity = await self.display.verbosity(ws)
         shape = await self.display.display(ws)
         feedback = format_feedback(await self.feedback.summary(ws, config.period)) if self.feedback else ""
+        hosts = format_domains(await self.domains.lists(ws))
         return format_show(
-            config, usage, changes, verbosity=verbosity, display=shape, feedback=feedback, can_change=can_change,
-            admin_user_ids=self.users.admin_user_ids,
+            config, usage, changes, verbosity=verbosity, display=shape, feedback=feedback, domains=hosts,
+            can_change=can_change, admin_user_ids=self.users.admin_user_ids,
         )
 
     async def run_command(self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str) -> str:
@@ -173,7 +180,21 @@ class WorkspaceLimits:
             return await self.set_tool(client, ws, user_id, command.pattern, command.on)
         if isinstance(command, DisplayCommand):
             return await self.set_display(client, ws, user_id, command.value)
+        if isinstance(command, DomainCommand):
+            return await self.set_domain(client, ws, user_id, command.action, command.host)
         return await self.change(client, ws, user_id, command.changes)
+
+    async def set_domain(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, action: DomainAction, host: str
+    ) -> str:
+        """``allow-domain`` / ``deny-domain`` / ``clear-domain``: admins only, audited."""
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        try:
+            change = await self.domains.apply(ws, host, action, user_id)
+        except ValueError as exc:
+            return f"Nothing changed: {exc}."
+        return domain_reply(host, action, change)
 
     async def change(
         self,
@@ -240,4 +261,6 @@ class WorkspaceLimits:
         if is_exhausted(usage):
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
             return RunBlocked("budget_exhausted", message)
-        return RunPlan(config, limits_for(config, base), budget, await self.store.tool_choice(ws))
+        return RunPlan(
+            config, limits_for(config, base), budget, await self.store.tool_choice(ws), await self.domains.lists(ws)
+        )

@@ -42,6 +42,7 @@ def format_show(
     verbosity: Verbosity | None = None,
     display: Display | None = None,
     feedback: str = "",
+    domains: str = "",
     can_change: bool,
     admin_user_ids: Collection[str] = (),
 ) -> str:
@@ -60,6 +61,8 @@ def format_show(
     if usage.remaining_micros is not None:
         lines.append(f"• Remaining: {format_usd(usage.remaining_micros)}")
     lines.append(f"• Period resets on {_reset_date(usage)}")
+    if domains:
+        lines.append(domains)
     if feedback:
         lines.append(feedback)
     recent = list(changes)

@@ -93,8 +93,9 @@ class WorkspaceLimitsStore:
         renew_seconds: float = DEFAULT_LEASE_RENEW_SECONDS,
     ) -> None:
         self.defaults = defaults or WorkspaceConfig()
-        self._redis = redis
-        self._keys = AppKeys(key_prefix)
+        self.redis = redis
+        self.keys = AppKeys(key_prefix)
+        self._redis, self._keys = redis, self.keys
         self._clock = clock
         self._hold_seconds = hold_seconds
         self._renew_seconds = renew_seconds

@@ -185,6 +185,9 @@ class FakeSlack:
         self.users: dict[str, dict[str, Any]] = {}
         #: conversations.history answers: channel -> messages, newest first.
         self.history: dict[str, list[dict[str, Any]]] = {}
+        #: People's messages of a thread, by (channel, thread ts): what ``conversations.replies`` answers besides
+        #: the bot's own posts there.
+        self.replies: dict[tuple[str, str], list[dict[str, Any]]] = {}
         #: What apps.connections.open hands out (set by the Socket Mode fake).
         self.socket_mode_url: str | None = None
         self.calls: list[Call] = []
@@ -353,6 +356,7 @@ class FakeSlack:
             "assistant.threads.setStatus": self._set_status,
             "users.info": self._users_info,
             "conversations.history": self._history,
+            "conversations.replies": self._replies,
             "apps.connections.open": self._connections_open,
             "views.publish": lambda p: {"ok": True, "view": {"id": "V1"}},
             "views.open": lambda p: {"ok": True, "view": {"id": "V2"}},
@@ -605,6 +609,15 @@ class FakeSlack:
     def _history(self, params: dict[str, Any]) -> dict[str, Any]:
         limit = int(params.get("limit") or 100)
         return {"ok": True, "messages": self.history.get(str(params.get("channel")), [])[:limit], "has_more": False}
+
+    def _replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = str(params.get("channel")), str(params.get("ts"))
+        people = self.replies.get((channel, ts), [])
+        bots = [{"type": "message", "bot_id": "BFAKE", "text": m.text, "ts": m.ts}
+                for m in self.thread_messages(channel, ts)]
+        messages = sorted([*people, *bots], key=lambda m: float(m.get("ts") or 0))
+        limit = int(params.get("limit") or 1000)
+        return {"ok": True, "messages": messages[:limit], "has_more": len(messages) > limit}
 
     def _connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
         if self.socket_mode_url is None:

@@ -1,0 +1,96 @@
+"""The workspace's outbound host lists for the exfiltration guard: ``/agent-limits allow-domain <host>``,
+``deny-domain <host>`` and ``clear-domain <host>``, stored in Redis and audited with the limits.
+
+Once a run has read private data, its outbound tools may reach allowed hosts (and their subdomains) besides the
+requester's own URLs; denied hosts are never reached, whatever else allows them (see ``tools.egress``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from agent_core import StoreError, utc_now
+from bot.identity import Workspace
+from bot.keys import AppKeys
+from bot.redis import as_text, awaited
+from bot.workspace.config import AUDIT_CAP, DOMAIN_FIELD_PREFIX, Change
+
+DomainAction = Literal["allow", "deny", "clear"]
+#: Hosts kept per workspace (both lists together): plenty for an allow-list, bounded for the guard's checks.
+MAX_DOMAINS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class DomainLists:
+    """A workspace's allowed and denied hosts, sorted."""
+
+    allowed: tuple[str, ...] = ()
+    denied: tuple[str, ...] = ()
+
+
+class DomainStore:
+    """``P:E:T:egress``: host -> ``allow`` | ``deny``; each change audited in the limits audit list."""
+
+    def __init__(self, redis: aioredis.Redis, keys: AppKeys) -> None:
+        self._redis = redis
+        self._keys = keys
+
+    async def lists(self, ws: Workspace) -> DomainLists:
+        try:
+            raw = await awaited(self._redis.hgetall(self._keys.egress_domains(ws)))
+        except RedisError as exc:
+            raise StoreError(f"The domain lists (Redis) are unavailable: {exc}") from exc
+        entries = {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
+        return DomainLists(
+            tuple(sorted(h for h, v in entries.items() if v == "allow")),
+            tuple(sorted(h for h, v in entries.items() if v == "deny")),
+        )
+
+    async def apply(self, ws: Workspace, host: str, action: DomainAction, actor: str) -> Change | None:
+        """Put ``host`` (already checked with ``tools.parse_domain``) on a list, or take it off; the audited
+        change, or None when nothing changed. Raises ``ValueError`` when the lists are full."""
+        key = self._keys.egress_domains(ws)
+        try:
+            old = as_text(await awaited(self._redis.hget(key, host))) or "none"
+            new = "none" if action == "clear" else action
+            if old == new:
+                return None
+            if new != "none" and old == "none" and await awaited(self._redis.hlen(key)) >= MAX_DOMAINS:
+                raise ValueError(f"this workspace already lists {MAX_DOMAINS} hosts; clear some first")
+            change = Change(actor, utc_now(), f"{DOMAIN_FIELD_PREFIX}{host}", old, new)
+            async with self._redis.pipeline(transaction=True) as pipe:
+                if new == "none":
+                    pipe.hdel(key, host)
+                else:
+                    pipe.hset(key, host, new)
+                pipe.lpush(self._keys.limits_audit(ws), change.to_json())
+                pipe.ltrim(self._keys.limits_audit(ws), 0, AUDIT_CAP - 1)
+                await pipe.execute()
+        except RedisError as exc:
+            raise StoreError(f"The domain lists (Redis) are unavailable: {exc}") from exc
+        return change
+
+
+def domain_reply(host: str, action: DomainAction, change: Change | None) -> str:
+    if change is None:
+        state = {"allow": "allowed", "deny": "denied", "clear": "on no list"}[action]
+        return f"`{host}` is {state} already; nothing changed."
+    what = {
+        "allow": "allowed: once a run has read private data, its fetches may still reach it (and its subdomains)",
+        "deny": "denied: once a run has read private data, nothing reaches it, whatever else allows it",
+        "clear": "off both lists",
+    }[action]
+    return f"`{host}` is now {what}. It applies from the next run."
+
+
+def format_domains(lists: DomainLists) -> str:
+    """The ``show`` line: both lists, short."""
+    def listed(hosts: tuple[str, ...]) -> str:
+        return ", ".join(f"`{h}`" for h in hosts[:20]) + (f" and {len(hosts) - 20} more" if len(hosts) > 20 else "")
+
+    return (f"• Outbound hosts allowed after reading private data: {listed(lists.allowed) or 'none'}; "
+            f"denied: {listed(lists.denied) or 'none'}")
