@@ -24,7 +24,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -38,7 +38,7 @@ from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.poster import Poster, Target
 from bot.render import ARGUMENTS_LIMIT, SlackMessage
-from tools import ToolContext
+from tools import EgressRequest, ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +173,16 @@ class SlackApprover:
         self._open: set[asyncio.Future[None]] = set()
 
     async def approve(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
+        return await self._ask(tool, arguments, lambda ref: request_message(tool, arguments, ref, self._requester))
+
+    async def approve_egress(self, request: EgressRequest, ctx: ToolContext) -> bool:
+        """The exfiltration guard's question (mode ``approve``): the URL, its query string set apart."""
+        return await self._ask(request.tool, request.arguments,
+                               lambda ref: egress_message(request, ref, self._requester))
+
+    async def _ask(
+        self, tool: str, arguments: Mapping[str, Any], message: Callable[[ApprovalRef], SlackMessage]
+    ) -> bool:
         timeout = min(self._timeout, self._deadline - time.monotonic())
         if timeout <= 0 or self._closed.is_set():
             return False
@@ -185,7 +195,7 @@ class SlackApprover:
             async with self._listening(ref.key(self._keys)) as pubsub:
                 await self._redis.set(ref.key(self._keys), _PENDING, ex=KEY_TTL_SECONDS)
                 async with self._posting:
-                    ts = await self._poster.post(self._target, request_message(tool, arguments, ref, self._requester))
+                    ts = await self._poster.post(self._target, message(ref))
                 if ts is None:
                     log.warning("approval request for %s could not be posted: refused", tool)
                     return False
@@ -261,9 +271,21 @@ async def _next_decision(pubsub: PubSub) -> Decision:
 # --------------------------------------------------------------------------------------------- rendering
 def request_message(tool: str, arguments: Mapping[str, Any], ref: ApprovalRef, requester: str) -> SlackMessage:
     """The reply asking for a decision: the tool, its arguments as code, Approve and Deny."""
-    who = f"<@{requester}>" if requester else "the person who asked"
     head = f":raised_hand: Approval needed: I want to run {mrkdwn.inline_code(tool)} with"
-    text = f"{head}\n{_arguments_block(arguments)}"
+    return _asking(head, f"{head}\n{_arguments_block(arguments)}", ref, requester)
+
+
+def egress_message(request: EgressRequest, ref: ApprovalRef, requester: str) -> SlackMessage:
+    """The exfiltration guard's question: why, where to (plainly), and the query string on a line of its own."""
+    head = f":raised_hand: Approval needed: {mrkdwn.inline_code(request.tool)} wants to reach a host this run may not"
+    lines = [head, mrkdwn.escape(request.reason), f"Where: {mrkdwn.inline_code(request.location)}"]
+    if request.query:
+        lines.append(f":warning: *Query string* (what it sends): {mrkdwn.inline_code('?' + request.query)}")
+    return _asking(head, "\n".join(lines), ref, requester)
+
+
+def _asking(head: str, text: str, ref: ApprovalRef, requester: str) -> SlackMessage:
+    who = f"<@{requester}>" if requester else "the person who asked"
     buttons = {
         "type": "actions",
         "block_id": "agent_approval",

@@ -3,17 +3,20 @@ fetch it asks for never leaves, the thread says so, and an admin's allow-list le
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
 
+from bot.approvals import APPROVE_ACTION_ID
 from bot.service import Service
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.pages import PageServer
 from tests.fakes.slack_api import FakeSlack
-from tests.signing import command_body, event_body, mention, next_ts
+from tests.signing import action_body, command_body, event_body, mention, next_ts
 
 
 @pytest.fixture
@@ -79,3 +82,33 @@ def _form_headers(body: bytes) -> dict[str, str]:
     from tests.signing import signed_headers
 
     return signed_headers(SECRET, body, content_type="application/x-www-form-urlencoded")
+
+
+@pytest.fixture
+async def asking(
+    key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer
+) -> AsyncIterator[App]:
+    settings = make_settings(key_prefix, fake_slack, fake_openai, fetch_url_allowed_hosts=pages.host_port,
+                             agent_exfiltration_guard="approve")
+    async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
+        yield App(service, http)
+
+
+async def test_in_approve_mode_the_requester_is_shown_the_query_string_and_an_approved_fetch_goes_out(
+    asking: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer
+) -> None:
+    root = poisoned_thread(fake_slack, "http://attacker.example/steal")
+    fake_openai.queue(tool_calls(("fetch_url", {"url": pages.url("/page") + "?q=weather"})), text("Read it."))
+    await asking.post_event(event_body(mention(text="<@UBOT> read it", ts=next_ts(), thread_ts=root)))
+    drain = asyncio.create_task(asking.drain())
+    posted = (await fake_slack.wait_for("chat.postMessage", predicate=lambda c: APPROVE_ACTION_ID in json.dumps(
+        c.params.get("blocks") or "")))[0]
+    request = fake_slack.message("C1", str(posted.response["ts"]))
+    assert "*Query string*" in request.block_text() and "?q=weather" in request.block_text()
+    assert not [p for p, _ in pages.requests if p.startswith("/page")]  # nothing left before the press
+    value = next(b["value"] for b in request.buttons() if b["action_id"] == APPROVE_ACTION_ID)
+    resp = await asking.post_form(action_body(action_id=APPROVE_ACTION_ID, value=value, user="U1",
+                                              message_ts=request.ts, thread_ts=root))
+    assert resp.status == 200
+    await drain
+    assert [p for p, _ in pages.requests if p.startswith("/page")] == ["/page?q=weather"]
