@@ -29,12 +29,16 @@ T = TypeVar("T")
 Kind = Literal["thought", "answer"]
 Piece = tuple[Kind, str]
 
-#: Characters of already-shown text re-read with new text when redacting ("Authorization: Basic ..." spans
-#: a few words; no pattern needs more).
-REDACT_LOOKBACK_CHARS = 256
+#: Characters of already-shown text, at least, re-read with new text when redacting ("Authorization: Basic "
+#: is the longest context a secret pattern needs; a configured secret with a space in it raises it).
+REDACT_LOOKBACK_CHARS = 64
 #: With native tool calling, text is held until it is longer than this or spans two lines: up to then it
 #: may be the short reason written before a tool call, which must not flash up as an answer.
 TOOLS_HOLD_CHARS = 120
+
+#: After the first piece, text is let out in runs of at least this many characters: each release costs a
+#: redaction pass (~30 µs), and a reader shows text at a human pace anyway.
+RELEASE_MIN_CHARS = 24
 
 _SPACE = re.compile(r"\s")
 
@@ -46,13 +50,19 @@ class StreamRedactor:
         self._redact = redact
         # A secret with a space in it could be cut at that space: hold back that much text.
         self._hold = max((len(s) for s in secrets if _SPACE.search(s)), default=0)
+        self._lookback = max(REDACT_LOOKBACK_CHARS, self._hold)
         self._raw = ""
         self._done = 0  # raw text before this index is shown
+        # The window re-read on each emit starts here (at a space); ``_before`` is its shown part, redacted.
+        self._start = 0
+        self._before = ""
         self.broken = False
 
     def feed(self, text: str) -> str:
         self._raw += text
         end = len(self._raw) - self._hold
+        if self._done and end - self._done < RELEASE_MIN_CHARS:
+            return ""
         cut = next((i + 1 for i in range(end - 1, self._done - 1, -1) if self._raw[i].isspace()), 0)
         return self._emit(cut) if cut > self._done else ""
 
@@ -60,15 +70,18 @@ class StreamRedactor:
         return self._emit(len(self._raw))
 
     def _emit(self, cut: int) -> str:
-        start = self._raw.rfind(" ", 0, max(self._done - REDACT_LOOKBACK_CHARS, 0)) + 1
-        before = self._redact(self._raw[start : self._done])
-        after = self._redact(self._raw[start:cut])
+        if self._done - self._start > 2 * self._lookback:  # slide the window, in jumps: one redaction per emit
+            start = self._raw.rfind(" ", 0, self._done - self._lookback) + 1
+            if start > self._start:
+                self._start, self._before = start, self._redact(self._raw[start : self._done])
+        after = self._redact(self._raw[self._start : cut])
         self._done = cut
-        if self.broken or not after.startswith(before):
+        if self.broken or not after.startswith(self._before):
             # Redaction reached back into shown text (it can only have shown less): show no more of this call.
             self.broken = True
             return ""
-        return after[len(before) :]
+        shown, self._before = after[len(self._before) :], after
+        return shown
 
 
 class ToolsSplitter:
