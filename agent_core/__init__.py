@@ -8,20 +8,24 @@ from agent_core.cancel import CancelToken
 from agent_core.cost import PRICE_TABLE_DATE, Price, format_usd, price_for, usd_to_micros
 from agent_core.errors import AgentError, ConfigError, LLMError, StoreError
 from agent_core.events import (
+    AnswerDelta,
     Event,
     FinalAnswer,
     Observed,
     RunStarted,
     Stopped,
     StopReason,
+    StreamReset,
+    StreamResetReason,
     Thought,
+    ThoughtDelta,
     ToolCalled,
     Usage,
 )
 from agent_core.keys import DEFAULT_KEY_PREFIX, Keys
 from agent_core.lease import Lease, LeaseKeeper, RunLeases
 from agent_core.limits import Limits
-from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM, ToolCallRequest
+from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM, StreamingLLM, ToolCallRequest
 from agent_core.loop import Agent
 from agent_core.redis_budget import (
     DEFAULT_RESERVATION_TTL_SECONDS,
@@ -33,6 +37,7 @@ from agent_core.redis_budget import (
 from agent_core.redis_store import DEFAULT_TTL_SECONDS, RedisThreadStore, RedisTraceSink
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS
 from agent_core.settings import AgentSettings
+from agent_core.sse import DeltaSink, StreamDelta
 from agent_core.store import InMemoryThreadStore, Message, Progress, ThreadState, ThreadStore
 
 __all__ = [
@@ -41,6 +46,13 @@ __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "DEFAULT_RESERVATION_TTL_SECONDS",
     "DEFAULT_TTL_SECONDS",
+    "StreamDelta",
+    "DeltaSink",
+    "StreamingLLM",
+    "ThoughtDelta",
+    "StreamResetReason",
+    "StreamReset",
+    "AnswerDelta",
     "LLM",
     "PRICE_TABLE_DATE",
     "Agent",

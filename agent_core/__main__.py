@@ -41,9 +41,11 @@ def render(event: Event, out: TextIO) -> None:
             print(
                 f"■ stopped: {reason.value} ({detail}) — {steps} steps, {usage.total_tokens:,} tokens "
                 f"({usage.prompt_tokens:,} prompt, {usage.cached_tokens:,} cached, {usage.completion_tokens:,} "
-                f"completion), {format_usd(usage.cost_micros)}",
+                f"completion), {format_usd(usage.cost_micros)}{' (estimate)' if usage.estimated else ''}",
                 file=out,
             )
+        case _:
+            pass  # streamed text (deltas): the terminal prints each step whole
 
 
 async def _main(task: str) -> int:

@@ -7,6 +7,7 @@ which changes every step and repeats the original task, comes last.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from agent_core.history import trim
 from agent_core.store import Message
@@ -38,10 +39,14 @@ def assemble(
     *,
     history_tokens: int,
     counter: TokenCounter,
+    note_role: Literal["system", "user"] = "system",
 ) -> list[Message]:
     """One request's messages. Earlier turns are trimmed first, then this run's oldest observations.
 
-    The task and the progress note are never trimmed, and a tool call never loses its result.
+    The task and the progress note are never trimmed, and a tool call never loses its result. With
+    ``note_role="user"`` the note is a user message (some chat templates allow a system message only first);
+    when the last message is already a user one, the note joins it, since some templates also refuse two
+    user messages in a row.
     """
     current_list = list(current)
     current_tokens = count_messages(counter, current_list)
@@ -49,5 +54,12 @@ def assemble(
         current_list = trim(current_list, history_tokens, counter)
         current_tokens = count_messages(counter, current_list)
     earlier_list = trim(earlier, max(history_tokens - current_tokens, 0), counter) if earlier else []
-    note: Message = {"role": "system", "content": progress_note}
-    return [system, *earlier_list, task, *current_list, note]
+    if note_role == "system":
+        return [system, *earlier_list, task, *current_list, {"role": "system", "content": progress_note}]
+    messages = [system, *earlier_list, task, *current_list]
+    last = messages[-1]
+    if last.get("role") == "user" and isinstance(last.get("content"), str):
+        messages[-1] = {**last, "content": f"{last['content']}\n\n{progress_note}"}
+    else:
+        messages.append({"role": "user", "content": progress_note})
+    return messages

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from agent_core.limits import Limits
 
@@ -29,12 +29,17 @@ class StopReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens and money spent so far (money in integer micro-dollars)."""
+    """Tokens and money spent so far (money in integer micro-dollars).
+
+    ``estimated`` is True when some call's usage was not reported by the endpoint and was counted offline
+    (agent_core/tokens.py) instead; show it wherever the cost is shown.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
     cost_micros: int = 0
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -46,6 +51,7 @@ class Usage:
             self.completion_tokens + other.completion_tokens,
             self.cached_tokens + other.cached_tokens,
             self.cost_micros + other.cost_micros,
+            self.estimated or other.estimated,
         )
 
 
@@ -89,6 +95,43 @@ class Observed:
 
 
 @dataclass(frozen=True, slots=True)
+class ThoughtDelta:
+    """A piece of step ``step``'s reasoning as the model writes it (redacted); provisional, see StreamReset."""
+
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerDelta:
+    """A piece of the answer as the model writes it (redacted); provisional until FinalAnswer or Stopped.
+
+    The deltas of a step, joined, are the start of that step's FinalAnswer; FinalAnswer.text is what counts
+    (it may be cut to length). Deltas that turn out not to be the answer are withdrawn by a StreamReset.
+    """
+
+    step: int
+    text: str
+
+
+#: Why streamed text was withdrawn (public: renderers may word it).
+StreamResetReason = Literal["retry", "failed", "not_final"]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReset:
+    """Forget every ThoughtDelta and AnswerDelta of ``step`` received so far.
+
+    ``reason``: ``retry`` (the stream was cut and the call is made again: new deltas follow), ``failed`` (the
+    call ended without a reply: an error, a cancel or the time cap; Stopped follows) or ``not_final`` (the
+    reply was a tool call or a malformed answer, not the final answer). Sent only after deltas of the step.
+    """
+
+    step: int
+    reason: StreamResetReason
+
+
+@dataclass(frozen=True, slots=True)
 class FinalAnswer:
     step: int
     text: str
@@ -113,4 +156,5 @@ class Stopped:
     store_failed: bool = False
 
 
-Event = RunStarted | Thought | ToolCalled | Observed | FinalAnswer | Stopped
+Event = (RunStarted | ThoughtDelta | AnswerDelta | StreamReset | Thought | ToolCalled | Observed | FinalAnswer
+         | Stopped)

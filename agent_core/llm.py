@@ -10,13 +10,15 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import aiohttp
 import openai
 import yarl
 
+from agent_core import sse
 from agent_core.errors import LLMCause, LLMError
+from agent_core.sse import DeltaSink, StreamDelta
 from agent_core.store import Message
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,22 @@ class LLM(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class StreamingLLM(LLM, Protocol):
+    """A chat model that can hand its text to the loop while it writes it (when ``streams`` is True).
+
+    The deltas are provisional: the returned :class:`LLMResponse` is what counts, and a ``restart`` delta
+    voids the ones before it (a cut stream, retried).
+    """
+
+    streams: bool
+
+    async def complete(
+        self, messages: Sequence[Message], *, tools: list[dict[str, Any]] | None, max_tokens: int,
+        on_delta: DeltaSink | None = None,
+    ) -> LLMResponse: ...
+
+
 def _error_fields(body: Any) -> dict[str, Any]:
     """The ``error`` object of an OpenAI-style error body (``{}`` when there is none)."""
     if isinstance(body, dict):
@@ -104,7 +122,13 @@ def _uses_max_completion_tokens(model: str) -> bool:
 
 
 class OpenAIChatLLM:
-    """Chat Completions through ``AsyncOpenAI``; retries are ours, so non-retryable 429s fail at once."""
+    """Chat Completions through ``AsyncOpenAI``; retries are ours, so non-retryable 429s fail at once.
+
+    ``stream``: ask for server-sent events and hand the text to ``on_delta`` as it arrives.
+    ``api_version``: Azure OpenAI, configured as ``AsyncAzureOpenAI`` would be (``api-key`` header,
+    ``api-version`` query, ``/deployments/{model}`` when the base URL names no deployment).
+    ``max_connections``: the connection pool's size; 0 is no cap of its own (one connection per call in flight).
+    """
 
     def __init__(
         self,
@@ -114,19 +138,33 @@ class OpenAIChatLLM:
         model: str,
         timeout: float = 60.0,
         max_retries: int = 3,
+        stream: bool = True,
+        api_version: str | None = None,
+        max_connections: int = 0,
     ) -> None:
         self.model = model
+        self.streams = stream
         url = yarl.URL(base_url)
         self.base_url = redact_url(base_url)
         self._max_retries = max_retries
+        self._max_connections = max_connections
         self._limit_param = "max_completion_tokens" if _uses_max_completion_tokens(model) else "max_tokens"
         # The official client holds the configuration: base URL rules, auth and default headers. Its per-call
         # machinery (request transform, typed responses, the httpx layer) is not on the hot path: it cost more
         # CPU per step than the whole engine (BENCHMARKS.md), so the call itself is one aiohttp POST.
-        plain = url.with_user(None).with_password(None).with_query(None)
-        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=str(plain), timeout=timeout, max_retries=0)
+        plain = str(url.with_user(None).with_password(None).with_query(None))
+        path = "chat/completions"
+        self._client: openai.AsyncOpenAI
+        if api_version:
+            self._client = openai.AsyncAzureOpenAI(api_key=api_key, api_version=api_version, base_url=plain,
+                                                   timeout=timeout, max_retries=0)
+            if "/deployments" not in self._client.base_url.path:  # AzureOpenAI's own rule
+                path = f"deployments/{model}/{path}"
+        else:
+            self._client = openai.AsyncOpenAI(api_key=api_key, base_url=plain, timeout=timeout, max_retries=0)
         # A gateway's key in the query string is kept on every request (but never shown, see redact_url).
-        self._url = str(yarl.URL(f"{self._client.base_url}chat/completions").with_query(url.query))
+        query = {**{k: str(v) for k, v in self._client.default_query.items()}, **url.query}
+        self._url = str(yarl.URL(f"{self._client.base_url}{path}").with_query(query))
         headers = {k: v for k, v in self._client.default_headers.items() if isinstance(v, str)}
         self._headers = {**headers, **self._client.auth_headers}
         if url.user is not None:
@@ -142,21 +180,36 @@ class OpenAIChatLLM:
             self._session = None
         await self._client.close()
 
+    def _open_session(self) -> aiohttp.ClientSession:
+        # aiohttp's default pool holds 100 connections: more runs in flight than that would queue for one.
+        connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0)
+        self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
+        return self._session
+
     async def complete(
-        self, messages: Sequence[Message], *, tools: list[dict[str, Any]] | None, max_tokens: int
+        self, messages: Sequence[Message], *, tools: list[dict[str, Any]] | None, max_tokens: int,
+        on_delta: DeltaSink | None = None,
     ) -> LLMResponse:
         params: dict[str, Any] = {"model": self.model, "messages": list(messages), self._limit_param: max_tokens}
         if tools:
             params["tools"] = tools
+        if self.streams:
+            params["stream"] = True
+            params["stream_options"] = {"include_usage": True}
         body = json.dumps(params, ensure_ascii=False).encode()
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        session = self._session or self._open_session()
+        sink = _Sink(on_delta)
         attempt = 0
         while True:
+            sink.restart()
             try:
-                async with self._session.post(self._url, data=body, headers=self._headers) as resp:
-                    raw = await _read_bounded(resp, body_limit(max_tokens))
+                async with session.post(self._url, data=body, headers=self._headers) as resp:
                     status, headers = resp.status, resp.headers
+                    if status < 300 and resp.content_type == "text/event-stream":
+                        completion = await sse.read_completion(
+                            resp, limit=stream_body_limit(max_tokens), text_limit=body_limit(max_tokens), on_delta=sink)
+                        return _to_response(completion)
+                    raw = await _read_bounded(resp, body_limit(max_tokens))
             except (aiohttp.ClientError, TimeoutError) as exc:
                 if attempt >= self._max_retries:
                     timed_out = isinstance(exc, TimeoutError)
@@ -168,8 +221,12 @@ class OpenAIChatLLM:
                         retryable=True,
                     ) from exc
                 wait = min(0.5 * 2.0**attempt, RETRY_WAIT_CAP_SECONDS)
+            except LLMError as exc:
+                if not exc.retryable or attempt >= self._max_retries:  # a stream cut off: retried as a drop
+                    raise
+                wait = min(0.5 * 2.0**attempt, RETRY_WAIT_CAP_SECONDS)
             else:
-                if status < 300:
+                if status < 300:  # a server that ignores `stream` answers one JSON body: fine too
                     return _to_response(_json_object(raw))
                 error = _error_fields(_maybe_json(raw))
                 # Waiting never fixes an empty account, so insufficient_quota is not retried.
@@ -184,9 +241,32 @@ class OpenAIChatLLM:
             await asyncio.sleep(wait)
 
 
+class _Sink:
+    """Forwards deltas, and tells the receiver when a retry voids the ones it already has."""
+
+    def __init__(self, target: DeltaSink | None) -> None:
+        self._target = target
+        self._sent = False
+
+    def __call__(self, delta: StreamDelta) -> None:
+        if self._target is not None:
+            self._sent = True
+            self._target(delta)
+
+    def restart(self) -> None:
+        if self._sent and self._target is not None:
+            self._sent = False
+            self._target(StreamDelta(restart=True))
+
+
 def body_limit(max_tokens: int) -> int:
     """Bytes of a response body read at most for a call asking for ``max_tokens``."""
     return BODY_BYTES_FLOOR + BODY_BYTES_PER_TOKEN * max_tokens
+
+
+def stream_body_limit(max_tokens: int) -> int:
+    """Bytes of an event stream read at most for a call asking for ``max_tokens``."""
+    return BODY_BYTES_FLOOR + sse.STREAM_BYTES_PER_TOKEN * max_tokens
 
 
 async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:

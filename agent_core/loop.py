@@ -8,9 +8,9 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
-from agent_core import budget_hold, context, history, progress, reading, text_react
+from agent_core import budget_hold, context, deltas, history, progress, reading, text_react
 from agent_core.budget import Budget
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.cost import Price
@@ -22,14 +22,16 @@ from agent_core.events import (
     RunStarted,
     Stopped,
     StopReason,
+    StreamReset,
     Thought,
     ToolCalled,
     Usage,
 )
 from agent_core.limits import Limits
-from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM
+from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM, StreamingLLM
 from agent_core.run_state import Run, Step, split_resumed
 from agent_core.settings import AgentSettings
+from agent_core.sse import DeltaSink
 from agent_core.stopper import CallPlan, Stop, Stopper
 from agent_core.store import Message, Progress, ThreadStore
 from agent_core.tokens import TokenCounter, count_messages, count_tools, counter_for
@@ -74,6 +76,7 @@ class Agent:
         tool_timeouts: Mapping[str, float] | None = None,
         secrets: Iterable[str] = (),
         protocol: Literal["tools", "react"] = "tools",
+        note_role: Literal["system", "user"] = "system",
         system_prompt: str | None = None,
         history_tokens: int = 12_000,
         counter: TokenCounter | None = None,
@@ -88,6 +91,9 @@ class Agent:
         self.secrets = tuple(secrets)
         self._redactor = Redactor(self.secrets)
         self.protocol = protocol
+        self.note_role = note_role
+        # Text is streamed to the loop when the LLM can (and is set to): see agent_core/deltas.py.
+        self._streams = isinstance(llm, StreamingLLM) and llm.streams
         self.system_prompt = system_prompt or context.SYSTEM_PROMPT
         self.history_tokens = history_tokens
         self.counter = counter or counter_for(llm.model)
@@ -119,11 +125,15 @@ class Agent:
             model=settings.openai_model,
             timeout=settings.openai_timeout_seconds,
             max_retries=settings.openai_max_retries,
+            stream=settings.openai_stream,
+            api_version=settings.openai_api_version or None,
+            max_connections=settings.openai_max_connections,
         )
         return cls(
             llm, registry, price=price, limits=settings.limits(), store=store, trace=trace,
             secrets=(*settings.secrets(), *secrets), protocol=settings.agent_protocol,
-            system_prompt=settings.agent_system_prompt, history_tokens=settings.agent_history_tokens,
+            note_role=settings.agent_note_role, system_prompt=settings.agent_system_prompt,
+            history_tokens=settings.agent_history_tokens,
             observation_max_chars=observation_max_chars, tool_timeouts=tool_timeouts,
             budget_wait_seconds=settings.agent_budget_wait_seconds,
             exfiltration_guard=exfiltration_guard,
@@ -165,6 +175,7 @@ class Agent:
                          run.stopper.steps)
         stop: Stop | None = None
         answer = ""
+        live: deltas.LiveText[LLMResponse | Stop] | None = None
         try:
             while stop is None:
                 messages = self._context(run)                                   # context
@@ -172,11 +183,16 @@ class Agent:
                 if isinstance(plan, Stop):
                     stop = plan
                     break
-                reply = await self._guard(run, self._call_llm(run, messages, plan))   # thought (LLM)
+                live = self._live(run)                                          # thought (LLM), streamed
+                async for delta in live.start(self._guard(run, self._call_llm(run, messages, plan, live.feed))):
+                    yield delta
+                reply = live.result()
                 if isinstance(reply, Stop):                                     # the budget refused it
                     stop = reply
                     break
                 step = reading.read(run, reply, protocol=self.protocol, redactor=self._redactor)
+                if step.final is None and live.answered:                        # the streamed text was no answer
+                    yield StreamReset(live.step, "not_final")
                 yield Thought(run.stopper.steps, step.thought)
                 if step.final is not None:                                      # layer 1: final answer
                     answer = progress.cap_answer(step.final)
@@ -192,17 +208,24 @@ class Agent:
                                    result.text, len(result.full))
                 stop = stop or run.stopper.record_step(results, failure=step.format_error)   # layer 4
                 await self._persist(run)
-        except Cancelled as exc:
-            stop = Stop(StopReason.CANCELLED, f"cancelled: {exc.reason}")
-        except _Deadline:
-            stop = run.stopper.time_stop()
-        except LLMError as exc:
-            stop = Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}")
-        except StoreError as exc:
-            stop = Stop(StopReason.ERROR, f"error: the state store failed: {exc}", store_failed=True)
+        except (Cancelled, _Deadline, LLMError, StoreError) as exc:
+            stop = self._stop_for(run, exc)
+        finally:
+            if live is not None:
+                await live.aclose()  # an abandoned run's call is cancelled now, not left reading
         yield await self._close(run, stop, answer)
 
     # -- the steps of the loop ------------------------------------------------------------------------
+    def _stop_for(self, run: Run, exc: Exception) -> Stop:
+        """The stop of a run that an exception ended: a cancel, the time cap, the LLM or the store failing."""
+        if isinstance(exc, Cancelled):
+            return Stop(StopReason.CANCELLED, f"cancelled: {exc.reason}")
+        if isinstance(exc, _Deadline):
+            return run.stopper.time_stop()
+        if isinstance(exc, LLMError):
+            return Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}")
+        return Stop(StopReason.ERROR, f"error: the state store failed: {exc}", store_failed=True)
+
     async def _open(
         self, task: str, thread: str | None, history_in: Sequence[Message] | None, run_id: str | None,
         cancel: CancelToken | None, scope: ToolContext | None, limits: Limits | None, budget: Budget | None,
@@ -225,7 +248,7 @@ class Agent:
         stopper = Stopper(limits or self.limits, self.price, clock=self._clock)
         stopper.steps = progress_state.step
         stopper.usage = Usage(progress_state.prompt_tokens, progress_state.completion_tokens, 0,
-                              progress_state.cost_micros)
+                              progress_state.cost_micros, progress_state.usage_estimated)
         executor = Executor(self.registry if registry is None else registry, trace=self.trace, secrets=self.secrets,
                             observation_max_chars=self.observation_max_chars, timeouts=self.tool_timeouts,
                             exfiltration_guard=self.exfiltration_guard)
@@ -248,7 +271,7 @@ class Agent:
         system = context.system_message(self.system_prompt, run.executor.registry.describe(), protocol_text)
         return context.assemble(
             system, run.earlier, run.task, run.current, progress.note(run.progress, run.stopper),
-            history_tokens=self.history_tokens, counter=self.counter,
+            history_tokens=self.history_tokens, counter=self.counter, note_role=self.note_role,
         )
 
     async def _plan(self, run: Run, messages: list[Message]) -> CallPlan | Stop:
@@ -267,12 +290,23 @@ class Agent:
             lambda left: run.stopper.plan_call(plan.prompt_tokens, left), wait_seconds=wait,
         )
 
-    async def _call_llm(self, run: Run, messages: list[Message], plan: CallPlan) -> LLMResponse | Stop:
+    def _live(self, run: Run) -> deltas.LiveText[LLMResponse | Stop]:
+        redact = self._redactor.redact if self._streams else None
+        return deltas.LiveText(run.stopper.steps + 1, self.protocol, redact, self.secrets,
+                               tools_offered=run.tools_spec is not None)
+
+    async def _call_llm(
+        self, run: Run, messages: list[Message], plan: CallPlan, on_delta: DeltaSink
+    ) -> LLMResponse | Stop:
         held = await self._reserve(run, plan)
         if isinstance(held, Stop):
             return held
         plan = held.plan if held is not None else plan
-        call = self.llm.complete(messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
+        if self._streams:  # checked once, in __init__ (a protocol isinstance costs ~50 µs)
+            call = cast(StreamingLLM, self.llm).complete(
+                messages, tools=run.tools_spec, max_tokens=plan.max_tokens, on_delta=on_delta)
+        else:
+            call = self.llm.complete(messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
         settled = False
         try:
             reply = await (call if held is None else budget_hold.while_held(held, call))  # the hold kept alive
@@ -281,13 +315,14 @@ class Agent:
                 await held.settle(usage.cost_micros)
                 settled = True
             run.stopper.record_call(usage)
-            run.progress = replace(run.progress, step=run.stopper.steps, prompt_tokens=run.stopper.usage.prompt_tokens,
-                                   completion_tokens=run.stopper.usage.completion_tokens,
-                                   cost_micros=run.stopper.usage.cost_micros)
+            total = run.stopper.usage
+            run.progress = replace(run.progress, step=run.stopper.steps, prompt_tokens=total.prompt_tokens,
+                                   completion_tokens=total.completion_tokens, cost_micros=total.cost_micros,
+                                   usage_estimated=total.estimated)
             return reply
         except LLMError as exc:
             if exc.charged:  # the endpoint answered, unusably: it may bill the call, so its worst case counts
-                worst = Usage(plan.prompt_tokens, plan.max_tokens, 0, plan.worst_case_micros)
+                worst = Usage(plan.prompt_tokens, plan.max_tokens, 0, plan.worst_case_micros, estimated=True)
                 if held is not None:
                     await held.settle(worst.cost_micros)
                     settled = True
@@ -301,6 +336,7 @@ class Agent:
                     await asyncio.shield(held.release())
 
     def _usage(self, reply: LLMResponse, messages: list[Message], max_tokens: int) -> Usage:
+        """The endpoint's usage report; what it left out is counted offline, and the usage marked an estimate."""
         prompt = reply.prompt_tokens or count_messages(self.counter, messages)
         # Our own count is an estimate: it never exceeds what the call asked for (the hold covers that);
         # only the provider's own usage may say more.
@@ -308,7 +344,8 @@ class Agent:
             (reply.content or "") + "".join(c.arguments for c in reply.tool_calls)
         ))
         cached = min(reply.cached_tokens, prompt)
-        return Usage(prompt, completion, cached, self.price.cost_micros(prompt, completion, cached))
+        estimated = not reply.prompt_tokens or not reply.completion_tokens
+        return Usage(prompt, completion, cached, self.price.cost_micros(prompt, completion, cached), estimated)
 
     def _check_loops(self, run: Run, step: Step) -> Stop | None:
         for call in step.calls:

@@ -35,6 +35,17 @@ class AgentSettings(BaseSettings):
         default=3, ge=0, le=10,
         description="Retries of a failed LLM call (429 except insufficient_quota, 5xx, timeouts).",
     )
+    openai_stream: bool = Field(
+        default=True, description="Stream answers (server-sent events); false for endpoints that do not stream."
+    )
+    openai_api_version: str | None = Field(
+        default=None,
+        description="Azure OpenAI: sent as the `api-version` query, with OPENAI_API_KEY as the `api-key` header.",
+    )
+    openai_max_connections: int = Field(
+        default=0, ge=0,
+        description="Connections to the LLM endpoint per process; 0: no cap of its own (one per run in flight).",
+    )
     agent_max_steps: int = Field(default=15, gt=0, description="LLM calls per run.")
     agent_max_tokens: int = Field(default=50_000, gt=0, description="Prompt + completion tokens per run.")
     agent_max_cost_usd: Decimal = Field(default=Decimal("0.50"), ge=0, description="Cost cap per run, USD.")
@@ -46,6 +57,10 @@ class AgentSettings(BaseSettings):
     )
     agent_protocol: Literal["tools", "react"] = Field(
         default="tools", description="`tools`: native tool calling; `react`: text Thought/Action protocol."
+    )
+    agent_note_role: Literal["system", "user"] = Field(
+        default="system",
+        description="Role of the progress note: `user` for chat templates that allow a system message only first.",
     )
     agent_system_prompt: str | None = Field(default=None, description="Replaces the built-in system prompt.")
     agent_lease_seconds: float = Field(

@@ -27,6 +27,8 @@ class Progress:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_micros: int = 0
+    #: Some of that spend was counted offline: the endpoint did not report it.
+    usage_estimated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +42,7 @@ class Progress:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_micros": self.cost_micros,
+            "usage_estimated": self.usage_estimated,
         }
 
     @classmethod
@@ -56,6 +59,7 @@ class Progress:
             prompt_tokens=int(data.get("prompt_tokens", 0)),
             completion_tokens=int(data.get("completion_tokens", 0)),
             cost_micros=int(data.get("cost_micros", 0)),
+            usage_estimated=bool(data.get("usage_estimated", False)),
         )
 
 

@@ -25,6 +25,7 @@ from tests.fakes.openai_server import (
     delay,
     ensure_loopback_url,
     error,
+    streamed,
     text,
     tool_calls,
 )
@@ -456,3 +457,69 @@ async def test_usable_as_async_context_manager() -> None:
         headers = {"Authorization": "Bearer test"}
         async with http.get(f"{fake.base_url}models", headers=headers) as response:
             assert (await response.json())["data"][0]["id"] == "gpt-ctx"
+
+
+async def _stream_events(
+    http: aiohttp.ClientSession, fake: FakeOpenAI, *, include_usage: bool = True
+) -> list[str]:
+    body = {"model": "m", "messages": USER, "stream": True, "stream_options": {"include_usage": include_usage}}
+    headers = {"Authorization": "Bearer test"}
+    async with http.post(f"{fake.base_url}chat/completions", json=body, headers=headers) as response:
+        raw = (await response.read()).decode()
+    return [event for event in raw.split("\n\n") if event]
+
+
+def _contents(events: list[str]) -> list[str]:
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events if e != "data: [DONE]"]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    return [d["content"] for d in deltas if d.get("content")]
+
+
+async def test_streamed_chunking_and_usage_chunk_are_scripted(
+    fake_openai: FakeOpenAI, http: aiohttp.ClientSession
+) -> None:
+    fake_openai.queue(streamed(text("abcdefghij"), pieces=5), streamed(text("abcdefghij"), usage_chunk=False))
+    events = await _stream_events(http, fake_openai)
+    assert _contents(events) == ["ab", "cd", "ef", "gh", "ij"]
+    assert json.loads(events[-2].removeprefix("data: "))["usage"]["total_tokens"] > 0
+    events = await _stream_events(http, fake_openai)
+    assert events[-1] == "data: [DONE]" and '"choices": []' not in "".join(events)
+
+
+async def test_streamed_cuts_and_garbage(fake_openai: FakeOpenAI, http: aiohttp.ClientSession) -> None:
+    reply = text("abcdefghij")
+    fake_openai.queue(streamed(reply, pieces=5, cut_after=3, cut="eof"), streamed(reply, pieces=5, garbage_after=2),
+                      streamed(reply, pieces=5, cut_after=3))
+    events = await _stream_events(http, fake_openai)
+    assert _contents(events) == ["ab", "cd"] and "[DONE]" not in events[-1] and '"finish_reason": "stop"' not in (
+        "".join(events))
+    events = await _stream_events(http, fake_openai)
+    assert events[2] == 'data: {"choices": [{"delta": {"content": "unfinished' and events[-1] == "data: [DONE]"
+    with pytest.raises(aiohttp.ClientPayloadError):
+        await _stream_events(http, fake_openai)  # the connection dropped mid-body
+
+
+async def test_streamed_pace_and_the_same_reply_unstreamed(
+    fake_openai: FakeOpenAI, http: aiohttp.ClientSession
+) -> None:
+    fake_openai.queue(streamed(text("abcdefghij"), pieces=5, chunk_delay=0.04))
+    started = asyncio.get_running_loop().time()
+    await _stream_events(http, fake_openai)
+    assert asyncio.get_running_loop().time() - started >= 0.2  # five paced pieces
+    fake_openai.queue(streamed(text("abcdefghij"), pieces=5, chunk_delay=0.04))
+    status, body, _ = await _post(http, fake_openai, json.dumps({"model": "m", "messages": USER}).encode())
+    assert status == 200 and body["choices"][0]["message"]["content"] == "abcdefghij"
+
+
+async def test_azure_mode_wants_api_key_and_api_version(fake_openai: FakeOpenAI, http: aiohttp.ClientSession) -> None:
+    fake_openai.azure_api_version = "2024-10-21"
+    fake_openai.queue(text("azure"))
+    root = fake_openai.base_url.removesuffix("v1/")
+    url = f"{root}openai/deployments/d1/chat/completions"
+    body = {"messages": USER}
+    async with http.post(url, json=body, headers={"Authorization": "Bearer test"}) as response:
+        assert response.status == 401
+    async with http.post(url, json=body, headers={"api-key": "k"}) as response:
+        assert response.status == 404  # no api-version
+    async with http.post(url, params={"api-version": "2024-10-21"}, json=body, headers={"api-key": "k"}) as response:
+        assert response.status == 200 and (await response.json())["choices"][0]["message"]["content"] == "azure"

@@ -49,7 +49,7 @@ async def make_agent(fake_openai: FakeOpenAI, registry: Registry) -> AsyncIterat
     def factory(**kwargs: Any) -> Agent:
         llm = OpenAIChatLLM(
             api_key="test-key", base_url=fake_openai.base_url, model=kwargs.pop("model", "gpt-4o-mini"),
-            timeout=10, max_retries=kwargs.pop("max_retries", 2),
+            timeout=10, max_retries=kwargs.pop("max_retries", 2), stream=kwargs.pop("stream", True),
         )
         kwargs.setdefault("price", price_for(llm.model))
         kwargs.setdefault("limits", Limits())

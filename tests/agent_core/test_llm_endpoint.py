@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import socket
 
-from agent_core import Agent, InMemoryBudget, Limits, StopReason, price_for
+import pytest
+
+from agent_core import Agent, AgentSettings, InMemoryBudget, Limits, StopReason, price_for
 from agent_core.llm import OpenAIChatLLM
-from tests.fakes.openai_server import FakeOpenAI, error, text
+from tests.fakes.openai_server import FakeOpenAI, delay, error, text
 from tools import Registry
 
 
@@ -106,3 +109,94 @@ async def test_an_answer_without_usage_is_never_counted_above_max_tokens(fake_op
     await agent.aclose()
     assert stopped.usage.completion_tokens == 500
     assert "[answer cut:" in stopped.answer
+
+
+# -- endpoint shapes and settings (issue 15): OpenAI, Azure OpenAI, a generic compatible server ----------------
+
+
+def _agent_from_env(monkeypatch: pytest.MonkeyPatch, **env: str) -> Agent:
+    for name, value in {"OPENAI_API_KEY": "sk-test-key-0123456789abcdef", **env}.items():
+        monkeypatch.setenv(name, value)
+    return Agent.from_settings(AgentSettings(_env_file=None), Registry([]))  # type: ignore[call-arg]
+
+
+async def test_azure_openai_gets_api_key_header_api_version_and_deployment_path(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_openai.azure_api_version = "2024-10-21"
+    endpoint = fake_openai.base_url.removesuffix("v1/") + "openai"
+    for base_url, deployment in ((endpoint, "gpt-4o-mini"), (f"{endpoint}/deployments/prod-4o", "prod-4o")):
+        fake_openai.queue(text("hello from azure"))
+        agent = _agent_from_env(monkeypatch, OPENAI_BASE_URL=base_url, OPENAI_API_VERSION="2024-10-21")
+        stopped = await agent.run("hi")
+        await agent.aclose()
+        assert stopped.reason is StopReason.FINAL_ANSWER and stopped.answer == "hello from azure", stopped.detail
+        request = fake_openai.requests[-1]
+        assert request.path == f"/openai/deployments/{deployment}/chat/completions"
+        assert request.query == {"api-version": "2024-10-21"}
+        assert request.headers["api-key"] == "sk-test-key-0123456789abcdef"
+        assert "authorization" not in request.headers
+
+
+async def test_without_an_api_version_the_key_is_a_bearer_token(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_openai.queue(text("hello"))
+    agent = _agent_from_env(monkeypatch, OPENAI_BASE_URL=fake_openai.base_url)
+    assert (await agent.run("hi")).reason is StopReason.FINAL_ANSWER
+    await agent.aclose()
+    request = fake_openai.requests[-1]
+    assert request.headers["authorization"] == "Bearer sk-test-key-0123456789abcdef"
+    assert "api-key" not in request.headers and request.query == {} and request.stream
+
+
+async def test_openai_stream_false_sends_one_plain_request(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_openai.queue(text("plain", prompt_tokens=10, completion_tokens=2))
+    agent = _agent_from_env(monkeypatch, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_STREAM="false")
+    events = [e async for e in agent.events("hi")]
+    await agent.aclose()
+    request = fake_openai.requests[-1]
+    assert not request.stream and "stream_options" not in request.json
+    assert [type(e).__name__ for e in events] == ["RunStarted", "Thought", "FinalAnswer", "Stopped"]
+
+
+async def test_a_server_that_ignores_stream_and_answers_json_still_works(fake_openai: FakeOpenAI) -> None:
+    fake_openai.ignore_stream = True
+    fake_openai.queue(text("json anyway", prompt_tokens=7, completion_tokens=2))
+    stopped = await _run(OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini"))
+    assert fake_openai.requests[-1].stream
+    assert stopped.reason is StopReason.FINAL_ANSWER and stopped.answer == "json anyway"
+    assert (stopped.usage.prompt_tokens, stopped.usage.completion_tokens) == (7, 2)
+
+
+async def test_note_role_user_sends_no_system_message_after_the_first(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for role in ("system", "user"):
+        fake_openai.queue(text("hi there"))
+        agent = _agent_from_env(monkeypatch, OPENAI_BASE_URL=fake_openai.base_url, AGENT_NOTE_ROLE=role)
+        assert (await agent.run("what is up?")).reason is StopReason.FINAL_ANSWER
+        await agent.aclose()
+        messages = fake_openai.requests[-1].messages
+        assert messages[0]["role"] == "system"
+        later = [m["role"] for m in messages[1:]]
+        if role == "system":
+            assert later == ["user", "system"] and "Original task (pinned)" in messages[-1]["content"]
+        else:
+            # The note joins the task's message: no system message mid-conversation, no two user messages in a row.
+            assert later == ["user"]
+            assert messages[-1]["content"].startswith("what is up?\n\n## Original task (pinned)")
+
+
+async def test_the_connection_pool_has_no_hidden_cap_of_100(fake_openai: FakeOpenAI) -> None:
+    for limit, calls, expected in ((0, 120, 120), (5, 15, 5)):
+        fake_openai.max_in_flight = 0
+        fake_openai.queue(*[delay(0.3, text("ok"))] * calls)
+        llm = OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini", max_connections=limit)
+        replies = await asyncio.gather(*(llm.complete([{"role": "user", "content": "hi"}], tools=None, max_tokens=5)
+                                         for _ in range(calls)))
+        await llm.aclose()
+        assert all(r.content == "ok" for r in replies)
+        assert fake_openai.max_in_flight == expected, limit

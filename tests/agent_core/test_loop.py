@@ -62,8 +62,9 @@ async def test_two_tool_run_ends_in_final_answer(fake_openai: FakeOpenAI, make_a
     events = await collect(agent.events("What is 17% of 2,340, and what time is it in Tokyo?"))
 
     kinds = [type(e).__name__ for e in events]
-    assert kinds == ["RunStarted", "Thought", "ToolCalled", "Observed", "Thought", "ToolCalled", "Observed",
-                     "Thought", "FinalAnswer", "Stopped"]
+    # Streamed (the default): each step's text comes first as a delta, the reasons as thoughts, the answer as one.
+    assert kinds == ["RunStarted", "ThoughtDelta", "Thought", "ToolCalled", "Observed", "ThoughtDelta", "Thought",
+                     "ToolCalled", "Observed", "AnswerDelta", "Thought", "FinalAnswer", "Stopped"]
     thoughts = [e.text for e in events if isinstance(e, Thought)]
     assert thoughts[0] == "Compute 17% of 2,340 first."
     observed = [e for e in events if isinstance(e, Observed)]

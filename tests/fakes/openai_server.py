@@ -48,9 +48,11 @@ __all__ = [
     "TextReply",
     "ToolCall",
     "ToolCallsReply",
+    "StreamedReply",
     "delay",
     "ensure_loopback_url",
     "error",
+    "streamed",
     "text",
     "tool_calls",
 ]
@@ -151,8 +153,33 @@ class DelayedReply:
     """What it answers with afterwards."""
 
 
-Reply = TextReply | ToolCallsReply | ErrorReply | DelayedReply
-_REPLY_TYPES = (TextReply, ToolCallsReply, ErrorReply, DelayedReply)
+@dataclass(frozen=True, kw_only=True)
+class StreamedReply:
+    """A text or tool-calls reply with a scripted stream: its chunking, pace, usage chunk and faults.
+
+    Answered to a non-streaming request too: then as one JSON body after the stream's whole duration.
+    """
+
+    reply: TextReply | ToolCallsReply
+    """What the stream carries."""
+    pieces: int = STREAM_PIECES
+    """Pieces the content (and each call's arguments) is split into, one chunk each."""
+    chunk_delay: float = 0.0
+    """Seconds slept before each piece: ``pieces * chunk_delay`` is the answer's duration."""
+    usage_chunk: bool = True
+    """Send the usage chunk when the client asks for it (``stream_options.include_usage``); False acts out an
+    endpoint that ignores the option."""
+    cut_after: int | None = None
+    """Stop after this many chunks (the first opens the message, then one per piece), so before
+    finish_reason and ``[DONE]`` when it is at most the number of pieces."""
+    cut: Literal["drop", "eof"] = "drop"
+    """How the stream is cut: ``drop`` closes the connection mid-body, ``eof`` ends the body cleanly."""
+    garbage_after: int | None = None
+    """After this many chunks, send an event that is not JSON (and go on)."""
+
+
+Reply = TextReply | ToolCallsReply | ErrorReply | DelayedReply | StreamedReply
+_REPLY_TYPES = (TextReply, ToolCallsReply, ErrorReply, DelayedReply, StreamedReply)
 
 
 def text(
@@ -233,6 +260,25 @@ def delay(seconds: float, reply: Reply) -> DelayedReply:
     if not (seconds >= 0 and math.isfinite(seconds)):
         raise ValueError(f"delay() needs a finite number of seconds >= 0, got {seconds!r}")
     return DelayedReply(seconds, reply)
+
+
+def streamed(
+    reply: TextReply | ToolCallsReply,
+    *,
+    pieces: int = STREAM_PIECES,
+    chunk_delay: float = 0.0,
+    usage_chunk: bool = True,
+    cut_after: int | None = None,
+    cut: Literal["drop", "eof"] = "drop",
+    garbage_after: int | None = None,
+) -> StreamedReply:
+    """``reply`` streamed as scripted: ``streamed(text("Paris"), pieces=5, chunk_delay=0.1, cut_after=2)``."""
+    if not isinstance(reply, TextReply | ToolCallsReply):
+        raise TypeError(f"streamed() takes a text() or tool_calls() reply, got {reply!r}")
+    if pieces < 1 or not (chunk_delay >= 0 and math.isfinite(chunk_delay)):
+        raise ValueError(f"streamed() needs pieces >= 1 and a finite chunk_delay >= 0, got {pieces!r}, {chunk_delay!r}")
+    return StreamedReply(reply=reply, pieces=pieces, chunk_delay=chunk_delay, usage_chunk=usage_chunk,
+                         cut_after=cut_after, cut=cut, garbage_after=garbage_after)
 
 
 def _check_usage(prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int) -> None:
@@ -335,6 +381,13 @@ class FakeOpenAI:
         """Exceptions raised by ``script``; ``close()`` re-raises the first one."""
         self.accept_basic_auth = False
         """Also accept ``Authorization: Basic``, as a gateway in front of a model server does."""
+        self.azure_api_version: str | None = None
+        """Act as Azure OpenAI: require this ``api-version`` query and an ``api-key`` header, and serve
+        ``/openai/deployments/{deployment}/chat/completions``."""
+        self.ignore_stream = False
+        """Answer one JSON body even when the client asks to stream, as some compatible servers do."""
+        self.max_in_flight = 0
+        """The most chat completion requests ever being answered at once (held by ``delay`` or a stream)."""
         self._queue: deque[Reply] = deque()
         self._queued_total = 0
         self._call_ids = 0
@@ -390,6 +443,11 @@ class FakeOpenAI:
         if exc is not None:
             self.script_errors.clear()  # the test already failed; don't mask its exception
         await self.close()
+
+    @property
+    def in_flight(self) -> int:
+        """Chat completion requests being answered right now (e.g. a stream still being written)."""
+        return len(self._inflight)
 
     # -- scripting and waiting
 
@@ -457,6 +515,8 @@ class FakeOpenAI:
         self.requests.append(recorded)
         self._wake()
 
+        if self.azure_api_version is not None:
+            return await self._azure(request, recorded)
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         schemes = ("Bearer", "Basic") if self.accept_basic_auth else ("Bearer",)
         if scheme not in schemes or not token.strip():
@@ -479,6 +539,17 @@ class FakeOpenAI:
             )
         )
 
+    async def _azure(self, request: web.Request, recorded: RecordedRequest) -> web.StreamResponse:
+        """Azure OpenAI's shape: key in ``api-key``, version in the query, the deployment in the path."""
+        if not request.headers.get("api-key", "").strip():
+            return _error_response(error(401, "Access denied due to invalid subscription key or wrong API endpoint.",
+                                         code="401"))
+        parts = request.path.strip("/").split("/")
+        if request.query.get("api-version") != self.azure_api_version or len(parts) != 5 or parts[:2] != [
+            "openai", "deployments"] or parts[3:] != ["chat", "completions"] or request.method != "POST":
+            return _error_response(error(404, "Resource not found", code="404"))
+        return await self._chat_completions(request, recorded)
+
     def _models_body(self) -> dict[str, Any]:
         model = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "fake-openai"}
         return {"object": "list", "data": [model]}
@@ -491,6 +562,7 @@ class FakeOpenAI:
         task = asyncio.current_task()
         assert task is not None
         self._inflight.add(task)
+        self.max_in_flight = max(self.max_in_flight, len(self._inflight))
         try:
             reply = await self._next_reply(recorded)
             return await self._respond(request, recorded, reply)
@@ -532,9 +604,11 @@ class FakeOpenAI:
             return await self._respond(request, recorded, reply.reply)
         if isinstance(reply, ErrorReply):
             return _error_response(reply)
-        completion = _Completion.build(self, recorded, reply)
-        if recorded.stream:
-            return await completion.stream(request, recorded)
+        script = reply if isinstance(reply, StreamedReply) else StreamedReply(reply=reply)
+        completion = _Completion.build(self, recorded, script.reply)
+        if recorded.stream and not self.ignore_stream:
+            return await completion.stream(request, recorded, script)
+        await asyncio.sleep(script.chunk_delay * script.pieces)  # the same answer, all at once
         return web.json_response(completion.body(), headers=_response_headers())
 
     def _next_call_id(self) -> str:
@@ -606,9 +680,11 @@ class _Completion:
         usage = {} if self.usage is None else {"usage": self.usage}
         return {**self._envelope("chat.completion"), "choices": [choice], **usage}
 
-    async def stream(self, request: web.Request, recorded: RecordedRequest) -> web.StreamResponse:
+    async def stream(
+        self, request: web.Request, recorded: RecordedRequest, script: StreamedReply
+    ) -> web.StreamResponse:
         options = recorded.json.get("stream_options") if isinstance(recorded.json, dict) else None
-        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True and script.usage_chunk
         response = web.StreamResponse(
             headers={
                 **_response_headers(),
@@ -617,15 +693,28 @@ class _Completion:
             }
         )
         await response.prepare(request)
-        for chunk in self.chunks(include_usage):
+        chunks = self.chunks(include_usage, script.pieces)
+        for number, chunk in enumerate(chunks):  # `number` chunks sent so far
+            if number == script.garbage_after:
+                await response.write(b'data: {"choices": [{"delta": {"content": "unfinished\n\n')
+            if number == script.cut_after:
+                if script.cut == "drop":
+                    assert request.transport is not None
+                    request.transport.abort()  # mid-body: the client sees a payload error
+                    return response
+                break
+            carries_a_piece = number > 0 and bool(chunk["choices"]) and bool(chunk["choices"][0]["delta"])
+            if carries_a_piece and script.chunk_delay:
+                await asyncio.sleep(script.chunk_delay)
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        await response.write(b"data: [DONE]\n\n")
+        else:
+            await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
 
-    def chunks(self, include_usage: bool) -> list[dict[str, Any]]:
+    def chunks(self, include_usage: bool, pieces: int = STREAM_PIECES) -> list[dict[str, Any]]:
         deltas: list[dict[str, Any]] = [{"role": "assistant", "content": "", "refusal": None}]
-        deltas += [{"content": piece} for piece in _pieces(self.content or "")]
+        deltas += [{"content": piece} for piece in _pieces(self.content or "", pieces)]
         for index, (call_id, call) in enumerate(self.calls):
             head = {
                 "index": index,
@@ -636,7 +725,7 @@ class _Completion:
             deltas.append({"tool_calls": [head]})
             deltas += [
                 {"tool_calls": [{"index": index, "function": {"arguments": a}}]}
-                for a in _pieces(call.arguments)
+                for a in _pieces(call.arguments, pieces)
             ]
         choices: list[list[dict[str, Any]]] = [
             [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}] for delta in deltas
