@@ -11,11 +11,14 @@ from collections.abc import AsyncIterator, Callable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from agent_core import CancelToken, Event, Stopped
+from agent_core import AnswerDelta, CancelToken, Event, Stopped, StreamReset, ThoughtDelta
 from bot.redis import as_text
 from bot.sink import RunSink
 
 log = logging.getLogger(__name__)
+
+#: Shown after streamed answer text the engine took back (the call was cut, or it was not the final answer).
+CUT_OFF = "\n\n_(cut off there: that was not the final answer)_\n\n"
 
 
 async def pipelined(
@@ -29,9 +32,12 @@ async def pipelined(
 
     Nothing is posted once ``may_post()`` is false (the run's lease is no longer surely ours), and an end the
     run cannot stand by (its lease lost, or its state store failed: it will be resumed) is returned instead of
-    posted.
+    posted. The answer's text deltas go to ``sink.append_answer`` (the streamed displays show them at once);
+    when the engine takes streamed answer text back (``StreamReset``), the thread is told it was cut off, so a
+    partial answer never reads as the whole one (the final answer then follows in full).
     """
     posting: asyncio.Task[None] | None = None
+    deltas = _Deltas(sink)
     try:
         async for event in events:
             if posting is not None:
@@ -41,6 +47,8 @@ async def pipelined(
                 return event
             if not may_post():
                 return None
+            if await deltas.take(event):
+                continue
             posting = asyncio.create_task(sink.emit(event))
         if posting is not None:
             await posting
@@ -54,6 +62,27 @@ async def pipelined(
                 await posting  # the replies so far still go out before the failure is reported
         raise
     return None
+
+
+class _Deltas:
+    """Streamed text to ``sink.append_answer``; the thread told when the engine takes shown text back."""
+
+    def __init__(self, sink: RunSink) -> None:
+        self.sink = sink
+        self.shown = False  # answer text of the current step was shown
+
+    async def take(self, event: Event) -> bool:
+        """True when ``event`` was a delta (handled here), False for every other event."""
+        if isinstance(event, AnswerDelta):
+            self.shown = True
+            await self.sink.append_answer(event.text)
+        elif isinstance(event, StreamReset):
+            if self.shown:
+                await self.sink.append_answer(CUT_OFF)
+            self.shown = False
+        elif not isinstance(event, ThoughtDelta):
+            return False
+        return True
 
 
 async def aclose_events(events: AsyncIterator[Event] | None) -> None:

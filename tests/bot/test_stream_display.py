@@ -13,7 +13,7 @@ from bot.keys import AppKeys
 from bot.settings import Display, Settings
 from bot.workspace import DisplaySettings
 from tests.bot.conftest import App, make_settings
-from tests.fakes.openai_server import FakeOpenAI, delay, error, text, tool_calls
+from tests.fakes.openai_server import FakeOpenAI, delay, error, streamed, text, tool_calls
 from tests.fakes.slack_api import FakeSlack, Stream
 from tests.signing import action_body, event_body, mention, next_ts
 
@@ -139,3 +139,33 @@ async def test_the_stream_is_stopped_when_the_run_is_cancelled(
     await drain
     [stream] = fake_slack.thread_streams("C1", ts)
     assert stream.stopped and "Stop reason: `cancelled`" in stream.markdown and "late" not in stream.markdown
+
+
+async def test_the_answer_streams_in_as_the_model_writes_it_and_ends_whole(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str,
+) -> None:
+    # The engine streams (OPENAI_STREAM on by default): the fake sends the answer in pieces, 0.1 s apart, so
+    # the stream shows text before the model is done; the message still ends with the whole answer, once.
+    await use(redis_client, key_prefix, "timeline")
+    answer = "The capital of France is Paris.\n" * 8  # Markdown is flushed at finished lines
+    fake_openai.queue(streamed(text(answer.strip()), pieces=8, chunk_delay=0.1))
+    ts, [stream] = await run_one(app, fake_slack, "<@UBOT> capital of France?")
+    assert stream.stopped
+    assert stream.markdown.count("The capital of France is Paris.") == 8
+    assert stream.markdown.index("Paris.") < stream.markdown.index("Stop reason: `final_answer`")
+    # Start, stop, and at least one append between them with part of the answer: it streamed.
+    assert stream.calls >= 3, stream.calls
+
+
+async def test_an_answer_cut_mid_stream_is_never_presented_as_complete(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str,
+) -> None:
+    # The endpoint drops the connection after three of six pieces (no retries in these settings): what was
+    # shown is marked as cut off, and the message ends with the error, not with half an answer.
+    await use(redis_client, key_prefix, "timeline")
+    first = "".join(f"Line {n} of an answer that is long enough to show.\n" for n in range(12))
+    fake_openai.queue(streamed(text(first), pieces=6, chunk_delay=0.05, cut_after=3))
+    ts, [stream] = await run_one(app, fake_slack, "<@UBOT> say something")
+    assert "Line 0 of an answer" in stream.markdown
+    cut = stream.markdown.index("cut off there")
+    assert stream.markdown.index("Line 0 of an answer") < cut < stream.markdown.index("Stop reason: `error`")
