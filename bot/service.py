@@ -25,7 +25,7 @@ from bot.keys import AppKeys
 from bot.oauth import build_oauth
 from bot.redis import RedisHandle, open_redis
 from bot.settings import Role, Settings
-from bot.slack_client import make_web_client, slack_session
+from bot.slack_client import make_web_client, slack_connections, slack_session
 from bot.worker import (
     DEFAULT_POLL_DELAY_SECONDS,
     WORKER_HEALTH_INTERVAL_SECONDS,
@@ -80,14 +80,18 @@ class Service:
         else:
             settings.require_slack(self.role)
         self.redis = await open_redis(
-            settings.redis_url, settings.data_dir, wait_seconds=settings.redis_startup_wait_seconds
+            settings.redis_url, settings.data_dir, wait_seconds=settings.redis_startup_wait_seconds,
+            sentinel=settings.redis_sentinel(),
         )
         if self.redis.embedded is not None and self.role != "all":
             raise ConfigError(
                 f"REDIS_URL is not set: the embedded Redis needs `python -m bot` (all), not {self.role!r}"
             )
         # One HTTP session (connection pool) for every Slack call of this process, with the timeout.
-        self._http = slack_session(settings.slack_timeout_seconds)
+        self._http = slack_session(
+            settings.slack_timeout_seconds,
+            connections=slack_connections(settings.slack_max_connections, settings.worker_max_jobs),
+        )
         # In OAuth mode this client has no token: Bolt's authorize gives each request its workspace's, and jobs
         # get theirs from WorkspaceClients.
         slack = make_web_client(
