@@ -77,6 +77,7 @@ class RedisHandle:
     embedded: EmbeddedRedis | None = None
     sentinel: SentinelMaster | None = None
     _clients: list[aioredis.Redis] = field(default_factory=list)
+    _sentinels: list[Sentinel] = field(default_factory=list)
 
     def client(self) -> aioredis.Redis:
         """A new client of this Redis (bytes in, bytes out); closed by ``close``."""
@@ -103,6 +104,7 @@ class RedisHandle:
             list(self.sentinel.sentinels), sentinel_kwargs=timeouts,
             socket_connect_timeout=SENTINEL_CONNECT_TIMEOUT_SECONDS, socket_timeout=socket_timeout,
         )
+        self._sentinels.append(sentinel)  # its own connections to the Sentinels, closed by ``close``
         client = sentinel.master_for(self.sentinel.name, db=db, username=username, password=password,
                                      decode_responses=False)
         return client
@@ -124,6 +126,10 @@ class RedisHandle:
         for client in self._clients:
             await client.aclose()
         self._clients.clear()
+        for sentinel in self._sentinels:
+            for node in sentinel.sentinels:
+                await node.aclose()
+        self._sentinels.clear()
         if self.embedded is not None:
             await self.embedded.stop()
             self.embedded = None
