@@ -163,12 +163,13 @@ class Service:
         """``/slack/events`` and ``/healthz`` for web roles; ``/healthz`` alone for a worker, on ``PORT``."""
         web_app = (create_web_app(create_app(services), services, health=self.worker_problem)
                    if self.role in ("all", "web") else create_health_app(services, self.worker_problem))
-        guard = ConnectionGuard(max_connections())
+        settings = self.settings
+        guard = ConnectionGuard(max_connections(), per_peer=settings.http_max_connections_per_ip)
         web_app[GUARD_KEY] = guard
         self._runner = web.AppRunner(web_app, access_log=None)
         await self._runner.setup()
-        site = GuardedSite(self._runner, self.settings.host, self.settings.port, guard,
-                           reuse_port=self.settings.http_reuse_port)
+        site = GuardedSite(self._runner, settings.host, settings.port, guard, reuse_port=settings.http_reuse_port,
+                           backlog=settings.http_listen_backlog, accept_batch=settings.http_accept_batch)
         await site.start()
         self.port = self._runner.addresses[0][1]
         if self.role == "worker":

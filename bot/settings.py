@@ -12,6 +12,7 @@ from slack_sdk.oauth.state_utils import OAuthStateUtils
 
 from agent_core import DEFAULT_KEY_PREFIX, DEFAULT_TTL_SECONDS, AgentSettings, ConfigError
 from bot.approvals import DEFAULT_TIMEOUT_SECONDS as DEFAULT_APPROVAL_TIMEOUT_SECONDS
+from bot.http_guard import ACCEPT_BATCH, LISTEN_BACKLOG
 from bot.logs import DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LogFormat, LogLevel
 from bot.redis import STARTUP_WAIT_SECONDS, SentinelMaster
 from bot.slack_client import SLACK_HTTP_TIMEOUT
@@ -152,6 +153,15 @@ class Settings(AgentSettings, ToolSettings):
     )
     worker_processes: int = Field(
         default=0, ge=0, description="Worker processes of `worker` and of `python -m bot` (0: one per CPU core)."
+    )
+    http_listen_backlog: int = Field(
+        default=LISTEN_BACKLOG, gt=0, description="Kernel queue of connections waiting for accept() (≤ somaxconn)."
+    )
+    http_accept_batch: int = Field(
+        default=ACCEPT_BATCH, gt=0, description="Connections accepted per event-loop pass."
+    )
+    http_max_connections_per_ip: int = Field(
+        default=0, ge=0, description="Open connections per peer address (0: no cap; keep 0 behind a load balancer)."
     )
     http_reuse_port: bool = Field(
         default=False, description="Bind PORT with SO_REUSEPORT, so several processes share it (the supervisor's)."
