@@ -68,9 +68,13 @@ def web_env(values: dict[str, Any]) -> dict[str, str]:
     return {**keep, "PYTHONPATH": REPO, **{k.upper(): str(v) for k, v in values.items()}}
 
 
+#: Start-up of the web process on a shared, loaded machine may take a while.
+START_TIMEOUT_SECONDS = 90.0
+
+
 async def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
     async with aiohttp.ClientSession() as session:
-        for _ in range(200):
+        for _ in range(int(START_TIMEOUT_SECONDS / 0.05)):
             if proc.poll() is not None:
                 raise RuntimeError("the web process exited at start-up")
             try:
