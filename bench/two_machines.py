@@ -22,6 +22,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -31,9 +32,11 @@ import uuid
 from typing import Any
 
 import aiohttp
+import redis.asyncio as aioredis
 from ack_latency import free_port, wait_healthy, web_env
 from common import (
     BENCH_DIR,
+    BENCH_REDIS_URL,
     SECRET,
     delete_prefix,
     fake_llm,
@@ -44,6 +47,7 @@ from common import (
     write_json,
 )
 
+from bot.keys import worker_health_key
 from tests.signing import event_body, mention, signed_headers
 
 CALLS = 4  # three tool steps and the final answer
@@ -76,6 +80,33 @@ class Machine:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/slack/events"
+
+    def worker_pids(self) -> list[int]:
+        """The worker processes of this machine's group (the supervisor's children)."""
+        top = self.procs["worker"].pid
+        if self.workers == 1:
+            return [top]
+        try:
+            with open(f"/proc/{top}/task/{top}/children") as f:
+                return [int(pid) for pid in f.read().split()]
+        except OSError:
+            return []
+
+    async def wait_polling(self, queue: str, timeout: float = 120.0) -> None:
+        """Until every worker of the group has its heartbeat key in Redis: connected and taking jobs."""
+        redis = aioredis.Redis.from_url(BENCH_REDIS_URL)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                pids = self.worker_pids()
+                keys = [worker_health_key(queue, socket.gethostname(), pid) for pid in pids]
+                if len(pids) == self.workers and keys and await redis.exists(*keys) == len(keys):
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"machine {self.name}'s workers never started polling")
+                await asyncio.sleep(0.2)
+        finally:
+            await redis.aclose()
 
     def stop(self, role: str, sig: int = signal.SIGTERM) -> float:
         """Signal ``role``'s tree and wait for it; the seconds it took to drain."""
@@ -163,7 +194,8 @@ async def main(runs: int, rate: float, delay: float, kill_at: float, workers: in
                 m.start()
             for m in machines:
                 await wait_healthy(f"http://127.0.0.1:{m.port}/healthz", m.procs["web"])
-            await asyncio.sleep(3)  # the worker groups connect (no health port to ask: each child has its own)
+            for m in machines:
+                await m.wait_polling(values["arq_queue_name"])
 
             def on_progress(share: float) -> None:
                 if share >= kill_at and not killed:
