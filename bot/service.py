@@ -139,10 +139,12 @@ class Service:
                 log.warning("worker lost Redis (%s); reconnecting in %.1fs", _one_line(exc), delay)
             except Exception:
                 log.exception("worker stopped unexpectedly; restarting in %.1fs", delay)
-            finally:
-                self._worker = None
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(_forget_worker(worker), RESTART_CLOSE_TIMEOUT_SECONDS)
+            # A shutdown (CancelledError) does not get here: close() closes this worker with its pool, which
+            # hands its runs back to the queue at once. Without the pool arq could not, and every run of a
+            # SIGTERMed worker would wait for its in-progress key to expire (AGENT_MAX_SECONDS + 130 s).
+            self._worker = None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(_forget_worker(worker), RESTART_CLOSE_TIMEOUT_SECONDS)
             if time.monotonic() - started > RESTART_MAX_DELAY_SECONDS:
                 delay = RESTART_FIRST_DELAY_SECONDS  # it ran a good while: this is a new outage
             await asyncio.sleep(delay)
