@@ -43,6 +43,8 @@ RESTART_CLOSE_TIMEOUT_SECONDS = 2.0
 #: The worker polls every poll delay and records it at most every ``WORKER_HEALTH_INTERVAL_SECONDS``.
 WORKER_STALE_SECONDS = 3 * WORKER_HEALTH_INTERVAL_SECONDS
 WORKER_READY_TIMEOUT_SECONDS = 15.0
+#: At shutdown, how long jobs still starting get to reach their function (so arq can hand them back).
+JOB_START_WAIT_SECONDS = 2.0
 
 
 class Service:
@@ -202,6 +204,7 @@ class Service:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker_task
             if worker is not None:
+                await _let_jobs_start(worker)
                 await close_worker(worker)
             self._worker_task = None
         if self._runtime is not None:
@@ -225,6 +228,22 @@ class Service:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+async def _let_jobs_start(worker: Worker) -> None:
+    """Wait (briefly) until no job of a stopped worker is still starting, before its jobs are cancelled.
+
+    arq hands a cancelled job back to the queue from inside the job's task; one cancelled while that task was
+    still starting (reading the job, counting the try) is not handed back and keeps its in-progress key, so no
+    other worker takes it until the key expires (AGENT_MAX_SECONDS + 130 s). Polling has stopped by now, so no
+    new job starts meanwhile; a job starts within a Redis round trip or two.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + JOB_START_WAIT_SECONDS
+    while loop.time() < deadline and any(
+        not task.done() and job_id not in worker.job_tasks for job_id, task in worker.tasks.items()
+    ):
+        await asyncio.sleep(0.01)
 
 
 async def _forget_worker(worker: Worker) -> None:
