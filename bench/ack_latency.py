@@ -6,7 +6,11 @@ fake Slack (for Bolt's auth.test) and the load generator (``bench/loadgen.py``) 
 Per rate: p50/p99/max of the HTTP answer, error answers, the web process's CPU per event, and the exactly-once
 check: the arq queue gained one job per distinct event (5 % of events are re-sent as Slack retries).
 
-    python bench/ack_latency.py [--reps 3] [--seconds 20] [--quick] [--json out.json]
+``--processes N`` runs ``python -m bot web --processes N`` (a supervisor and N receivers sharing the port through
+``SO_REUSEPORT``); CPU is then the whole process tree's.
+
+    python bench/ack_latency.py [--reps 3] [--seconds 20] [--quick] [--rates 50,200,500] [--processes N]
+                                [--json out.json]
 """
 
 from __future__ import annotations
@@ -38,16 +42,25 @@ def free_port() -> int:
 
 
 class ProcCPU:
-    """CPU seconds (user + system) of another process, from /proc."""
+    """CPU seconds (user + system) of another process and its living descendants, from /proc."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.tick = os.sysconf("SC_CLK_TCK")
 
     def seconds(self) -> float:
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / self.tick
+        total, todo = 0, [self.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{pid}/task/{pid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+            except OSError:
+                continue  # exited meanwhile
+            total += int(fields[11]) + int(fields[12])
+        return total / self.tick
 
 
 def web_env(values: dict[str, Any]) -> dict[str, str]:
@@ -55,9 +68,13 @@ def web_env(values: dict[str, Any]) -> dict[str, str]:
     return {**keep, "PYTHONPATH": REPO, **{k.upper(): str(v) for k, v in values.items()}}
 
 
+#: Start-up of the web process on a shared, loaded machine may take a while.
+START_TIMEOUT_SECONDS = 90.0
+
+
 async def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
     async with aiohttp.ClientSession() as session:
-        for _ in range(200):
+        for _ in range(int(START_TIMEOUT_SECONDS / 0.05)):
             if proc.poll() is not None:
                 raise RuntimeError("the web process exited at start-up")
             try:
@@ -94,8 +111,8 @@ async def level(url: str, queue: str, web: ProcCPU, rate: int, seconds: float) -
     return result
 
 
-async def main(reps: int, seconds: float) -> dict[str, Any]:
-    by_rate: dict[str, list[dict[str, Any]]] = {str(r): [] for r in RATES}
+async def main(reps: int, seconds: float, rates: tuple[int, ...] = RATES, processes: int = 1) -> dict[str, Any]:
+    by_rate: dict[str, list[dict[str, Any]]] = {str(r): [] for r in rates}
     with fake_slack() as (_, slack_url):
         prefix = new_prefix("ack")
         port = free_port()
@@ -103,7 +120,8 @@ async def main(reps: int, seconds: float) -> dict[str, Any]:
         workdir = tempfile.mkdtemp(prefix="bench-web-")  # no .env is read from here
         log_path = os.path.join(workdir, "web.log")
         log_file = open(log_path, "wb")  # a file, not a pipe: a chatty log must never block the server
-        proc = subprocess.Popen([sys.executable, "-m", "bot", "web"], env=web_env(values), cwd=workdir,
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "web", "--processes", str(processes)],
+                                env=web_env(values), cwd=workdir,
                                 stdout=subprocess.DEVNULL, stderr=log_file)
         try:
             await wait_healthy(f"http://127.0.0.1:{port}/healthz", proc)
@@ -111,7 +129,7 @@ async def main(reps: int, seconds: float) -> dict[str, Any]:
             url = f"http://127.0.0.1:{port}/slack/events"
             await level(url, values["arq_queue_name"], web, 20, 1.0)  # warm-up: auth.test, connections, scripts
             for _ in range(reps):
-                for rate in RATES:
+                for rate in rates:
                     by_rate[str(rate)].append(await level(url, values["arq_queue_name"], web, rate, seconds))
                 await delete_prefix(prefix)
         finally:
@@ -126,12 +144,15 @@ async def main(reps: int, seconds: float) -> dict[str, Any]:
     with open(log_path, "rb") as f:
         err = f.read()
     summary = {r: summarize_dicts(runs) for r, runs in by_rate.items()}
-    at_target = summary[str(TARGET_RATE)]
+    # Issue 15's target is p99 < 50 ms at 500/s with --processes 2; the original one at 200/s.
+    target_rate = TARGET_RATE if str(TARGET_RATE) in summary else max(rates)
+    at_target = summary[str(target_rate)]
     return {
+        "processes": processes,
         "what": f"HTTP answer time of signed app_mention events, {seconds:g} s per rate, open-loop generator",
         "seconds_per_rate": seconds,
         "by_rate": summary,
-        "target": {"p99_ms_under": TARGET_P99_MS, "at_rate": TARGET_RATE,
+        "target": {"p99_ms_under": TARGET_P99_MS, "at_rate": target_rate,
                    "met": at_target["p99_ms"]["median"] < TARGET_P99_MS
                    and max(at_target["error_responses"]["runs"]) == 0
                    and all(all(r["exactly_once"] for r in runs) for runs in by_rate.values())},
@@ -144,9 +165,13 @@ if __name__ == "__main__":
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rates", default=",".join(map(str, RATES)))
+    parser.add_argument("--processes", type=int, default=1, help="web processes under one supervisor")
     parser.add_argument("--json")
     args = parser.parse_args()
-    out = asyncio.run(main(1 if args.quick else args.reps, 3.0 if args.quick else args.seconds))
+    rates = tuple(int(r) for r in args.rates.split(","))
+    out = asyncio.run(main(1 if args.quick else args.reps, 3.0 if args.quick else args.seconds, rates,
+                           args.processes))
     write_json(args.json, out)
     for rate, r in out["by_rate"].items():
         print(f"{rate:>4} ev/s: p50 {r['p50_ms']['median']:.1f} ms, p99 {r['p99_ms']['median']:.1f} ms, "

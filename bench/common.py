@@ -155,13 +155,15 @@ def summarize(values: Sequence[float]) -> dict[str, Any]:
 def summarize_dicts(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per numeric key (nested dicts too): the summary over the repetitions."""
     out: dict[str, Any] = {}
-    for key, first in runs[0].items():
+    keys = dict.fromkeys(key for r in runs for key in r)  # every run's keys (an error status seen in one only)
+    for key in keys:
+        first = next(r[key] for r in runs if key in r)
         if isinstance(first, bool) or not isinstance(first, int | float | dict):
             out[key] = [r.get(key) for r in runs] if len(runs) > 1 else first
         elif isinstance(first, dict):
-            out[key] = summarize_dicts([r[key] for r in runs])
+            out[key] = summarize_dicts([r.get(key, {}) for r in runs])
         else:
-            out[key] = summarize([r[key] for r in runs])
+            out[key] = summarize([r.get(key, 0) for r in runs])
     return out
 
 

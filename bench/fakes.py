@@ -36,6 +36,8 @@ class RateLimitedSlack(FakeSlack):
         self.accepted: dict[str, list[tuple[float, str]]] = defaultdict(list)
         self.limited: dict[str, int] = defaultdict(int)
         self.methods: dict[str, int] = defaultdict(int)
+        #: The start of every message posted, per "channel thread_ts" (``/_bench/stats?threads=1``).
+        self.threads: dict[str, list[str]] = defaultdict(list)
 
     def _answer(
         self, method: str, params: dict[str, Any], request: web.Request
@@ -50,6 +52,7 @@ class RateLimitedSlack(FakeSlack):
         status, body, headers = super()._answer(method, params, request)
         if method == "chat.postMessage" and body.get("ok"):
             self.accepted[channel].append((time.monotonic(), str(params.get("thread_ts") or "")))
+            self.threads[f"{channel} {params.get('thread_ts') or ''}"].append(str(params.get("text") or "")[:200])
         return status, body, headers
 
     def _take(self, channel: str) -> bool:
@@ -69,8 +72,9 @@ class RateLimitedSlack(FakeSlack):
             del self.messages[:5_000]
         return response
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, *, threads: bool = False) -> dict[str, Any]:
         return {
+            **({"threads": dict(self.threads)} if threads else {}),
             "now": time.monotonic(),
             "methods": dict(self.methods),
             "posts_ok": sum(len(v) for v in self.accepted.values()),
@@ -85,7 +89,7 @@ async def serve_slack(rate: float, burst: int) -> None:
     app = web.Application()
 
     async def stats(request: web.Request) -> web.Response:
-        return web.json_response(fake.stats())
+        return web.json_response(fake.stats(threads=request.query.get("threads") == "1"))
 
     app.router.add_get("/_bench/stats", stats)
     app.router.add_post("/api/{method}", fake._handle)

@@ -5,15 +5,22 @@ seconds holds a connection (a file descriptor) for as long as it likes; 2,000 of
 Here every connection must deliver a whole header block within ``HEADER_TIMEOUT_SECONDS`` of opening (or of
 its previous response), the body must arrive within ``BODY_TIMEOUT_SECONDS``, only ``MAX_SLOW_BODIES`` bodies
 that did not come with their headers are waited for at once, and open connections are capped below the
-process's file limit. Slack's own requests are small and arrive whole, so none of this ever delays them.
+process's file limit (and, when set, per peer address). Slack's own requests are small and arrive whole, so none
+of this ever delays them.
+
+Cut-off attackers reconnect in waves. The kernel's listen queue must hold a wave: a connection dropped there
+costs a legitimate client a SYN retransmission (1 s, then 3 s). asyncio ties the queue's length to how many
+connections it accepts per loop pass, which a long queue turns into one long stall, so the two are set apart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import resource
+import socket
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -39,6 +46,10 @@ DEADLINE_JITTER = 0.2
 RESERVED_FDS = 256
 #: The same noisy loop error (e.g. accept() out of file descriptors) is logged at most once per this many s.
 LOG_EVERY_SECONDS = 10.0
+#: Length of the kernel's queue of connections waiting for accept() (capped by net.core.somaxconn).
+LISTEN_BACKLOG = 1024
+#: Connections accepted per event-loop pass (asyncio's own default, which it otherwise ties to the backlog).
+ACCEPT_BATCH = 100
 
 
 def raise_file_limit() -> int:
@@ -71,6 +82,7 @@ class _GuardedConnection:
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._tail = b""
+        self._peer = ""
 
     def __getattr__(self, name: str) -> Any:  # pause_reading & co. of the protocol interface
         return getattr(self._inner, name)
@@ -122,23 +134,34 @@ class _GuardedConnection:
 class ConnectionGuard:
     """Per-site state: open connections (capped), and the by-transport lookup the middleware uses."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, per_peer: int = 0) -> None:
         self.limit = limit
+        self.per_peer = per_peer
         self.timed_out = 0
         self.refused = 0
         self._open: dict[asyncio.BaseTransport, _GuardedConnection] = {}
+        self._peers: dict[str, int] = {}
 
     def admit(self, conn: _GuardedConnection) -> bool:
-        if len(self._open) >= self.limit:
+        assert conn._transport is not None
+        peer = _peer_address(conn._transport) if self.per_peer else ""
+        if len(self._open) >= self.limit or (peer and self._peers.get(peer, 0) >= self.per_peer):
             self.refused += 1
             return False
-        assert conn._transport is not None
+        if peer:
+            self._peers[peer] = self._peers.get(peer, 0) + 1
+            conn._peer = peer
         self._open[conn._transport] = conn
         return True
 
     def forget(self, conn: _GuardedConnection) -> None:
-        if conn._transport is not None:
-            self._open.pop(conn._transport, None)
+        if conn._transport is None or self._open.pop(conn._transport, None) is None or not conn._peer:
+            return
+        left = self._peers.get(conn._peer, 1) - 1
+        if left > 0:
+            self._peers[conn._peer] = left
+        else:
+            self._peers.pop(conn._peer, None)
 
     def response_sent(self, transport: asyncio.BaseTransport | None) -> None:
         conn = self._open.get(transport) if transport is not None else None
@@ -147,6 +170,11 @@ class ConnectionGuard:
 
     def protocol_factory(self, make_handler: Callable[[], RequestHandler]) -> Callable[[], asyncio.Protocol]:
         return lambda: cast(asyncio.Protocol, _GuardedConnection(make_handler(), self))
+
+
+def _peer_address(transport: asyncio.BaseTransport) -> str:
+    peer = transport.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
 
 
 GUARD_KEY: web.AppKey[ConnectionGuard] = web.AppKey("connection_guard", ConnectionGuard)
@@ -167,13 +195,14 @@ async def rearm_after_response(request: web.Request, handler: Any) -> web.Stream
 class GuardedSite(web.BaseSite):
     """A TCP site whose connections go through a ``ConnectionGuard`` (``reuse_port`` for several processes)."""
 
-    __slots__ = ("_host", "_port", "_reuse_port", "_guard", "_bound_port")
+    __slots__ = ("_host", "_port", "_reuse_port", "_guard", "_bound_port", "_backlog", "_accept_batch")
 
     def __init__(self, runner: web.AppRunner, host: str, port: int, guard: ConnectionGuard,
-                 *, reuse_port: bool = False) -> None:
+                 *, reuse_port: bool = False, backlog: int = LISTEN_BACKLOG, accept_batch: int = ACCEPT_BATCH) -> None:
         super().__init__(runner)
         self._host, self._port, self._reuse_port, self._guard = host, port, reuse_port, guard
         self._bound_port = port
+        self._backlog, self._accept_batch = backlog, accept_batch
 
     @property
     def name(self) -> str:
@@ -183,10 +212,16 @@ class GuardedSite(web.BaseSite):
         await super().start()
         server = self._runner.server
         assert server is not None
+        # asyncio listens with ``backlog`` and accepts up to that many per loop pass: give it the batch, then
+        # lengthen the kernel's queue (listen() again on the same socket, through a duplicate descriptor).
         self._server = await asyncio.get_running_loop().create_server(
             self._guard.protocol_factory(server), self._host, self._port,
-            reuse_address=True, reuse_port=self._reuse_port or None,
+            reuse_address=True, reuse_port=self._reuse_port or None, backlog=self._accept_batch,
         )
+        if self._backlog != self._accept_batch:
+            for listening in self._server.sockets:
+                with socket.socket(fileno=os.dup(listening.fileno())) as same:
+                    same.listen(self._backlog)
         if self._server.sockets:
             self._bound_port = self._server.sockets[0].getsockname()[1]
 

@@ -1,4 +1,9 @@
-"""Redis for the service: REDIS_URL when set, else an embedded Valkey server (single-machine mode)."""
+"""Redis for the service: REDIS_URL, a master found through Sentinel, or an embedded Valkey (single-machine mode).
+
+Every Redis client and arq pool of the service is made here (``RedisHandle.client``, ``arq_pool`` and
+``arq_settings``), so state, budget and queue always reach the same server, and with Sentinel all follow a
+failover together.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,11 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar, cast
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import redis.asyncio as aioredis
 from arq.connections import ArqRedis, RedisSettings, create_pool
+from redis.asyncio.sentinel import Sentinel
 from redis.exceptions import RedisError
 
 from agent_core import ConfigError
@@ -22,49 +28,156 @@ T = TypeVar("T")
 
 #: How long start-up waits for REDIS_URL to answer before giving up with one line.
 STARTUP_WAIT_SECONDS = 20.0
+#: Connect timeout to a Sentinel, and to the master it names: a dead address is skipped quickly.
+SENTINEL_CONNECT_TIMEOUT_SECONDS = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class SentinelMaster:
+    """A master found through Sentinel: ``REDIS_SENTINELS`` (``host:port,host:port``) and its name."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    name: str
+
+    @classmethod
+    def from_settings(cls, sentinels: str, master: str) -> SentinelMaster | None:
+        """None when Sentinel is not configured; ConfigError naming the setting that is wrong."""
+        sentinels, master = sentinels.strip(), master.strip()
+        if not sentinels:
+            if master:
+                raise ConfigError("REDIS_SENTINEL_MASTER is set but REDIS_SENTINELS is not: give the Sentinels "
+                                  "as host:port,host:port")
+            return None
+        if not master:
+            raise ConfigError("REDIS_SENTINELS is set but REDIS_SENTINEL_MASTER is not: name the master the "
+                              "Sentinels monitor (their `sentinel monitor <name> ...` line)")
+        return cls(tuple(_host_port(entry) for entry in sentinels.split(",")), master)
+
+    def describe(self) -> str:
+        where = ",".join(f"{host}:{port}" for host, port in self.sentinels)
+        return f"master {self.name!r} through Sentinel {where}"
+
+
+def _host_port(entry: str) -> tuple[str, int]:
+    text = entry.strip()
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")  # [::1]:26379
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"REDIS_SENTINELS: {text!r} is not host:port (expected e.g. "
+                          "10.0.0.1:26379,10.0.0.2:26379)")
+    return host, int(port)
 
 
 @dataclass
 class RedisHandle:
-    """A Redis URL in use, plus the embedded server behind it (if this process started one)."""
+    """The Redis in use: ``url`` directly, or ``sentinel``'s master (``url`` then gives only its database and
+    credentials), plus the embedded server behind it (if this process started one)."""
 
     url: str
     embedded: EmbeddedRedis | None = None
+    sentinel: SentinelMaster | None = None
     _clients: list[aioredis.Redis] = field(default_factory=list)
+    _sentinels: list[Sentinel] = field(default_factory=list)
 
     def client(self) -> aioredis.Redis:
         """A new client of this Redis (bytes in, bytes out); closed by ``close``."""
-        client: aioredis.Redis = aioredis.Redis.from_url(self.url, decode_responses=False)
+        client = self._new_client()
         self._clients.append(client)
         return client
 
+    def probe_client(self) -> aioredis.Redis:
+        """A client of its own (the caller closes it) that gives up on a silent server within seconds."""
+        return self._new_client(socket_timeout=SENTINEL_CONNECT_TIMEOUT_SECONDS)
+
+    def _new_client(self, socket_timeout: float | None = None) -> aioredis.Redis:
+        client: aioredis.Redis
+        if self.sentinel is None:
+            client = aioredis.Redis.from_url(self.url, decode_responses=False, socket_timeout=socket_timeout,
+                                             socket_connect_timeout=socket_timeout)
+            return client
+        # redis-py's own Sentinel support: each new connection asks the Sentinels where the master is now, and
+        # a connection still open to a demoted master fails (READONLY) instead of writing to a replica.
+        db, username, password = _credentials(self.url)
+        timeouts = {"socket_connect_timeout": SENTINEL_CONNECT_TIMEOUT_SECONDS,
+                    "socket_timeout": SENTINEL_CONNECT_TIMEOUT_SECONDS}
+        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+            list(self.sentinel.sentinels), sentinel_kwargs=timeouts,
+            socket_connect_timeout=SENTINEL_CONNECT_TIMEOUT_SECONDS, socket_timeout=socket_timeout,
+        )
+        self._sentinels.append(sentinel)  # its own connections to the Sentinels, closed by ``close``
+        client = sentinel.master_for(self.sentinel.name, db=db, username=username, password=password,
+                                     decode_responses=False)
+        return client
+
+    def arq_settings(self) -> RedisSettings:
+        """arq's settings for this Redis (the worker makes its own pool from them)."""
+        return arq_settings(self.url, self.sentinel)
+
     async def arq_pool(self, queue_name: str) -> ArqRedis:
-        pool = await create_pool(arq_settings(self.url), default_queue_name=queue_name)
+        pool = await create_pool(self.arq_settings(), default_queue_name=queue_name)
         self._clients.append(pool)
         return pool
+
+    def describe(self) -> str:
+        """Where this Redis is, for log lines and errors (never a password)."""
+        return self.sentinel.describe() if self.sentinel is not None else redact_url(self.url)
 
     async def close(self) -> None:
         for client in self._clients:
             await client.aclose()
         self._clients.clear()
+        for sentinel in self._sentinels:
+            for node in sentinel.sentinels:
+                await node.aclose()
+        self._sentinels.clear()
         if self.embedded is not None:
             await self.embedded.stop()
             self.embedded = None
 
 
-def arq_settings(url: str) -> RedisSettings:
-    """arq's connection settings for ``url``; a few quick retries so start-up fails fast and clearly."""
-    settings = RedisSettings.from_dsn(url)
+def arq_settings(url: str, sentinel: SentinelMaster | None = None) -> RedisSettings:
+    """arq's connection settings for ``url`` (or ``sentinel``'s master); a few quick retries so start-up fails
+    fast and clearly."""
+    if sentinel is None:
+        settings = RedisSettings.from_dsn(url)
+    else:
+        db, username, password = _credentials(url)
+        settings = RedisSettings(host=list(sentinel.sentinels), sentinel=True, sentinel_master=sentinel.name,
+                                 database=db, username=username, password=password)
     settings.conn_retries = 2
     settings.conn_retry_delay = 1
     return settings
 
 
-async def open_redis(url: str | None, data_dir: Path, *, wait_seconds: float = STARTUP_WAIT_SECONDS) -> RedisHandle:
-    """Use ``url`` once it answers (retried for ``wait_seconds``), or start an embedded server under ``data_dir``."""
+def _credentials(url: str) -> tuple[int, str | None, str | None]:
+    """Database, user and password of REDIS_URL beside Sentinel (its host is the Sentinels' to say)."""
+    if not url:
+        return 0, None, None
+    parts = urlsplit(url)
+    path = parts.path.strip("/")
+    if parts.scheme not in ("redis", "rediss") or (path and not path.isdigit()):
+        raise ConfigError(f"REDIS_URL beside REDIS_SENTINELS gives only the database and credentials, like "
+                          f"redis://:password@master/0; got {redact_url(url)}")
+    if parts.scheme == "rediss":
+        raise ConfigError("REDIS_URL: TLS (rediss://) through REDIS_SENTINELS is not supported")
+    return (int(path) if path else 0, unquote(parts.username) if parts.username else None,
+            unquote(parts.password) if parts.password else None)
+
+
+async def open_redis(
+    url: str | None, data_dir: Path, *, wait_seconds: float = STARTUP_WAIT_SECONDS,
+    sentinel: SentinelMaster | None = None,
+) -> RedisHandle:
+    """Use ``url`` (or ``sentinel``'s master) once it answers, retried for ``wait_seconds``; with neither, start
+    an embedded server under ``data_dir``."""
+    if sentinel is not None:
+        handle = RedisHandle(url or "", sentinel=sentinel)
+        await _wait_for(handle, wait_seconds)
+        return handle
     if url:
-        await _wait_for(url, wait_seconds)
-        return RedisHandle(url)
+        handle = RedisHandle(url)
+        await _wait_for(handle, wait_seconds)
+        return handle
     server = await EmbeddedRedis.start((data_dir / "redis").resolve())
     log.warning(
         "REDIS_URL is not set: single-machine mode, embedded Redis (Valkey) at %s with data in %s; "
@@ -73,12 +186,14 @@ async def open_redis(url: str | None, data_dir: Path, *, wait_seconds: float = S
     return RedisHandle(server.url, embedded=server)
 
 
-async def _wait_for(url: str, wait_seconds: float) -> None:
-    """Ping ``url`` with a backoff until it answers; ConfigError naming REDIS_URL (never its password) if not."""
+async def _wait_for(handle: RedisHandle, wait_seconds: float) -> None:
+    """Ping with a backoff until Redis answers; ConfigError naming the settings (never a password) if not."""
     try:
-        client: aioredis.Redis = aioredis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        client = handle.probe_client()
     except ValueError as exc:
         raise ConfigError(f"REDIS_URL is not a Redis URL ({exc})") from None
+    where = handle.describe()
+    names = "REDIS_SENTINELS / REDIS_SENTINEL_MASTER" if handle.sentinel is not None else "REDIS_URL"
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_seconds
     delay, problem = 0.1, ""
@@ -91,14 +206,13 @@ async def _wait_for(url: str, wait_seconds: float) -> None:
                 problem = (str(exc) or type(exc).__name__).splitlines()[0]
             if loop.time() + delay > deadline:
                 break
-            log.warning("Redis at %s is not answering (%s); retrying in %.1fs", redact_url(url), problem, delay)
+            log.warning("Redis at %s is not answering (%s); retrying in %.1fs", where, problem, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
     finally:
         await client.aclose()
     raise ConfigError(
-        f"REDIS_URL: Redis at {redact_url(url)} did not answer within {wait_seconds:.0f}s ({problem}): "
-        "start it, or fix REDIS_URL"
+        f"{names}: Redis at {where} did not answer within {wait_seconds:.0f}s ({problem}): start it, or fix {names}"
     )
 
 

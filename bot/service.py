@@ -25,7 +25,7 @@ from bot.keys import AppKeys
 from bot.oauth import build_oauth
 from bot.redis import RedisHandle, open_redis
 from bot.settings import Role, Settings
-from bot.slack_client import make_web_client, slack_session
+from bot.slack_client import make_web_client, slack_connections, slack_session
 from bot.worker import (
     DEFAULT_POLL_DELAY_SECONDS,
     WORKER_HEALTH_INTERVAL_SECONDS,
@@ -43,6 +43,8 @@ RESTART_CLOSE_TIMEOUT_SECONDS = 2.0
 #: The worker polls every poll delay and records it at most every ``WORKER_HEALTH_INTERVAL_SECONDS``.
 WORKER_STALE_SECONDS = 3 * WORKER_HEALTH_INTERVAL_SECONDS
 WORKER_READY_TIMEOUT_SECONDS = 15.0
+#: At shutdown, how long jobs still starting get to reach their function (so arq can hand them back).
+JOB_START_WAIT_SECONDS = 2.0
 
 
 class Service:
@@ -80,14 +82,18 @@ class Service:
         else:
             settings.require_slack(self.role)
         self.redis = await open_redis(
-            settings.redis_url, settings.data_dir, wait_seconds=settings.redis_startup_wait_seconds
+            settings.redis_url, settings.data_dir, wait_seconds=settings.redis_startup_wait_seconds,
+            sentinel=settings.redis_sentinel(),
         )
         if self.redis.embedded is not None and self.role != "all":
             raise ConfigError(
                 f"REDIS_URL is not set: the embedded Redis needs `python -m bot` (all), not {self.role!r}"
             )
         # One HTTP session (connection pool) for every Slack call of this process, with the timeout.
-        self._http = slack_session(settings.slack_timeout_seconds)
+        self._http = slack_session(
+            settings.slack_timeout_seconds,
+            connections=slack_connections(settings.slack_max_connections, settings.worker_max_jobs),
+        )
         # In OAuth mode this client has no token: Bolt's authorize gives each request its workspace's, and jobs
         # get theirs from WorkspaceClients.
         slack = make_web_client(
@@ -122,7 +128,8 @@ class Service:
         assert self.redis is not None
         delay = RESTART_FIRST_DELAY_SECONDS
         while True:
-            self._ready = asyncio.Event()
+            # Cleared, not replaced: start() is already waiting on this very event.
+            self._ready.clear()
             worker = build_worker(self.settings, self.redis, runtime, poll_delay=self.poll_delay,
                                   handle_signals=False, ready=self._ready)
             self._worker = worker
@@ -134,10 +141,12 @@ class Service:
                 log.warning("worker lost Redis (%s); reconnecting in %.1fs", _one_line(exc), delay)
             except Exception:
                 log.exception("worker stopped unexpectedly; restarting in %.1fs", delay)
-            finally:
-                self._worker = None
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(_forget_worker(worker), RESTART_CLOSE_TIMEOUT_SECONDS)
+            # A shutdown (CancelledError) does not get here: close() closes this worker with its pool, which
+            # hands its runs back to the queue at once. Without the pool arq could not, and every run of a
+            # SIGTERMed worker would wait for its in-progress key to expire (AGENT_MAX_SECONDS + 130 s).
+            self._worker = None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(_forget_worker(worker), RESTART_CLOSE_TIMEOUT_SECONDS)
             if time.monotonic() - started > RESTART_MAX_DELAY_SECONDS:
                 delay = RESTART_FIRST_DELAY_SECONDS  # it ran a good while: this is a new outage
             await asyncio.sleep(delay)
@@ -159,12 +168,13 @@ class Service:
         """``/slack/events`` and ``/healthz`` for web roles; ``/healthz`` alone for a worker, on ``PORT``."""
         web_app = (create_web_app(create_app(services), services, health=self.worker_problem)
                    if self.role in ("all", "web") else create_health_app(services, self.worker_problem))
-        guard = ConnectionGuard(max_connections())
+        settings = self.settings
+        guard = ConnectionGuard(max_connections(), per_peer=settings.http_max_connections_per_ip)
         web_app[GUARD_KEY] = guard
         self._runner = web.AppRunner(web_app, access_log=None)
         await self._runner.setup()
-        site = GuardedSite(self._runner, self.settings.host, self.settings.port, guard,
-                           reuse_port=self.settings.http_reuse_port)
+        site = GuardedSite(self._runner, settings.host, settings.port, guard, reuse_port=settings.http_reuse_port,
+                           backlog=settings.http_listen_backlog, accept_batch=settings.http_accept_batch)
         await site.start()
         self.port = self._runner.addresses[0][1]
         if self.role == "worker":
@@ -194,6 +204,7 @@ class Service:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker_task
             if worker is not None:
+                await _let_jobs_start(worker)
                 await close_worker(worker)
             self._worker_task = None
         if self._runtime is not None:
@@ -217,6 +228,22 @@ class Service:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+async def _let_jobs_start(worker: Worker) -> None:
+    """Wait (briefly) until no job of a stopped worker is still starting, before its jobs are cancelled.
+
+    arq hands a cancelled job back to the queue from inside the job's task; one cancelled while that task was
+    still starting (reading the job, counting the try) is not handed back and keeps its in-progress key, so no
+    other worker takes it until the key expires (AGENT_MAX_SECONDS + 130 s). Polling has stopped by now, so no
+    new job starts meanwhile; a job starts within a Redis round trip or two.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + JOB_START_WAIT_SECONDS
+    while loop.time() < deadline and any(
+        not task.done() and job_id not in worker.job_tasks for job_id, task in worker.tasks.items()
+    ):
+        await asyncio.sleep(0.01)
 
 
 async def _forget_worker(worker: Worker) -> None:

@@ -12,8 +12,9 @@ from slack_sdk.oauth.state_utils import OAuthStateUtils
 
 from agent_core import DEFAULT_KEY_PREFIX, DEFAULT_TTL_SECONDS, AgentSettings, ConfigError
 from bot.approvals import DEFAULT_TIMEOUT_SECONDS as DEFAULT_APPROVAL_TIMEOUT_SECONDS
+from bot.http_guard import ACCEPT_BATCH, LISTEN_BACKLOG
 from bot.logs import DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LogFormat, LogLevel
-from bot.redis import STARTUP_WAIT_SECONDS
+from bot.redis import STARTUP_WAIT_SECONDS, SentinelMaster
 from bot.slack_client import SLACK_HTTP_TIMEOUT
 from bot.token_crypto import TokenCipher
 from tools import ToolSettings, secret_values
@@ -57,6 +58,12 @@ class Settings(AgentSettings, ToolSettings):
     )
     slack_api_url: str = Field(default=DEFAULT_SLACK_API_URL, description="Slack Web API base URL.")
     redis_url: str | None = Field(default=None, description="Redis to use; unset starts an embedded one.")
+    redis_sentinels: str = Field(
+        default="", description="Sentinels (host:port,host:port) that name the Redis master; replaces REDIS_URL."
+    )
+    redis_sentinel_master: str = Field(
+        default="", description="Name of the master the Sentinels monitor (needed with REDIS_SENTINELS)."
+    )
     redis_startup_wait_seconds: float = Field(
         default=STARTUP_WAIT_SECONDS, ge=0, description="How long start-up waits for REDIS_URL to answer."
     )
@@ -87,6 +94,10 @@ class Settings(AgentSettings, ToolSettings):
     )
     slack_timeout_seconds: float = Field(
         default=SLACK_HTTP_TIMEOUT, gt=0, description="Timeout of one Slack Web API request."
+    )
+    slack_max_connections: int = Field(
+        default=0, ge=0,
+        description="Slack requests one process has in flight at most (0: two per WORKER_MAX_JOBS, at least 100).",
     )
     slack_posts_per_second: float = Field(
         default=1.0, ge=0, description="Per-channel chat.postMessage pace across all workers (0: no pacing)."
@@ -142,6 +153,15 @@ class Settings(AgentSettings, ToolSettings):
     )
     worker_processes: int = Field(
         default=0, ge=0, description="Worker processes of `worker` and of `python -m bot` (0: one per CPU core)."
+    )
+    http_listen_backlog: int = Field(
+        default=LISTEN_BACKLOG, gt=0, description="Kernel queue of connections waiting for accept() (≤ somaxconn)."
+    )
+    http_accept_batch: int = Field(
+        default=ACCEPT_BATCH, gt=0, description="Connections accepted per event-loop pass."
+    )
+    http_max_connections_per_ip: int = Field(
+        default=0, ge=0, description="Open connections per peer address (0: no cap; keep 0 behind a load balancer)."
     )
     http_reuse_port: bool = Field(
         default=False, description="Bind PORT with SO_REUSEPORT, so several processes share it (the supervisor's)."
@@ -201,6 +221,15 @@ class Settings(AgentSettings, ToolSettings):
                 raise ConfigError(f"{name.upper()} is not set: copy it from the Slack app's settings page")
         if not self.slack_api_url.endswith("/"):
             raise ConfigError(f"SLACK_API_URL must end with '/', got {self.slack_api_url!r}")
+
+    def redis_sentinel(self) -> SentinelMaster | None:
+        """The Sentinel-monitored master, or None; ConfigError naming REDIS_SENTINELS or its master if wrong."""
+        return SentinelMaster.from_settings(self.redis_sentinels, self.redis_sentinel_master)
+
+    @property
+    def embedded_redis(self) -> bool:
+        """Single-machine mode: neither REDIS_URL nor REDIS_SENTINELS is set."""
+        return not self.redis_url and not self.redis_sentinels.strip()
 
     def bot_token(self) -> str:
         return self.slack_bot_token.get_secret_value() if self.slack_bot_token else ""

@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 RATE_LIMIT_RETRIES = 8
 #: Timeout of one Web API request, seconds (the default of SLACK_TIMEOUT_SECONDS).
 SLACK_HTTP_TIMEOUT = 30.0
+#: Slack requests one run may have in flight: its next post (one step behind the engine) and a status edit.
+SLACK_CONNECTIONS_PER_JOB = 2
+#: The fewest connections of a process's Slack session (commands, App Home and lookups on the web side).
+SLACK_MIN_CONNECTIONS = 100
 
 
 class CappedRateLimitRetryHandler(AsyncRetryHandler):
@@ -80,11 +84,22 @@ def retry_after_seconds(response: HttpResponse | None) -> float:
     return 1.0 + random.random()
 
 
-def slack_session(timeout: float = SLACK_HTTP_TIMEOUT) -> aiohttp.ClientSession:
-    """The process's shared session for Slack: slack_sdk applies its own timeout only to sessions it creates, so
-    this one carries it (aiohttp's default is 300 s; a call that never answered held a run for 200 s)."""
+def slack_session(timeout: float = SLACK_HTTP_TIMEOUT, *, connections: int) -> aiohttp.ClientSession:
+    """The process's shared session for Slack, with at most ``connections`` requests in flight.
+
+    slack_sdk applies its own timeout only to sessions it creates, so this one carries it (aiohttp's default is
+    300 s; a call that never answered held a run for 200 s). The limit is explicit: aiohttp's default of 100
+    would queue the posts of a worker running more than ~50 runs behind each other.
+    """
     return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout),
+                                 connector=aiohttp.TCPConnector(limit=connections),
                                  trace_configs=[metrics.slack_trace_config()])
+
+
+def slack_connections(configured: int, max_jobs: int) -> int:
+    """``SLACK_MAX_CONNECTIONS``, or when 0 ``SLACK_CONNECTIONS_PER_JOB`` per run a worker runs at once
+    (``WORKER_MAX_JOBS``), never below ``SLACK_MIN_CONNECTIONS`` (the web side's own calls)."""
+    return configured or max(SLACK_MIN_CONNECTIONS, SLACK_CONNECTIONS_PER_JOB * max_jobs)
 
 
 def make_web_client(

@@ -161,11 +161,12 @@ class Supervisor:
 async def supervise(role: Role, processes: int, settings: Settings) -> int:
     """Run ``role`` as ``processes`` supervised processes (plus the web one for ``all``); the exit code."""
     settings.require_slack(role)
+    settings.redis_sentinel()  # a bad REDIS_SENTINELS stops here, not in every child
     embedded: EmbeddedRedis | None = None
     metrics_dir = Path(tempfile.mkdtemp(prefix="bot-metrics-"))
     try:
         redis_url = settings.redis_url
-        if role == "all" and not redis_url:
+        if role == "all" and settings.embedded_redis:
             embedded = await EmbeddedRedis.start((settings.data_dir / "redis").resolve())
             redis_url = embedded.url
             log.warning("REDIS_URL is not set: single-machine mode, embedded Redis (Valkey) at %s with data in %s, "

@@ -15,7 +15,7 @@ from arq.worker import func
 from agent_core import Agent, RedisThreadStore, RedisTraceSink
 from bot.jobs import JOB_KEEP_RESULT_SECONDS, JOB_MAX_TRIES, Runtime, job_timeout, run_thread
 from bot.keys import worker_health_key
-from bot.redis import RedisHandle, arq_settings
+from bot.redis import RedisHandle
 from bot.run import EventSource
 from bot.settings import Settings
 from bot.toolbox import mcp_secrets
@@ -72,7 +72,7 @@ def build_worker(
     return Worker(
         functions=[func(run_thread, name=JOB_FUNCTION, timeout=job_timeout(settings), max_tries=JOB_MAX_TRIES)],
         queue_name=settings.arq_queue_name,
-        redis_settings=arq_settings(redis.url),
+        redis_settings=redis.arq_settings(),
         on_startup=startup,
         burst=burst,
         poll_delay=poll_delay,

@@ -67,10 +67,13 @@ async def until(check: object, *, timeout: float = START_TIMEOUT, what: str = "c
 class RedisServer:
     """A redis-server of the test's own, on a free port, with its files in ``folder``."""
 
-    def __init__(self, folder: Path, *, appendonly: bool = False, port: int | None = None) -> None:
+    def __init__(
+        self, folder: Path, *, appendonly: bool = False, port: int | None = None, replica_of: int | None = None
+    ) -> None:
         self.folder = folder
         self.port = port or free_port()
         self.appendonly = appendonly
+        self.replica_of = replica_of
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -82,6 +85,8 @@ class RedisServer:
         args = [redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                 "--dir", str(self.folder), "--appendonly", "yes" if self.appendonly else "no",
                 "--appendfsync", "everysec"]
+        if self.replica_of is not None:
+            args += ["--replicaof", "127.0.0.1", str(self.replica_of)]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         await until(self.answers, what=f"redis-server on port {self.port}")
 
@@ -94,8 +99,106 @@ class RedisServer:
         finally:
             await client.aclose()
 
+    async def role(self) -> str:
+        """``master`` or ``slave`` (INFO replication), or empty when it does not answer."""
+        client = aioredis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5, socket_timeout=2)
+        try:
+            return str((await client.info("replication"))["role"])
+        except (RedisError, OSError):
+            return ""
+        finally:
+            await client.aclose()
+
     async def kill(self) -> None:
         """SIGKILL, as a crash would."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            await asyncio.to_thread(self.process.wait)
+        self.process = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.kill()
+
+
+class RedisSentinel:
+    """``redis-server --sentinel`` of the test's own, on a free port, monitoring ``master_port`` as ``name``.
+
+    One Sentinel with a quorum of 1 is enough for ``SENTINEL FAILOVER``, which needs no agreement::
+
+        async with RedisServer(d / "a") as a, RedisServer(d / "b", replica_of=a.port), \
+                RedisSentinel(d / "s", a.port) as sentinel:
+            await sentinel.wait_for_replicas(1)
+            await sentinel.failover()   # returns once the Sentinels name the new master
+    """
+
+    def __init__(self, folder: Path, master_port: int, *, name: str = "mymaster") -> None:
+        self.folder = folder
+        self.master_port = master_port
+        self.name = name
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        config = self.folder / "sentinel.conf"  # Sentinel rewrites its own file: one per instance
+        config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self.folder}\n"
+            f"sentinel monitor {self.name} 127.0.0.1 {self.master_port} 1\n"
+            f"sentinel down-after-milliseconds {self.name} 2000\n"
+            f"sentinel failover-timeout {self.name} 10000\n"
+        )
+        self.process = subprocess.Popen([redis_binary(), str(config), "--sentinel"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await until(self.master_port_now, what=f"redis-sentinel on port {self.port}")
+
+    async def command(self, *args: str) -> object:
+        client = aioredis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5, socket_timeout=2,
+                                decode_responses=True)
+        try:
+            return await client.execute_command(*args)
+        finally:
+            await client.aclose()
+
+    async def master_port_now(self) -> int | None:
+        """The port of the master this Sentinel names, or None when it does not answer."""
+        try:
+            reply = await self.command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)
+        except (RedisError, OSError):
+            return None
+        return int(reply[1]) if isinstance(reply, list | tuple) and reply else None
+
+    async def wait_for_replicas(self, count: int) -> None:
+        """Until the Sentinel knows ``count`` replicas in sync (a failover needs one to promote)."""
+
+        async def known() -> bool:
+            replies = await self.command("SENTINEL", "REPLICAS", self.name)
+            replicas = [dict(zip(r[::2], r[1::2], strict=True)) for r in replies]  # type: ignore[attr-defined]
+            healthy = [r for r in replicas if "down" not in r["flags"] and "disconnected" not in r["flags"]
+                       and r.get("master-link-status") == "ok"]
+            return len(healthy) >= count
+
+        await until(known, what=f"the Sentinel to see {count} replica(s) in sync")
+
+    async def failover(self) -> int:
+        """``SENTINEL FAILOVER``; the new master's port once the Sentinel names it (the old master may still
+        take writes for a moment: its demotion follows, see ``RedisServer.role``)."""
+        before = await self.master_port_now()
+        await self.command("SENTINEL", "FAILOVER", self.name)
+
+        async def moved() -> bool:
+            now = await self.master_port_now()
+            return now is not None and now != before
+
+        await until(moved, what="the Sentinel to name a new master")
+        now = await self.master_port_now()
+        assert now is not None
+        return now
+
+    async def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             await asyncio.to_thread(self.process.wait)
