@@ -131,7 +131,7 @@ def stop_line(event: Stopped) -> str:
     usage = event.usage
     line = (
         f"Stop reason: `{event.reason.value}` ({words}) · {event.steps} step{'s' if event.steps != 1 else ''}"
-        f" · {usage.total_tokens:,} tokens · {money(usage.cost_micros)}"
+        f" · {usage.total_tokens:,} tokens · {money(usage.cost_micros)}{' (estimate)' if usage.estimated else ''}"
     )
     if event.detail and event.reason is not StopReason.FINAL_ANSWER:
         line += f"\n{mrkdwn.escape(event.detail)}"

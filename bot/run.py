@@ -288,7 +288,8 @@ class TurnRunner:
     async def _unwritable_stop(self, turn: Turn, why: str) -> Stopped:
         progress = await self.store.progress(turn.thread)
         mine = progress is not None and progress.run_id == turn.run_id
-        usage = (Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros)
+        usage = (Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros,
+                       estimated=progress.usage_estimated)
                  if mine and progress is not None else Usage())
         return Stopped(StopReason.ERROR, why, progress.step if progress else 0, usage, run_id=turn.run_id)
 
@@ -321,7 +322,8 @@ class TurnRunner:
         reason = next((r for r in StopReason if r.value == progress.stop_reason), StopReason.ERROR)
         stopped = Stopped(
             reason, answer or "The run ended, but its answer could not be recovered; please ask again.",
-            progress.step, Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros),
+            progress.step, Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros,
+                                 estimated=progress.usage_estimated),
             run_id=turn.run_id,
         )
         view = render.RunView(turn.run_id, stop_value=f"{turn.thread}|{turn.run_id}")

@@ -128,7 +128,7 @@ def stop_markdown(event: Stopped) -> str:
     usage = event.usage
     line = (
         f"\n\n---\nStop reason: `{event.reason.value}` ({words}) · {event.steps} step{'s' if event.steps != 1 else ''}"
-        f" · {usage.total_tokens:,} tokens · {money(usage.cost_micros)}"
+        f" · {usage.total_tokens:,} tokens · {money(usage.cost_micros)}{' (estimate)' if usage.estimated else ''}"
     )
     if event.detail and event.reason.value != "final_answer":
         line += f"\n\n{defuse(event.detail)}"
