@@ -82,3 +82,10 @@ def test_live_status_fits_chat_update() -> None:
 def test_finished_header_has_no_button() -> None:
     msg = render.finished_header(Stopped(StopReason.CANCELLED, "x", 1, Usage()))
     assert all(b["type"] != "actions" for b in msg.blocks) and "`cancelled`" in msg.text
+
+
+def test_a_cost_counted_offline_says_it_is_an_estimate() -> None:
+    counted = Stopped(StopReason.FINAL_ANSWER, "ok", 1, Usage(100, 20, 0, 1_234, estimated=True))
+    reported = Stopped(StopReason.FINAL_ANSWER, "ok", 1, Usage(100, 20, 0, 1_234))
+    assert "(estimate)" in " ".join(m.text + json.dumps(m.blocks) for m in render.final_messages(counted))
+    assert "(estimate)" not in " ".join(m.text + json.dumps(m.blocks) for m in render.final_messages(reported))
