@@ -59,6 +59,10 @@ class _Deadline(Exception):
     """The run's wall-clock cap fired while something was in flight."""
 
 
+#: Told each LLM call's outcome (``ok`` or the failure's cause) and its seconds, e.g. for metrics.
+LLMCallObserver = Callable[[str, float], None]
+
+
 class Agent:
     """A ReAct agent. ``events()`` streams typed events; ``run()`` returns the final :class:`Stopped`."""
 
@@ -83,8 +87,10 @@ class Agent:
         clock: Callable[[], float] = time.monotonic,
         budget_wait_seconds: float = budget_hold.DEFAULT_BUDGET_WAIT_SECONDS,
         exfiltration_guard: GuardMode | str = DEFAULT_GUARD_MODE,
+        on_llm_call: LLMCallObserver | None = None,
     ) -> None:
         self.llm, self.registry, self.price = llm, registry, price
+        self.on_llm_call = on_llm_call
         self.limits = limits or Limits()
         self.budget, self.store, self.trace = budget, store, trace
         self.observation_max_chars, self.tool_timeouts = observation_max_chars, dict(tool_timeouts or {})
@@ -113,6 +119,7 @@ class Agent:
         observation_max_chars: int = 4000,
         tool_timeouts: Mapping[str, float] | None = None,
         exfiltration_guard: GuardMode | str = DEFAULT_GUARD_MODE,
+        on_llm_call: LLMCallObserver | None = None,
     ) -> Agent:
         """An agent on the OpenAI-compatible endpoint the settings name; ConfigError names a bad setting."""
         if settings.openai_api_key is None or not settings.openai_api_key.get_secret_value().strip():
@@ -136,7 +143,7 @@ class Agent:
             history_tokens=settings.agent_history_tokens,
             observation_max_chars=observation_max_chars, tool_timeouts=tool_timeouts,
             budget_wait_seconds=settings.agent_budget_wait_seconds,
-            exfiltration_guard=exfiltration_guard,
+            exfiltration_guard=exfiltration_guard, on_llm_call=on_llm_call,
         )
 
     async def aclose(self) -> None:
@@ -205,7 +212,7 @@ class Agent:
                 results = await self._guard(run, self._act(run, step)) if stop is None else []   # action
                 for call, result in zip(step.calls, results, strict=False):     # observation
                     yield Observed(run.stopper.steps, call.call_id, call.tool, result.outcome.value,
-                                   result.text, len(result.full))
+                                   result.text, len(result.full), result.duration_ms)
                 stop = stop or run.stopper.record_step(results, failure=step.format_error)   # layer 4
                 await self._persist(run)
         except (Cancelled, _Deadline, LLMError, StoreError) as exc:
@@ -307,9 +314,11 @@ class Agent:
                 messages, tools=run.tools_spec, max_tokens=plan.max_tokens, on_delta=on_delta)
         else:
             call = self.llm.complete(messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
-        settled = False
+        settled, started = False, time.perf_counter()
         try:
             reply = await (call if held is None else budget_hold.while_held(held, call))  # the hold kept alive
+            if self.on_llm_call is not None:
+                self.on_llm_call("ok", time.perf_counter() - started)
             usage = self._usage(reply, messages, plan.max_tokens)
             if held is not None:
                 await held.settle(usage.cost_micros)
@@ -321,6 +330,8 @@ class Agent:
                                    usage_estimated=total.estimated)
             return reply
         except LLMError as exc:
+            if self.on_llm_call is not None:
+                self.on_llm_call(exc.cause, time.perf_counter() - started)
             if exc.charged:  # the endpoint answered, unusably: it may bill the call, so its worst case counts
                 worst = Usage(plan.prompt_tokens, plan.max_tokens, 0, plan.worst_case_micros, estimated=True)
                 if held is not None:

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from agent_core import AnswerDelta, CancelToken, Event, Stopped, StreamReset, ThoughtDelta
+from agent_core import AnswerDelta, CancelToken, Event, Observed, Stopped, StreamReset, ThoughtDelta
+from bot import metrics
 from bot.redis import as_text
 from bot.sink import RunSink
 
@@ -49,6 +50,8 @@ async def pipelined(
                 return None
             if await deltas.take(event):
                 continue
+            if isinstance(event, Observed):
+                metrics.record_tool_call(event.tool, event.outcome, event.duration_ms / 1000)
             posting = asyncio.create_task(sink.emit(event))
         if posting is not None:
             await posting

@@ -13,6 +13,7 @@ from arq import Worker
 from arq.worker import func
 
 from agent_core import Agent, RedisThreadStore, RedisTraceSink
+from bot import metrics
 from bot.jobs import JOB_KEEP_RESULT_SECONDS, JOB_MAX_TRIES, Runtime, job_timeout, run_thread
 from bot.keys import worker_health_key
 from bot.redis import RedisHandle
@@ -45,6 +46,7 @@ def default_agent(settings: Settings, store: RedisThreadStore, trace: RedisTrace
         observation_max_chars=settings.agent_observation_max_chars,
         tool_timeouts=settings.agent_tool_timeouts,
         exfiltration_guard=settings.agent_exfiltration_guard,
+        on_llm_call=metrics.record_llm_call,
     )
 
 

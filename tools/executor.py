@@ -135,7 +135,7 @@ class Executor:
             )
             finish_span(span, rec)
         await self._record(rec)
-        return result
+        return replace(result, duration_ms=rec.duration_ms)
 
     async def _run(self, call: PreparedCall, ctx: ToolContext) -> ToolResult:
         tool = self._registry.get(call.tool)

@@ -33,6 +33,8 @@ class ToolResult:
     full: str
     #: True when the tool ran fine but found nothing (``[]``, ``""``, ``{}``): counts as no progress.
     empty: bool = False
+    #: Wall time of the call (validation, approval, the tool, shaping), set by the Executor.
+    duration_ms: float = 0.0
 
     @property
     def ok(self) -> bool:

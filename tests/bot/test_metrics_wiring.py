@@ -34,6 +34,12 @@ async def test_a_run_is_counted_on_metrics(app: App, fake_openai: FakeOpenAI) ->
     assert sum(v for (n, _), v in after.items() if n == "slack_event_ack_seconds_count") >= 1
     spend = ("agent_spend_usd_total", (("team", "T0001"),))
     assert after.get(spend, 0) > before.get(spend, 0)
+    llm = ("agent_llm_calls_total", (("outcome", "ok"),))
+    assert after.get(llm, 0) == before.get(llm, 0) + 2  # the calculator call, then the answer
+    tool = ("agent_tool_calls_total", (("outcome", "ok"), ("tool", "calculator")))
+    assert after.get(tool, 0) == before.get(tool, 0) + 1
+    latency = ("agent_tool_latency_seconds_count", (("tool", "calculator"),))
+    assert after.get(latency, 0) == before.get(latency, 0) + 1
     # The budget gauge follows the spend: $10.00 default budget minus what was settled so far.
     remaining = after[("agent_budget_remaining_usd", (("team", "T0001"),))]
     assert 0 < remaining < 10.0
