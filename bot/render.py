@@ -125,14 +125,19 @@ def observation_text(obs: Observed) -> str:
     return head + "\n" + mrkdwn.code_block(mrkdwn.shorten(obs.text, OBSERVATION_LIMIT))
 
 
-def stop_line(event: Stopped) -> str:
-    """``final_answer`` verbatim beside human words, then steps, tokens and cost."""
+def stop_summary(event: Stopped) -> str:
+    """``Stop reason: `final_answer` (answered) · 3 steps · 1,200 tokens · $0.0012``: every display ends with it."""
     words = STOP_WORDS.get(event.reason, str(event.reason))
     usage = event.usage
-    line = (
+    return (
         f"Stop reason: `{event.reason.value}` ({words}) · {event.steps} step{'s' if event.steps != 1 else ''}"
         f" · {usage.total_tokens:,} tokens · {money(usage.cost_micros)}{' (estimate)' if usage.estimated else ''}"
     )
+
+
+def stop_line(event: Stopped) -> str:
+    """``final_answer`` verbatim beside human words, then steps, tokens and cost, then what stopped it."""
+    line = stop_summary(event)
     if event.detail and event.reason is not StopReason.FINAL_ANSWER:
         line += f"\n{mrkdwn.escape(event.detail)}"
     return line

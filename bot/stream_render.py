@@ -22,8 +22,7 @@ from slack_sdk.models.blocks.block_elements import UrlSourceElement
 from slack_sdk.models.messages.chunk import MarkdownTextChunk, PlanUpdateChunk, TaskUpdateChunk
 
 from agent_core import Observed, Stopped, ToolCalled
-from bot import mrkdwn
-from bot.render import STOP_WORDS, money
+from bot import mrkdwn, render
 from bot.settings import Verbosity
 
 #: ``markdown_text`` per call (Slack's documented cap is 12,000 characters).
@@ -124,12 +123,7 @@ def resumed_markdown(step: int) -> str:
 
 def stop_markdown(event: Stopped) -> str:
     """The closing line: the stop reason verbatim beside human words, then steps, tokens and cost."""
-    words = STOP_WORDS.get(event.reason, str(event.reason))
-    usage = event.usage
-    line = (
-        f"\n\n---\nStop reason: `{event.reason.value}` ({words}) · {event.steps} step{'s' if event.steps != 1 else ''}"
-        f" · {usage.total_tokens:,} tokens · {money(usage.cost_micros)}{' (estimate)' if usage.estimated else ''}"
-    )
+    line = f"\n\n---\n{render.stop_summary(event)}"
     if event.detail and event.reason.value != "final_answer":
         line += f"\n\n{defuse(event.detail)}"
     return line
