@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Protocol
 
@@ -16,7 +18,7 @@ from agent_core import Event, FinalAnswer, Observed, RunStarted, Stopped, Though
 from bot import render
 from bot.poster import Poster, Target, ThreadStatus
 from bot.redis import as_text, awaited
-from bot.render import RunView, Step
+from bot.render import RunView, SlackMessage, Step
 from bot.settings import Verbosity
 
 
@@ -164,19 +166,28 @@ class SlackEventSink:
                 live = render.live_status(step, self.view, steps_done=step.number)
                 await self.poster.update(self.target, self.first_ts, live, best_effort=True)
         else:
-            for message in render.step_messages(step):
-                await self.poster.post(self.target, message)
+            await self._post_then_mark(render.step_messages(step), posted_step=step.number)
+            self._posted_step = step.number
             if self.status is not None:
                 await self.status.touch()
+            return
         self._posted_step = step.number
         await self.ledger.set(posted_step=step.number)
 
     async def _stopped(self, event: Stopped) -> None:
         self.final = event
-        for message in render.final_messages(event, self.view):
-            await self.poster.post(self.target, message)
+        await self._post_then_mark(render.final_messages(event, self.view), final="1")
         if self.first_ts:
             await self.poster.update(self.target, self.first_ts, render.finished_header(event))
         if self.status is not None:
             await self.status.stop()
-        await self.ledger.set(final="1")
+
+    async def _post_then_mark(self, messages: Iterable[SlackMessage], **mark: str | int) -> None:
+        """Post, then write to the ledger that it was posted, as one unit a shutdown cannot cut in two: a run
+        resumed after a handover then never posts the same replies again."""
+        async def both() -> None:
+            for message in messages:
+                await self.poster.post(self.target, message)
+            await self.ledger.set(**mark)
+
+        await asyncio.shield(both())
