@@ -122,7 +122,8 @@ class Service:
         assert self.redis is not None
         delay = RESTART_FIRST_DELAY_SECONDS
         while True:
-            self._ready = asyncio.Event()
+            # Cleared, not replaced: start() is already waiting on this event (a new one would never be set).
+            self._ready.clear()
             worker = build_worker(self.settings, self.redis, runtime, poll_delay=self.poll_delay,
                                   handle_signals=False, ready=self._ready)
             self._worker = worker
