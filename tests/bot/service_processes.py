@@ -23,6 +23,8 @@ from tests.signing import event_body, mention, signed_headers
 OPENAI_KEY = "sk-test-fault-suite-key"
 #: Every secret the processes are given: none may appear in a log line or a Slack payload.
 SECRETS = (BOT_TOKEN, SECRET, OPENAI_KEY)
+#: The same for the in-process service of ``tests.bot.conftest.make_settings``.
+IN_PROCESS_SECRETS = (BOT_TOKEN, SECRET, "sk-test")
 #: Short leases, so a takeover happens within seconds (the default is 15 s).
 LEASE_ENV = {"AGENT_LEASE_SECONDS": "3", "AGENT_LEASE_RENEW_SECONDS": "1"}
 
