@@ -8,17 +8,20 @@ carries the bot token, the signing secret or the OpenAI key.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 
 import aiohttp
 import redis.asyncio as aioredis
 
+from bot.logs import JsonFormatter
 from tests.bot.conftest import BOT_TOKEN, SECRET
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest
 from tests.fakes.slack_api import FakeSlack, PostedMessage
 from tests.processes import BotProcess, free_port
 from tests.signing import event_body, mention, signed_headers
+from tools import Redactor
 
 OPENAI_KEY = "sk-test-fault-suite-key"
 #: Every secret the processes are given: none may appear in a log line or a Slack payload.
@@ -102,3 +105,10 @@ def _body(request: RecordedRequest) -> str:
 
 def log_lines(*processes: BotProcess) -> list[str]:
     return [line for p in processes for line in p.log().splitlines()]
+
+
+def emitted(records: Iterable[logging.LogRecord], secrets: Iterable[str] = IN_PROCESS_SECRETS) -> list[str]:
+    """Captured records as the service writes them (``LOG_FORMAT=json``, its redaction of the configured
+    secrets and of token shapes): what an in-process test checks for secrets."""
+    formatter = JsonFormatter(Redactor(list(secrets)))
+    return [formatter.format(record) for record in records]

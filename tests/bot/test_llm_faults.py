@@ -19,7 +19,7 @@ from aiohttp import web
 from bot.service import Service
 from bot.workspace import RunRecord
 from tests.bot.conftest import App, make_settings
-from tests.bot.service_processes import IN_PROCESS_SECRETS, assert_no_secrets, final_answers
+from tests.bot.service_processes import IN_PROCESS_SECRETS, assert_no_secrets, emitted, final_answers
 from tests.bot.test_unwritable import recent
 from tests.fakes.openai_server import FakeOpenAI, Reply, delay, error, text, tool_calls
 from tests.fakes.slack_api import FakeSlack
@@ -105,7 +105,7 @@ async def test_an_llm_fault_ends_the_run_in_bounded_time_with_a_clear_reply(
         # The model was told its arguments did not parse, and answered on its next step.
         told = [str(m.get("content")) for m in fake_openai.requests[1].messages if m.get("role") == "tool"]
         assert len(told) == 1 and "JSON" in told[0], told
-    assert_no_secrets([r.getMessage() for r in caplog.records], fake_slack, fake_openai,
+    assert_no_secrets(emitted(caplog.records), fake_slack, fake_openai,
                       IN_PROCESS_SECRETS)
 
 
@@ -120,4 +120,4 @@ async def test_a_broken_answer_body_ends_the_run_with_a_clear_error(
     assert len(finals) == 1 and "`error`" in finals[0], thread
     assert "LLM" in finals[0] or "model" in finals[0], finals[0]  # says what failed
     assert [r.stop_reason for r in records] == ["error"]
-    assert_no_secrets([r.getMessage() for r in caplog.records], fake_slack, secrets=IN_PROCESS_SECRETS)
+    assert_no_secrets(emitted(caplog.records), fake_slack, secrets=IN_PROCESS_SECRETS)

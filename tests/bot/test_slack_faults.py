@@ -15,7 +15,7 @@ import pytest
 
 from bot.settings import Settings
 from tests.bot.conftest import App
-from tests.bot.service_processes import IN_PROCESS_SECRETS, assert_no_secrets, final_answers, thread_texts
+from tests.bot.service_processes import IN_PROCESS_SECRETS, assert_no_secrets, emitted, final_answers, thread_texts
 from tests.bot.test_unwritable import recent
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.slack_api import FakeSlack
@@ -43,7 +43,7 @@ async def test_an_archived_channel_stops_the_run_with_error_and_records_it(
     assert len(fake_openai.requests) <= 4  # stopped paying for a thread nobody can read
     [record] = await recent(app)
     assert record.stop_reason == "error" and "is_archived" in record.note
-    assert_no_secrets([r.getMessage() for r in caplog.records], fake_slack, fake_openai, IN_PROCESS_SECRETS)
+    assert_no_secrets(emitted(caplog.records), fake_slack, fake_openai, IN_PROCESS_SECRETS)
 
 
 async def test_a_429_storm_on_every_write_is_waited_out_and_everything_is_posted_in_order(
@@ -63,7 +63,7 @@ async def test_a_429_storm_on_every_write_is_waited_out_and_everything_is_posted
     assert "All three done." in final
     [record] = await recent(app)
     assert record.stop_reason == "final_answer"
-    assert_no_secrets([r.getMessage() for r in caplog.records], fake_slack, fake_openai, IN_PROCESS_SECRETS)
+    assert_no_secrets(emitted(caplog.records), fake_slack, fake_openai, IN_PROCESS_SECRETS)
 
 
 async def test_a_429_storm_beyond_the_retries_stops_the_run_with_error_and_records_it(
@@ -95,4 +95,4 @@ async def test_a_refused_edit_or_oversized_post_loses_no_reply(
     assert "All three done." in seen
     [record] = await recent(app)
     assert record.stop_reason == "final_answer"
-    assert_no_secrets([r.getMessage() for r in caplog.records], fake_slack, fake_openai, IN_PROCESS_SECRETS)
+    assert_no_secrets(emitted(caplog.records), fake_slack, fake_openai, IN_PROCESS_SECRETS)
