@@ -75,18 +75,19 @@ async def run_once(key_prefix: str, slack: FakeSlack, openai: FakeOpenAI, **over
     return thread, records, took, final_answers(slack, ts)
 
 
-FAULTS: dict[str, tuple[list[Reply], dict[str, Any], str, str]] = {
+FAULTS: dict[str, tuple[tuple[Reply, ...], dict[str, Any], str, str]] = {
     # name: (replies, settings, stop reason recorded, words the final reply must show)
-    "500s": ([error(500, "The server had an error")] * 3, {"openai_max_retries": 2}, "error",
+    "500s": ((error(500, "The server had an error"),) * 3, {"openai_max_retries": 2}, "error",
              "The server had an error"),
     "429 with Retry-After": (
-        [error(429, "Rate limit reached", headers={"Retry-After": "1"})] * 2 + [text("It is 42.")],
+        (error(429, "Rate limit reached", headers={"Retry-After": "1"}),) * 2 + (text("It is 42."),),
         {"openai_max_retries": 2}, "final_answer", "It is 42."),
-    "never answers": ([delay(600, text("too late"))], {"openai_timeout_seconds": 1}, "error", "did not answer in time"),
-    "far over max_tokens": ([text("y" * 1_000_000, completion_tokens=900)], {"agent_max_completion_tokens": 256},
+    "never answers": ((delay(600, text("too late")),), {"openai_timeout_seconds": 1}, "error",
+                      "did not answer in time"),
+    "far over max_tokens": ((text("y" * 1_000_000, completion_tokens=900),), {"agent_max_completion_tokens": 256},
                             "error", "max_tokens"),
     "tool-call arguments not JSON": (
-        [tool_calls(("calculator", '{"expression": "6*7'), content="Let me compute."), text("It is 42.")],
+        (tool_calls(("calculator", '{"expression": "6*7'), content="Let me compute."), text("It is 42.")),
         {}, "final_answer", "It is 42."),
 }
 
