@@ -13,27 +13,23 @@ from typing import Any
 
 import pytest
 
-from tests.bot.conftest import App
+from tests.bot.conftest import SECRET, App
 from tests.bot.service_processes import IN_PROCESS_SECRETS, assert_no_secrets, emitted, final_answers
 from tests.fakes.openai_server import FakeOpenAI, delay, text
 from tests.fakes.slack_api import FakeSlack
-from tests.signing import action_body, command_body, event_body, mention, next_ts
+from tests.signing import action_body, command_body, event_body, mention, next_ts, signed_headers
 
 A, B, C = "TA", "TB", "TC"
 A_SECRET = "the vault code is 8675309"
 
 
 async def limits(app: App, team: str, user: str, words: str = "") -> str:
-    resp_text = ""
+    """``/agent-limits WORDS`` typed by ``user`` of ``team``: the ephemeral answer."""
     body = command_body(command="/agent-limits", text=words, user=user, team_id=team)
-    from tests.bot.conftest import SECRET
-    from tests.signing import signed_headers
-
     headers = signed_headers(SECRET, body, content_type="application/x-www-form-urlencoded")
     async with app.http.post(f"{app.url}/slack/events", data=body, headers=headers) as resp:
         assert resp.status == 200
-        resp_text = str((await resp.json())["text"])
-    return resp_text
+        return str((await resp.json())["text"])
 
 
 async def home(app: App, fake_slack: FakeSlack, team: str, user: str) -> list[dict[str, Any]]:
