@@ -65,6 +65,9 @@ class Toolbox:
     async def start(self) -> None:
         self.servers.on_change(self._changed)
         await self.servers.start()
+        unknown = self._policy.unknown(self.servers.registry(self._base))
+        if unknown:  # likely typos: AGENT_TOOLS names tools that neither the built-ins nor a server offer
+            log.warning("AGENT_TOOLS names tools that do not exist (typos?): %s", ", ".join(unknown))
         await self._publish()
 
     def enabled(self) -> Registry:

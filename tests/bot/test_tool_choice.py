@@ -7,6 +7,7 @@ import json
 import pytest
 
 from bot.listeners.home import tools_blocks
+from bot.toolbox import Toolbox
 from bot.workspace import (
     NO_CATALOG_NOTE,
     CatalogEntry,
@@ -18,7 +19,9 @@ from bot.workspace import (
     parse_command,
 )
 from bot.workspace.tool_choice import decode_catalog, encode_catalog, rows, unknown_pattern
-from tools import ToolListing
+from tests.bot.conftest import make_settings
+from tests.fakes.slack_api import FakeSlack
+from tools import ToolListing, builtin_registry
 
 CATALOG = [
     CatalogEntry("calculator", None, "Evaluate an arithmetic expression."),
@@ -129,3 +132,13 @@ def test_home_tools_section_notes_a_missing_catalog_and_hides_the_hint_from_memb
     text = json.dumps(blocks)
     assert ":white_check_mark: `calculator` (built-in)" in text
     assert "No worker has published" in text and "tools enable" not in text
+
+
+async def test_a_typo_in_agent_tools_is_warned_at_start_up(
+    caplog: pytest.LogCaptureFixture, key_prefix: str, fake_slack: FakeSlack
+) -> None:
+    settings = make_settings(key_prefix, fake_slack, None, agent_tools="calculator,calcluator")
+    toolbox = Toolbox.from_settings(settings, base=builtin_registry(settings))
+    await toolbox.start()
+    await toolbox.aclose()
+    assert "AGENT_TOOLS names tools that do not exist (typos?): calcluator" in caplog.text
