@@ -409,7 +409,8 @@ class Agent:
                 run.remember(history.not_executed(call_id, f"{reason.value}, the run stopped first"))
             answer = progress.graceful_answer(reason, stop.detail, run.progress)
             run.remember({"role": "assistant", "content": answer})
-        run.progress = replace(run.progress, status="stopped", stop_reason=reason.value, step=run.stopper.steps)
+        run.progress = replace(run.progress, status="stopped", stop_reason=reason.value, step=run.stopper.steps,
+                               answer=answer)
         detail, store_failed = stop.detail, stop.store_failed
         try:
             await self._persist(run)

@@ -29,9 +29,13 @@ class Progress:
     cost_micros: int = 0
     #: Some of that spend was counted offline: the endpoint did not report it.
     usage_estimated: bool = False
+    #: The answer, once the run stopped: the end is saved before it is posted, so a worker that died in between
+    #: leaves the next one what to post, without reading the history back.
+    answer: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        extra = {"answer": self.answer} if self.answer else {}
+        return extra | {
             "task": self.task,
             "run_id": self.run_id,
             "step": self.step,
@@ -60,6 +64,7 @@ class Progress:
             completion_tokens=int(data.get("completion_tokens", 0)),
             cost_micros=int(data.get("cost_micros", 0)),
             usage_estimated=bool(data.get("usage_estimated", False)),
+            answer=str(data.get("answer", "")),
         )
 
 

@@ -316,9 +316,7 @@ class TurnRunner:
         seen = await ledger.get()
         if seen.get("final") == "1":
             return
-        state = await self.store.load(turn.thread)
-        answer = next((str(m["content"]) for m in reversed(state.history)
-                       if m.get("role") == "assistant" and m.get("content") and not m.get("tool_calls")), "")
+        answer = progress.answer
         reason = next((r for r in StopReason if r.value == progress.stop_reason), StopReason.ERROR)
         stopped = Stopped(
             reason, answer or "The run ended, but its answer could not be recovered; please ask again.",
