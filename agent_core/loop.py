@@ -29,7 +29,7 @@ from agent_core.events import (
 )
 from agent_core.limits import Limits
 from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM, StreamingLLM
-from agent_core.run_state import Run, Step, split_resumed
+from agent_core.run_state import Run, Step, TraceBuffer, split_resumed
 from agent_core.settings import AgentSettings
 from agent_core.sse import DeltaSink
 from agent_core.stopper import CallPlan, Stop, Stopper
@@ -256,9 +256,10 @@ class Agent:
         stopper.steps = progress_state.step
         stopper.usage = Usage(progress_state.prompt_tokens, progress_state.completion_tokens, 0,
                               progress_state.cost_micros, progress_state.usage_estimated)
-        executor = Executor(self.registry if registry is None else registry, trace=self.trace, secrets=self.secrets,
-                            observation_max_chars=self.observation_max_chars, timeouts=self.tool_timeouts,
-                            exfiltration_guard=self.exfiltration_guard)
+        traces = TraceBuffer() if thread is not None and self.store is not None else None
+        executor = Executor(self.registry if registry is None else registry, trace=traces or self.trace,
+                            secrets=self.secrets, observation_max_chars=self.observation_max_chars,
+                            timeouts=self.tool_timeouts, exfiltration_guard=self.exfiltration_guard)
         # The guard is the run's, but private data read by earlier runs of the thread is in its context too.
         executor.remember_transcript(m.get("content") for m in (*earlier, *current))
         is_new = not current
@@ -269,6 +270,7 @@ class Agent:
             stopper=stopper, executor=executor, budget=budget or self.budget, cancel=cancel or CancelToken(),
             scope=scope or ToolContext(run_id="", step=0),
             tools_spec=executor.registry.schemas() if self.protocol == "tools" and len(executor.registry) else None,
+            traces=traces,
         )
         run.progress = replace(run.progress, run_id=run.run_id)
         return run
@@ -394,8 +396,9 @@ class Agent:
     async def _persist(self, run: Run) -> None:
         if run.cancel.abandoned:  # another runner owns the thread now: its history is not ours to write
             raise Cancelled(run.cancel.reason)
-        if run.thread is not None and self.store is not None and run.unsaved:
-            await self.store.append(run.thread, run.unsaved, run.progress)
+        traces = run.traces.take() if run.traces is not None else []
+        if run.thread is not None and self.store is not None and (run.unsaved or traces):
+            await self.store.append(run.thread, run.unsaved, run.progress, traces)
         run.unsaved = []
 
     async def _close(self, run: Run, stop: Stop, answer: str) -> Stopped:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from redis.asyncio import Redis
@@ -31,7 +31,11 @@ DEFAULT_TRACE_MAX_RECORDS = 2_000
 
 
 class RedisThreadStore:
-    """ThreadStore on plain Redis commands (no modules), keyed by ``agent_core.keys.Keys``."""
+    """ThreadStore on plain Redis commands (no modules), keyed by ``agent_core.keys.Keys``.
+
+    A step's trace records ride in the step's own transaction: one round trip per step, and a record is never
+    written for a step that was not.
+    """
 
     def __init__(
         self,
@@ -39,8 +43,8 @@ class RedisThreadStore:
         keys: Keys,
         *,
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
-        trace: RedisTraceSink | None = None,
         history_window: int = DEFAULT_HISTORY_WINDOW,
+        max_trace_records: int = DEFAULT_TRACE_MAX_RECORDS,
     ) -> None:
         if ttl_seconds <= 0 or history_window <= 0:
             raise ValueError(
@@ -50,10 +54,7 @@ class RedisThreadStore:
         self._redis = redis
         self._keys = keys
         self._ttl = ttl_seconds
-        # The step's trace records ride in the step's own transaction: one round trip per step, not one per call.
-        self._trace = trace
-        if trace is not None:
-            trace.defer_to_steps()
+        self._max_traces = max_trace_records
 
     async def load(self, thread: str) -> ThreadState:
         try:
@@ -68,17 +69,18 @@ class RedisThreadStore:
         progress = Progress.from_dict(json.loads(raw_progress)) if raw_progress else Progress()
         return ThreadState(history=history, progress=progress)
 
-    async def append(self, thread: str, messages: Sequence[Message], progress: Progress) -> None:
+    async def append(
+        self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
+    ) -> None:
         history_key, progress_key = self._keys.history(thread), self._keys.progress(thread)
-        records = self._trace.take(thread) if self._trace is not None else []
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
                 if messages:
                     pipe.rpush(history_key, *(json.dumps(m, ensure_ascii=False) for m in messages))
                 pipe.set(progress_key, json.dumps(progress.to_dict(), ensure_ascii=False), ex=self._ttl)
                 pipe.expire(history_key, self._ttl)
-                if records and self._trace is not None:
-                    self._trace.queue_writes(pipe, thread, records)
+                if traces:
+                    trace_writes(pipe, self._keys.trace(thread), traces, self._max_traces, self._ttl)
                 await pipe.execute()
         except RedisError as exc:
             raise StoreError(f"cannot append a step to thread {thread!r} in Redis: {exc}") from exc
@@ -91,12 +93,23 @@ class RedisThreadStore:
             raise StoreError(f"cannot read progress of {thread!r} from Redis: {exc}") from exc
         return Progress.from_dict(json.loads(raw)) if raw else None
 
+    async def traces(self, thread: str) -> list[dict[str, Any]]:
+        """Every kept trace record of the thread, oldest first."""
+        raw = await _awaited(self._redis.lrange(self._keys.trace(thread), 0, -1))
+        return [json.loads(item) for item in raw]
+
+
+def trace_writes(pipe: Any, key: str, traces: Sequence[Mapping[str, Any]], max_records: int, ttl: int) -> None:
+    """Queue trace records on ``pipe``: appended, capped to the newest ``max_records``, expiring with the thread."""
+    pipe.rpush(key, *(json.dumps(dict(t), ensure_ascii=False, default=str) for t in traces))
+    pipe.ltrim(key, -max_records, -1)
+    pipe.expire(key, ttl)
+
 
 class RedisTraceSink:
-    """TraceSink writing each tool call's record under its thread's keys, with the thread's TTL.
+    """TraceSink for tool calls outside any stored thread (a run without a store writes here, under its run id).
 
-    A record names its run, not its thread: the caller ``bind``s a run id to its thread before the run and
-    ``unbind``s it after. A record of an unbound run is kept under a ``local`` key named after the run.
+    Runs of a stored thread do not use it: their records ride in the thread's step writes (``append``).
     """
 
     def __init__(
@@ -111,56 +124,18 @@ class RedisTraceSink:
         self._keys = keys
         self._ttl = ttl_seconds
         self._max = max_records
-        self._threads: dict[str, str] = {}
-        self._deferred = False
-        self._pending: dict[str, list[str]] = {}
-
-    def defer_to_steps(self) -> None:
-        """Keep a bound run's records until its thread's next step is written (see RedisThreadStore)."""
-        self._deferred = True
-
-    def bind(self, run_id: str, thread: str) -> None:
-        self._threads[run_id] = thread
-
-    def unbind(self, run_id: str) -> None:
-        """Forget the run; records still waiting for a step write are not lost: call :meth:`flush` first."""
-        self._threads.pop(run_id, None)
-
-    async def flush(self, thread: str) -> None:
-        """Write the thread's waiting records now (a run that ended without a last step write)."""
-        records = self.take(thread)
-        if records:
-            await self._write(thread, records)
-
-    def take(self, thread: str) -> list[str]:
-        return self._pending.pop(thread, [])
-
-    def queue_writes(self, pipe: Any, thread: str, records: list[str]) -> None:
-        key = self._keys.trace(thread)
-        pipe.rpush(key, *records)
-        pipe.ltrim(key, -self._max, -1)
-        pipe.expire(key, self._ttl)
 
     async def record(self, rec: Any) -> None:
         data = _as_dict(rec)
-        run_id = str(data.get("run_id", ""))
-        line = json.dumps(data, ensure_ascii=False, default=str)
-        thread = self._threads.get(run_id)
-        if thread is not None and self._deferred:
-            self._pending.setdefault(thread, []).append(line)
-            return
-        await self._write(thread or f"run-{run_id}", [line])
-
-    async def _write(self, thread: str, records: list[str]) -> None:
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
-                self.queue_writes(pipe, thread, records)
+                trace_writes(pipe, self._keys.trace(f"run-{data.get('run_id', '')}"), [data], self._max, self._ttl)
                 await pipe.execute()
         except RedisError as exc:
-            raise StoreError(f"cannot record a trace for thread {thread!r} in Redis: {exc}") from exc
+            raise StoreError(f"cannot record a trace in Redis: {exc}") from exc
 
     async def records(self, thread: str) -> list[dict[str, Any]]:
-        """Every kept record of the thread, oldest first."""
+        """Every kept record under ``thread`` (a thread id, or ``run-<run id>``), oldest first."""
         raw = await _awaited(self._redis.lrange(self._keys.trace(thread), 0, -1))
         return [json.loads(item) for item in raw]
 

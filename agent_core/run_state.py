@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,11 +40,29 @@ class Run:
     cancel: CancelToken
     scope: ToolContext
     tools_spec: list[dict[str, Any]] | None
+    #: The run's trace records until its next step write (None: they go straight to the Agent's trace sink).
+    traces: TraceBuffer | None = None
 
     def remember(self, message: Message) -> None:
         """Add a message to this run's conversation and to what the next persist writes."""
         self.current.append(message)
         self.unsaved.append(message)
+
+
+@dataclass
+class TraceBuffer:
+    """The Executor's trace sink in a run of a stored thread: records wait here and ride in the next step write
+    (``ThreadStore.append``), so they share its transaction and its thread, with nothing to bind."""
+
+    pending: list[dict[str, Any]] = field(default_factory=list)
+
+    async def record(self, rec: Any) -> None:
+        is_record = dataclasses.is_dataclass(rec) and not isinstance(rec, type)
+        self.pending.append(dataclasses.asdict(rec) if is_record else dict(rec))
+
+    def take(self) -> list[dict[str, Any]]:
+        taken, self.pending = self.pending, []
+        return taken
 
 
 def split_resumed(earlier: list[Message], task: str) -> tuple[list[Message], Message, list[Message]] | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -79,7 +79,11 @@ class ThreadStore(Protocol):
 
     async def load(self, thread: str) -> ThreadState: ...
 
-    async def append(self, thread: str, messages: Sequence[Message], progress: Progress) -> None: ...
+    async def append(
+        self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
+    ) -> None:
+        """Write one step: its messages, the progress and the step's tool trace records, all or nothing."""
+        ...
 
 
 class InMemoryThreadStore:
@@ -87,10 +91,15 @@ class InMemoryThreadStore:
 
     def __init__(self) -> None:
         self._threads: dict[str, ThreadState] = {}
+        #: Each thread's trace records, in call order.
+        self.traces: dict[str, list[dict[str, Any]]] = {}
 
     async def load(self, thread: str) -> ThreadState:
         return self._threads.get(thread, ThreadState())
 
-    async def append(self, thread: str, messages: Sequence[Message], progress: Progress) -> None:
+    async def append(
+        self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
+    ) -> None:
         state = self._threads.get(thread, ThreadState())
         self._threads[thread] = replace(state, history=state.history + tuple(messages), progress=progress)
+        self.traces.setdefault(thread, []).extend(dict(t) for t in traces)

@@ -78,7 +78,7 @@ class Runtime:
         self.keys = AppKeys(settings.redis_key_prefix)
         ttl = settings.thread_ttl_seconds
         self.trace = RedisTraceSink(redis, self.keys, ttl_seconds=ttl)
-        self.store = RedisThreadStore(redis, self.keys, ttl_seconds=ttl, trace=self.trace)
+        self.store = RedisThreadStore(redis, self.keys, ttl_seconds=ttl)
         self.agent = agent_factory(settings, self.store, self.trace)
         # The agent's registry is the base (a test factory's own tools included); MCP tools join it per run.
         self.toolbox = Toolbox.from_settings(

@@ -238,7 +238,6 @@ class TurnRunner:
         run_id, sink = turn.run_id, parts.sink
         watcher = asyncio.create_task(watch_cancel(self.redis, self.keys.cancel(turn.thread, run_id), run_id,
                                                    parts.token))
-        self.trace.bind(run_id, turn.thread)
         events: AsyncIterator[Event] | None = None
         try:
             async with LeaseKeeper(self.leases, lease, parts.token) as keeper:
@@ -280,9 +279,6 @@ class TurnRunner:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watcher
             await asyncio.shield(parts.approver.aclose())  # requests a stopped run left open are closed, denied
-            with contextlib.suppress(StoreError):
-                await self.trace.flush(turn.thread)  # records of a run whose last step write failed
-            self.trace.unbind(run_id)
         return ""
 
     async def _unwritable_stop(self, turn: Turn, why: str) -> Stopped:

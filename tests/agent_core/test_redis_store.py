@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 import redis.asyncio as aioredis
 
@@ -69,22 +67,22 @@ async def test_two_workspaces_with_the_same_channel_never_share(redis_client: ai
     assert (await store.load(b)).history == ()
 
 
-async def test_trace_records_live_under_the_thread(redis_client: aioredis.Redis, keys: Keys) -> None:
-    @dataclass
-    class Rec:
-        run_id: str
-        step: int
-        tool: str
-
-    sink = RedisTraceSink(redis_client, keys, ttl_seconds=100, max_records=2)
+async def test_trace_records_live_under_the_thread_capped(redis_client: aioredis.Redis, keys: Keys) -> None:
+    store = RedisThreadStore(redis_client, keys, ttl_seconds=100, max_trace_records=2)
     t = thread()
-    sink.bind("r1", t)
     for step in range(3):
-        await sink.record(Rec("r1", step, "calculator"))
-    sink.unbind("r1")
-    records = await sink.records(t)
-    assert [r["step"] for r in records] == [1, 2]
+        await store.append(t, [], Progress(task="x", step=step), [{"run_id": "r1", "step": step, "tool": "calculator"}])
+    assert [r["step"] for r in await store.traces(t)] == [1, 2]
     assert keys.trace(t).startswith(keys.thread_base(t))
+    assert 0 < await redis_client.ttl(keys.trace(t)) <= 100
+
+
+async def test_a_run_without_a_stored_thread_traces_under_its_run_id(
+    redis_client: aioredis.Redis, keys: Keys
+) -> None:
+    sink = RedisTraceSink(redis_client, keys)
+    await sink.record({"run_id": "r9", "step": 1, "tool": "calculator"})
+    assert [r["tool"] for r in await sink.records("run-r9")] == ["calculator"]
 
 
 async def test_unreachable_redis_is_a_store_error(keys: Keys) -> None:
@@ -103,19 +101,20 @@ def test_four_part_ids_share_a_hash_tag_and_other_names_are_local() -> None:
 
 
 async def test_trace_records_ride_in_the_step_write(redis_client: aioredis.Redis, keys: Keys) -> None:
-    sink = RedisTraceSink(redis_client, keys)
-    store = RedisThreadStore(redis_client, keys, trace=sink)
+    """A whole run through the engine: its tool calls' records are written with the steps, under the thread."""
+    store = RedisThreadStore(redis_client, keys)
     t = thread()
-    sink.bind("r1", t)
-    await sink.record({"run_id": "r1", "step": 1, "tool": "calculator"})
-    assert await sink.records(t) == []  # waits for the step's own transaction
-    await store.append(t, [{"role": "tool", "tool_call_id": "c1", "content": "4"}], Progress(task="x"))
-    assert [r["tool"] for r in await sink.records(t)] == ["calculator"]
-
-    await sink.record({"run_id": "r1", "step": 2, "tool": "current_time"})
-    await sink.flush(t)  # a run that ended without another step write loses nothing
-    sink.unbind("r1")
-    assert [r["step"] for r in await sink.records(t)] == [1, 2]
+    await store.append(t, [{"role": "tool", "tool_call_id": "c1", "content": "4"}], Progress(task="x"),
+                       [{"run_id": "r1", "step": 1, "tool": "calculator"}])
+    assert [r["tool"] for r in await store.traces(t)] == ["calculator"]
+    # A failed step write writes no record either: both or neither.
+    dead = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    try:
+        with pytest.raises(StoreError):
+            await RedisThreadStore(dead, keys).append(t, [], Progress(), [{"run_id": "r1", "step": 2}])
+    finally:
+        await dead.aclose()
+    assert [r["step"] for r in await store.traces(t)] == [1]
 
 
 async def test_a_long_thread_loads_only_its_newest_messages(redis_client: aioredis.Redis, keys: Keys) -> None:

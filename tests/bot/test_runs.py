@@ -396,3 +396,20 @@ async def test_only_a_turn_that_really_waits_is_told_it_is_queued(
     finally:
         await runtime.aclose()
         await handle.close()
+
+
+async def test_a_runs_tool_calls_are_traced_under_its_thread_with_its_steps(
+    app: App, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    from agent_core import RedisThreadStore
+    from bot.identity import Conversation
+    from bot.keys import AppKeys
+
+    fake_openai.queue(tool_calls(("calculator", {"expression": "6*7"})), text("42."))
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> 6*7?", ts=ts)))
+    await app.drain()
+    thread = Conversation(Workspace("T0001"), "C1", ts).id
+    [record] = await RedisThreadStore(redis_client, AppKeys(key_prefix)).traces(thread)
+    assert record["tool"] == "calculator" and record["outcome"] == "ok" and record["step"] == 1
+    assert "42" in record["result_full"]
