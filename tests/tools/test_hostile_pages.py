@@ -46,3 +46,13 @@ async def test_a_hostile_2mb_page_never_holds_the_loop(pages: PageServer, ctx: T
                              fetch_url_timeout_seconds=10)
     assert result.outcome in (Outcome.OK, Outcome.TIMEOUT), result.text
     assert meter.longest < MAX_STALL_SECONDS, f"the loop stalled {meter.longest * 1000:.0f} ms on {shape!r}"
+
+
+async def test_a_page_of_megabytes_of_text_keeps_its_first_200_000_characters_and_says_so(
+    pages: PageServer, ctx: ToolContext
+) -> None:
+    result = await fetch(pages.url("/hostile/unclosed"), ctx, fetch_url_allowed_hosts=pages.host_port,
+                         fetch_url_timeout_seconds=10)
+    assert result.outcome is Outcome.OK
+    assert "(cut: the page's text is" in result.full and "only the first 200,000 are kept" in result.full
+    assert len(result.full) < 201_000

@@ -142,14 +142,23 @@ def parse_url(raw: str) -> URL:
     return url.with_fragment(None)
 
 
+#: Text kept of one page: far more than a model reads (the observation is shaped to AGENT_OBSERVATION_MAX_CHARS),
+#: and small enough that redaction, shaping and the guard's checks stay a few milliseconds of CPU each.
+MAX_TEXT_CHARS = 200_000
+
+
 def render(url: URL, title: str, text: str, truncated: bool, max_bytes: int) -> str:
-    """The observation: final URL, title, a truncation note, then the text."""
+    """The observation: final URL, title, a truncation note, then the text (at most ``MAX_TEXT_CHARS``)."""
     lines = [f"URL: {url}"]
     if title:
         lines.append(f"Title: {title}")
     if truncated:
         lines.append(f"(truncated: the page is larger than {max_bytes:,} bytes; only the start was read)")
-    return "\n".join(lines) + "\n\n" + text.strip()
+    text = text.strip()
+    if len(text) > MAX_TEXT_CHARS:
+        lines.append(f"(cut: the page's text is {len(text):,} characters; only the first {MAX_TEXT_CHARS:,} are kept)")
+        text = text[:MAX_TEXT_CHARS]
+    return "\n".join(lines) + "\n\n" + text
 
 
 def _redirect_target(url: URL, resp: aiohttp.ClientResponse) -> URL:
