@@ -72,7 +72,7 @@ class EmbeddedRedis:
             # Started from this (the event loop's) thread: the death signal follows the thread that forked.
             process = subprocess.Popen(
                 [str(get_binary_path()), str(config)], cwd=folder, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent, start_new_session=True,
+                stderr=subprocess.DEVNULL, preexec_fn=die_with_parent, start_new_session=True,
             )
             server = cls(folder, process, port, lock)
             await server._wait_ready()
@@ -168,7 +168,8 @@ def _is_valkey(pid: int) -> bool:
     return b"valkey-server" in cmdline and state != "Z"
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """A child's ``preexec_fn``: the kernel stops it when its parent dies (Linux; elsewhere a no-op)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 

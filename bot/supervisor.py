@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import os
 import shutil
@@ -34,7 +33,7 @@ from pathlib import Path
 
 from prometheus_client.multiprocess import mark_process_dead
 
-from bot.embedded_redis import EmbeddedRedis
+from bot.embedded_redis import EmbeddedRedis, die_with_parent
 from bot.metrics import MULTIPROC_ENV
 from bot.settings import Role, Settings
 
@@ -48,7 +47,6 @@ RESTART_MAX_DELAY_SECONDS = 30.0
 STABLE_SECONDS = 60.0
 #: What ``python -m bot`` exits with on a bad setting (``bot.__main__``).
 CONFIG_ERROR_EXIT = 2
-_PR_SET_PDEATHSIG = 1
 
 
 def default_processes() -> int:
@@ -116,7 +114,7 @@ class Supervisor:
         delay = RESTART_FIRST_DELAY_SECONDS
         while not self._stop.is_set():
             process = await asyncio.create_subprocess_exec(
-                *child_command(child.role), env=dict(child.env), preexec_fn=_die_with_parent,
+                *child_command(child.role), env=dict(child.env), preexec_fn=die_with_parent,
                 # Its own session: a terminal's Ctrl-C reaches the parent only, which passes on a SIGTERM.
                 start_new_session=True,
             )
@@ -177,9 +175,3 @@ async def supervise(role: Role, processes: int, settings: Settings) -> int:
         if embedded is not None:
             await embedded.stop()  # after every child: none of them loses Redis while draining
         shutil.rmtree(metrics_dir, ignore_errors=True)
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the supervisor dies, even by SIGKILL (no orphaned workers)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

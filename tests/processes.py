@@ -25,6 +25,8 @@ import aiohttp
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from bot.embedded_redis import die_with_parent
+
 #: A process that should be up within this long but is not fails the test instead of hanging it.
 START_TIMEOUT = 60.0  # a bound for a loaded machine, not a speed target
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,7 +89,8 @@ class RedisServer:
                 "--appendfsync", "everysec"]
         if self.replica_of is not None:
             args += ["--replicaof", "127.0.0.1", str(self.replica_of)]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        preexec_fn=die_with_parent)
         await until(self.answers, what=f"redis-server on port {self.port}")
 
     async def answers(self) -> bool:
@@ -152,7 +155,8 @@ class RedisSentinel:
             f"sentinel failover-timeout {self.name} 10000\n"
         )
         self.process = subprocess.Popen([redis_binary(), str(config), "--sentinel"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        preexec_fn=die_with_parent)
         await until(self.master_port_now, what=f"redis-sentinel on port {self.port}")
 
     async def command(self, *args: str) -> object:
@@ -232,6 +236,8 @@ class BotProcess:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "bot", self.role], env=self.env, cwd=self.log_path.parent,
                 stdout=log, stderr=subprocess.STDOUT,
+                # A test run killed from outside (a timeout, ^C) must not leave services running for hours.
+                preexec_fn=die_with_parent,
             )
 
     async def health(self) -> int:
