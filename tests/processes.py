@@ -66,7 +66,30 @@ async def until(check: object, *, timeout: float = START_TIMEOUT, what: str = "c
         delay = min(delay * 1.5, 0.25)
 
 
-class RedisServer:
+class _ServerProcess:
+    """A redis-server process a test owns: ``async with`` starts it and SIGKILLs it at the end."""
+
+    process: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            await asyncio.to_thread(self.process.wait)
+        self.process = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.kill()
+
+
+class RedisServer(_ServerProcess):
     """A redis-server of the test's own, on a free port, with its files in ``folder``."""
 
     def __init__(
@@ -112,22 +135,9 @@ class RedisServer:
         finally:
             await client.aclose()
 
-    async def kill(self) -> None:
-        """SIGKILL, as a crash would."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            await asyncio.to_thread(self.process.wait)
-        self.process = None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.kill()
 
 
-class RedisSentinel:
+class RedisSentinel(_ServerProcess):
     """``redis-server --sentinel`` of the test's own, on a free port, monitoring ``master_port`` as ``name``.
 
     One Sentinel with a quorum of 1 is enough for ``SENTINEL FAILOVER``, which needs no agreement::
@@ -202,18 +212,6 @@ class RedisSentinel:
         assert now is not None
         return now
 
-    async def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            await asyncio.to_thread(self.process.wait)
-        self.process = None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.kill()
 
 
 class BotProcess:
