@@ -29,6 +29,7 @@ from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM, StreamingLLM, ToolCa
 from agent_core.loop import Agent
 from agent_core.redis_budget import (
     DEFAULT_RESERVATION_TTL_SECONDS,
+    BudgetLayer,
     BudgetUsage,
     Period,
     RedisBudget,
@@ -59,6 +60,7 @@ __all__ = [
     "AgentError",
     "AgentSettings",
     "Budget",
+    "BudgetLayer",
     "BudgetUsage",
     "BudgetState",
     "CancelToken",

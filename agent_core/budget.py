@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 
@@ -26,6 +27,10 @@ class BudgetState:
     """Reserved by calls in flight, not settled yet."""
     holds: int
     """Calls in flight (each run has at most one)."""
+    name: str = "workspace"
+    """Which budget the figures are (``workspace``, ``org``, ``per-person``): messages say "the <name> budget"."""
+    exhausting: BudgetState | None = None
+    """Another layer with less left unspent than this one, the first to run out; None when this one is."""
 
     @property
     def free_micros(self) -> int | None:
@@ -38,9 +43,32 @@ class BudgetState:
     def unspent_micros(self) -> int | None:
         """What a new hold could take once every call in flight has settled (at no cost): the most waiting
         can ever give. Below a useful call, the budget is used up; above it, it is only busy."""
+        if self.exhausting is not None:
+            return self.exhausting.unspent_micros
         if self.limit_micros is None:
             return None
         return max(0, self.limit_micros - self.spent_micros)
+
+    @property
+    def unspent_name(self) -> str:
+        """The name of the budget ``unspent_micros`` is about."""
+        return self.exhausting.name if self.exhausting is not None else self.name
+
+
+def tightest(states: Sequence[BudgetState]) -> BudgetState:
+    """The state a call must fit when it must fit every one of ``states`` (the layers of one budget).
+
+    The figures are the layer with the least free now (the one a hold waits for); when another layer has less
+    left unspent, it rides along as ``exhausting``, so "used up" is judged and named by that one.
+    """
+    capped = [s for s in states if s.limit_micros is not None]
+    if not capped:
+        return states[0]
+    now = min(capped, key=lambda s: (s.free_micros or 0, s.unspent_micros or 0))
+    last = min(capped, key=lambda s: s.unspent_micros or 0)
+    if (last.unspent_micros or 0) < (now.unspent_micros or 0):
+        return replace(now, exhausting=last)
+    return now
 
 
 class Budget(Protocol):

@@ -37,8 +37,8 @@ DEFAULT_BUDGET_WAIT_SECONDS = 30.0
 FIRST_POLL_SECONDS = 0.02
 MAX_POLL_SECONDS = 0.5
 
-Replan = Callable[[int | None], CallPlan | Stop]
-"""The stopper's plan for this call given what the budget has left (``Stopper.plan_call`` on the prompt)."""
+Replan = Callable[[int | None, str], CallPlan | Stop]
+"""The stopper's plan for this call given what a budget (named) has left (``Stopper.plan_call`` on the prompt)."""
 
 
 class HoldLapsed(StoreError):
@@ -89,14 +89,14 @@ async def hold_for_call(
         if reservation is not None:
             return Held(budget, target, reservation, sent, sent - started)
         state = await budget.state()
-        best = replan(state.unspent_micros)
+        best = replan(state.unspent_micros, state.unspent_name)
         if isinstance(best, Stop):
             return best  # used up (spend + the smallest call cannot fit), or another cap: no wait can help
         target = best  # the largest call that fits once every hold in flight has settled
         out_of_time = clock() >= deadline
         if state.holds == 0 or out_of_time:
             # Nothing more will come back, or the wait is over: a smaller call in what is free now.
-            smaller = replan(state.free_micros)
+            smaller = replan(state.free_micros, state.name)
             if isinstance(smaller, CallPlan):
                 sent = clock()
                 reservation = await budget.reserve(key, smaller.worst_case_micros)
@@ -114,7 +114,7 @@ def busy_stop(state: BudgetState, waited: float) -> Stop:
     limit = format_usd(state.limit_micros) if state.limit_micros is not None else "no"
     return Stop(
         StopReason.BUDGET_BUSY,
-        f"budget_busy: {runs} hold {format_usd(state.held_micros)} of the {limit} workspace budget "
+        f"budget_busy: {runs} hold {format_usd(state.held_micros)} of the {limit} {state.name} budget "
         f"({format_usd(state.spent_micros)} spent); waited {waited:.1f}s for them to finish",
     )
 

@@ -1,16 +1,22 @@
 """The budget ledger's Lua scripts: each check-and-write is one script, so concurrent runs cannot overspend.
 
+A call's hold is made in every *layer* at once: the workspace's own ledger (layer 1) and the layers above or
+beside it (an organisation's budget summed over its workspaces, one person's cap). The script checks every
+layer before it writes any, so no layer can be overspent by runs racing in another.
+
 Every script reads "now" from the Redis server (``TIME``), never from a worker: holds are swept by whichever
 worker runs the next script, and workers' clocks may disagree by more than a hold's lifetime. Scripts with
 ``TIME`` need effects replication, the only mode since Redis 7.
 
-KEYS of one period, always in this order: ``spent`` (string), ``held`` (hash key -> micros), ``exp`` (zset
-key -> expiry, server ms), ``done`` (zset settled key -> forget-at, server ms).
+KEYS: ``done`` (zset settled key -> forget-at, server ms; the workspace's), then per layer a triplet:
+``spent`` (string, or a zset of spenders when the layer has a member), ``held`` (hash key -> micros),
+``exp`` (zset key -> expiry, server ms). RENEW and RELEASE take only the (held, exp) pairs.
+Per-layer ARGV, in layer order after the script's own: limit (-1 = none), key ttl ms, member ('' = a string).
 """
 
 from __future__ import annotations
 
-#: Expired holds swept per script run; bounds the script's running time (Redis is blocked while Lua runs).
+#: Expired holds swept per layer and script run; bounds the script's running time (Redis blocks while Lua runs).
 SWEEP_BATCH = 200
 
 _NOW = """
@@ -18,84 +24,125 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 
-_SWEEP = """
-local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, __BATCH__)
-if #expired > 0 then
-  redis.call('HDEL', KEYS[2], unpack(expired))
-  redis.call('ZREM', KEYS[3], unpack(expired))
+_HELPERS = (
+    """
+local function sweep(held, exp)
+  local expired = redis.call('ZRANGEBYSCORE', exp, '-inf', now, 'LIMIT', 0, __BATCH__)
+  if #expired > 0 then
+    redis.call('HDEL', held, unpack(expired))
+    redis.call('ZREM', exp, unpack(expired))
+  end
+end
+local function spent_of(key, member)
+  if member == '' then return tonumber(redis.call('GET', key) or '0') end
+  return tonumber(redis.call('ZSCORE', key, member) or '0')
+end
+local function held_of(held)
+  local sum = 0
+  local vals = redis.call('HVALS', held)
+  for _, v in ipairs(vals) do sum = sum + tonumber(v) end
+  return sum, #vals
 end
 """.replace("__BATCH__", str(SWEEP_BATCH))
+)
 
-# ARGV: key, micros, limit (-1 = no limit), hold_ms, key_ttl_ms.
-# Returns {1, spent, held} when the hold was added (held includes it), {0, spent, held} when it does not fit.
+# ARGV: key, micros, hold_ms, then per layer (limit, ttl, member).
+# Returns {1} when the hold was made in every layer, {0, i} when it does not fit layer i (1-based; nothing held).
 # A hold re-made under the same key replaces the old one (a retried step), it is not counted twice.
 RESERVE = (
     _NOW
-    + _SWEEP
+    + _HELPERS
     + """
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-local held = 0
-for _, v in ipairs(redis.call('HVALS', KEYS[2])) do held = held + tonumber(v) end
-held = held - tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local layers = (#KEYS - 1) / 3
 local micros = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-if limit >= 0 and spent + held + micros > limit then
-  return {0, spent, held}
+for i = 0, layers - 1 do
+  local s, h, e = KEYS[2 + 3 * i], KEYS[3 + 3 * i], KEYS[4 + 3 * i]
+  sweep(h, e)
+  local limit = tonumber(ARGV[4 + 3 * i])
+  if limit >= 0 then
+    local held = held_of(h) - tonumber(redis.call('HGET', h, ARGV[1]) or '0')
+    if spent_of(s, ARGV[6 + 3 * i]) + held + micros > limit then return {0, i + 1} end
+  end
 end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[1])
-redis.call('ZREM', KEYS[4], ARGV[1])
-for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
-return {1, spent, held + micros}
+for i = 0, layers - 1 do
+  local ttl = ARGV[5 + 3 * i]
+  redis.call('HSET', KEYS[3 + 3 * i], ARGV[1], ARGV[2])
+  redis.call('ZADD', KEYS[4 + 3 * i], now + tonumber(ARGV[3]), ARGV[1])
+  for k = 2, 4 do redis.call('PEXPIRE', KEYS[k + 3 * i], ttl) end
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return {1}
 """
 )
 
-# KEYS: held, exp.  ARGV: key, hold_ms.  Returns 1 when the hold was extended to now + hold_ms, 0 when it is
-# gone (settled, released or already swept): a hold is never brought back, or a lapsed one would be counted
-# after the budget was handed to other runs.
+# KEYS: (held, exp) per layer.  ARGV: key, hold_ms.  Returns 1 when the hold was extended to now + hold_ms in
+# every layer, 0 when it is gone (settled, released or already swept in the workspace's layer): a hold is never
+# brought back, or a lapsed one would be counted after the budget was handed to other runs.
 RENEW = (
     _NOW
     + """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
 local exp = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if exp == false or tonumber(exp) <= now then return 0 end
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+for i = 0, #KEYS / 2 - 1 do
+  if redis.call('HEXISTS', KEYS[1 + 2 * i], ARGV[1]) == 1 then
+    redis.call('ZADD', KEYS[2 + 2 * i], now + tonumber(ARGV[2]), ARGV[1])
+  end
+end
 return 1
 """
 )
 
-# ARGV: key, actual, done_keep_ms, key_ttl_ms.
+# ARGV: key, actual, done_keep_ms, then per layer (limit, ttl, member); the limit is unused here.
 # Returns 2 when the hold was settled, 1 when the hold had already expired (the spend is recorded anyway: the
 # provider charged it), 0 when this key was settled already (a repeated settle records nothing).
 SETTLE = (
     _NOW
     + """
-if redis.call('ZSCORE', KEYS[4], ARGV[1]) then return 0 end
-local had = redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('INCRBY', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[4], now + tonumber(ARGV[3]), ARGV[1])
-for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[4]) end
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+local had = redis.call('HDEL', KEYS[3], ARGV[1])
+for i = 0, (#KEYS - 1) / 3 - 1 do
+  local s, h, e = KEYS[2 + 3 * i], KEYS[3 + 3 * i], KEYS[4 + 3 * i]
+  local member = ARGV[6 + 3 * i]
+  redis.call('HDEL', h, ARGV[1])
+  redis.call('ZREM', e, ARGV[1])
+  if member == '' then redis.call('INCRBY', s, ARGV[2]) else redis.call('ZINCRBY', s, ARGV[2], member) end
+  for k = 2, 4 do redis.call('PEXPIRE', KEYS[k + 3 * i], ARGV[5 + 3 * i]) end
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 1 + had
 """
 )
 
-# KEYS: held, exp.  ARGV: key.  Returns 1 when a hold was released, 0 when there was none (already gone).
+# KEYS: (held, exp) per layer.  ARGV: key.  Returns 1 when a hold was released, 0 when there was none.
 RELEASE = """
 local had = redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+for i = 1, #KEYS / 2 - 1 do
+  redis.call('HDEL', KEYS[1 + 2 * i], ARGV[1])
+  redis.call('ZREM', KEYS[2 + 2 * i], ARGV[1])
+end
 return had
 """
 
-# KEYS: spent, held, exp.  Sweeps expired holds, then returns {spent, held, holds}.
+# KEYS: (spent, held, exp) per layer.  ARGV: member per layer.  Sweeps expired holds, then returns
+# {spent, held, holds} for each layer, flat.
 USAGE = (
     _NOW
-    + _SWEEP
+    + _HELPERS
     + """
-local held = 0
-local vals = redis.call('HVALS', KEYS[2])
-for _, v in ipairs(vals) do held = held + tonumber(v) end
-return {tonumber(redis.call('GET', KEYS[1]) or '0'), held, #vals}
+local out = {}
+for i = 0, #KEYS / 3 - 1 do
+  local s, h, e = KEYS[1 + 3 * i], KEYS[2 + 3 * i], KEYS[3 + 3 * i]
+  sweep(h, e)
+  local held, holds = held_of(h)
+  out[#out + 1] = spent_of(s, ARGV[1 + i])
+  out[#out + 1] = held
+  out[#out + 1] = holds
+end
+return out
 """
 )

@@ -296,7 +296,7 @@ class Agent:
         wait = min(self.budget_wait_seconds, max(run.stopper.seconds_left() - _WAIT_MARGIN_SECONDS, 0.0))
         return await budget_hold.hold_for_call(
             run.budget, f"{run.run_id}:{run.stopper.steps + 1}", plan,
-            lambda left: run.stopper.plan_call(plan.prompt_tokens, left), wait_seconds=wait,
+            lambda left, name: run.stopper.plan_call(plan.prompt_tokens, left, name), wait_seconds=wait,
         )
 
     def _live(self, run: Run) -> deltas.LiveText[LLMResponse | Stop]:

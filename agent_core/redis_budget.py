@@ -23,6 +23,14 @@ Keys of one period (``P`` is ``2026-12`` for monthly, ``2026-12-02`` for daily, 
     {<namespace>}:budget:<P>:exp     zset    reservation key -> expiry (Redis server ms); swept by every script
     {<namespace>}:budget:<P>:done    zset    settled key -> forget-at (server ms); makes settle idempotent
 
+A budget may have *layers*: other ledgers every call must also fit, checked and held in the same script
+(:class:`BudgetLayer`). An organisation's budget is a layer with its own namespace, shared by its workspaces'
+budgets; one person's cap is a layer whose spend is that person's entry in the workspace's ``spenders`` zset::
+
+    {<namespace>}:budget:<P>:spenders        zset    member -> micro-dollars settled this period
+    {<namespace>}:budget:<P>:held:<member>   hash    the member's holds
+    {<namespace>}:budget:<P>:exp:<member>    zset    their expiry
+
 The period is part of every key, so a new day or month starts from zero with no job to run; old keys expire a
 day after their period ends. A hold lives ``hold_seconds`` (the run lease, ``AGENT_LEASE_SECONDS``) from its
 last renewal, and the call in flight renews it every ``renew_seconds``: it never lapses under a live call,
@@ -37,20 +45,24 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from agent_core import budget_scripts
-from agent_core.budget import BudgetState, Reservation
+from agent_core.budget import BudgetState, Reservation, tightest
+from agent_core.budget_period import Period, PeriodWindow, period_window, utc_now
 from agent_core.errors import StoreError
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS, renewal_problem
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "DEFAULT_RESERVATION_TTL_SECONDS", "BudgetLayer", "BudgetUnavailable", "BudgetUsage", "Period", "PeriodWindow",
+    "RedisBudget", "RedisReservation", "period_window", "utc_now",
+]
 
-Period = Literal["monthly", "daily"]
+log = logging.getLogger(__name__)
 
 #: Kept for callers that still name it: a hold's lifetime is the run lease now, renewed while the call runs.
 DEFAULT_RESERVATION_TTL_SECONDS = int(DEFAULT_LEASE_SECONDS)
@@ -63,6 +75,8 @@ _SETTLED_KEEP_MS = 3_600_000
 
 #: Hash tags use braces; a namespace with its own braces would change which part of the key picks the slot.
 _NAMESPACE_RE = re.compile(r"[^{}\s]+")
+#: A layer member is part of key names (a person's user id).
+_MEMBER_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 class BudgetUnavailable(StoreError):
@@ -81,21 +95,43 @@ class BudgetUnavailable(StoreError):
 
 
 @dataclass(frozen=True, slots=True)
-class PeriodWindow:
-    """One budget period in UTC: ``start`` ≤ t < ``end``; ``id`` names it in Redis keys."""
+class BudgetLayer:
+    """Another ledger every call of a budget must also fit, held and settled in the same script.
 
+    ``member`` None: the layer's own ``spent`` key (an organisation's budget, shared by its workspaces).
+    ``member`` set: the member's entry in ``namespace``'s ``spenders`` tally (one person's cap); with no limit
+    it still counts, so ``top_spenders`` can list who spent what and a cap set mid-period sees it.
+    """
+
+    name: str
+    namespace: str
+    limit_micros: int | None
     period: Period
-    id: str
-    start: datetime
-    end: datetime
+    member: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _NAMESPACE_RE.fullmatch(self.namespace):
+            raise ValueError(f"budget layer namespace must be non-empty, no braces or spaces, got {self.namespace!r}")
+        if self.member is not None and not _MEMBER_RE.fullmatch(self.member):
+            raise ValueError(f"budget layer member must be a plain id, got {self.member!r}")
+        _check_limit(self.limit_micros)
+
+    def keys(self, period_id: str) -> list[str]:
+        """``spent`` (or the spenders tally), ``held``, ``exp``; one hash tag per namespace."""
+        base = f"{{{self.namespace}}}:budget:{period_id}"
+        if self.member is None:
+            return [f"{base}:spent", f"{base}:held", f"{base}:exp"]
+        return [f"{base}:spenders", f"{base}:held:{self.member}", f"{base}:exp:{self.member}"]
 
 
 @dataclass(frozen=True, slots=True)
 class RedisReservation(Reservation):
-    """A hold made by :class:`RedisBudget`; keeps its period, so a call spanning midnight settles there."""
+    """A hold made by :class:`RedisBudget`; keeps its periods, so a call spanning midnight settles there."""
 
     period_id: str = ""
     period_end: datetime | None = None
+    #: The period of each further layer, in layer order.
+    layer_windows: tuple[PeriodWindow, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +147,9 @@ class BudgetUsage:
     """Reserved by calls in flight, not yet settled."""
     holds: int
     """Number of calls in flight."""
+    name: str = "workspace"
+    #: The further layers' usage, in layer order.
+    layers: tuple[BudgetUsage, ...] = ()
 
     @property
     def remaining_micros(self) -> int | None:
@@ -122,34 +161,27 @@ class BudgetUsage:
     def resets_at(self) -> datetime:
         return self.window.end
 
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def period_window(now: datetime, period: Period) -> PeriodWindow:
-    """The UTC day or month that contains ``now`` (which must be timezone-aware)."""
-    if now.tzinfo is None or now.utcoffset() is None:
-        raise ValueError(f"the budget clock must return timezone-aware datetimes, got {now!r}")
-    now = now.astimezone(UTC)
-    if period == "daily":
-        start = datetime(now.year, now.month, now.day, tzinfo=UTC)
-        return PeriodWindow(period, start.strftime("%Y-%m-%d"), start, start + timedelta(days=1))
-    if period == "monthly":
-        start = datetime(now.year, now.month, 1, tzinfo=UTC)
-        end = datetime(now.year + now.month // 12, now.month % 12 + 1, 1, tzinfo=UTC)
-        return PeriodWindow(period, start.strftime("%Y-%m"), start, end)
-    raise ValueError(f"budget period must be 'monthly' or 'daily', got {period!r}")
+    def state(self) -> BudgetState:
+        return BudgetState(self.limit_micros, self.spent_micros, self.held_micros, self.holds, self.name)
 
 
 def _epoch_ms(t: datetime) -> int:
     return int(t.timestamp() * 1000)
 
 
+def _check_limit(limit_micros: int | None) -> None:
+    if limit_micros is not None and (isinstance(limit_micros, bool) or limit_micros < 0):
+        raise ValueError(f"limit_micros must be None or a non-negative integer, got {limit_micros!r}")
+
+
+def _limit_arg(limit_micros: int | None) -> int:
+    return -1 if limit_micros is None else limit_micros
+
+
 class RedisBudget:
     """The :class:`agent_core.budget.Budget` port over Redis, for one workspace and one run.
 
-    Build one per run with the limit the run started with: a limit changed mid-run applies to the next run.
+    Build one per run with the limits the run started with: a limit changed mid-run applies to the next run.
 
     Args:
         redis: the shared client; scripts are loaded once per client and called by SHA (reloaded if Redis
@@ -163,6 +195,7 @@ class RedisBudget:
             (``AGENT_LEASE_SECONDS``).
         renew_seconds: how often the engine renews the hold of a call in flight (``AGENT_LEASE_RENEW_SECONDS``).
         reservation_ttl_seconds: the former name of ``hold_seconds``, still accepted.
+        layers: further ledgers each call must fit too (an organisation's budget, one person's cap).
     """
 
     def __init__(
@@ -176,11 +209,11 @@ class RedisBudget:
         hold_seconds: float | None = None,
         renew_seconds: float = DEFAULT_LEASE_RENEW_SECONDS,
         reservation_ttl_seconds: float | None = None,
+        layers: Sequence[BudgetLayer] = (),
     ) -> None:
         if not _NAMESPACE_RE.fullmatch(namespace):
             raise ValueError(f"budget namespace must be non-empty, no braces or spaces, got {namespace!r}")
-        if limit_micros is not None and (isinstance(limit_micros, bool) or limit_micros < 0):
-            raise ValueError(f"limit_micros must be None or a non-negative integer, got {limit_micros!r}")
+        _check_limit(limit_micros)
         if period not in ("monthly", "daily"):
             raise ValueError(f"budget period must be 'monthly' or 'daily', got {period!r}")
         seconds = float(hold_seconds or reservation_ttl_seconds or DEFAULT_LEASE_SECONDS)
@@ -190,6 +223,7 @@ class RedisBudget:
         self.namespace = namespace
         self.limit_micros = limit_micros
         self.period: Period = period
+        self.layers = tuple(layers)
         self.hold_seconds: float | None = seconds
         self.renew_seconds = renew_seconds
         self._redis = redis
@@ -203,8 +237,8 @@ class RedisBudget:
 
     # -- keys ------------------------------------------------------------------------------------------------
     def _keys(self, period_id: str) -> list[str]:
-        # The whole namespace is the hash tag: in Redis Cluster a script's keys must live in one slot, and one
-        # workspace's period keys then do, while different workspaces still spread over the cluster.
+        # The whole namespace is the hash tag: one workspace's period keys share a slot, different workspaces
+        # spread. A layer's keys carry its own tag; scripts that span layers need one primary (arq does too).
         base = f"{{{self.namespace}}}:budget:{period_id}"
         return [f"{base}:spent", f"{base}:held", f"{base}:exp", f"{base}:done"]
 
@@ -213,53 +247,70 @@ class RedisBudget:
         # keys at once. At least the settled-key memory, so neither a hold nor a settle outlives its keys.
         return max(_epoch_ms(window_end + _PERIOD_KEY_GRACE) - _epoch_ms(now), 2 * _SETTLED_KEEP_MS)
 
+    def _ledgers(
+        self, now: datetime, reservation: Reservation | None = None
+    ) -> tuple[list[str], list[int | str], PeriodWindow, tuple[PeriodWindow, ...]]:
+        """KEYS (done, then a triplet per layer) and per-layer ARGV (limit, ttl, member), and the windows."""
+        window, windows = self._windows(now, reservation)
+        own = self._keys(window.id)
+        keys = [own[3], *own[:3]]
+        args: list[int | str] = [_limit_arg(self.limit_micros), self._key_ttl_ms(window.end, now), ""]
+        for layer, layer_window in zip(self.layers, windows, strict=True):
+            keys += layer.keys(layer_window.id)
+            args += [_limit_arg(layer.limit_micros), self._key_ttl_ms(layer_window.end, now), layer.member or ""]
+        return keys, args, window, windows
+
+    def _windows(self, now: datetime, reservation: Reservation | None) -> tuple[PeriodWindow, tuple[PeriodWindow, ...]]:
+        # A hold settles in the periods it was made in, since that is where its cost was reserved.
+        if isinstance(reservation, RedisReservation) and reservation.period_id and reservation.period_end:
+            own = PeriodWindow(self.period, reservation.period_id, reservation.period_end, reservation.period_end)
+            if len(reservation.layer_windows) == len(self.layers):
+                return own, reservation.layer_windows
+        else:
+            # Not made here (a plain Reservation): the current period, the best guess available.
+            own = period_window(now, self.period)
+        return own, tuple(period_window(now, layer.period) for layer in self.layers)
+
     def window(self) -> PeriodWindow:
         """The current period by the injected clock."""
         return period_window(self._clock(), self.period)
 
     # -- the Budget port -----------------------------------------------------------------------------------
     async def remaining(self) -> int | None:
-        if self.limit_micros is None:
-            return None
-        usage = await self.usage_summary()
-        return usage.remaining_micros
+        return (await self.state()).free_micros
 
     async def state(self) -> BudgetState:
+        """The tightest layer's figures (see :func:`agent_core.budget.tightest`)."""
         usage = await self.usage_summary()
-        return BudgetState(usage.limit_micros, usage.spent_micros, usage.held_micros, usage.holds)
+        return tightest([usage.state(), *(layer.state() for layer in usage.layers)])
 
     async def reserve(self, key: str, micros: int) -> RedisReservation | None:
         if isinstance(micros, bool) or not isinstance(micros, int) or micros < 0:
             raise ValueError(f"reserve needs a non-negative integer of micro-dollars, got {micros!r}")
         if not key:
             raise ValueError("reserve needs a non-empty reservation key (run id and step)")
-        now = self._clock()
-        window = period_window(now, self.period)
-        limit = -1 if self.limit_micros is None else self.limit_micros
-        args: list[int | str] = [key, micros, limit, self._hold_ms, self._key_ttl_ms(window.end, now)]
-        result = await self._call(self._reserve, self._keys(window.id), args)
+        keys, layer_args, window, windows = self._ledgers(self._clock())
+        result = await self._call(self._reserve, keys, [key, micros, self._hold_ms, *layer_args])
         if int(result[0]) != 1:
             return None
-        return RedisReservation(key, micros, period_id=window.id, period_end=window.end)
+        return RedisReservation(key, micros, period_id=window.id, period_end=window.end, layer_windows=windows)
 
     async def renew(self, reservation: Reservation) -> bool:
         """Extend a live hold by ``hold_seconds`` from now (server time); False when it is gone."""
-        period_id, _ = self._period_of(reservation, self._clock())
-        keys = self._keys(period_id)[1:3]
-        return int(await self._call(self._renew, keys, [reservation.key, self._hold_ms])) == 1
+        keys, _, _, _ = self._ledgers(self._clock(), reservation)
+        return int(await self._call(self._renew, _held_pairs(keys), [reservation.key, self._hold_ms])) == 1
 
     async def settle(self, reservation: Reservation, actual_micros: int) -> None:
         """Record what the call cost and drop its hold; a second settle of the same hold records nothing.
 
         ``actual_micros`` may exceed the hold (the provider charged more than the estimate): it is recorded as
-        charged. Settled in the period the hold was made in, since that is where its cost was reserved.
+        charged, in every layer.
         """
         if isinstance(actual_micros, bool) or not isinstance(actual_micros, int) or actual_micros < 0:
             raise ValueError(f"settle needs a non-negative integer of micro-dollars, got {actual_micros!r}")
-        now = self._clock()
-        period_id, period_end = self._period_of(reservation, now)
-        args: list[int | str] = [reservation.key, actual_micros, _SETTLED_KEEP_MS, self._key_ttl_ms(period_end, now)]
-        outcome = await self._shielded(self._call(self._settle, self._keys(period_id), args))
+        keys, layer_args, _, _ = self._ledgers(self._clock(), reservation)
+        args = [reservation.key, actual_micros, _SETTLED_KEEP_MS, *layer_args]
+        outcome = await self._shielded(self._call(self._settle, keys, args))
         if int(outcome) == 1:
             log.warning(
                 "budget %s: hold %r settled after it expired; its cost (%d µ$) is recorded anyway",
@@ -270,8 +321,8 @@ class RedisBudget:
 
     async def release(self, reservation: Reservation) -> None:
         """Give the whole hold back. Shielded: it completes even when the calling task is being cancelled."""
-        period_id, _ = self._period_of(reservation, self._clock())
-        await self._shielded(self._call(self._release, self._keys(period_id)[1:3], [reservation.key]))
+        keys, _, _, _ = self._ledgers(self._clock(), reservation)
+        await self._shielded(self._call(self._release, _held_pairs(keys), [reservation.key]))
 
     # -- read helpers for show / App Home ------------------------------------------------------------------
     async def spent(self) -> int:
@@ -279,19 +330,31 @@ class RedisBudget:
         return (await self.usage_summary()).spent_micros
 
     async def usage_summary(self) -> BudgetUsage:
-        """Spent, held and remaining in the current period, with its reset time (expired holds swept)."""
-        window = period_window(self._clock(), self.period)
-        spent, held, holds = await self._call(self._usage, self._keys(window.id)[:3], [])
-        return BudgetUsage(window, self.limit_micros, int(spent), int(held), int(holds))
+        """Spent, held and remaining in the current period of every layer, with reset times (holds swept)."""
+        keys, layer_args, window, windows = self._ledgers(self._clock())
+        flat = await self._call(self._usage, keys[1:], layer_args[2::3])
+        figures = [tuple(int(v) for v in flat[i : i + 3]) for i in range(0, len(flat), 3)]
+        spent, held, holds = figures[0]
+        layers = tuple(
+            BudgetUsage(w, layer.limit_micros, s, h, n, layer.name)
+            for layer, w, (s, h, n) in zip(self.layers, windows, figures[1:], strict=True)
+        )
+        return BudgetUsage(window, self.limit_micros, spent, held, holds, layers=layers)
+
+    async def top_spenders(self, n: int = 5) -> list[tuple[str, int]]:
+        """Who spent most this period (member, micro-dollars), from the first member layer's tally."""
+        keys, _, _, windows = self._ledgers(self._clock())
+        for index, layer in enumerate(self.layers):
+            if layer.member is not None:
+                tally = keys[4 + 3 * index]
+                try:
+                    rows = await self._redis.zrevrange(tally, 0, n - 1, withscores=True)
+                except (RedisError, OSError) as exc:
+                    raise BudgetUnavailable(self.namespace, exc) from exc
+                return [(_text(member), int(score)) for member, score in rows if score > 0]
+        return []
 
     # -- internals -----------------------------------------------------------------------------------------
-    def _period_of(self, reservation: Reservation, now: datetime) -> tuple[str, datetime]:
-        if isinstance(reservation, RedisReservation) and reservation.period_id and reservation.period_end:
-            return reservation.period_id, reservation.period_end
-        # A plain Reservation (not made here): assume the current period, the best guess available.
-        window = period_window(now, self.period)
-        return window.id, window.end
-
     async def _call(self, script: Any, keys: Sequence[str], args: Sequence[int | str]) -> Any:
         try:
             return await script(keys=list(keys), args=list(args))
@@ -312,6 +375,15 @@ class RedisBudget:
         except asyncio.CancelledError:
             task.add_done_callback(_log_background_failure)
             raise
+
+
+def _held_pairs(keys: list[str]) -> list[str]:
+    """(held, exp) of every layer, from KEYS as ``_ledgers`` builds them."""
+    return [k for i in range(1, len(keys), 3) for k in keys[i + 1 : i + 3]]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _log_background_failure(task: asyncio.Future[Any]) -> None:

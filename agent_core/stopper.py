@@ -74,8 +74,10 @@ class Stopper:
         return Stop(StopReason.MAX_TIME, f"max_time: {self.limits.max_seconds:g}s cap, {self.elapsed():.1f}s elapsed")
 
     # -- layer 2: hard caps, before every LLM call ----------------------------------------------------
-    def plan_call(self, prompt_tokens: int, budget_left: int | None) -> CallPlan | Stop:
-        """Cap the next call's completion by every limit; a Stop when even a useful minimum does not fit."""
+    def plan_call(self, prompt_tokens: int, budget_left: int | None, budget_name: str = "workspace") -> CallPlan | Stop:
+        """Cap the next call's completion by every limit; a Stop when even a useful minimum does not fit.
+
+        ``budget_name`` names the budget ``budget_left`` is about (a workspace's, its org's, one person's)."""
         lim = self.limits
         if self.seconds_left() <= 0:
             return self.time_stop()
@@ -105,7 +107,7 @@ class Stopper:
                 worst = self.price.worst_case_micros(prompt_tokens, lim.min_completion_tokens)
                 return Stop(
                     StopReason.BUDGET_EXHAUSTED,
-                    f"budget_exhausted: the workspace budget has {format_usd(budget_left)} left, "
+                    f"budget_exhausted: the {budget_name} budget has {format_usd(budget_left)} left, "
                     f"the next call could cost {format_usd(worst)}",
                 )
             max_tokens = min(max_tokens, affordable)

@@ -120,6 +120,20 @@ class AppKeys(Keys):
         """The lock one process holds while it rotates the workspace's token (the others wait and re-read)."""
         return f"{self.installation(ws)}:refresh"
 
+    # -- per Enterprise Grid org ------------------------------------------------------------------------------
+    def org_namespace(self, enterprise_id: str) -> str:
+        """``P:E:org``: the org's own keys (its budget's hash tag), apart from every workspace's: ``org`` is no
+        team id, and ``P:E:-`` is already the org-wide install's own workspace."""
+        return f"{self.prefix}:{enterprise_id}:org"
+
+    def org_limits(self, enterprise_id: str) -> str:
+        """Hash: the org budget (``budget_micros``, ``period``), set by org admins; absent: no org budget."""
+        return f"{self.org_namespace(enterprise_id)}:limits"
+
+    def org_limits_audit(self, enterprise_id: str) -> str:
+        """List: capped, newest first: who changed the org budget, when, old -> new."""
+        return f"{self.org_namespace(enterprise_id)}:limits:audit"
+
     # -- global -------------------------------------------------------------------------------------------------
     def oauth_state(self, state: str) -> str:
         """One OAuth ``state`` value, consumed once by the redirect it was issued for."""

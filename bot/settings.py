@@ -112,6 +112,10 @@ class Settings(AgentSettings, ToolSettings):
         default="10.00",
         description="Default budget of each workspace per period, USD; empty: no budget; 0 freezes spending.",
     )
+    agent_user_budget_usd: str = Field(
+        default="",
+        description="Default cap on what one person's runs may spend per period in a workspace, USD; empty: none.",
+    )
     agent_budget_period: Literal["monthly", "daily"] = Field(
         default="monthly", description="Budget period: monthly (the 1st, 00:00 UTC) or daily (00:00 UTC)."
     )

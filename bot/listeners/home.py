@@ -24,6 +24,7 @@ from bot.listeners.commands import limits_for_services, workspace_of
 from bot.workspace import (
     LABELS,
     NO_CATALOG_NOTE,
+    TOP_SPENDERS,
     ConfigField,
     ConfigValue,
     FeedbackSummary,
@@ -34,6 +35,7 @@ from bot.workspace import (
     WorkspaceLimits,
     describe_budget,
     format_feedback,
+    layer_lines,
     parse_value,
     tool_line,
 )
@@ -136,13 +138,14 @@ async def publish_home(
         except SlackLookupError:
             is_admin = False
         config = await rules.store.get(ws)
-        usage = await rules.store.usage(ws, config)
+        budget = await rules.budget(ws, config, user_id)
+        usage, spenders = await budget.usage_summary(), await budget.top_spenders(TOP_SPENDERS)
         runs = await rules.store.recent_runs(ws, RECENT_RUNS)
         tools, published = await rules.tools(ws)
         feedback = await rules.feedback.summary(ws, config.period) if rules.feedback else None
         view = home_view(
             config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice,
-            tools=tools, tools_published=published, feedback=feedback,
+            tools=tools, tools_published=published, feedback=feedback, spenders=spenders,
         )
     except StoreError as exc:
         log.warning("App Home for %s: %s", user_id, exc)
@@ -197,12 +200,15 @@ def home_view(
     tools: Sequence[ToolListing] = (),
     tools_published: bool = True,
     feedback: FeedbackSummary | None = None,
+    spenders: Sequence[tuple[str, int]] = (),
 ) -> dict[str, Any]:
     """The Home tab: budget with a bar, the limits, the tools, the last runs, buttons for admins (≤ 100 blocks)."""
     blocks: list[dict[str, Any]] = [{"type": "header", "text": _plain("Agent limits and budget")}]
     if notice:
         blocks.append({"type": "section", "text": _mrkdwn(notice[:2900])})
     blocks.append({"type": "section", "text": _mrkdwn(_budget_text(config, usage))})
+    if layers := layer_lines(usage, spenders):
+        blocks.append({"type": "section", "text": _mrkdwn("\n".join(layers)[:2900])})
     blocks.append(
         {
             "type": "section",

@@ -3,7 +3,8 @@ the run job share.
 
 Each module is either pure or does I/O: ``config`` (values, defaults, bounds), ``command`` (the grammar),
 ``replies`` (texts), ``people`` (users.info and who may do what), ``store`` (Redis), ``limits`` (the facade),
-``tool_choice`` (the workspace's tool rules over the deployment's catalog).
+``tool_choice`` (the workspace's tool rules over the deployment's catalog), ``org`` (an Enterprise Grid
+org's budget over its workspaces).
 """
 
 from bot.workspace.command import (
@@ -38,7 +39,8 @@ from bot.workspace.config import (
     limits_for,
 )
 from bot.workspace.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
-from bot.workspace.limits import RunBlocked, RunPlan, WorkspaceLimits
+from bot.workspace.limits import TOP_SPENDERS, RunBlocked, RunPlan, WorkspaceLimits
+from bot.workspace.org import OrgBudget, OrgBudgetStore
 from bot.workspace.people import RunRefusal, SlackLookupError, SlackUsers, run_permission, who_may_change
 from bot.workspace.replies import (
     NO_CATALOG_NOTE,
@@ -47,12 +49,17 @@ from bot.workspace.replies import (
     format_show,
     format_tools,
     is_exhausted,
+    layer_lines,
     tool_line,
 )
 from bot.workspace.store import DisplaySettings, ToolCatalog, WorkspaceLimitsStore
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, catalog_of
 
 __all__ = [
+    "TOP_SPENDERS",
+    "OrgBudget",
+    "OrgBudgetStore",
+    "layer_lines",
     "AUDIT_CAP",
     "NO_CATALOG_NOTE",
     "CatalogEntry",

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
-from agent_core import format_usd
+from agent_core import Period, format_usd
 from bot.settings import Display, Verbosity
-from bot.workspace.config import BOUNDS, LABELS, MICROS_PER_USD, ConfigField, ConfigValue
+from bot.workspace.config import BOUNDS, LABELS, MICROS_PER_USD, MONEY_FIELDS, ConfigField, ConfigValue
 from bot.workspace.tool_choice import PATTERN_RE
 from tools import parse_domain
 
@@ -27,6 +27,10 @@ Workspace admins and owners can change them:
 • `/agent-limits max-steps <n>` LLM calls per run, 1 to 200
 • `/agent-limits max-tokens <n>` tokens per run, 1,000 to 2,000,000
 • `/agent-limits max-cost <usd>` cost cap of one run, $0.01 to $100.00
+• `/agent-limits user-budget <usd>|none` what one person's runs may spend per period in this workspace \
+(none: no cap)
+• `/agent-limits org-budget <usd>|none [monthly|daily]` what all workspaces of this Enterprise Grid org \
+may spend together per period (org admins and owners)
 • `/agent-limits reset` back to the defaults
 • `/agent-limits verbosity full|compact` full: a thread reply per step; compact: one status message \
 edited per step, then the answer
@@ -60,7 +64,7 @@ def parse_value(config_field: ConfigField, text: str) -> int | str:
         return text.lower()
     bound = BOUNDS[config_field]
     label = LABELS[config_field]
-    if config_field in ("budget_micros", "max_cost_micros"):
+    if config_field in MONEY_FIELDS:
         match = _MONEY_RE.fullmatch(text)
         if match is None:
             raise InvalidValue(
@@ -133,6 +137,14 @@ class DisplayCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class OrgBudgetCommand:
+    """``/agent-limits org-budget <usd>|none [monthly|daily]``: the Enterprise Grid org's budget."""
+
+    budget_micros: int | None
+    period: Period | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ToolsCommand:
     """``/agent-limits tools``: the workspace's tools and which are on."""
 
@@ -155,7 +167,7 @@ class DomainCommand:
 
 Command = (
     ShowCommand | SetCommand | ResetCommand | VerbosityCommand | DisplayCommand | ToolsCommand | ToolRuleCommand
-    | DomainCommand
+    | DomainCommand | OrgBudgetCommand
 )
 
 _SUBCOMMANDS: dict[str, ConfigField] = {
@@ -163,6 +175,7 @@ _SUBCOMMANDS: dict[str, ConfigField] = {
     "max-steps": "max_steps",
     "max-tokens": "max_tokens",
     "max-cost": "max_cost_micros",
+    "user-budget": "user_budget_micros",
 }
 
 
@@ -196,19 +209,38 @@ def parse_command(text: str) -> Command | UsageError:
         return _parse_tools(args)
     if name in ("allow-domain", "deny-domain", "clear-domain"):
         return _parse_domain(name, args)
+    if name == "org-budget":
+        return _parse_org_budget(args)
     config_field = _SUBCOMMANDS.get(name)
     if config_field is None:
         return UsageError(f"Unknown subcommand `{quote(words[0])}`.")
+    return _parse_set(name, config_field, args)
+
+
+def _parse_set(name: str, config_field: ConfigField, args: list[str]) -> SetCommand | UsageError:
     most = 2 if config_field == "budget_micros" else 1
     if not 1 <= len(args) <= most:
         return UsageError(f"`{name}` takes {'an amount and an optional period' if most == 2 else 'one value'}.")
     try:
-        changes: list[tuple[ConfigField, ConfigValue]] = [(config_field, parse_value(config_field, args[0]))]
+        uncapped = config_field == "user_budget_micros" and args[0].lower() == "none"
+        value = None if uncapped else parse_value(config_field, args[0])
+        changes: list[tuple[ConfigField, ConfigValue]] = [(config_field, value)]
         if len(args) == 2:
             changes.append(("period", parse_value("period", args[1])))
     except InvalidValue as exc:
         return UsageError(str(exc))
     return SetCommand(tuple(changes))
+
+
+def _parse_org_budget(args: list[str]) -> OrgBudgetCommand | UsageError:
+    if not 1 <= len(args) <= 2:
+        return UsageError("`org-budget` takes an amount (or `none`) and an optional period.")
+    try:
+        period = cast(Period, parse_value("period", args[1])) if len(args) == 2 else None
+        amount = None if args[0].lower() == "none" else int(parse_value("budget_micros", args[0]))
+    except InvalidValue as exc:
+        return UsageError(str(exc).replace("`budget`", "`org-budget`"))
+    return OrgBudgetCommand(amount, period)
 
 
 def _parse_domain(name: str, args: list[str]) -> DomainCommand | UsageError:

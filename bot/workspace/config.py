@@ -25,12 +25,13 @@ DEFAULT_MAX_TOKENS: int = _DEFAULTS["agent_max_tokens"].default
 DEFAULT_MAX_COST_MICROS = usd_to_micros(_DEFAULTS["agent_max_cost_usd"].default, setting="AGENT_MAX_COST_USD")
 DEFAULT_BUDGET_MICROS = usd_to_micros(Decimal(_DEFAULTS["agent_budget_usd"].default), setting="AGENT_BUDGET_USD")
 DEFAULT_PERIOD: Period = _DEFAULTS["agent_budget_period"].default
+DEFAULT_USER_BUDGET_MICROS: int | None = None  # AGENT_USER_BUDGET_USD's default, empty: no per-person cap
 AUDIT_CAP = 100
 """Limit changes kept per workspace (newest first)."""
 RUNS_CAP = 50
 """Finished runs kept per workspace for App Home (newest first)."""
 
-ConfigField = Literal["max_steps", "max_tokens", "max_cost_micros", "budget_micros", "period"]
+ConfigField = Literal["max_steps", "max_tokens", "max_cost_micros", "budget_micros", "period", "user_budget_micros"]
 ConfigValue = int | str | None
 FIELDS: tuple[ConfigField, ...] = get_args(ConfigField)
 
@@ -41,7 +42,12 @@ LABELS: dict[str, str] = {
     "max_cost_micros": "max-cost",
     "budget_micros": "budget",
     "period": "budget period",
+    "user_budget_micros": "user-budget",
 }
+#: Fields that may be "none" (no budget, no cap).
+OPTIONAL_FIELDS: frozenset[str] = frozenset({"budget_micros", "user_budget_micros"})
+#: Money fields, in micro-dollars.
+MONEY_FIELDS: frozenset[str] = frozenset({"budget_micros", "max_cost_micros", "user_budget_micros"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +59,7 @@ class Bound:
 #: Sane bounds. Money in micro-dollars. A budget of 0 is allowed: it freezes spending without removing limits.
 BOUNDS: dict[ConfigField, Bound] = {
     "budget_micros": Bound(0, 100_000 * MICROS_PER_USD),
+    "user_budget_micros": Bound(0, 100_000 * MICROS_PER_USD),
     "max_cost_micros": Bound(10_000, 100 * MICROS_PER_USD),
     "max_steps": Bound(1, 200),
     "max_tokens": Bound(1_000, 2_000_000),
@@ -73,7 +80,13 @@ class WorkspaceConfig:
     """What all runs of the workspace may spend per period; None = no budget; 0 freezes spending."""
     period: Period = DEFAULT_PERIOD
     """``monthly`` (resets on the 1st, 00:00 UTC) or ``daily`` (resets at 00:00 UTC)."""
+    user_budget_micros: int | None = DEFAULT_USER_BUDGET_MICROS
+    """What one person's runs may spend per period (the same period); None = no cap; 0 stops them."""
 
+
+#: Budget layers' names in messages ("the org budget has $0.00 left") and in ``BudgetUsage.layers``.
+ORG_LAYER = "org"
+PERSON_LAYER = "per-person"
 
 #: The audit field of a workspace tool choice: ``tool:<name or server__*>`` (old/new are ``on``/``off``).
 TOOL_FIELD_PREFIX = "tool:"
@@ -182,7 +195,7 @@ def display(config_field: ConfigField, value: ConfigValue) -> str:
     """A field's value as people read it: ``$0.50``, ``50,000``, ``monthly``, ``none``."""
     if value is None:
         return "none"
-    if config_field in ("budget_micros", "max_cost_micros") and isinstance(value, int):
+    if config_field in MONEY_FIELDS and isinstance(value, int):
         return format_usd(value)
     if isinstance(value, int):
         return f"{value:,}"
@@ -219,6 +232,7 @@ class LimitsPolicy:
     @classmethod
     def from_settings(cls, settings: Settings) -> LimitsPolicy:
         budget = settings.agent_budget_usd.strip()
+        per_person = settings.agent_user_budget_usd.strip()
         if settings.agent_budget_period not in ("monthly", "daily"):
             raise ConfigError(f"AGENT_BUDGET_PERIOD must be 'monthly' or 'daily', got {settings.agent_budget_period!r}")
         defaults = WorkspaceConfig(
@@ -227,6 +241,9 @@ class LimitsPolicy:
             max_cost_micros=usd_to_micros(settings.agent_max_cost_usd, setting="AGENT_MAX_COST_USD"),
             budget_micros=None if budget == "" else usd_to_micros(budget, setting="AGENT_BUDGET_USD"),
             period=settings.agent_budget_period,
+            user_budget_micros=None if per_person == "" else usd_to_micros(
+                per_person, setting="AGENT_USER_BUDGET_USD"
+            ),
         )
         ids = settings.agent_admin_user_ids.replace(",", " ").split()
         return cls(

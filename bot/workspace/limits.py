@@ -26,6 +26,7 @@ from bot.settings import Display, Verbosity
 from bot.workspace.command import (
     DisplayCommand,
     DomainCommand,
+    OrgBudgetCommand,
     ResetCommand,
     ShowCommand,
     ToolRuleCommand,
@@ -37,6 +38,7 @@ from bot.workspace.command import (
 from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, WorkspaceConfig, limits_for
 from bot.workspace.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
 from bot.workspace.feedback import FeedbackStore, format_feedback
+from bot.workspace.org import OrgBudgetStore
 from bot.workspace.people import SlackLookupError, SlackUsers
 from bot.workspace.replies import (
     budget_exhausted_message,
@@ -45,6 +47,7 @@ from bot.workspace.replies import (
     format_show,
     format_tools,
     is_exhausted,
+    org_budget_reply,
     tool_rule_reply,
     unknown_tool_reply,
     verbosity_reply,
@@ -52,6 +55,9 @@ from bot.workspace.replies import (
 from bot.workspace.store import DisplaySettings, ToolCatalog, WorkspaceLimitsStore
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, rows, unknown_pattern
 from tools import ToolListing
+
+#: Spenders listed by ``show`` and App Home.
+TOP_SPENDERS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +106,9 @@ class WorkspaceLimits:
         self.catalog = catalog
         self.builtin_tools = builtin_tools
         self.feedback = feedback
-        # Built here, not passed in: it only needs the store's client and keys.
+        # Built here, not passed in: they only need the store's client and keys.
         self.domains = DomainStore(store.redis, store.keys)
+        self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
 
     @classmethod
     def create(
@@ -140,9 +147,19 @@ class WorkspaceLimits:
         """Raises :class:`SlackLookupError` when Slack cannot say."""
         return await self.users.is_admin(client, ws.team_id, user_id)
 
-    async def show(self, ws: Workspace, *, can_change: bool) -> str:
+    async def budget(self, ws: Workspace, config: WorkspaceConfig, user_id: str | None = None) -> RedisBudget:
+        """The budget a run of ``user_id`` must fit: the workspace's, its org's (on Enterprise Grid) and the
+        person's own cap, as one budget whose holds are checked in all three at once."""
+        org = None
+        if ws.enterprise_id:
+            org = self.org.layer(ws.enterprise_id, await self.org.get(ws.enterprise_id))
+        return self.store.budget_for(ws, config, user_id=user_id, org=org)
+
+    async def show(self, ws: Workspace, *, can_change: bool, user_id: str | None = None) -> str:
         config = await self.store.get(ws)
-        usage = await self.store.usage(ws, config)
+        budget = await self.budget(ws, config, user_id)
+        usage = await budget.usage_summary()
+        spenders = await budget.top_spenders(TOP_SPENDERS)
         changes = await self.store.recent_changes(ws, 5)
         verbosity = await self.display.verbosity(ws)
         shape = await self.display.display(ws)
@@ -150,7 +167,7 @@ class WorkspaceLimits:
         hosts = format_domains(await self.domains.lists(ws))
         return format_show(
             config, usage, changes, verbosity=verbosity, display=shape, feedback=feedback, domains=hosts,
-            can_change=can_change, admin_user_ids=self.users.admin_user_ids,
+            can_change=can_change, admin_user_ids=self.users.admin_user_ids, spenders=spenders,
         )
 
     async def run_command(self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str) -> str:
@@ -163,7 +180,7 @@ class WorkspaceLimits:
                 can_change = await self.may_change(client, ws, user_id)
             except SlackLookupError:
                 can_change = False  # showing does not depend on it; the footer then names who may
-            return await self.show(ws, can_change=can_change)
+            return await self.show(ws, can_change=can_change, user_id=user_id)
         if isinstance(command, ResetCommand):
             return await self.reset(client, ws, user_id)
         if isinstance(command, VerbosityCommand):
@@ -182,6 +199,8 @@ class WorkspaceLimits:
             return await self.set_display(client, ws, user_id, command.value)
         if isinstance(command, DomainCommand):
             return await self.set_domain(client, ws, user_id, command.action, command.host)
+        if isinstance(command, OrgBudgetCommand):
+            return await self.set_org_budget(client, ws, user_id, command)
         return await self.change(client, ws, user_id, command.changes)
 
     async def set_domain(
@@ -195,6 +214,19 @@ class WorkspaceLimits:
         except ValueError as exc:
             return f"Nothing changed: {exc}."
         return domain_reply(host, action, change)
+
+    async def set_org_budget(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, command: OrgBudgetCommand
+    ) -> str:
+        """``org-budget``: Enterprise Grid org admins and owners only, audited in the org's log."""
+        if not ws.enterprise_id:
+            return ("`org-budget` caps what all workspaces of an Enterprise Grid org spend together; this "
+                    "workspace is not part of one. Its own budget is `/agent-limits budget <usd>`.")
+        if not await self.users.is_org_admin(client, ws.team_id, user_id):
+            return ("Only the org's admins and owners can change the org budget. "
+                    "Anyone can see it with `/agent-limits show`.")
+        done = await self.org.set(ws.enterprise_id, command.budget_micros, command.period, user_id)
+        return org_budget_reply(done)
 
     async def change(
         self,
@@ -256,9 +288,9 @@ class WorkspaceLimits:
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
         config = await self.store.get(ws)
-        budget = self.store.budget_for(ws, config)
+        budget = await self.budget(ws, config, user_id)
         usage = await budget.usage_summary()
-        if is_exhausted(usage):
+        if is_exhausted(usage) or any(is_exhausted(layer) for layer in usage.layers):
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
             return RunBlocked("budget_exhausted", message)
         return RunPlan(

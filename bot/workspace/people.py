@@ -131,6 +131,17 @@ class SlackUsers:
         flags = ("is_admin", "is_owner", "is_primary_owner")
         return any(bool(user.get(f)) for f in flags) or any(bool(enterprise.get(f)) for f in flags[:2])
 
+    async def is_org_admin(self, client: AsyncWebClient, team_id: str | None, user_id: str) -> bool:
+        """May ``user_id`` change the org budget? Listed users may; else the org's own admin/owner flags
+        (``enterprise_user``), not a single workspace's."""
+        if user_id in self.admin_user_ids:
+            return True
+        user = await self.info(client, user_id)
+        if user.get("deleted") or user.get("is_restricted") or user.get("is_ultra_restricted"):
+            return False
+        enterprise = user.get("enterprise_user") or {}
+        return bool(enterprise.get("is_admin") or enterprise.get("is_owner"))
+
     async def run_permission(self, client: AsyncWebClient, team_id: str | None, user_id: str) -> RunRefusal | None:
         """None when the user may start a run on ``team_id``'s budget, else the refusal to reply with."""
         user = await self.info(client, user_id)

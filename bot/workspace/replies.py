@@ -6,7 +6,7 @@ from collections.abc import Collection, Iterable, Sequence
 
 from agent_core import BudgetUsage, Period, format_usd
 from bot.settings import Display, Verbosity
-from bot.workspace.config import Change, WorkspaceConfig, label_of
+from bot.workspace.config import ORG_LAYER, PERSON_LAYER, Change, WorkspaceConfig, label_of
 from bot.workspace.people import who_may_change
 from tools import ToolListing
 
@@ -45,6 +45,7 @@ def format_show(
     domains: str = "",
     can_change: bool,
     admin_user_ids: Collection[str] = (),
+    spenders: Sequence[tuple[str, int]] = (),
 ) -> str:
     """The ephemeral answer to ``/agent-limits show`` (mrkdwn)."""
     lines = [
@@ -61,6 +62,7 @@ def format_show(
     if usage.remaining_micros is not None:
         lines.append(f"• Remaining: {format_usd(usage.remaining_micros)}")
     lines.append(f"• Period resets on {_reset_date(usage)}")
+    lines.extend(layer_lines(usage, spenders))
     if domains:
         lines.append(domains)
     if feedback:
@@ -75,13 +77,71 @@ def format_show(
 
 
 def budget_exhausted_message(config: WorkspaceConfig, usage: BudgetUsage, admin_user_ids: Collection[str]) -> str:
-    """The immediate reply to a mention when the workspace's budget is used up (stop reason verbatim)."""
+    """The immediate reply to a mention when a budget it must fit is used up (stop reason verbatim): the
+    workspace's, its org's or the asker's own."""
+    layer = next((u for u in usage.layers if is_exhausted(u)), None) if not is_exhausted(usage) else None
+    if layer is not None and layer.name == ORG_LAYER:
+        return (
+            f"`budget_exhausted`: the org's agent budget ({_per(layer)}, shared by all its workspaces) is used up, "
+            f"{format_usd(layer.spent_micros)} spent. It resets on {_reset_date(layer)}. Org admins and owners can "
+            "raise it with `/agent-limits org-budget <usd>`; then reply in this thread to continue."
+        )
+    if layer is not None:
+        return (
+            f"`budget_exhausted`: your own agent budget in this workspace ({_per(layer)}) is used up, "
+            f"{format_usd(layer.spent_micros)} spent. It resets on {_reset_date(layer)}. "
+            f"{_capital(who_may_change(admin_user_ids))} can raise it with `/agent-limits user-budget <usd>`; "
+            "then reply in this thread to continue."
+        )
     return (
         f"`budget_exhausted`: this workspace's agent budget ({describe_budget(config)}) is used up, "
         f"{format_usd(usage.spent_micros)} spent. It resets on {_reset_date(usage)}. "
-        f"{who_may_change(admin_user_ids)[0].upper()}{who_may_change(admin_user_ids)[1:]} can raise it with "
+        f"{_capital(who_may_change(admin_user_ids))} can raise it with "
         "`/agent-limits budget <usd>`; then reply in this thread to continue."
     )
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _per(usage: BudgetUsage) -> str:
+    """``$5.00 per month`` (a capped layer)."""
+    return f"{format_usd(usage.limit_micros or 0)} per {_unit(usage.window.period)}"
+
+
+def _this_period(period: Period) -> str:
+    return "this month" if period == "monthly" else "today"
+
+
+def layer_lines(usage: BudgetUsage, spenders: Sequence[tuple[str, int]] = ()) -> list[str]:
+    """The org budget, the asker's own cap and spend, and the period's top spenders, as bullet lines."""
+    lines: list[str] = []
+    for layer in usage.layers:
+        held = f" (+ {format_usd(layer.held_micros)} held)" if layer.held_micros else ""
+        spent = f"{format_usd(layer.spent_micros)}{held} {_this_period(layer.window.period)}"
+        if layer.name == ORG_LAYER and layer.limit_micros is None:
+            lines.append(f"• Org budget: none; the org's workspaces spent {spent}")
+        elif layer.name == ORG_LAYER:
+            lines.append(
+                f"• Org budget: {_per(layer)} for all its workspaces: {spent} spent, "
+                f"{format_usd(layer.remaining_micros or 0)} remaining, resets on {_reset_date(layer)}"
+            )
+        elif layer.name == PERSON_LAYER:
+            cap = "none" if layer.limit_micros is None else _per(layer)
+            lines.append(f"• Per-person cap: {cap}; you spent {spent}")
+    if spenders:
+        top = ", ".join(f"<@{user}> {format_usd(micros)}" for user, micros in spenders)
+        lines.append(f"• Top spenders {_this_period(usage.window.period)}: {top}")
+    return lines
+
+
+def org_budget_reply(done: list[Change]) -> str:
+    if not done:
+        return "The org budget is that already; nothing changed."
+    change = done[0]
+    return (f"Org budget: {change.old} → {change.new}. It caps what all the org's workspaces spend together; "
+            "each workspace keeps its own budget and limits. Applies to the next run.")
 
 
 def is_exhausted(usage: BudgetUsage) -> bool:

@@ -8,7 +8,8 @@ Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
     P:E:T:settings        hash   display settings (verbosity, display)
     P:E:T:tools           hash   the workspace's tool rules (name or server__* -> on/off); audited in limits:audit
     P:tools:catalog       string the tools the workers offer (JSON), deployment-wide
-    {P:E:T}:budget:...    the budget's own keys (see agent_core.redis_budget)
+    {P:E:T}:budget:...    the budget's own keys (see agent_core.redis_budget), with each person's spend in
+                          {P:E:T}:budget:<period>:spenders (the per-person cap's layer, and the top spenders)
 
 Only overrides are stored, so a workspace nobody configured follows the settings when they change, and
 ``reset`` is a delete.
@@ -25,7 +26,14 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
 
-from agent_core import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS, BudgetUsage, RedisBudget, StoreError, utc_now
+from agent_core import (
+    DEFAULT_LEASE_RENEW_SECONDS,
+    DEFAULT_LEASE_SECONDS,
+    BudgetLayer,
+    RedisBudget,
+    StoreError,
+    utc_now,
+)
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.redis import as_text, awaited
@@ -35,6 +43,8 @@ from bot.workspace.config import (
     AUDIT_CAP,
     BOUNDS,
     FIELDS,
+    OPTIONAL_FIELDS,
+    PERSON_LAYER,
     RUNS_CAP,
     TOOL_FIELD_PREFIX,
     Change,
@@ -62,7 +72,7 @@ def _encode(config_field: ConfigField, value: ConfigValue) -> str:
 
 
 def _decode(config_field: ConfigField, raw: str) -> ConfigValue:
-    if config_field == "budget_micros" and raw == "none":
+    if config_field in OPTIONAL_FIELDS and raw == "none":
         return None
     if config_field == "period":
         return str(parse_value("period", raw))
@@ -96,7 +106,7 @@ class WorkspaceLimitsStore:
         self.redis = redis
         self.keys = AppKeys(key_prefix)
         self._redis, self._keys = redis, self.keys
-        self._clock = clock
+        self._clock = self.clock = clock
         self._hold_seconds = hold_seconds
         self._renew_seconds = renew_seconds
 
@@ -148,7 +158,7 @@ class WorkspaceLimitsStore:
         for name, value in wanted.items():
             if name not in FIELDS:
                 raise ValueError(f"not a workspace limit: {name!r}")
-            if value is not None or name != "budget_micros":
+            if value is not None or name not in OPTIONAL_FIELDS:
                 # The same validation as typed values, so a caller cannot store what a person could not.
                 _decode(name, _encode(name, value))
 
@@ -260,8 +270,17 @@ class WorkspaceLimitsStore:
         raise StoreError(f"The tools of {self.namespace(ws)!r} kept changing under this update; nothing was changed.")
 
     # -- budget and runs ----------------------------------------------------------------------------------
-    def budget_for(self, ws: Workspace, config: WorkspaceConfig) -> RedisBudget:
-        """The workspace's budget, with the limit and period of ``config`` fixed for one run."""
+    def budget_for(
+        self, ws: Workspace, config: WorkspaceConfig, *, user_id: str | None = None,
+        org: BudgetLayer | None = None,
+    ) -> RedisBudget:
+        """The workspace's budget, with the limits and period of ``config`` fixed for one run. Layers: the org's
+        budget (``org``), and ``user_id``'s own cap, whose tally also counts each person's spend."""
+        layers = [] if org is None else [org]
+        if user_id:
+            layers.append(BudgetLayer(
+                PERSON_LAYER, self.namespace(ws), config.user_budget_micros, config.period, member=user_id
+            ))
         return RedisBudget(
             self._redis,
             namespace=self.namespace(ws),
@@ -270,11 +289,8 @@ class WorkspaceLimitsStore:
             clock=self._clock,
             hold_seconds=self._hold_seconds,
             renew_seconds=self._renew_seconds,
+            layers=layers,
         )
-
-    async def usage(self, ws: Workspace, config: WorkspaceConfig) -> BudgetUsage:
-        """Spent, held and remaining this period (raises ``BudgetUnavailable`` when Redis is down)."""
-        return await self.budget_for(ws, config).usage_summary()
 
     async def record_run(self, ws: Workspace, run: RunRecord) -> None:
         """Append a finished run to the workspace's recent runs (App Home shows the last ten)."""

@@ -50,6 +50,9 @@ def test_every_key_string_is_unchanged() -> None:
         "org installation": k.installation(Workspace.of(None, "E9")),
         "refresh": k.installation_refresh(PLAIN),
         "state": k.oauth_state("s1"),
+        "org namespace": k.org_namespace("E1"),
+        "org limits": k.org_limits("E1"),
+        "org audit": k.org_limits_audit("E1"),
         "health": worker_health_key("arq:queue", "host", 42),
     } == {
         "history": "p:E1:T1:{C1:1700000000.000100}:history",
@@ -81,6 +84,9 @@ def test_every_key_string_is_unchanged() -> None:
         "org installation": "p:E9:-:installation",
         "refresh": "p:-:T2:installation:refresh",
         "state": "p:oauth:state:s1",
+        "org namespace": "p:E1:org",
+        "org limits": "p:E1:org:limits",
+        "org audit": "p:E1:org:limits:audit",
         "health": "arq:queue:health-check:host:42",
     }
 
