@@ -3,15 +3,19 @@ each posting with its own token, and nothing for a workspace that uninstalled.""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import pytest
+import redis.asyncio as aioredis
 
+from bot.identity import Workspace
 from bot.service import Service
 from bot.settings import Settings
+from bot.workspace import LimitsPolicy, WorkspaceLimits
 from tests.bot.conftest import SECRET, drain
 from tests.bot.oauth_helpers import COOKIE, KEY
 from tests.conftest import TEST_REDIS_URL
@@ -93,3 +97,53 @@ async def test_each_workspace_runs_with_its_own_token_and_an_uninstalled_one_get
     await drain(oauth_service_settings)
     assert fake_slack.thread_messages("C1", ts3) == []
     assert len(fake_slack.calls_of("chat.postMessage")) == before
+
+
+def org_wide_mention(team: str, user: str, channel: str, ts: str) -> bytes:
+    """An Events API mention from workspace ``team`` of org E1, delivered through the org-wide install."""
+    envelope = json.loads(event_body(mention(ts=ts, channel=channel, team=team, user=user), team_id=team,
+                                     enterprise_id="E1"))
+    envelope["is_enterprise_install"] = True
+    envelope["authorizations"][0]["is_enterprise_install"] = True
+    return json.dumps(envelope).encode()
+
+
+async def test_an_org_wide_install_runs_two_workspaces_and_the_org_budget_caps_both(
+    web: tuple[Service, aiohttp.ClientSession], oauth_service_settings: Settings, fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI, redis_client: aioredis.Redis,
+) -> None:
+    service, http = web
+    url = f"http://127.0.0.1:{service.port}"
+    fake_openai.script = lambda request: text("the answer")
+    fake_slack.add_install("org", Grant(None, enterprise_id="E1", is_enterprise_install=True))
+    assert await install(http, url, "org") == 200
+    fake_slack.users.update({"U1": {"team_id": "T21"}, "U2": {"team_id": "T22"}})
+    first = {"T21": ("U1", "C1", next_ts()), "T22": ("U2", "C2", next_ts())}
+    for team, (user, channel, ts) in first.items():
+        assert await post_event(http, url, org_wide_mention(team, user, channel, ts)) == 200
+    await drain(oauth_service_settings)
+    for user, channel, ts in first.values():
+        assert any("the answer" in m.block_text() for m in fake_slack.thread_messages(channel, ts))
+
+    # Limits and budgets are per workspace; the org ledger counts the sum of both.
+    limits = WorkspaceLimits.create(redis_client, LimitsPolicy.from_settings(oauth_service_settings),
+                                    key_prefix=oauth_service_settings.redis_key_prefix)
+    usage = {}
+    for team in first:
+        ws = Workspace(team, "E1")
+        usage[team] = await (await limits.budget(ws, await limits.store.get(ws))).usage_summary()
+    org_spent = usage["T21"].layers[0].spent_micros
+    assert usage["T21"].spent_micros > 0 and usage["T22"].spent_micros > 0
+    assert org_spent == usage["T21"].spent_micros + usage["T22"].spent_micros == usage["T22"].layers[0].spent_micros
+
+    # An org budget of what is spent already: both workspaces are refused before any LLM call, saying why.
+    await limits.org.set("E1", org_spent, "monthly", "UORGADMIN")
+    calls = len(fake_openai.requests)
+    second = {"T21": ("U1", "C1", next_ts()), "T22": ("U2", "C2", next_ts())}
+    for team, (user, channel, ts) in second.items():
+        assert await post_event(http, url, org_wide_mention(team, user, channel, ts)) == 200
+    await drain(oauth_service_settings)
+    assert len(fake_openai.requests) == calls
+    for user, channel, ts in second.values():
+        said = " ".join(m.block_text() for m in fake_slack.thread_messages(channel, ts))
+        assert "budget_exhausted" in said and "the org's agent budget" in said
