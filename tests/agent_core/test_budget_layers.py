@@ -78,7 +78,9 @@ async def test_concurrent_runs_of_two_workspaces_never_overspend_the_org(
     assert t1.spent_micros + t2.spent_micros == org.spent_micros
 
 
-async def test_a_person_cap_stops_one_person_not_the_others(redis_client: aioredis.Redis, key_prefix: str, clock: Clock):
+async def test_a_person_cap_stops_one_person_not_the_others(
+    redis_client: aioredis.Redis, key_prefix: str, clock: Clock
+):
     alice = budget(redis_client, key_prefix, clock, "T1", limit=5_000, person="U1", person_cap=1_000)
     bob = budget(redis_client, key_prefix, clock, "T1", limit=5_000, person="U2", person_cap=1_000)
     hold = await alice.reserve("a:1", 1_000)

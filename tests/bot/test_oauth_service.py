@@ -122,7 +122,7 @@ async def test_an_org_wide_install_runs_two_workspaces_and_the_org_budget_caps_b
     for team, (user, channel, ts) in first.items():
         assert await post_event(http, url, org_wide_mention(team, user, channel, ts)) == 200
     await drain(oauth_service_settings)
-    for user, channel, ts in first.values():
+    for _user, channel, ts in first.values():
         assert any("the answer" in m.block_text() for m in fake_slack.thread_messages(channel, ts))
 
     # Limits and budgets are per workspace; the org ledger counts the sum of both.
@@ -144,6 +144,6 @@ async def test_an_org_wide_install_runs_two_workspaces_and_the_org_budget_caps_b
         assert await post_event(http, url, org_wide_mention(team, user, channel, ts)) == 200
     await drain(oauth_service_settings)
     assert len(fake_openai.requests) == calls
-    for user, channel, ts in second.values():
+    for _user, channel, ts in second.values():
         said = " ".join(m.block_text() for m in fake_slack.thread_messages(channel, ts))
         assert "budget_exhausted" in said and "the org's agent budget" in said
