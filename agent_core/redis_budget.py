@@ -42,9 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -53,6 +51,7 @@ from redis.exceptions import RedisError
 
 from agent_core import budget_scripts
 from agent_core.budget import BudgetState, Reservation, tightest
+from agent_core.budget_ledger import NAMESPACE_RE, BudgetLayer, BudgetUsage, RedisReservation, check_limit
 from agent_core.budget_period import Period, PeriodWindow, period_window, utc_now
 from agent_core.errors import StoreError
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS, renewal_problem
@@ -73,10 +72,6 @@ _PERIOD_KEY_GRACE = timedelta(days=1)
 #: How long a settled key is remembered, so a repeated settle (a retried network call) records nothing.
 _SETTLED_KEEP_MS = 3_600_000
 
-#: Hash tags use braces; a namespace with its own braces would change which part of the key picks the slot.
-_NAMESPACE_RE = re.compile(r"[^{}\s]+")
-#: A layer member is part of key names (a person's user id).
-_MEMBER_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 class BudgetUnavailable(StoreError):
@@ -94,84 +89,8 @@ class BudgetUnavailable(StoreError):
         self.namespace = namespace
 
 
-@dataclass(frozen=True, slots=True)
-class BudgetLayer:
-    """Another ledger every call of a budget must also fit, held and settled in the same script.
-
-    ``member`` None: the layer's own ``spent`` key (an organisation's budget, shared by its workspaces).
-    ``member`` set: the member's entry in ``namespace``'s ``spenders`` tally (one person's cap); with no limit
-    it still counts, so ``top_spenders`` can list who spent what and a cap set mid-period sees it.
-    """
-
-    name: str
-    namespace: str
-    limit_micros: int | None
-    period: Period
-    member: str | None = None
-
-    def __post_init__(self) -> None:
-        if not _NAMESPACE_RE.fullmatch(self.namespace):
-            raise ValueError(f"budget layer namespace must be non-empty, no braces or spaces, got {self.namespace!r}")
-        if self.member is not None and not _MEMBER_RE.fullmatch(self.member):
-            raise ValueError(f"budget layer member must be a plain id, got {self.member!r}")
-        _check_limit(self.limit_micros)
-
-    def keys(self, period_id: str) -> list[str]:
-        """``spent`` (or the spenders tally), ``held``, ``exp``; one hash tag per namespace."""
-        base = f"{{{self.namespace}}}:budget:{period_id}"
-        if self.member is None:
-            return [f"{base}:spent", f"{base}:held", f"{base}:exp"]
-        return [f"{base}:spenders", f"{base}:held:{self.member}", f"{base}:exp:{self.member}"]
-
-
-@dataclass(frozen=True, slots=True)
-class RedisReservation(Reservation):
-    """A hold made by :class:`RedisBudget`; keeps its periods, so a call spanning midnight settles there."""
-
-    period_id: str = ""
-    period_end: datetime | None = None
-    #: The period of each further layer, in layer order.
-    layer_windows: tuple[PeriodWindow, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetUsage:
-    """A snapshot of one workspace's budget for ``show`` and App Home. Money in micro-dollars."""
-
-    window: PeriodWindow
-    limit_micros: int | None
-    """None when the workspace has no budget (spend is still counted)."""
-    spent_micros: int
-    """Settled this period: what the provider charged."""
-    held_micros: int
-    """Reserved by calls in flight, not yet settled."""
-    holds: int
-    """Number of calls in flight."""
-    name: str = "workspace"
-    #: The further layers' usage, in layer order.
-    layers: tuple[BudgetUsage, ...] = ()
-
-    @property
-    def remaining_micros(self) -> int | None:
-        if self.limit_micros is None:
-            return None
-        return max(0, self.limit_micros - self.spent_micros - self.held_micros)
-
-    @property
-    def resets_at(self) -> datetime:
-        return self.window.end
-
-    def state(self) -> BudgetState:
-        return BudgetState(self.limit_micros, self.spent_micros, self.held_micros, self.holds, self.name)
-
-
 def _epoch_ms(t: datetime) -> int:
     return int(t.timestamp() * 1000)
-
-
-def _check_limit(limit_micros: int | None) -> None:
-    if limit_micros is not None and (isinstance(limit_micros, bool) or limit_micros < 0):
-        raise ValueError(f"limit_micros must be None or a non-negative integer, got {limit_micros!r}")
 
 
 def _limit_arg(limit_micros: int | None) -> int:
@@ -211,9 +130,9 @@ class RedisBudget:
         reservation_ttl_seconds: float | None = None,
         layers: Sequence[BudgetLayer] = (),
     ) -> None:
-        if not _NAMESPACE_RE.fullmatch(namespace):
+        if not NAMESPACE_RE.fullmatch(namespace):
             raise ValueError(f"budget namespace must be non-empty, no braces or spaces, got {namespace!r}")
-        _check_limit(limit_micros)
+        check_limit(limit_micros)
         if period not in ("monthly", "daily"):
             raise ValueError(f"budget period must be 'monthly' or 'daily', got {period!r}")
         seconds = float(hold_seconds or reservation_ttl_seconds or DEFAULT_LEASE_SECONDS)
