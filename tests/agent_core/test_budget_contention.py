@@ -205,10 +205,12 @@ async def test_a_call_whose_hold_cannot_be_renewed_is_abandoned_before_the_hold_
 
     fake_openai.script = script
     async with RedisServer(tmp_path) as server:
-        client = aioredis.Redis.from_url(server.url, socket_connect_timeout=0.2, socket_timeout=0.2)
+        # Timeouts well above a loaded machine's scheduling delays, well below the hold: the reserve must not
+        # fail before the call is made, and the renewals must fail long before the hold could lapse.
+        client = aioredis.Redis.from_url(server.url, socket_connect_timeout=0.5, socket_timeout=0.5)
         try:
             run = asyncio.ensure_future(make(agents, fake_openai).run(
-                "q", budget=budget(client, "t:ws:T1", 10 * WORST, hold=1.0, renew=0.3)
+                "q", budget=budget(client, "t:ws:T1", 10 * WORST, hold=3.0, renew=0.5)
             ))
             await fake_openai.wait_for_requests(1)
             await server.kill()  # the budget store is gone: the hold can no longer be kept
