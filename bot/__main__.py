@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from agent_core import ConfigError
 from bot import logs
-from bot.service import Service
+from bot.service import Service, settle_gc
 from bot.settings import Role, Settings
 from bot.supervisor import processes_for, supervise
 from bot.toolbox import mcp_secrets
@@ -28,6 +28,7 @@ async def serve(role: Role, settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with Service(settings, role):
+        settle_gc()
         await stop.wait()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from types import TracebackType
@@ -252,6 +253,18 @@ async def _forget_worker(worker: Worker) -> None:
     worker._pool = None
     if pool is not None:
         await pool.aclose()
+
+
+def settle_gc() -> None:
+    """Take what start-up built (modules, the Bolt app, settings, pools) out of the cyclic collector's sight.
+
+    Those objects live as long as the process, yet every full collection walked all ~180,000 of them: 50-60 ms
+    of CPU each, and under thousands of short-lived connections (a slow-client attack) full collections come
+    every second or so, stalling every request behind them. Frozen, a full collection walks only what requests
+    allocated since. Call once, after start-up (not in tests: a frozen object is never freed).
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def _one_line(exc: BaseException) -> str:
