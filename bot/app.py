@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -247,17 +248,29 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
         raise payloads.Refused(f"{what} is not valid JSON") from None
     if not isinstance(value, dict):
         raise payloads.Refused(f"{what} is not a JSON object")
-    try:
-        json.dumps(value, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        raise payloads.Refused(f"{what} holds text that is not valid Unicode (a lone surrogate)") from None
+    # The text is decoded UTF-8, so a lone surrogate can only come from a \uD800-\uDFFF escape: without one
+    # there is nothing to look for (the common case; the re-encoding below costs as much as the parse).
+    if _SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise payloads.Refused(f"{what} holds text that is not valid Unicode (a lone surrogate)") from None
     return value
+
+
+#: A JSON escape of a UTF-16 surrogate (a pair is fine, a lone one is not: the re-encoding tells them apart).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+#: Everything but brackets, dropped before the depth is counted.
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 
 
 def _nesting(text: str) -> int:
     """An upper bound of the JSON nesting depth, in one linear pass (brackets inside strings count too)."""
+    openers = text.count("{") + text.count("[")
+    if openers <= MAX_JSON_DEPTH:
+        return openers  # no deeper than it has brackets (Slack's events: a few dozen)
     depth = deepest = 0
-    for char in text:
+    for char in _NOT_BRACKETS.sub("", text):
         if char in "[{":
             depth += 1
             deepest = max(deepest, depth)

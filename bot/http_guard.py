@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 #: A connection that has not sent a complete header block this long after opening (or after its last
 #: response) is closed: also the idle keep-alive limit.
 HEADER_TIMEOUT_SECONDS = 5.0
-#: The whole body of a request must arrive within this.
+#: The whole body of a request must arrive within this (spread by ``DEADLINE_JITTER`` too).
 BODY_TIMEOUT_SECONDS = 5.0
 #: A body that did not arrive with its headers waits for one of these slots (else 503 at once).
 MAX_SLOW_BODIES = 64
@@ -50,6 +50,8 @@ LOG_EVERY_SECONDS = 10.0
 LISTEN_BACKLOG = 1024
 #: Connections accepted per event-loop pass (asyncio's own default, which it otherwise ties to the backlog).
 ACCEPT_BATCH = 100
+#: A first request head longer than this goes to aiohttp unfinished: its own limits (8,190 bytes a line) refuse it.
+MAX_HEAD_BYTES = 64 * 1024
 
 
 def raise_file_limit() -> int:
@@ -72,27 +74,27 @@ def max_connections() -> int:
 class _GuardedConnection:
     """An ``asyncio.Protocol`` in front of aiohttp's request handler that enforces the header deadline.
 
-    It only watches bytes go by (for the blank line ending a header block) and closes the transport when the
-    deadline passes; parsing stays aiohttp's.
+    aiohttp's handler (its parser, its keep-alive timer and a task per connection) is made only when the first
+    header block is complete: a connection that never sends one (most of a slow-client attack) costs a buffer
+    and a timer, not a handler. After that it only watches bytes go by (for the blank line ending a header
+    block) and closes the transport when the deadline passes; parsing stays aiohttp's.
     """
 
-    def __init__(self, inner: RequestHandler, guard: ConnectionGuard) -> None:
-        self._inner = inner
+    def __init__(self, make_handler: Callable[[], RequestHandler], guard: ConnectionGuard) -> None:
+        self._make_handler = make_handler
+        self._inner: RequestHandler | None = None
         self._guard = guard
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._head = b""
         self._tail = b""
         self._peer = ""
-
-    def __getattr__(self, name: str) -> Any:  # pause_reading & co. of the protocol interface
-        return getattr(self._inner, name)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
         if not self._guard.admit(self):
             transport.close()
             return
-        self._inner.connection_made(transport)
         self.expect_headers()
 
     def expect_headers(self) -> None:
@@ -103,21 +105,54 @@ class _GuardedConnection:
         self._timer = asyncio.get_running_loop().call_later(delay, self._too_slow)
 
     def data_received(self, data: bytes) -> None:
+        inner = self._inner
+        if inner is None:
+            self._first_head(data)
+            return
         if self._timer is not None:
             seen = self._tail + data
             if b"\r\n\r\n" in seen:
                 self._cancel_timer()  # the body deadline is the handler's
             else:
                 self._tail = seen[-3:]
-        self._inner.data_received(data)
+        inner.data_received(data)
 
-    def eof_received(self) -> None:
-        self._inner.eof_received()
+    def _first_head(self, data: bytes) -> None:
+        """Buffer the first request's head; hand it to a new aiohttp handler once complete (or too long for
+        aiohttp to accept, so aiohttp answers it as it would)."""
+        seen = self._head + data
+        if b"\r\n\r\n" not in seen[max(0, len(self._head) - 3):] and len(seen) <= MAX_HEAD_BYTES:
+            self._head = seen
+            return
+        self._head = b""
+        self._cancel_timer()  # the body deadline is the handler's
+        assert self._transport is not None
+        inner = self._inner = self._make_handler()
+        inner.connection_made(self._transport)
+        inner.data_received(seen)
+
+    def eof_received(self) -> bool | None:
+        # Without a handler yet, nothing was asked: returning None lets asyncio close the transport.
+        return self._inner.eof_received() if self._inner is not None else None
+
+    def pause_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.resume_writing()
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._cancel_timer()
         self._guard.forget(self)
-        self._inner.connection_lost(exc)
+        if self._inner is not None:
+            self._inner.connection_lost(exc)
+
+    def drop_if_idle(self) -> None:
+        """Close the connection at shutdown if no request of it ever reached aiohttp (which closes the rest)."""
+        if self._inner is None and self._transport is not None:
+            self._transport.abort()
 
     def _too_slow(self) -> None:
         self._timer = None
@@ -169,7 +204,12 @@ class ConnectionGuard:
             conn.expect_headers()
 
     def protocol_factory(self, make_handler: Callable[[], RequestHandler]) -> Callable[[], asyncio.Protocol]:
-        return lambda: cast(asyncio.Protocol, _GuardedConnection(make_handler(), self))
+        return lambda: cast(asyncio.Protocol, _GuardedConnection(make_handler, self))
+
+    def drop_idle(self) -> None:
+        """Close every connection that never sent a whole request head (aiohttp does not know of them)."""
+        for conn in list(self._open.values()):
+            conn.drop_if_idle()
 
 
 def _peer_address(transport: asyncio.BaseTransport) -> str:
@@ -225,6 +265,10 @@ class GuardedSite(web.BaseSite):
         if self._server.sockets:
             self._bound_port = self._server.sockets[0].getsockname()[1]
 
+    async def stop(self) -> None:
+        await super().stop()
+        self._guard.drop_idle()
+
 
 class SlowBodies:
     """Reads request bodies with a deadline; bodies that do not arrive at once share ``MAX_SLOW_BODIES`` slots.
@@ -239,12 +283,17 @@ class SlowBodies:
 
     async def read(self, request: web.Request) -> bytes | None:
         """The body, or None when it did not arrive within ``BODY_TIMEOUT_SECONDS`` (or the client left)."""
+        if request.content.is_eof():
+            return await request.read()  # all of it came with the head, as Slack's does: no task, no timer
         reading = asyncio.ensure_future(request.read())
         try:
             done, _ = await asyncio.wait({reading}, timeout=SLOW_BODY_GRACE_SECONDS)
             if done:
                 return reading.result()
-            async with asyncio.timeout(BODY_TIMEOUT_SECONDS - SLOW_BODY_GRACE_SECONDS):
+            # Spread like the header deadline: slow bodies that arrived in one wave must not all be cut (and
+            # reconnect) in the same instant again, or the waves never break up.
+            spread = 1 + DEADLINE_JITTER * (random.random() - 0.5)
+            async with asyncio.timeout((BODY_TIMEOUT_SECONDS - SLOW_BODY_GRACE_SECONDS) * spread):
                 async with self._slots:
                     return await reading
         except (TimeoutError, ConnectionError, aiohttp.ClientError):

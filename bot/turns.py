@@ -20,6 +20,7 @@ from arq.constants import in_progress_key_prefix as ARQ_IN_PROGRESS_PREFIX
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from bot.arq_enqueue import enqueue_job
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.poster import Target
@@ -122,7 +123,7 @@ async def enqueue_turn(redis: Redis, queue: ArqRedis, keys: AppKeys, turn: Turn,
         args=[turn.turn_id, turn.to_json(), ttl_seconds],
     )
     job_id = keys.job_id("turn", turn.thread, turn.turn_id)
-    await queue.enqueue_job(JOB_FUNCTION, turn.thread, turn.turn_id, _job_id=job_id)
+    await enqueue_job(queue, JOB_FUNCTION, turn.thread, turn.turn_id, job_id=job_id)  # arq's, in one round trip
     return bool(busy)
 
 
