@@ -131,9 +131,10 @@ class _GuardedConnection:
         inner.connection_made(self._transport)
         inner.data_received(seen)
 
-    def eof_received(self) -> bool | None:
-        # Without a handler yet, nothing was asked: returning None lets asyncio close the transport.
-        return self._inner.eof_received() if self._inner is not None else None
+    def eof_received(self) -> None:
+        # Without a handler yet nothing was asked; either way returning None lets asyncio close the transport.
+        if self._inner is not None:
+            self._inner.eof_received()
 
     def pause_writing(self) -> None:
         if self._inner is not None:
