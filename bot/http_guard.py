@@ -50,8 +50,8 @@ LOG_EVERY_SECONDS = 10.0
 LISTEN_BACKLOG = 1024
 #: Connections accepted per event-loop pass (asyncio's own default, which it otherwise ties to the backlog).
 ACCEPT_BATCH = 100
-#: A first request head longer than this goes to aiohttp unfinished: its own limits (8,190 bytes a line) refuse it.
-MAX_HEAD_BYTES = 64 * 1024
+#: A first request head longer than this goes to aiohttp unfinished (its limits, 8,190 bytes a line, apply then).
+MAX_HEAD_BYTES = 16 * 1024
 
 
 def raise_file_limit() -> int:
@@ -86,7 +86,7 @@ class _GuardedConnection:
         self._guard = guard
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._head = b""
+        self._head = bytearray()
         self._tail = b""
         self._peer = ""
 
@@ -118,18 +118,23 @@ class _GuardedConnection:
         inner.data_received(data)
 
     def _first_head(self, data: bytes) -> None:
-        """Buffer the first request's head; hand it to a new aiohttp handler once complete (or too long for
-        aiohttp to accept, so aiohttp answers it as it would)."""
-        seen = self._head + data
-        if b"\r\n\r\n" not in seen[max(0, len(self._head) - 3):] and len(seen) <= MAX_HEAD_BYTES:
-            self._head = seen
+        """Buffer the first request's head; hand it to a new aiohttp handler once complete (or once too long,
+        so that aiohttp refuses it as it would have)."""
+        head = self._head
+        searched = max(0, len(head) - 3)
+        head += data  # a bytearray: a head trickled byte by byte costs linear time, not quadratic
+        complete = head.find(b"\r\n\r\n", searched) >= 0
+        if not complete and len(head) <= MAX_HEAD_BYTES:
             return
-        self._head = b""
-        self._cancel_timer()  # the body deadline is the handler's
+        self._head = bytearray()
+        if complete:
+            self._cancel_timer()  # the body deadline is the handler's
+        else:
+            self._tail = bytes(head[-3:])  # too long: the header deadline runs on until its blank line comes
         assert self._transport is not None
         inner = self._inner = self._make_handler()
         inner.connection_made(self._transport)
-        inner.data_received(seen)
+        inner.data_received(bytes(head))
 
     def eof_received(self) -> None:
         # Without a handler yet nothing was asked; either way returning None lets asyncio close the transport.

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bot.http_guard import BODY_TIMEOUT_SECONDS, DEADLINE_JITTER, HEADER_TIMEOUT_SECONDS
-from tests.bot.conftest import App
-from tests.signing import event_body, mention, next_ts
+from redis.asyncio import Redis
+
+from bot.http_guard import BODY_TIMEOUT_SECONDS, DEADLINE_JITTER, HEADER_TIMEOUT_SECONDS, MAX_HEAD_BYTES
+from tests.bot.conftest import SECRET, App
+from tests.signing import event_body, mention, next_ts, signed_headers
 
 #: The server's own deadline plus room for a loaded machine; the point is "cut off", not "how fast".
 CUT_OFF_WITHIN = HEADER_TIMEOUT_SECONDS * (1 + DEADLINE_JITTER) + BODY_TIMEOUT_SECONDS + 5
@@ -53,3 +55,29 @@ async def test_a_stale_request_is_refused_before_its_body_is_read(app: App) -> N
     status_line = await asyncio.wait_for(reader.readline(), HEADER_TIMEOUT_SECONDS)
     writer.close()
     assert b" 401 " in status_line
+
+
+async def test_a_head_in_pieces_is_served_once_whole(app: App, redis_client: Redis) -> None:
+    # aiohttp gets a connection only once its head is complete: pieces (the blank line cut in two) must add up.
+    body = event_body(mention(text="<@UBOT> in pieces", ts=next_ts()))
+    headers = signed_headers(SECRET, body)
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    raw = (f"POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n{head}\r\n").encode() + body
+    queue = app.service.settings.arq_queue_name
+    reader, writer = await asyncio.open_connection("127.0.0.1", app.service.port)
+    try:
+        for piece in (raw[:7], raw[7:-len(body) - 3], raw[-len(body) - 3:-len(body)], raw[-len(body):]):
+            writer.write(piece)
+            await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), CUT_OFF_WITHIN)
+    finally:
+        writer.close()
+    assert b" 200 " in status_line
+    assert await redis_client.zcard(queue) == 1
+
+
+async def test_an_endless_head_is_cut_off_too(app: App) -> None:
+    # Past MAX_HEAD_BYTES the head goes to aiohttp unfinished; its header deadline must still run.
+    line = b"X-Filler: " + b"a" * 1000 + b"\r\n"
+    first = b"POST /slack/events HTTP/1.1\r\nHost: x\r\n" + line * (MAX_HEAD_BYTES // len(line) + 2)
+    assert await held_until_closed(app.service.port, first) < CUT_OFF_WITHIN
