@@ -46,6 +46,9 @@ WORKER_STALE_SECONDS = 3 * WORKER_HEALTH_INTERVAL_SECONDS
 WORKER_READY_TIMEOUT_SECONDS = 15.0
 #: At shutdown, how long jobs still starting get to reach their function (so arq can hand them back).
 JOB_START_WAIT_SECONDS = 2.0
+#: Middle-generation collections between two full ones (CPython's default: 10). At 10 a slow-client attack's
+#: full collections held the loop for up to ~160 ms (ack p99 72-81 ms); at 100, p99 12 ms.
+FULL_COLLECTION_EVERY = 100
 
 
 class Service:
@@ -256,15 +259,19 @@ async def _forget_worker(worker: Worker) -> None:
 
 
 def settle_gc() -> None:
-    """Take what start-up built (modules, the Bolt app, settings, pools) out of the cyclic collector's sight.
+    """Take what start-up built out of the cyclic collector's sight, and make full collections rarer.
 
-    Those objects live as long as the process, yet every full collection walked all ~180,000 of them: 50-60 ms
-    of CPU each, and under thousands of short-lived connections (a slow-client attack) full collections come
-    every second or so, stalling every request behind them. Frozen, a full collection walks only what requests
-    allocated since. Call once, after start-up (not in tests: a frozen object is never freed).
+    Start-up's objects (modules, the Bolt app, settings, pools: ~180,000) live as long as the process, yet every
+    full collection walked them all, 50-60 ms each. Frozen, a collection walks only what was allocated since.
+    Under a slow-client attack that is still thousands of open connections' objects, whose churn keeps filling
+    the oldest generation, so full collections still paused every request (ack p99 72-81 ms, BENCHMARKS.md stop
+    18): ``FULL_COLLECTION_EVERY`` spaces them out. Garbage without cycles is freed at once regardless. Call
+    once, after start-up (not in tests: a frozen object is never freed).
     """
     gc.collect()
     gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
 
 
 def _one_line(exc: BaseException) -> str:
