@@ -30,6 +30,7 @@ from agent_core import (
     DEFAULT_LEASE_RENEW_SECONDS,
     DEFAULT_LEASE_SECONDS,
     BudgetLayer,
+    BudgetUsage,
     RedisBudget,
     StoreError,
     utc_now,
@@ -291,6 +292,10 @@ class WorkspaceLimitsStore:
             renew_seconds=self._renew_seconds,
             layers=layers,
         )
+
+    async def usage(self, ws: Workspace, config: WorkspaceConfig) -> BudgetUsage:
+        """The workspace's own spent, held and remaining this period (``BudgetUnavailable`` when Redis is down)."""
+        return await self.budget_for(ws, config).usage_summary()
 
     async def record_run(self, ws: Workspace, run: RunRecord) -> None:
         """Append a finished run to the workspace's recent runs (App Home shows the last ten)."""
