@@ -1,4 +1,5 @@
-"""The arq job of a run: take the thread's run slot, run its oldest turn, release the slot, queue the next.
+"""The arq job of a run: pass the workspace's gate, take the thread's run slot, run its oldest turn, release
+the slots, queue the next. A job the gate parks tells its asker the turn is queued and ends (see bot.fair).
 
 arq facts this relies on: a killed worker's job runs again after ``job_timeout + 10 s``, so ``job_timeout`` is
 set just above the run's own wall-clock cap; job-id dedupe holds while the result is kept, so results are kept
@@ -22,10 +23,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import RedisThreadStore, RedisTraceSink, RunLeases
 from bot import render
+from bot.fair import Admission, WorkspaceGate
 from bot.keys import AppKeys
 from bot.resume import Resumer, holder_of
 from bot.run import AgentFactory, EventSource, TurnRunner
-from bot.settings import Settings
+from bot.settings import MAX_CONCURRENT_RUNS_CAP, Settings
 from bot.toolbox import Toolbox
 from bot.turns import JOB_FUNCTION, ThreadQueue, Turn, enqueue_turn, request_cancel
 from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
@@ -87,8 +89,13 @@ class Runtime:
         self.limits = WorkspaceLimits.create(
             redis, LimitsPolicy.from_settings(settings), key_prefix=settings.redis_key_prefix
         )
+        slot_ttl = job_timeout(settings) + 60
+        gate = WorkspaceGate(
+            redis, self.keys, default_cap=settings.agent_max_concurrent_runs_per_workspace,
+            highest_cap=MAX_CONCURRENT_RUNS_CAP, slot_ttl_seconds=slot_ttl, line_ttl_seconds=ttl,
+        )
         self.threads = ThreadQueue(
-            redis, queue, self.keys, queue_name=settings.arq_queue_name, slot_ttl_seconds=job_timeout(settings) + 60
+            redis, queue, self.keys, queue_name=settings.arq_queue_name, slot_ttl_seconds=slot_ttl, gate=gate
         )
         self.clients = clients or WorkspaceClients.for_settings(settings, redis, slack)
         self.leases = RunLeases(
@@ -116,7 +123,21 @@ class Runtime:
             await self.agent.aclose()
 
     async def run_thread(self, thread: str, turn_id: str, *, job_id: str, job_try: int, last_try: bool) -> str:
-        if not await self.threads.acquire(thread, job_id):
+        admission = await self.threads.admit(thread)
+        if admission.state == "parked":
+            await self._tell_parked(thread, turn_id, job_id, admission)
+            return "parked"
+        try:
+            acquired = await self.threads.acquire(thread, job_id)
+        except Exception:
+            if admission.state == "admitted":
+                await self.threads.leave(thread)
+            raise
+        if not acquired:
+            if admission.state == "admitted":
+                # The thread's run slot is held by a run the gate did not count (its slot expired, or it is
+                # ending right now): that run's slot is not ours to keep.
+                await self.threads.leave(thread)
             await self._tell_queued(thread, turn_id, job_id)
             return "queued"
         head: Turn | None = None
@@ -157,6 +178,23 @@ class Runtime:
             await poster.post(turn.target, render.error_message(f"{what}; please ask again."))
         with contextlib.suppress(Exception):
             await self.threads.done(turn.thread, turn.turn_id)
+
+    async def _tell_parked(self, thread: str, turn_id: str, job_id: str, admission: Admission) -> None:
+        """Once per turn (its own job; not wakes or follow-on jobs, whose turn was told already)."""
+        if ":turn:" not in job_id:
+            return
+        turn = await self.threads.turn(thread, turn_id)
+        if turn is None:
+            return
+        try:
+            poster = await self.runner.poster(turn)
+        except NotInstalled:
+            return  # the run itself logs why when its turn comes
+        runs = "one request" if admission.cap == 1 else f"{admission.cap:,} requests"
+        await poster.post(turn.target, render.notice(
+            f":hourglass: This workspace runs {runs} at once, and that many are running now. Yours is queued "
+            f"(#{admission.position:,} in line) and I'll start on it as soon as one finishes."
+        ))
 
     async def _tell_queued(self, thread: str, turn_id: str, job_id: str) -> None:
         if ":turn:" not in job_id:

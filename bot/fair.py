@@ -1,0 +1,147 @@
+"""Fair sharing between workspaces: at most ``max_concurrent`` runs of one workspace in flight, across all
+workers; the runs over the cap wait their turn in the order they first asked.
+
+The gate stands in front of the thread's run slot (:mod:`bot.turns`). A job first asks it for a workspace slot,
+in one Lua script (one round trip: a job that has to wait costs almost nothing). Admitted, the job goes on to
+the thread's slot and runs. Parked, its thread joins the workspace's line and the job ends: the turn itself stays
+in the thread's inbox, where the web side stored it. The job that gives a slot back when its run ended names the
+threads at the head of the line, and a *wake* job is queued for each; it admits itself through the same script.
+
+Why nothing waits forever: a slot is an entry in a sorted set scored with its expiry (the thread slot's own
+time to live, which outlasts any run), so a dead worker's slot is swept by the next script that looks. The
+line is only ever shortened by the admission of its own member, never by a wake, so a lost wake job leaves the
+thread at the head of the line, and the next admission of the workspace that finds free slots while others wait
+names the heads to wake again. A duplicate wake is harmless: the thread's run slot makes it a no-op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from redis.asyncio import Redis
+
+from bot.identity import Conversation
+from bot.keys import AppKeys
+from bot.redis import as_text
+
+# KEYS: running, waiting, the workspace's limits hash. ARGV: thread, default cap, highest cap, slot ttl (ms),
+# line ttl (s). The stored override is taken only if a person could have typed it (digits, within bounds),
+# as the store reads it; then the expired slots are swept.
+_PRELUDE = """
+local cap = tonumber(ARGV[2])
+local raw = redis.call('HGET', KEYS[3], 'max_concurrent')
+if raw and string.len(raw) <= 10 and string.match(raw, '^[1-9][0-9]*$') and tonumber(raw) <= tonumber(ARGV[3]) then
+  cap = tonumber(raw)
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+"""
+# {state, place in line, cap, threads to wake...}: state 2 = its run holds a slot already (a follow-up, or a rerun
+# of the job), 1 = admitted now, 0 = parked. Admitted when fewer than the free slots are ahead of it in line (a
+# newcomer's place is the end); a parked thread keeps its first place (NX).
+_ADMIT = _PRELUDE + """
+local expiry = now + tonumber(ARGV[4])
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  redis.call('ZADD', KEYS[1], expiry, ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  return {2, 0, cap}
+end
+local free = cap - redis.call('ZCARD', KEYS[1])
+local rank = redis.call('ZRANK', KEYS[2], ARGV[1])
+local ahead = rank or redis.call('ZCARD', KEYS[2])
+if ahead < free then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('ZADD', KEYS[1], expiry, ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  return {1, 0, cap}
+end
+redis.call('ZADD', KEYS[2], 'NX', now, ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[5])
+local reply = {0, ahead + 1, cap}
+if free > 0 then
+  for _, head in ipairs(redis.call('ZRANGE', KEYS[2], 0, free - 1)) do reply[#reply + 1] = head end
+end
+return reply
+"""
+# Give the thread's slot back; the threads at the head of the line that now fit (left in line: each leaves it
+# only by admitting itself).
+_RELEASE = _PRELUDE + """
+redis.call('ZREM', KEYS[1], ARGV[1])
+local free = cap - redis.call('ZCARD', KEYS[1])
+if free <= 0 then return {} end
+return redis.call('ZRANGE', KEYS[2], 0, free - 1)
+"""
+# A run taken over by another worker keeps its slot for another slot ttl, whatever the cap says now.
+_HOLD = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What the gate said to one job."""
+
+    state: Literal["running", "admitted", "parked"]
+    """``running``: the thread's run holds a slot already; ``admitted``: a slot was taken now, and must be
+    given back if the job does not run; ``parked``: the thread waits in line."""
+    position: int
+    """Its place in the workspace's line when parked (1: next), else 0."""
+    cap: int
+    """The workspace's ``max_concurrent`` as the gate read it."""
+    wake: tuple[str, ...] = ()
+    """Threads at the head of the line that fit now and should be woken (a wake was lost or is on its way)."""
+
+
+_STATES: dict[int, Literal["running", "admitted", "parked"]] = {2: "running", 1: "admitted", 0: "parked"}
+
+
+class WorkspaceGate:
+    """The workspace slots of runs (see the module docstring). The thread id names its workspace.
+
+    Args:
+        default_cap: ``AGENT_MAX_CONCURRENT_RUNS_PER_WORKSPACE``, for workspaces that set no ``max_concurrent``.
+        highest_cap: the largest stored override taken (the bound ``/agent-limits max-concurrent`` checks).
+        slot_ttl_seconds: a slot's life without a refresh: the thread slot's, which outlasts any run.
+        line_ttl_seconds: how long a line nobody touches is kept (the turns' own retention).
+    """
+
+    def __init__(
+        self, redis: Redis, keys: AppKeys, *, default_cap: int, highest_cap: int, slot_ttl_seconds: int,
+        line_ttl_seconds: int,
+    ) -> None:
+        self.keys = keys
+        self._default_cap = default_cap
+        self._highest_cap = highest_cap
+        self._slot_ttl_ms = slot_ttl_seconds * 1000
+        self._line_ttl = line_ttl_seconds
+        self._admit = redis.register_script(_ADMIT)
+        self._release = redis.register_script(_RELEASE)
+        self._hold = redis.register_script(_HOLD)
+
+    def _keys(self, thread: str) -> list[str]:
+        ws = Conversation.parse(thread).workspace
+        return [self.keys.running(ws), self.keys.waiting(ws), self.keys.limits(ws)]
+
+    def _args(self, thread: str) -> list[str | int]:
+        return [thread, self._default_cap, self._highest_cap, self._slot_ttl_ms, self._line_ttl]
+
+    async def admit(self, thread: str) -> Admission:
+        """Take a slot for the thread's run, or put the thread in line (keeping its place if it is in it)."""
+        reply = await self._admit(keys=self._keys(thread), args=self._args(thread))
+        state, position, cap, *wake = reply
+        return Admission(_STATES[int(state)], int(position), int(cap), tuple(as_text(w) or "" for w in wake))
+
+    async def release(self, thread: str) -> list[str]:
+        """Give the thread's slot back; returns the threads in line that fit now (to be woken)."""
+        heads = await self._release(keys=self._keys(thread), args=self._args(thread))
+        return [as_text(h) or "" for h in heads]
+
+    async def hold(self, thread: str) -> None:
+        """Keep the thread's slot for another slot ttl: its run was taken over and goes on elsewhere."""
+        await self._hold(keys=self._keys(thread)[:1], args=[thread, self._slot_ttl_ms])
