@@ -1,0 +1,119 @@
+"""Fair sharing between workspaces, end to end: signed mentions into the running app, a real worker draining
+the queue, real Redis. A workspace's runs past its ``max_concurrent`` wait in line; other workspaces run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import redis.asyncio as aioredis
+
+from bot.identity import Conversation, Workspace
+from bot.jobs import Turn
+from bot.keys import AppKeys
+from bot.workspace import WorkspaceLimitsStore
+from tests.bot.conftest import App
+from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text
+from tests.fakes.slack_api import Call, FakeSlack, PostedMessage
+from tests.signing import event_body, mention, next_ts
+
+A, B = Workspace("T0001"), Workspace("T0002")
+
+
+def task_of(request: RecordedRequest) -> str:
+    """The mention's text, as the run's first user message carries it."""
+    return next(str(m["content"]) for m in request.messages if m.get("role") == "user")
+
+
+def queued_notice(ts: str):  # type: ignore[no-untyped-def]
+    def match(call: Call) -> bool:
+        return call.params.get("thread_ts") == ts and "Yours is queued" in str(call.params.get("text"))
+    return match
+
+
+def finals(slack: FakeSlack, ts: str) -> list[PostedMessage]:
+    return [m for m in slack.thread_messages("C1", ts) if "Stop reason" in m.block_text()]
+
+
+async def test_a_workspace_at_its_cap_runs_one_at_a_time_in_order_while_another_runs_at_once(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    keys = AppKeys(key_prefix)
+    await WorkspaceLimitsStore(redis_client, key_prefix=key_prefix).set(A, "max_concurrent", 1, "UADMIN")
+    fake_slack.users["UB"] = {"team_id": "T0002"}
+    first_may_end = asyncio.Event()
+    running_seen: dict[str, list[str]] = {}
+
+    async def script(request: RecordedRequest) -> Reply:
+        task = task_of(request)
+        # What holds A's slots while this call is made: only the run making it.
+        running_seen[task] = [m.decode() for m in await redis_client.zrange(keys.running(A), 0, -1)]
+        if task == "a1":
+            await first_may_end.wait()
+        return text(f"answer to {task}")
+
+    fake_openai.script = script
+    a1, a2, a3, b1 = next_ts(), next_ts(), next_ts(), next_ts()
+    await app.post_event(event_body(mention(text="a1", ts=a1)))
+    drain = asyncio.create_task(app.drain())
+    await fake_openai.wait_for_requests(1)
+    await app.post_event(event_body(mention(text="a2", ts=a2)))
+    [told_2] = await fake_slack.wait_for("chat.postMessage", predicate=queued_notice(a2))
+    await app.post_event(event_body(mention(text="a3", ts=a3)))
+    [told_3] = await fake_slack.wait_for("chat.postMessage", predicate=queued_notice(a3))
+    assert "runs one request at once" in told_2.params["text"]
+    assert "#1 in line" in told_2.params["text"] and "#2 in line" in told_3.params["text"]
+
+    # Another workspace is not behind A's line: its mention runs while A's first run still holds A's slot.
+    await app.post_event(event_body(mention(text="b1", ts=b1, team="T0002", user="UB"), team_id="T0002"))
+    await fake_openai.wait_for_requests(2)
+    await fake_slack.wait_for("chat.postMessage", predicate=lambda c: c.params.get("thread_ts") == b1
+                              and "Stop reason" in json.dumps(c.params.get("blocks")))
+    assert [task_of(r) for r in fake_openai.requests] == ["a1", "b1"]
+    assert finals(fake_slack, a1) == []
+
+    first_may_end.set()
+    await drain
+    assert [task_of(r) for r in fake_openai.requests] == ["a1", "b1", "a2", "a3"]
+    thread_of = {ts: Conversation(A, "C1", ts).id for ts in (a1, a2, a3)}
+    # Each of A's calls made while only its own run held A's slot; B's while A's first run held it.
+    assert running_seen == {
+        "a1": [thread_of[a1]], "a2": [thread_of[a2]], "a3": [thread_of[a3]], "b1": [thread_of[a1]],
+    }
+    for ts in (a1, a2, a3, b1):
+        [final] = finals(fake_slack, ts)
+        assert "answer to" in final.block_text()
+    # Told once each; the first asker never.
+    notices = [c for c in fake_slack.calls_of("chat.postMessage") if "Yours is queued" in str(c.params.get("text"))]
+    assert sorted(c.params["thread_ts"] for c in notices) == sorted([a2, a3])
+    assert await redis_client.zcard(keys.running(A)) == 0 and await redis_client.zcard(keys.waiting(A)) == 0
+
+
+async def test_a_dead_runs_expired_slot_and_a_lost_wake_do_not_block_the_line(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    keys = AppKeys(key_prefix)
+    await WorkspaceLimitsStore(redis_client, key_prefix=key_prefix).set(A, "max_concurrent", 1, "UADMIN")
+    seconds, micros = await redis_client.time()
+    now_ms = seconds * 1000 + micros // 1000
+    # A worker died holding A's only slot long ago: its entry has expired, nobody gave it back.
+    await redis_client.zadd(keys.running(A), {Conversation(A, "C9", "1.000001").id: now_ms - 1})
+    # A thread waited in line, and the wake job meant for it was lost: its turn is in its inbox, nothing queued.
+    lost = next_ts()
+    thread = Conversation(A, "C1", lost).id
+    turn = Turn(thread=thread, turn_id=lost, text="lost", user_id="U1", team_id="T0001", enterprise_id="",
+                channel_id="C1", reply_thread_ts=lost, message_ts=lost)
+    await redis_client.rpush(keys.inbox(thread), lost)
+    await redis_client.hset(keys.turns(thread), lost, turn.to_json())
+    await redis_client.zadd(keys.waiting(A), {thread: now_ms - 1000})
+
+    fake_openai.script = lambda request: text(f"answer to {task_of(request)}")
+    newcomer = next_ts()
+    await app.post_event(event_body(mention(text="newcomer", ts=newcomer)))
+    await app.drain()
+    # The newcomer found the slot free but someone ahead of it: it waited behind them and woke them.
+    [told] = [c for c in fake_slack.calls_of("chat.postMessage") if queued_notice(newcomer)(c)]
+    assert "#2 in line" in told.params["text"]
+    assert [task_of(r) for r in fake_openai.requests] == ["lost", "newcomer"]
+    assert len(finals(fake_slack, lost)) == 1 and len(finals(fake_slack, newcomer)) == 1
+    assert await redis_client.zcard(keys.running(A)) == 0 and await redis_client.zcard(keys.waiting(A)) == 0
