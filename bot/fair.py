@@ -10,8 +10,9 @@ threads at the head of the line, and a *wake* job is queued for each; it admits 
 Why nothing waits forever: a slot is an entry in a sorted set scored with its expiry (the thread slot's own
 time to live, which outlasts any run), so a dead worker's slot is swept by the next script that looks. The
 line is only ever shortened by the admission of its own member, never by a wake, so a lost wake job leaves the
-thread at the head of the line, and the next admission of the workspace that finds free slots while others wait
-names the heads to wake again. A duplicate wake is harmless: the thread's run slot makes it a no-op.
+thread at the head of the line, and the next new turn of the workspace that finds free slots while others wait
+names the heads to wake again. A duplicate wake is harmless: it finds its thread running (the thread's run slot
+makes it a no-op) or gone from the line (it is dropped); a wake never puts a thread in line.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from bot.keys import AppKeys
 from bot.redis import as_text
 
 # KEYS: running, waiting, the workspace's limits hash. ARGV: thread, default cap, highest cap, slot ttl (ms),
-# line ttl (s). The stored override is taken only if a person could have typed it (digits, within bounds),
-# as the store reads it; then the expired slots are swept.
+# line ttl (s), and for ADMIT whether the job may join the line (1: it carries a turn; 0: a wake). The stored
+# override is taken only if a person could have typed it (digits, within bounds), as the store reads it; then
+# the expired slots are swept.
 _PRELUDE = """
 local cap = tonumber(ARGV[2])
 local raw = redis.call('HGET', KEYS[3], 'max_concurrent')
@@ -39,8 +41,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 """
 # {state, place in line, cap, threads to wake...}: state 2 = its run holds a slot already (a follow-up, or a rerun
-# of the job), 1 = admitted now, 0 = parked. Admitted when fewer than the free slots are ahead of it in line (a
-# newcomer's place is the end); a parked thread keeps its first place (NX).
+# of the job), 1 = admitted now, 0 = parked, -1 = a wake for a thread no longer in line (a duplicate: dropped).
+# Admitted when fewer than the free slots are ahead of it in line (a newcomer's place is the end); a parked
+# thread keeps its first place (NX). Only a job with a turn names heads to wake: a wake that wakes others could
+# feed on itself.
 _ADMIT = _PRELUDE + """
 local expiry = now + tonumber(ARGV[4])
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
@@ -50,6 +54,7 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
 end
 local free = cap - redis.call('ZCARD', KEYS[1])
 local rank = redis.call('ZRANK', KEYS[2], ARGV[1])
+if not rank and ARGV[6] == '0' then return {-1, 0, cap} end
 local ahead = rank or redis.call('ZCARD', KEYS[2])
 if ahead < free then
   redis.call('ZREM', KEYS[2], ARGV[1])
@@ -60,7 +65,7 @@ end
 redis.call('ZADD', KEYS[2], 'NX', now, ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 local reply = {0, ahead + 1, cap}
-if free > 0 then
+if free > 0 and ARGV[6] == '1' then
   for _, head in ipairs(redis.call('ZRANGE', KEYS[2], 0, free - 1)) do reply[#reply + 1] = head end
 end
 return reply
@@ -87,9 +92,10 @@ return 1
 class Admission:
     """What the gate said to one job."""
 
-    state: Literal["running", "admitted", "parked"]
+    state: Literal["running", "admitted", "parked", "stale"]
     """``running``: the thread's run holds a slot already; ``admitted``: a slot was taken now, and must be
-    given back if the job does not run; ``parked``: the thread waits in line."""
+    given back if the job does not run; ``parked``: the thread waits in line; ``stale``: a wake for a thread
+    that is no longer in line (it was admitted by an earlier wake)."""
     position: int
     """Its place in the workspace's line when parked (1: next), else 0."""
     cap: int
@@ -98,7 +104,9 @@ class Admission:
     """Threads at the head of the line that fit now and should be woken (a wake was lost or is on its way)."""
 
 
-_STATES: dict[int, Literal["running", "admitted", "parked"]] = {2: "running", 1: "admitted", 0: "parked"}
+_STATES: dict[int, Literal["running", "admitted", "parked", "stale"]] = {
+    2: "running", 1: "admitted", 0: "parked", -1: "stale",
+}
 
 
 class WorkspaceGate:
@@ -131,9 +139,11 @@ class WorkspaceGate:
     def _args(self, thread: str) -> list[str | int]:
         return [thread, self._default_cap, self._highest_cap, self._slot_ttl_ms, self._line_ttl]
 
-    async def admit(self, thread: str) -> Admission:
-        """Take a slot for the thread's run, or put the thread in line (keeping its place if it is in it)."""
-        reply = await self._admit(keys=self._keys(thread), args=self._args(thread))
+    async def admit(self, thread: str, *, join: bool = True) -> Admission:
+        """Take a slot for the thread's run, or put the thread in line (keeping its place if it is in it).
+
+        ``join=False`` (a wake job, which carries no turn): never join the line, only leave it."""
+        reply = await self._admit(keys=self._keys(thread), args=[*self._args(thread), int(join)])
         state, position, cap, *wake = reply
         return Admission(_STATES[int(state)], int(position), int(cap), tuple(as_text(w) or "" for w in wake))
 

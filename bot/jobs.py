@@ -123,23 +123,9 @@ class Runtime:
             await self.agent.aclose()
 
     async def run_thread(self, thread: str, turn_id: str, *, job_id: str, job_try: int, last_try: bool) -> str:
-        admission = await self.threads.admit(thread)
-        if admission.state == "parked":
-            await self._tell_parked(thread, turn_id, job_id, admission)
-            return "parked"
-        try:
-            acquired = await self.threads.acquire(thread, job_id)
-        except Exception:
-            if admission.state == "admitted":
-                await self.threads.leave(thread)
-            raise
-        if not acquired:
-            if admission.state == "admitted":
-                # The thread's run slot is held by a run the gate did not count (its slot expired, or it is
-                # ending right now): that run's slot is not ours to keep.
-                await self.threads.leave(thread)
-            await self._tell_queued(thread, turn_id, job_id)
-            return "queued"
+        waits = await self._enter(thread, turn_id, job_id)
+        if waits is not None:
+            return waits
         head: Turn | None = None
         try:
             head = await self.threads.head(thread)
@@ -169,6 +155,29 @@ class Runtime:
             raise
         await self.threads.release(thread, job_id)
         return "ran" if head is not None else "idle"
+
+    async def _enter(self, thread: str, turn_id: str, job_id: str) -> str | None:
+        """The workspace's slot, then the thread's: None when both are this job's, else why it does not run."""
+        admission = await self.threads.admit(thread, job_id)
+        if admission.state == "stale":
+            return "stale"
+        if admission.state == "parked":
+            await self._tell_parked(thread, turn_id, job_id, admission)
+            return "parked"
+        try:
+            acquired = await self.threads.acquire(thread, job_id)
+        except Exception:
+            if admission.state == "admitted":
+                await self.threads.leave(thread)
+            raise
+        if acquired:
+            return None
+        if admission.state == "admitted":
+            # The thread's run slot is held by a run the gate did not count (its slot expired, or it is ending
+            # right now): that run's slot is not ours to keep.
+            await self.threads.leave(thread)
+        await self._tell_queued(thread, turn_id, job_id)
+        return "queued"
 
     async def _fail(self, turn: Turn, exc: Exception) -> None:
         with contextlib.suppress(Exception):

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 #: The arq function name of a run.
 JOB_FUNCTION = "run_thread"
+#: The job-id kind of a wake job (``AppKeys.job_id``): it carries no turn, and only lets a thread out of line.
+WAKE = "wake"
 
 # Store the turn once (by id) and queue it; answer whether the thread's run slot is taken right now.
 _PUSH_TURN = """
@@ -131,6 +133,10 @@ async def enqueue_turn(redis: Redis, queue: ArqRedis, keys: AppKeys, turn: Turn,
     return bool(busy)
 
 
+def is_wake(job_id: str) -> bool:
+    return f":{WAKE}:" in job_id
+
+
 async def request_cancel(redis: Redis, keys: AppKeys, thread: str, run_id: str, reason: str) -> None:
     """Ask run ``run_id`` to stop: a flag (for a run that has not started watching yet) and a message."""
     key = keys.cancel(thread, run_id)
@@ -173,9 +179,9 @@ class ThreadQueue:
         taken = await self._acquire_script(keys=[self.keys.lock(thread)], args=[job_id, self._slot_ttl, holder_id])
         return bool(taken == 1)
 
-    async def admit(self, thread: str) -> Admission:
+    async def admit(self, thread: str, job_id: str) -> Admission:
         """The workspace's gate for a job of ``thread`` (see :mod:`bot.fair`); wakes the heads it names."""
-        admission = await self.gate.admit(thread)
+        admission = await self.gate.admit(thread, join=not is_wake(job_id))
         await self._wake(admission.wake)
         return admission
 
@@ -197,7 +203,7 @@ class ThreadQueue:
     async def _wake(self, threads: Iterable[str]) -> None:
         for thread in threads:
             # A fresh id each time: arq refuses an id it saw in the last day, and a thread waits more than once.
-            job_id = self.keys.job_id("wake", thread, uuid.uuid4().hex[:16])
+            job_id = self.keys.job_id(WAKE, thread, uuid.uuid4().hex[:16])
             await self.queue.enqueue_job(JOB_FUNCTION, thread, "", _job_id=job_id)
 
     async def release(self, thread: str, job_id: str, *, follow: bool = True) -> None:

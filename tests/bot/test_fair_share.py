@@ -8,6 +8,7 @@ import json
 
 import redis.asyncio as aioredis
 
+from bot.fair import Admission, WorkspaceGate
 from bot.identity import Conversation, Workspace
 from bot.jobs import Turn
 from bot.keys import AppKeys
@@ -117,3 +118,26 @@ async def test_a_dead_runs_expired_slot_and_a_lost_wake_do_not_block_the_line(
     assert [task_of(r) for r in fake_openai.requests] == ["lost", "newcomer"]
     assert len(finals(fake_slack, lost)) == 1 and len(finals(fake_slack, newcomer)) == 1
     assert await redis_client.zcard(keys.running(A)) == 0 and await redis_client.zcard(keys.waiting(A)) == 0
+
+
+async def test_a_wake_never_puts_a_thread_in_line_and_a_turn_keeps_its_place(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    # A duplicate wake arrives after its thread ran and left: if it joined the line, it would hold a slot with no
+    # turn and wake others in turn (a wake storm).
+    keys = AppKeys(key_prefix)
+    gate = WorkspaceGate(redis_client, keys, default_cap=1, highest_cap=1000, slot_ttl_seconds=60,
+                         line_ttl_seconds=60)
+    first, second, gone = (Conversation(A, "C1", ts).id for ts in ("1.1", "1.2", "1.3"))
+    assert (await gate.admit(first)).state == "admitted"
+    assert (await gate.admit(first)).state == "running"  # a follow-up's job: its run holds the slot already
+    assert (await gate.admit(gone, join=False)).state == "stale"
+    assert (await gate.admit(second)) == Admission("parked", 1, 1)
+    assert (await gate.admit(second, join=False)) == Admission("parked", 1, 1)
+    assert await gate.release(first) == [second]
+    assert (await gate.admit(gone, join=False)).state == "stale"
+    assert (await gate.admit(second, join=False)).state == "admitted"
+    assert await redis_client.zrange(keys.waiting(A), 0, -1) == []
+    # An override an admin could not have typed is ignored: the default holds.
+    await redis_client.hset(keys.limits(A), "max_concurrent", "1e3")
+    assert (await gate.admit(first)) == Admission("parked", 1, 1)
