@@ -114,13 +114,19 @@ def posts_by_thread(stats: dict[str, Any]) -> dict[str, list[tuple[float, str]]]
     return out
 
 
-def max_overlap(spans: list[tuple[float, float]]) -> int:
-    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
+def max_overlap(spans: list[tuple[float, float]]) -> tuple[int, list[tuple[float, float]]]:
+    """The most spans open at one moment, and those spans."""
+    edges = sorted([(s, 1, i) for i, (s, _) in enumerate(spans)] + [(e, -1, i) for i, (_, e) in enumerate(spans)],
+                   key=lambda x: (x[0], x[1]))
+    most, open_now, at_most = 0, set(), []
+    for _, step, i in edges:
+        if step > 0:
+            open_now.add(i)
+        else:
+            open_now.discard(i)
+        if len(open_now) > most:
+            most, at_most = len(open_now), [spans[j] for j in sorted(open_now)]
+    return most, at_most
 
 
 def check(posts: dict[str, list[tuple[float, str]]], keys: list[str]) -> dict[str, int]:
@@ -219,7 +225,9 @@ async def main(flood: int, cap: int, delay: float, calls: int, probes: int, prob
         "at_each_probe": at_send,
         "target_start_s": TARGET_START_S,
         "a_in_flight_max_sampled": sampler.max_running,
-        "a_in_flight_max_from_posts": max_overlap(a_spans),
+        "a_in_flight_max_from_posts": max_overlap(a_spans)[0],
+        "a_in_flight_max_spans": [(round(s, 3), round(e, 3)) for s, e in max_overlap(a_spans)[1]]
+        if max_overlap(a_spans)[0] > cap else [],
         "a_line_max_sampled": sampler.max_waiting,
         "samples": sampler.samples,
         "a_runs_per_second": round(len(a_spans) / (a_end - t0), 2) if a_spans else 0.0,

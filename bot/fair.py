@@ -26,10 +26,12 @@ from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.redis import as_text
 
-# KEYS: running, waiting, the workspace's limits hash. ARGV: thread, default cap, highest cap, slot ttl (ms),
-# line ttl (s), and for ADMIT whether the job may join the line (1: it carries a turn; 0: a wake). The stored
-# override is taken only if a person could have typed it (digits, within bounds), as the store reads it; then
-# the expired slots are swept.
+# KEYS: running, waiting, the workspace's limits hash, waking. ARGV: thread, default cap, highest cap, slot ttl
+# (ms), line ttl (s), wake grace (ms), and for ADMIT whether the job may join the line (1: it carries a turn;
+# 0: a wake). The stored override is taken only if a person could have typed it (digits, within bounds), as the
+# store reads it; then the expired slots are swept. ``wake(free)`` names the heads of the line that fit and have
+# no wake on its way (one queued less than ARGV[6] ago), and marks them: a freed slot wakes one thread, not every
+# job that looks while that wake waits in the queue.
 _PRELUDE = """
 local cap = tonumber(ARGV[2])
 local raw = redis.call('HGET', KEYS[3], 'max_concurrent')
@@ -39,13 +41,30 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local function wake(free, reply)
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - tonumber(ARGV[6]))
+  local need = free - redis.call('ZCARD', KEYS[4])
+  if need <= 0 then return reply end
+  for _, head in ipairs(redis.call('ZRANGE', KEYS[2], 0, free - 1)) do
+    if need <= 0 then break end
+    if not redis.call('ZSCORE', KEYS[4], head) then
+      redis.call('ZADD', KEYS[4], now, head)
+      reply[#reply + 1] = head
+      need = need - 1
+    end
+  end
+  redis.call('PEXPIRE', KEYS[4], ARGV[6])
+  return reply
+end
 """
 # {state, place in line, cap, threads to wake...}: state 2 = its run holds a slot already (a follow-up, or a rerun
 # of the job), 1 = admitted now, 0 = parked, -1 = a wake for a thread no longer in line (a duplicate: dropped).
 # Admitted when fewer than the free slots are ahead of it in line (a newcomer's place is the end); a parked
-# thread keeps its first place (NX). Only a job with a turn names heads to wake: a wake that wakes others could
+# thread keeps its first place (NX). Any job of the thread uses up its wake mark. Only a job with a turn names
+# heads to wake (the self-healing case: free slots, and the line not moving): a wake that wakes others could
 # feed on itself.
 _ADMIT = _PRELUDE + """
+redis.call('ZREM', KEYS[4], ARGV[1])
 local expiry = now + tonumber(ARGV[4])
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   redis.call('ZADD', KEYS[1], expiry, ARGV[1])
@@ -54,7 +73,7 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
 end
 local free = cap - redis.call('ZCARD', KEYS[1])
 local rank = redis.call('ZRANK', KEYS[2], ARGV[1])
-if not rank and ARGV[6] == '0' then return {-1, 0, cap} end
+if not rank and ARGV[7] == '0' then return {-1, 0, cap} end
 local ahead = rank or redis.call('ZCARD', KEYS[2])
 if ahead < free then
   redis.call('ZREM', KEYS[2], ARGV[1])
@@ -65,9 +84,7 @@ end
 redis.call('ZADD', KEYS[2], 'NX', now, ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 local reply = {0, ahead + 1, cap}
-if free > 0 and ARGV[6] == '1' then
-  for _, head in ipairs(redis.call('ZRANGE', KEYS[2], 0, free - 1)) do reply[#reply + 1] = head end
-end
+if free > 0 and ARGV[7] == '1' then return wake(free, reply) end
 return reply
 """
 # Give the thread's slot back; the threads at the head of the line that now fit (left in line: each leaves it
@@ -76,7 +93,7 @@ _RELEASE = _PRELUDE + """
 redis.call('ZREM', KEYS[1], ARGV[1])
 local free = cap - redis.call('ZCARD', KEYS[1])
 if free <= 0 then return {} end
-return redis.call('ZRANGE', KEYS[2], 0, free - 1)
+return wake(free, {})
 """
 # A run taken over by another worker keeps its slot for another slot ttl, whatever the cap says now.
 _HOLD = """
@@ -103,6 +120,10 @@ class Admission:
     wake: tuple[str, ...] = ()
     """Threads at the head of the line that fit now and should be woken (a wake was lost or is on its way)."""
 
+
+#: How long a queued wake job is trusted to arrive before its thread may be woken again (a lost one is rare:
+#: a worker killed between a release and its enqueue; one stuck behind a long queue arrives late, not never).
+WAKE_GRACE_MS = 30_000
 
 _STATES: dict[int, Literal["running", "admitted", "parked", "stale"]] = {
     2: "running", 1: "admitted", 0: "parked", -1: "stale",
@@ -134,10 +155,10 @@ class WorkspaceGate:
 
     def _keys(self, thread: str) -> list[str]:
         ws = Conversation.parse(thread).workspace
-        return [self.keys.running(ws), self.keys.waiting(ws), self.keys.limits(ws)]
+        return [self.keys.running(ws), self.keys.waiting(ws), self.keys.limits(ws), self.keys.waking(ws)]
 
     def _args(self, thread: str) -> list[str | int]:
-        return [thread, self._default_cap, self._highest_cap, self._slot_ttl_ms, self._line_ttl]
+        return [thread, self._default_cap, self._highest_cap, self._slot_ttl_ms, self._line_ttl, WAKE_GRACE_MS]
 
     async def admit(self, thread: str, *, join: bool = True) -> Admission:
         """Take a slot for the thread's run, or put the thread in line (keeping its place if it is in it).

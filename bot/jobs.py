@@ -172,10 +172,10 @@ class Runtime:
             raise
         if acquired:
             return None
-        if admission.state == "admitted":
-            # The thread's run slot is held by a run the gate did not count (its slot expired, or it is ending
-            # right now): that run's slot is not ours to keep.
-            await self.threads.leave(thread)
+        # A workspace slot taken now stays with the thread: its slot's holder is a run the gate did not count
+        # (one ending right now, having given its workspace slot back, or one whose slot expired), and the job
+        # it queues for this thread's next turn when it ends finds the slot taken by the thread and runs in it.
+        # Giving it back here could take it from under that job.
         await self._tell_queued(thread, turn_id, job_id)
         return "queued"
 

@@ -81,6 +81,11 @@ class AppKeys(Keys):
         waits for a slot, oldest first (the turns themselves stay in each thread's inbox)."""
         return f"{self.namespace(ws)}:waiting"
 
+    def waking(self, ws: Workspace) -> str:
+        """Sorted set: thread id -> when a wake job was queued for it (server ms), so a freed slot wakes one
+        thread once rather than every job that looks before the wake arrives."""
+        return f"{self.namespace(ws)}:waking"
+
     def limits_audit(self, ws: Workspace) -> str:
         """List: capped, newest first: who changed which limit, when, old -> new."""
         return f"{self.namespace(ws)}:limits:audit"

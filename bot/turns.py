@@ -212,8 +212,9 @@ class ThreadQueue:
         ``follow=False``: queue nothing and keep the workspace slot (the run is live elsewhere, and that runner
         gives it back and queues the next turn)."""
         if follow:
-            # The workspace slot first: a job of this thread arriving in between then finds the thread slot still
-            # taken and gives back what it took, and the next turn's job below takes its place in line fairly.
+            # The workspace slot first, so that the thread's next turn queues behind the workspace's line (a job
+            # of this thread arriving in between takes a workspace slot for it, and finds the thread slot taken;
+            # the next turn's job queued below then runs in that workspace slot).
             await self.leave(thread)
         try:
             keys = [self.keys.lock(thread), self.keys.inbox(thread)]

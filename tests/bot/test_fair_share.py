@@ -135,9 +135,13 @@ async def test_a_wake_never_puts_a_thread_in_line_and_a_turn_keeps_its_place(
     assert (await gate.admit(second)) == Admission("parked", 1, 1)
     assert (await gate.admit(second, join=False)) == Admission("parked", 1, 1)
     assert await gate.release(first) == [second]
+    # Until that wake arrives, a newcomer that finds the slot free waits behind it and wakes nobody again.
+    third = Conversation(A, "C1", "1.4").id
+    assert (await gate.admit(third)) == Admission("parked", 2, 1)
     assert (await gate.admit(gone, join=False)).state == "stale"
     assert (await gate.admit(second, join=False)).state == "admitted"
-    assert await redis_client.zrange(keys.waiting(A), 0, -1) == []
+    assert await redis_client.zrange(keys.waiting(A), 0, -1) in ([third.encode()], [third])
+    assert await redis_client.zcard(keys.waking(A)) == 0
     # An override an admin could not have typed is ignored: the default holds.
     await redis_client.hset(keys.limits(A), "max_concurrent", "1e3")
-    assert (await gate.admit(first)) == Admission("parked", 1, 1)
+    assert (await gate.admit(first)) == Admission("parked", 2, 1)
