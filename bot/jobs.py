@@ -25,6 +25,8 @@ from agent_core import RedisThreadStore, RedisTraceSink, RunLeases
 from bot import render
 from bot.fair import Admission, WorkspaceGate
 from bot.keys import AppKeys
+from bot.poster import Poster
+from bot.render import SlackMessage
 from bot.resume import Resumer, holder_of
 from bot.run import AgentFactory, EventSource, TurnRunner
 from bot.settings import MAX_CONCURRENT_RUNS_CAP, Settings
@@ -56,6 +58,10 @@ JOB_TIMEOUT_MARGIN_SECONDS = 120
 OWN_DEADLINE_MARGIN_SECONDS = 30
 #: How long arq keeps a job's result, and so refuses a second job with the same id.
 JOB_KEEP_RESULT_SECONDS = 24 * 3600
+#: "Queued" notices one worker process has on their way at most (each waits for the channel's posting pace).
+MAX_PENDING_NOTICES = 1000
+#: How long a stopping worker lets its notices on their way finish.
+NOTICE_DRAIN_SECONDS = 5.0
 
 
 class Runtime:
@@ -103,6 +109,7 @@ class Runtime:
             renew_seconds=settings.agent_lease_renew_seconds,
         )
         self.worker_id = uuid.uuid4().hex[:12]
+        self._notices: set[asyncio.Task[None]] = set()
         self.runner = TurnRunner(
             settings, redis, self.clients, self.keys, self.store, self.trace, self.agent, self.limits, self.toolbox,
             self.leases,
@@ -117,6 +124,10 @@ class Runtime:
         await self.toolbox.start()
 
     async def aclose(self) -> None:
+        if self._notices:
+            _, late = await asyncio.wait(self._notices, timeout=NOTICE_DRAIN_SECONDS)
+            for task in late:
+                task.cancel()
         try:
             await self.toolbox.aclose()  # stdio servers are child processes: never leave them behind
         finally:
@@ -200,10 +211,24 @@ class Runtime:
         except NotInstalled:
             return  # the run itself logs why when its turn comes
         runs = "one request" if admission.cap == 1 else f"{admission.cap:,} requests"
-        await poster.post(turn.target, render.notice(
+        notice = render.notice(
             f":hourglass: This workspace runs {runs} at once, and that many are running now. Yours is queued "
             f"(#{admission.position:,} in line) and I'll start on it as soon as one finishes."
-        ))
+        )
+        # Posted on the side: a flood in one channel waits for that channel's posting pace, and a parked job that
+        # waited with it would hold a worker's job slot that another workspace's run needs.
+        if len(self._notices) >= MAX_PENDING_NOTICES:
+            log.warning("thread %s: too many queued notices on their way; this asker is not told", thread)
+            return
+        task = asyncio.create_task(self._post_notice(poster, turn, notice))
+        self._notices.add(task)
+        task.add_done_callback(self._notices.discard)
+
+    async def _post_notice(self, poster: Poster, turn: Turn, notice: SlackMessage) -> None:
+        try:
+            await poster.post(turn.target, notice)
+        except Exception:
+            log.warning("thread %s: the queued notice could not be posted", turn.thread, exc_info=True)
 
     async def _tell_queued(self, thread: str, turn_id: str, job_id: str) -> None:
         if ":turn:" not in job_id:

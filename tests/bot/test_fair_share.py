@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 import json
 
+import aiohttp
 import redis.asyncio as aioredis
+from aiohttp import web
 
 from bot.fair import Admission, WorkspaceGate
 from bot.identity import Conversation, Workspace
 from bot.jobs import Turn
 from bot.keys import AppKeys
+from bot.service import Service
 from bot.workspace import WorkspaceLimitsStore
-from tests.bot.conftest import App
+from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text
 from tests.fakes.slack_api import Call, FakeSlack, PostedMessage
 from tests.signing import event_body, mention, next_ts
@@ -24,6 +27,9 @@ A, B = Workspace("T0001"), Workspace("T0002")
 def task_of(request: RecordedRequest) -> str:
     """The mention's text, as the run's first user message carries it."""
     return next(str(m["content"]) for m in request.messages if m.get("role") == "user")
+
+
+QUEUED_TEXT = "Yours is queued"
 
 
 def queued_notice(ts: str):  # type: ignore[no-untyped-def]
@@ -145,3 +151,62 @@ async def test_a_wake_never_puts_a_thread_in_line_and_a_turn_keeps_its_place(
     # An override an admin could not have typed is ignored: the default holds.
     await redis_client.hset(keys.limits(A), "max_concurrent", "1e3")
     assert (await gate.admit(first)) == Admission("parked", 2, 1)
+
+
+class SlackWithAStuckChannel(FakeSlack):
+    """The shared fake, except that posts into ``STUCK`` wait for ``unstick`` before they are answered: a channel
+    whose posting pace a flood used up, taken to its limit."""
+
+    STUCK = "CSTUCK"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stuck: list[dict[str, object]] = []
+        self.arrived = asyncio.Event()
+        self.unstick = asyncio.Event()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        if request.match_info["method"] == "chat.postMessage":
+            raw = await request.read()  # aiohttp keeps the body: the fake's own handler reads it again
+            params = json.loads(raw) if raw.startswith(b"{") else {}
+            if params.get("channel") == self.STUCK:
+                self.stuck.append(params)
+                self.arrived.set()
+                await self.unstick.wait()
+        return await super()._handle(request)
+
+
+async def test_a_queued_notice_waiting_to_be_posted_holds_no_job_slot(
+    key_prefix: str, fake_openai: FakeOpenAI, redis_client: aioredis.Redis
+) -> None:
+    # Two job slots, and A's run holds one. A parked job that waited for its notice to be posted would hold the
+    # other, and B's run would find none.
+    first_may_end = asyncio.Event()
+
+    async def script(request: RecordedRequest) -> Reply:
+        if task_of(request) == "a1":
+            await first_may_end.wait()
+        return text(f"answer to {task_of(request)}")
+
+    fake_openai.script = script
+    async with SlackWithAStuckChannel() as slack:
+        slack.users["UB"] = {"team_id": "T0002"}
+        settings = make_settings(key_prefix, slack, fake_openai, worker_max_jobs=2)
+        await WorkspaceLimitsStore(redis_client, key_prefix=key_prefix).set(A, "max_concurrent", 1, "UADMIN")
+        a1, a2, b1 = next_ts(), next_ts(), next_ts()
+        async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
+            app = App(service, http)
+            await app.post_event(event_body(mention(text="a1", ts=a1)))
+            drain = asyncio.create_task(app.drain())
+            await fake_openai.wait_for_requests(1)
+            await app.post_event(event_body(mention(text="a2", ts=a2, channel=slack.STUCK)))
+            await asyncio.wait_for(slack.arrived.wait(), 10)  # a safety net against a hang, not a poll
+            assert QUEUED_TEXT in str(slack.stuck[0]["text"])
+            await app.post_event(event_body(mention(text="b1", ts=b1, team="T0002", user="UB"), team_id="T0002"))
+            await fake_openai.wait_for_requests(2)
+            assert task_of(fake_openai.requests[1]) == "b1" and not slack.unstick.is_set()
+            slack.unstick.set()
+            first_may_end.set()
+            await drain
+        assert [task_of(r) for r in fake_openai.requests] == ["a1", "b1", "a2"]
+        assert len([m for m in slack.thread_messages(slack.STUCK, a2) if QUEUED_TEXT in m.text]) == 1
