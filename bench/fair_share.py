@@ -210,6 +210,7 @@ async def main(flood: int, cap: int, delay: float, calls: int, probes: int, prob
     b_start = [round(s - sent_at[k], 3) for k in sent_at if (s := starts[k]) is not None]
     a_spans = [(s, e) for k in a_keys if (s := starts[k]) is not None and (e := ends[k]) is not None]
     a_end = max((e for _, e in a_spans), default=t0)
+    most, open_then = max_overlap(a_spans)
     return {
         "what": f"workspace A: {flood} mentions at once (cap {cap}); workspace B: {probes} mentions, one every "
                 f"{probe_every:g} s from the end of A's flood; LLM {delay:g} s x {calls} calls a run; "
@@ -225,9 +226,9 @@ async def main(flood: int, cap: int, delay: float, calls: int, probes: int, prob
         "at_each_probe": at_send,
         "target_start_s": TARGET_START_S,
         "a_in_flight_max_sampled": sampler.max_running,
-        "a_in_flight_max_from_posts": max_overlap(a_spans)[0],
-        "a_in_flight_max_spans": [(round(s, 3), round(e, 3)) for s, e in max_overlap(a_spans)[1]]
-        if max_overlap(a_spans)[0] > cap else [],
+        "a_in_flight_max_from_posts": most,
+        # The runs open at that moment, when there were too many (to find who overlapped whom).
+        "a_in_flight_max_spans": [(round(s, 3), round(e, 3)) for s, e in open_then] if most > cap else [],
         "a_line_max_sampled": sampler.max_waiting,
         "samples": sampler.samples,
         "a_runs_per_second": round(len(a_spans) / (a_end - t0), 2) if a_spans else 0.0,
