@@ -204,7 +204,7 @@ class ThreadQueue:
         for thread in threads:
             # A fresh id each time: arq refuses an id it saw in the last day, and a thread waits more than once.
             job_id = self.keys.job_id(WAKE, thread, uuid.uuid4().hex[:16])
-            await self.queue.enqueue_job(JOB_FUNCTION, thread, "", _job_id=job_id)
+            await enqueue_job(self.queue, JOB_FUNCTION, thread, "", job_id=job_id)  # arq's, in one round trip
 
     async def release(self, thread: str, job_id: str, *, follow: bool = True) -> None:
         """Give the slots back and queue a job for the next waiting turn, if any (best effort in an outage).
