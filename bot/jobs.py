@@ -1,4 +1,5 @@
-"""The arq job of a run: take the thread's run slot, run its oldest turn, release the slot, queue the next.
+"""The arq job of a run: pass the workspace's gate, take the thread's run slot, run its oldest turn, release
+the slots, queue the next. A job the gate parks tells its asker the turn is queued and ends (see bot.fair).
 
 arq facts this relies on: a killed worker's job runs again after ``job_timeout + 10 s``, so ``job_timeout`` is
 set just above the run's own wall-clock cap; job-id dedupe holds while the result is kept, so results are kept
@@ -22,10 +23,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import RedisThreadStore, RedisTraceSink, RunLeases
 from bot import render
+from bot.fair import Admission, WorkspaceGate
 from bot.keys import AppKeys
+from bot.poster import Poster
+from bot.render import SlackMessage
 from bot.resume import Resumer, holder_of
 from bot.run import AgentFactory, EventSource, TurnRunner
-from bot.settings import Settings
+from bot.settings import MAX_CONCURRENT_RUNS_CAP, Settings
 from bot.toolbox import Toolbox
 from bot.turns import JOB_FUNCTION, ThreadQueue, Turn, enqueue_turn, request_cancel
 from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
@@ -54,6 +58,10 @@ JOB_TIMEOUT_MARGIN_SECONDS = 120
 OWN_DEADLINE_MARGIN_SECONDS = 30
 #: How long arq keeps a job's result, and so refuses a second job with the same id.
 JOB_KEEP_RESULT_SECONDS = 24 * 3600
+#: "Queued" notices one worker process has on their way at most (each waits for the channel's posting pace).
+MAX_PENDING_NOTICES = 1000
+#: How long a stopping worker lets its notices on their way finish.
+NOTICE_DRAIN_SECONDS = 5.0
 
 
 class Runtime:
@@ -87,8 +95,13 @@ class Runtime:
         self.limits = WorkspaceLimits.create(
             redis, LimitsPolicy.from_settings(settings), key_prefix=settings.redis_key_prefix
         )
+        slot_ttl = job_timeout(settings) + 60
+        gate = WorkspaceGate(
+            redis, self.keys, default_cap=settings.agent_max_concurrent_runs_per_workspace,
+            highest_cap=MAX_CONCURRENT_RUNS_CAP, slot_ttl_seconds=slot_ttl, line_ttl_seconds=ttl,
+        )
         self.threads = ThreadQueue(
-            redis, queue, self.keys, queue_name=settings.arq_queue_name, slot_ttl_seconds=job_timeout(settings) + 60
+            redis, queue, self.keys, queue_name=settings.arq_queue_name, slot_ttl_seconds=slot_ttl, gate=gate
         )
         self.clients = clients or WorkspaceClients.for_settings(settings, redis, slack)
         self.leases = RunLeases(
@@ -96,6 +109,7 @@ class Runtime:
             renew_seconds=settings.agent_lease_renew_seconds,
         )
         self.worker_id = uuid.uuid4().hex[:12]
+        self._notices: set[asyncio.Task[None]] = set()
         self.runner = TurnRunner(
             settings, redis, self.clients, self.keys, self.store, self.trace, self.agent, self.limits, self.toolbox,
             self.leases,
@@ -110,15 +124,19 @@ class Runtime:
         await self.toolbox.start()
 
     async def aclose(self) -> None:
+        if self._notices:
+            _, late = await asyncio.wait(self._notices, timeout=NOTICE_DRAIN_SECONDS)
+            for task in late:
+                task.cancel()
         try:
             await self.toolbox.aclose()  # stdio servers are child processes: never leave them behind
         finally:
             await self.agent.aclose()
 
     async def run_thread(self, thread: str, turn_id: str, *, job_id: str, job_try: int, last_try: bool) -> str:
-        if not await self.threads.acquire(thread, job_id):
-            await self._tell_queued(thread, turn_id, job_id)
-            return "queued"
+        waits = await self._enter(thread, turn_id, job_id)
+        if waits is not None:
+            return waits
         head: Turn | None = None
         try:
             head = await self.threads.head(thread)
@@ -149,6 +167,29 @@ class Runtime:
         await self.threads.release(thread, job_id)
         return "ran" if head is not None else "idle"
 
+    async def _enter(self, thread: str, turn_id: str, job_id: str) -> str | None:
+        """The workspace's slot, then the thread's: None when both are this job's, else why it does not run."""
+        admission = await self.threads.admit(thread, job_id)
+        if admission.state == "stale":
+            return "stale"
+        if admission.state == "parked":
+            await self._tell_parked(thread, turn_id, job_id, admission)
+            return "parked"
+        try:
+            acquired = await self.threads.acquire(thread, job_id)
+        except Exception:
+            if admission.state == "admitted":
+                await self.threads.leave(thread)
+            raise
+        if acquired:
+            return None
+        # A workspace slot taken now stays with the thread: its slot's holder is a run the gate did not count
+        # (one ending right now, having given its workspace slot back, or one whose slot expired), and the job
+        # it queues for this thread's next turn when it ends finds the slot taken by the thread and runs in it.
+        # Giving it back here could take it from under that job.
+        await self._tell_queued(thread, turn_id, job_id)
+        return "queued"
+
     async def _fail(self, turn: Turn, exc: Exception) -> None:
         with contextlib.suppress(Exception):
             what = ("The run did not finish in time and was stopped" if isinstance(exc, TimeoutError)
@@ -157,6 +198,37 @@ class Runtime:
             await poster.post(turn.target, render.error_message(f"{what}; please ask again."))
         with contextlib.suppress(Exception):
             await self.threads.done(turn.thread, turn.turn_id)
+
+    async def _tell_parked(self, thread: str, turn_id: str, job_id: str, admission: Admission) -> None:
+        """Once per turn (its own job; not wakes or follow-on jobs, whose turn was told already)."""
+        if ":turn:" not in job_id:
+            return
+        turn = await self.threads.turn(thread, turn_id)
+        if turn is None:
+            return
+        try:
+            poster = await self.runner.poster(turn)
+        except NotInstalled:
+            return  # the run itself logs why when its turn comes
+        runs = "one request" if admission.cap == 1 else f"{admission.cap:,} requests"
+        notice = render.notice(
+            f":hourglass: This workspace runs {runs} at once, and that many are running now. Yours is queued "
+            f"(#{admission.position:,} in line) and I'll start on it as soon as one finishes."
+        )
+        # Posted on the side: a flood in one channel waits for that channel's posting pace, and a parked job that
+        # waited with it would hold a worker's job slot that another workspace's run needs.
+        if len(self._notices) >= MAX_PENDING_NOTICES:
+            log.warning("thread %s: too many queued notices on their way; this asker is not told", thread)
+            return
+        task = asyncio.create_task(self._post_notice(poster, turn, notice))
+        self._notices.add(task)
+        task.add_done_callback(self._notices.discard)
+
+    async def _post_notice(self, poster: Poster, turn: Turn, notice: SlackMessage) -> None:
+        try:
+            await poster.post(turn.target, notice)
+        except Exception:
+            log.warning("thread %s: the queued notice could not be posted", turn.thread, exc_info=True)
 
     async def _tell_queued(self, thread: str, turn_id: str, job_id: str) -> None:
         if ":turn:" not in job_id:

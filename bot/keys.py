@@ -50,8 +50,8 @@ class AppKeys(Keys):
         return f"{self.thread_base(thread)}:approval:{run_id}:{request_id}"
 
     def job_id(self, kind: str, thread: str, turn: str) -> str:
-        """An arq job id (``turn`` or ``next``): arq's own keys (``arq:job:<id>``) then carry the prefix too, and
-        Slack's retries of one message map to one job."""
+        """An arq job id (``turn``, ``next``, or ``wake`` with a unique ``turn``): arq's own keys
+        (``arq:job:<id>``) then carry the prefix too, and Slack's retries of one message map to one job."""
         return f"{self.prefix}:{kind}:{thread}:{turn}"
 
     # -- per workspace ------------------------------------------------------------------------------------------
@@ -70,6 +70,21 @@ class AppKeys(Keys):
     def limits(self, ws: Workspace) -> str:
         """Hash: limit overrides only; absent fields follow the deployment's settings."""
         return f"{self.namespace(ws)}:limits"
+
+    def running(self, ws: Workspace) -> str:
+        """Sorted set: thread id -> expiry (server ms) of each run of the workspace holding one of its
+        ``max_concurrent`` slots; an entry outlives no run (a dead worker's entry is swept once expired)."""
+        return f"{self.namespace(ws)}:running"
+
+    def waiting(self, ws: Workspace) -> str:
+        """Sorted set: thread id -> when it first waited (server ms): the workspace's line of threads whose run
+        waits for a slot, oldest first (the turns themselves stay in each thread's inbox)."""
+        return f"{self.namespace(ws)}:waiting"
+
+    def waking(self, ws: Workspace) -> str:
+        """Sorted set: thread id -> when a wake job was queued for it (server ms), so a freed slot wakes one
+        thread once rather than every job that looks before the wake arrives."""
+        return f"{self.namespace(ws)}:waking"
 
     def limits_audit(self, ws: Workspace) -> str:
         """List: capped, newest first: who changed which limit, when, old -> new."""

@@ -105,6 +105,7 @@ class Resumer:
                     ))
                 outcome = "done"
             else:
+                await self.threads.hold(thread)  # the run goes on here: its workspace slot stays taken
                 async with asyncio.timeout(self._deadline):
                     outcome = await self.runner.run(turn, resumed=True, last_try=False, holder=lease.holder,
                                                     job_id=job_id, lease=lease)

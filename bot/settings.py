@@ -36,6 +36,9 @@ DEFAULT_SUGGESTED_PROMPTS = (
     ' {"title": "Do the maths", "message": "What is 17% of 2,340, rounded to the cent?"},'
     ' {"title": "What can you do?", "message": "Which tools can you use, and what are your limits?"}]'
 )
+#: Runs one workspace has in flight by default (``/agent-limits max-concurrent`` changes it), and the most allowed.
+DEFAULT_MAX_CONCURRENT_RUNS = 10
+MAX_CONCURRENT_RUNS_CAP = 1000
 #: Slack shows up to four suggested prompts; a title is a short label, a message is what gets sent.
 MAX_SUGGESTED_PROMPTS = 4
 
@@ -107,6 +110,10 @@ class Settings(AgentSettings, ToolSettings):
     )
     worker_max_jobs: int = Field(
         default=50, gt=0, description="Agent runs one worker process runs at once (each mostly waits on the LLM)."
+    )
+    agent_max_concurrent_runs_per_workspace: int = Field(
+        default=DEFAULT_MAX_CONCURRENT_RUNS, ge=1, le=MAX_CONCURRENT_RUNS_CAP,
+        description="Runs one workspace has in flight at most (across all workers); the rest wait their turn.",
     )
     agent_budget_usd: str = Field(
         default="10.00",

@@ -5,7 +5,8 @@ A *turn* is one human message that asks the bot something. The web process store
 by the job id), runs the oldest waiting turn, releases the slot and, if more turns are waiting, enqueues a job
 for the next one. So a follow-up during a run waits behind it (and its asker is told). Every step that
 decides who runs is one Lua script, so a turn queued at any moment is either seen by the releasing job or
-finds the slot free.
+finds the slot free. In front of the thread's slot stands the workspace's (:mod:`bot.fair`): a job takes that
+first, or its thread waits in the workspace's line and a wake job comes for it when a run of the workspace ends.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from arq.connections import ArqRedis
@@ -21,6 +24,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from bot.arq_enqueue import enqueue_job
+from bot.fair import Admission, WorkspaceGate
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.poster import Target
@@ -30,6 +34,8 @@ log = logging.getLogger(__name__)
 
 #: The arq function name of a run.
 JOB_FUNCTION = "run_thread"
+#: The job-id kind of a wake job (``AppKeys.job_id``): it carries no turn, and only lets a thread out of line.
+WAKE = "wake"
 
 # Store the turn once (by id) and queue it; answer whether the thread's run slot is taken right now.
 _PUSH_TURN = """
@@ -127,6 +133,10 @@ async def enqueue_turn(redis: Redis, queue: ArqRedis, keys: AppKeys, turn: Turn,
     return bool(busy)
 
 
+def is_wake(job_id: str) -> bool:
+    return f":{WAKE}:" in job_id
+
+
 async def request_cancel(redis: Redis, keys: AppKeys, thread: str, run_id: str, reason: str) -> None:
     """Ask run ``run_id`` to stop: a flag (for a run that has not started watching yet) and a message."""
     key = keys.cancel(thread, run_id)
@@ -137,12 +147,17 @@ async def request_cancel(redis: Redis, keys: AppKeys, thread: str, run_id: str, 
 
 
 class ThreadQueue:
-    """A thread's inbox of turns and its single run slot, as the worker's jobs use them."""
+    """A thread's inbox of turns and its single run slot, as the worker's jobs use them, behind the workspace's
+    gate (``gate``: its slots, which ``release`` gives back too)."""
 
-    def __init__(self, redis: Redis, queue: ArqRedis, keys: AppKeys, *, queue_name: str, slot_ttl_seconds: int) -> None:
+    def __init__(
+        self, redis: Redis, queue: ArqRedis, keys: AppKeys, *, queue_name: str, slot_ttl_seconds: int,
+        gate: WorkspaceGate,
+    ) -> None:
         self.redis = redis
         self.queue = queue
         self.keys = keys
+        self.gate = gate
         self._queue_name = queue_name
         self._slot_ttl = slot_ttl_seconds
         self._acquire_script = redis.register_script(_ACQUIRE)
@@ -164,10 +179,43 @@ class ThreadQueue:
         taken = await self._acquire_script(keys=[self.keys.lock(thread)], args=[job_id, self._slot_ttl, holder_id])
         return bool(taken == 1)
 
-    async def release(self, thread: str, job_id: str, *, follow: bool = True) -> None:
-        """Give the slot back and queue a job for the next waiting turn, if any (best effort in an outage).
+    async def admit(self, thread: str, job_id: str) -> Admission:
+        """The workspace's gate for a job of ``thread`` (see :mod:`bot.fair`); wakes the heads it names."""
+        admission = await self.gate.admit(thread, join=not is_wake(job_id))
+        await self._wake(admission.wake)
+        return admission
 
-        ``follow=False``: queue nothing (the run is live elsewhere, and that runner queues the next turn)."""
+    async def leave(self, thread: str) -> None:
+        """Give the thread's workspace slot back and wake the threads in line that fit now (best effort: a slot
+        left behind expires, and the line's next admission wakes the heads)."""
+        try:
+            await self._wake(await self.gate.release(thread))
+        except RedisError:
+            pass
+
+    async def hold(self, thread: str) -> None:
+        """Keep the thread's workspace slot while a worker that took its run over goes on with it."""
+        try:
+            await self.gate.hold(thread)
+        except RedisError:
+            pass
+
+    async def _wake(self, threads: Iterable[str]) -> None:
+        for thread in threads:
+            # A fresh id each time: arq refuses an id it saw in the last day, and a thread waits more than once.
+            job_id = self.keys.job_id(WAKE, thread, uuid.uuid4().hex[:16])
+            await enqueue_job(self.queue, JOB_FUNCTION, thread, "", job_id=job_id)  # arq's, in one round trip
+
+    async def release(self, thread: str, job_id: str, *, follow: bool = True) -> None:
+        """Give the slots back and queue a job for the next waiting turn, if any (best effort in an outage).
+
+        ``follow=False``: queue nothing and keep the workspace slot (the run is live elsewhere, and that runner
+        gives it back and queues the next turn)."""
+        if follow:
+            # The workspace slot first, so that the thread's next turn queues behind the workspace's line (a job
+            # of this thread arriving in between takes a workspace slot for it, and finds the thread slot taken;
+            # the next turn's job queued below then runs in that workspace slot).
+            await self.leave(thread)
         try:
             keys = [self.keys.lock(thread), self.keys.inbox(thread)]
             following = await self._release_script(keys=keys, args=[job_id])

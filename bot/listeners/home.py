@@ -217,6 +217,7 @@ def home_view(
                 _mrkdwn(f"*Max tokens per run:* {config.max_tokens:,}"),
                 _mrkdwn(f"*Max cost per run:* {format_usd(config.max_cost_micros)}"),
                 _mrkdwn(f"*Budget period:* {config.period}"),
+                _mrkdwn(f"*Runs at once:* {config.max_concurrent:,}"),
             ],
         }
     )

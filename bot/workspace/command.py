@@ -31,6 +31,8 @@ Workspace admins and owners can change them:
 (none: no cap)
 • `/agent-limits org-budget <usd>|none [monthly|daily]` what all workspaces of this Enterprise Grid org \
 may spend together per period (org admins and owners)
+• `/agent-limits max-concurrent <n>` runs of this workspace in flight at once, 1 to 1,000 (the rest wait \
+their turn)
 • `/agent-limits reset` back to the defaults
 • `/agent-limits verbosity full|compact` full: a thread reply per step; compact: one status message \
 edited per step, then the answer
@@ -176,6 +178,7 @@ _SUBCOMMANDS: dict[str, ConfigField] = {
     "max-tokens": "max_tokens",
     "max-cost": "max_cost_micros",
     "user-budget": "user_budget_micros",
+    "max-concurrent": "max_concurrent",
 }
 
 

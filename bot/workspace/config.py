@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Literal, get_args
 
 from agent_core import ConfigError, Limits, Period, format_usd, usd_to_micros
-from bot.settings import Display, Settings, Verbosity
+from bot.settings import MAX_CONCURRENT_RUNS_CAP, Display, Settings, Verbosity
 from bot.workspace.tool_choice import CatalogEntry, catalog_of
 from tools import ToolPolicy, builtin_registry
 
@@ -26,12 +26,15 @@ DEFAULT_MAX_COST_MICROS = usd_to_micros(_DEFAULTS["agent_max_cost_usd"].default,
 DEFAULT_BUDGET_MICROS = usd_to_micros(Decimal(_DEFAULTS["agent_budget_usd"].default), setting="AGENT_BUDGET_USD")
 DEFAULT_PERIOD: Period = _DEFAULTS["agent_budget_period"].default
 DEFAULT_USER_BUDGET_MICROS: int | None = None  # AGENT_USER_BUDGET_USD's default, empty: no per-person cap
+DEFAULT_MAX_CONCURRENT: int = _DEFAULTS["agent_max_concurrent_runs_per_workspace"].default
 AUDIT_CAP = 100
 """Limit changes kept per workspace (newest first)."""
 RUNS_CAP = 50
 """Finished runs kept per workspace for App Home (newest first)."""
 
-ConfigField = Literal["max_steps", "max_tokens", "max_cost_micros", "budget_micros", "period", "user_budget_micros"]
+ConfigField = Literal[
+    "max_steps", "max_tokens", "max_cost_micros", "budget_micros", "period", "user_budget_micros", "max_concurrent"
+]
 ConfigValue = int | str | None
 FIELDS: tuple[ConfigField, ...] = get_args(ConfigField)
 
@@ -43,6 +46,7 @@ LABELS: dict[str, str] = {
     "budget_micros": "budget",
     "period": "budget period",
     "user_budget_micros": "user-budget",
+    "max_concurrent": "max-concurrent",
 }
 #: Fields that may be "none" (no budget, no cap).
 OPTIONAL_FIELDS: frozenset[str] = frozenset({"budget_micros", "user_budget_micros"})
@@ -63,6 +67,7 @@ BOUNDS: dict[ConfigField, Bound] = {
     "max_cost_micros": Bound(10_000, 100 * MICROS_PER_USD),
     "max_steps": Bound(1, 200),
     "max_tokens": Bound(1_000, 2_000_000),
+    "max_concurrent": Bound(1, MAX_CONCURRENT_RUNS_CAP),
 }
 
 
@@ -82,6 +87,8 @@ class WorkspaceConfig:
     """``monthly`` (resets on the 1st, 00:00 UTC) or ``daily`` (resets at 00:00 UTC)."""
     user_budget_micros: int | None = DEFAULT_USER_BUDGET_MICROS
     """What one person's runs may spend per period (the same period); None = no cap; 0 stops them."""
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
+    """Runs of the workspace in flight at once, across all workers; the rest wait their turn (``bot.fair``)."""
 
 
 #: Budget layers' names in messages ("the org budget has $0.00 left") and in ``BudgetUsage.layers``.
@@ -211,7 +218,8 @@ class LimitsPolicy:
     """The settings the limits need, as plain values (built once from ``Settings`` at start-up)."""
 
     defaults: WorkspaceConfig = WorkspaceConfig()
-    """AGENT_MAX_STEPS, AGENT_MAX_TOKENS, AGENT_MAX_COST_USD, AGENT_BUDGET_USD, AGENT_BUDGET_PERIOD."""
+    """AGENT_MAX_STEPS, AGENT_MAX_TOKENS, AGENT_MAX_COST_USD, AGENT_BUDGET_USD, AGENT_BUDGET_PERIOD,
+    AGENT_MAX_CONCURRENT_RUNS_PER_WORKSPACE."""
     admin_user_ids: frozenset[str] = frozenset()
     """AGENT_ADMIN_USER_IDS: may change limits in every workspace, whatever Slack says."""
     allow_guests: bool = False
@@ -244,6 +252,7 @@ class LimitsPolicy:
             user_budget_micros=None if per_person == "" else usd_to_micros(
                 per_person, setting="AGENT_USER_BUDGET_USD"
             ),
+            max_concurrent=settings.agent_max_concurrent_runs_per_workspace,
         )
         ids = settings.agent_admin_user_ids.replace(",", " ").split()
         return cls(

@@ -169,7 +169,9 @@ async def test_a_listed_user_may_change_without_a_lookup(harness: Harness):
         ("UFOREIGN", {"is_admin": True, "team_id": "TOTHER"}),
     ],
 )
-@pytest.mark.parametrize("text", ["max-steps 40", "budget 1000", "max-cost 5", "max-tokens 9000", "reset"])
+@pytest.mark.parametrize(
+    "text", ["max-steps 40", "budget 1000", "max-cost 5", "max-tokens 9000", "max-concurrent 2", "reset"]
+)
 async def test_others_are_refused_with_who_may_and_nothing_changes(
     harness: Harness, user: str, flags: dict[str, object], text: str
 ):
@@ -204,6 +206,12 @@ async def test_others_are_refused_with_who_may_and_nothing_changes(
         "max-tokens 999",
         "max-tokens 2000001",
         "max-tokens lots",
+        "max-concurrent 0",
+        "max-concurrent 1001",
+        "max-concurrent 2.5",
+        "max-concurrent ten",
+        "max-concurrent 3 4",
+        "max-concurrent",
         "maximum 5",
         "reset everything",
         "budget",
@@ -410,3 +418,16 @@ async def test_a_per_person_cap_stops_one_person_and_not_the_others(harness: Har
 async def test_members_cannot_set_a_per_person_cap(harness: Harness):
     reply = await harness.command("user-budget 1", user="UMEMBER")
     assert reply.startswith("Only ") and (await harness.limits.store.get(Workspace("T1"))).user_budget_micros is None
+
+
+async def test_max_concurrent_is_set_audited_shown_and_reset(harness: Harness, redis_client: aioredis.Redis):
+    assert "Runs at once: 10 (more wait their turn)" in await harness.command("show")
+    reply = await harness.command("max-concurrent 3", user=LISTED)
+    assert "max-concurrent: 10 → 3" in reply
+    assert (await harness.limits.store.get(WS)).max_concurrent == 3
+    # Stored as the gate in the worker reads it: one field of the workspace's overrides hash.
+    assert await redis_client.hget(harness.limits.store.keys.limits(WS), "max_concurrent") in (b"3", "3")
+    text = await harness.command("show")
+    assert "Runs at once: 3" in text and f"<@{LISTED}>: max-concurrent 10 → 3" in text
+    assert "max-concurrent: 3 → 10" in await harness.command("reset", user=LISTED)
+    assert await harness.limits.store.get(WS) == DEFAULTS
