@@ -7,6 +7,7 @@ Each module is either pure or does I/O: ``config`` (values, defaults, bounds), `
 org's budget over its workspaces).
 """
 
+from bot.workspace.catalog import ToolCatalog
 from bot.workspace.command import (
     DISPLAYS,
     USAGE,
@@ -38,6 +39,7 @@ from bot.workspace.config import (
     label_of,
     limits_for,
 )
+from bot.workspace.display import DisplaySettings
 from bot.workspace.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
 from bot.workspace.limits import TOP_SPENDERS, RunBlocked, RunPlan, WorkspaceLimits
 from bot.workspace.org import OrgBudget, OrgBudgetStore
@@ -52,7 +54,7 @@ from bot.workspace.replies import (
     layer_lines,
     tool_line,
 )
-from bot.workspace.store import DisplaySettings, ToolCatalog, WorkspaceLimitsStore
+from bot.workspace.store import WorkspaceLimitsStore
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, catalog_of
 
 __all__ = [

@@ -23,6 +23,7 @@ from agent_core import Limits, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Display, Verbosity
+from bot.workspace.catalog import ToolCatalog
 from bot.workspace.command import (
     DisplayCommand,
     DomainCommand,
@@ -36,6 +37,7 @@ from bot.workspace.command import (
     parse_command,
 )
 from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, WorkspaceConfig, limits_for
+from bot.workspace.display import DisplaySettings
 from bot.workspace.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
 from bot.workspace.feedback import FeedbackStore, format_feedback
 from bot.workspace.org import OrgBudgetStore
@@ -52,7 +54,7 @@ from bot.workspace.replies import (
     unknown_tool_reply,
     verbosity_reply,
 )
-from bot.workspace.store import DisplaySettings, ToolCatalog, WorkspaceLimitsStore
+from bot.workspace.store import WorkspaceLimitsStore
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, rows, unknown_pattern
 from tools import ToolListing
 

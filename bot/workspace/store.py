@@ -1,13 +1,13 @@
-"""The workspace's settings in Redis: limit overrides and their audit, recent runs, display settings.
+"""The workspace's settings in Redis: limit overrides and their audit, tool rules, recent runs, the budget.
 
 Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
 
     P:E:T:limits          hash   overrides only (field -> value); absent fields follow the settings' defaults
     P:E:T:limits:audit    list   JSON changes, newest first, capped at AUDIT_CAP
     P:E:T:runs            list   JSON run summaries for App Home, newest first, capped at RUNS_CAP
-    P:E:T:settings        hash   display settings (verbosity, display)
+    P:E:T:settings        hash   display settings (verbosity, display): bot.workspace.display
     P:E:T:tools           hash   the workspace's tool rules (name or server__* -> on/off); audited in limits:audit
-    P:tools:catalog       string the tools the workers offer (JSON), deployment-wide
+    P:tools:catalog       string the tools the workers offer (JSON), deployment-wide: bot.workspace.catalog
     {P:E:T}:budget:...    the budget's own keys (see agent_core.redis_budget), with each person's spend in
                           {P:E:T}:budget:<period>:spenders (the per-person cap's layer, and the top spenders)
 
@@ -38,8 +38,7 @@ from agent_core import (
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.redis import as_text, awaited
-from bot.settings import Display, Verbosity
-from bot.workspace.command import COUNT_RE, DISPLAYS, VERBOSITIES, InvalidValue, parse_value
+from bot.workspace.command import COUNT_RE, InvalidValue, parse_value
 from bot.workspace.config import (
     AUDIT_CAP,
     BOUNDS,
@@ -57,10 +56,7 @@ from bot.workspace.config import (
 )
 from bot.workspace.tool_choice import (
     PATTERN_RE,
-    CatalogEntry,
     ToolChoice,
-    decode_catalog,
-    encode_catalog,
 )
 
 log = logging.getLogger(__name__)
@@ -128,7 +124,7 @@ class WorkspaceLimitsStore:
         try:
             raw = await awaited(self._redis.hgetall(self._config_key(ws)))
         except RedisError as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         return self._merge(raw)
 
     def _merge(self, raw: Mapping[Any, Any]) -> WorkspaceConfig:
@@ -219,7 +215,7 @@ class WorkspaceLimitsStore:
                     except WatchError:
                         continue
         except RedisError as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         raise StoreError(
             f"The limits of {self.namespace(ws)!r} kept changing under this update ({_MAX_WATCH_RETRIES} tries); "
             "nothing was changed. Try again."
@@ -230,7 +226,7 @@ class WorkspaceLimitsStore:
         try:
             raw = await awaited(self._redis.lrange(self._audit_key(ws), 0, n - 1))
         except RedisError as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         return [Change.from_json(r) for r in raw]
 
     # -- tools --------------------------------------------------------------------------------------------
@@ -238,7 +234,7 @@ class WorkspaceLimitsStore:
         try:
             raw = await awaited(self._redis.hgetall(self._keys.tool_choice(ws)))
         except RedisError as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         return _choice_of(raw)
 
     async def set_tool_rule(
@@ -267,7 +263,7 @@ class WorkspaceLimitsStore:
                     except WatchError:
                         continue
         except RedisError as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         raise StoreError(f"The tools of {self.namespace(ws)!r} kept changing under this update; nothing was changed.")
 
     # -- budget and runs ----------------------------------------------------------------------------------
@@ -306,13 +302,13 @@ class WorkspaceLimitsStore:
                 pipe.ltrim(key, 0, RUNS_CAP - 1)
                 await pipe.execute()
         except RedisError as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
 
     async def recent_runs(self, ws: Workspace, n: int = 10) -> list[RunRecord]:
         try:
             raw = await awaited(self._redis.lrange(self._runs_key(ws), 0, n - 1))
         except RedisError as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         return [RunRecord.from_json(r) for r in raw]
 
 
@@ -327,80 +323,8 @@ def _choice_of(raw: Mapping[Any, Any]) -> ToolChoice:
     return ToolChoice(rules)
 
 
-class ToolCatalog:
-    """The deployment's tool list in Redis: workers write it, the web side reads it."""
-
-    def __init__(self, redis: aioredis.Redis, keys: AppKeys) -> None:
-        self._redis = redis
-        self._key = keys.tool_catalog()
-
-    async def publish(self, entries: Iterable[CatalogEntry]) -> None:
-        try:
-            await self._redis.set(self._key, encode_catalog(entries))
-        except RedisError as exc:
-            raise _unavailable(exc) from exc
-
-    async def read(self) -> list[CatalogEntry] | None:
-        """The published list, or None when no worker published one yet (or it is unreadable)."""
-        try:
-            raw = as_text(await self._redis.get(self._key))
-        except RedisError as exc:
-            raise _unavailable(exc) from exc
-        if raw is None:
-            return None
-        try:
-            return decode_catalog(raw)
-        except (ValueError, KeyError, TypeError):
-            log.warning("ignoring an unreadable tool catalog at %s", self._key)
-            return None
-
-
-def _unavailable(exc: BaseException) -> StoreError:
+def unavailable(exc: BaseException) -> StoreError:
     return StoreError(
         f"The limits store (Redis) is unavailable: {type(exc).__name__}: {exc}. "
         "Check that Redis is running and REDIS_URL points at it, then try again."
     )
-
-
-class DisplaySettings:
-    """Per workspace: the verbosity, ``full`` (a reply per step) or ``compact`` (one edited status + the answer),
-    and the display, ``replies`` or a streamed ``timeline`` / ``plan`` (one hash, two fields)."""
-
-    def __init__(
-        self, redis: aioredis.Redis, keys: AppKeys, *, default: Verbosity = "full", display: Display = "replies"
-    ) -> None:
-        self._redis = redis
-        self._keys = keys
-        self.default = default
-        self.default_display = display
-
-    async def display(self, ws: Workspace) -> Display:
-        try:
-            raw = await awaited(self._redis.hget(self._key(ws), "display"))
-        except RedisError as exc:
-            raise _unavailable(exc) from exc
-        value = as_text(raw)
-        return next((d for d in DISPLAYS if d == value), self.default_display)
-
-    async def set_display(self, ws: Workspace, value: Display) -> None:
-        try:
-            await awaited(self._redis.hset(self._key(ws), "display", value))
-        except RedisError as exc:
-            raise _unavailable(exc) from exc
-
-    async def verbosity(self, ws: Workspace) -> Verbosity:
-        try:
-            raw = await awaited(self._redis.hget(self._key(ws), "verbosity"))
-        except RedisError as exc:
-            raise _unavailable(exc) from exc
-        value = as_text(raw)
-        return next((v for v in VERBOSITIES if v == value), self.default)
-
-    async def set_verbosity(self, ws: Workspace, value: Verbosity) -> None:
-        try:
-            await awaited(self._redis.hset(self._key(ws), "verbosity", value))
-        except RedisError as exc:
-            raise _unavailable(exc) from exc
-
-    def _key(self, ws: Workspace) -> str:
-        return self._keys.settings(ws)

@@ -1,0 +1,57 @@
+"""A workspace's display settings in Redis (``P:E:T:settings``): verbosity and display, one hash."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from bot.identity import Workspace
+from bot.keys import AppKeys
+from bot.redis import as_text, awaited
+from bot.settings import Display, Verbosity
+from bot.workspace.command import DISPLAYS, VERBOSITIES
+from bot.workspace.store import unavailable
+
+
+class DisplaySettings:
+    """Per workspace: the verbosity, ``full`` (a reply per step) or ``compact`` (one edited status + the answer),
+    and the display, ``replies`` or a streamed ``timeline`` / ``plan`` (one hash, two fields)."""
+
+    def __init__(
+        self, redis: aioredis.Redis, keys: AppKeys, *, default: Verbosity = "full", display: Display = "replies"
+    ) -> None:
+        self._redis = redis
+        self._keys = keys
+        self.default = default
+        self.default_display = display
+
+    async def display(self, ws: Workspace) -> Display:
+        try:
+            raw = await awaited(self._redis.hget(self._key(ws), "display"))
+        except RedisError as exc:
+            raise unavailable(exc) from exc
+        value = as_text(raw)
+        return next((d for d in DISPLAYS if d == value), self.default_display)
+
+    async def set_display(self, ws: Workspace, value: Display) -> None:
+        try:
+            await awaited(self._redis.hset(self._key(ws), "display", value))
+        except RedisError as exc:
+            raise unavailable(exc) from exc
+
+    async def verbosity(self, ws: Workspace) -> Verbosity:
+        try:
+            raw = await awaited(self._redis.hget(self._key(ws), "verbosity"))
+        except RedisError as exc:
+            raise unavailable(exc) from exc
+        value = as_text(raw)
+        return next((v for v in VERBOSITIES if v == value), self.default)
+
+    async def set_verbosity(self, ws: Workspace, value: Verbosity) -> None:
+        try:
+            await awaited(self._redis.hset(self._key(ws), "verbosity", value))
+        except RedisError as exc:
+            raise unavailable(exc) from exc
+
+    def _key(self, ws: Workspace) -> str:
+        return self._keys.settings(ws)
