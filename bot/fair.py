@@ -11,7 +11,8 @@ Why nothing waits forever: a slot is an entry in a sorted set scored with its ex
 time to live, which outlasts any run), so a dead worker's slot is swept by the next script that looks. The
 line is only ever shortened by the admission of its own member, never by a wake, so a lost wake job leaves the
 thread at the head of the line, and the next new turn of the workspace that finds free slots while others wait
-names the heads to wake again. A duplicate wake is harmless: it finds its thread running (the thread's run slot
+names the heads to wake again, and so does every worker's periodic sweep (for a workspace that gets no new
+turn). A duplicate wake is harmless: it finds its thread running (the thread's run slot
 makes it a no-op) or gone from the line (it is dropped); a wake never puts a thread in line.
 """
 
@@ -24,14 +25,15 @@ from redis.asyncio import Redis
 
 from bot.identity import Conversation
 from bot.keys import AppKeys
-from bot.redis import as_text
+from bot.redis import as_text, awaited
 
-# KEYS: running, waiting, the workspace's limits hash, waking. ARGV: thread, default cap, highest cap, slot ttl
-# (ms), line ttl (s), wake grace (ms), and for ADMIT whether the job may join the line (1: it carries a turn;
-# 0: a wake). The stored override is taken only if a person could have typed it (digits, within bounds), as the
-# store reads it; then the expired slots are swept. ``wake(free)`` names the heads of the line that fit and have
-# no wake on its way (one queued less than ARGV[6] ago), and marks them: a freed slot wakes one thread, not every
-# job that looks while that wake waits in the queue.
+# KEYS: running, waiting, the workspace's limits hash, waking, the index of lines. ARGV: thread, default cap,
+# highest cap, slot ttl (ms), line ttl (s), wake grace (ms), whether the job may join the line (ADMIT; 1: it
+# carries a turn; 0: a wake), the workspace's namespace (its field in the index). The stored override is taken
+# only if a person could have typed it (digits, within bounds), as the store reads it; then the expired slots
+# are swept. ``wake(free)`` names the heads of the line that fit and have no wake on its way (one queued less
+# than ARGV[6] ago), and marks them: a freed slot wakes one thread, not every job that looks while that wake
+# waits in the queue.
 _PRELUDE = """
 local cap = tonumber(ARGV[2])
 local raw = redis.call('HGET', KEYS[3], 'max_concurrent')
@@ -83,6 +85,7 @@ if ahead < free then
 end
 redis.call('ZADD', KEYS[2], 'NX', now, ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[5])
+redis.call('HSET', KEYS[5], ARGV[8], ARGV[1])
 local reply = {0, ahead + 1, cap}
 if free > 0 and ARGV[7] == '1' then return wake(free, reply) end
 return reply
@@ -91,6 +94,17 @@ return reply
 # only by admitting itself).
 _RELEASE = _PRELUDE + """
 redis.call('ZREM', KEYS[1], ARGV[1])
+local free = cap - redis.call('ZCARD', KEYS[1])
+if free <= 0 then return {} end
+return wake(free, {})
+"""
+# The periodic sweep of one workspace's line: the heads that fit now and have no wake on its way; an empty (or
+# expired) line leaves the index.
+_SWEEP = _PRELUDE + """
+if redis.call('ZCARD', KEYS[2]) == 0 then
+  redis.call('HDEL', KEYS[5], ARGV[8])
+  return {}
+end
 local free = cap - redis.call('ZCARD', KEYS[1])
 if free <= 0 then return {} end
 return wake(free, {})
@@ -152,19 +166,26 @@ class WorkspaceGate:
         self._admit = redis.register_script(_ADMIT)
         self._release = redis.register_script(_RELEASE)
         self._hold = redis.register_script(_HOLD)
+        self._sweep = redis.register_script(_SWEEP)
+        self._redis = redis
 
     def _keys(self, thread: str) -> list[str]:
         ws = Conversation.parse(thread).workspace
-        return [self.keys.running(ws), self.keys.waiting(ws), self.keys.limits(ws), self.keys.waking(ws)]
+        return [
+            self.keys.running(ws), self.keys.waiting(ws), self.keys.limits(ws), self.keys.waking(ws),
+            self.keys.fair_lines(),
+        ]
 
-    def _args(self, thread: str) -> list[str | int]:
-        return [thread, self._default_cap, self._highest_cap, self._slot_ttl_ms, self._line_ttl, WAKE_GRACE_MS]
+    def _args(self, thread: str, join: bool = True) -> list[str | int]:
+        ws = Conversation.parse(thread).workspace
+        return [thread, self._default_cap, self._highest_cap, self._slot_ttl_ms, self._line_ttl, WAKE_GRACE_MS,
+                int(join), self.keys.namespace(ws)]
 
     async def admit(self, thread: str, *, join: bool = True) -> Admission:
         """Take a slot for the thread's run, or put the thread in line (keeping its place if it is in it).
 
         ``join=False`` (a wake job, which carries no turn): never join the line, only leave it."""
-        reply = await self._admit(keys=self._keys(thread), args=[*self._args(thread), int(join)])
+        reply = await self._admit(keys=self._keys(thread), args=self._args(thread, join))
         state, position, cap, *wake = reply
         return Admission(_STATES[int(state)], int(position), int(cap), tuple(as_text(w) or "" for w in wake))
 
@@ -172,6 +193,16 @@ class WorkspaceGate:
         """Give the thread's slot back; returns the threads in line that fit now (to be woken)."""
         heads = await self._release(keys=self._keys(thread), args=self._args(thread))
         return [as_text(h) or "" for h in heads]
+
+    async def sweep(self, limit: int = 1_000) -> list[str]:
+        """Threads to wake in every workspace whose line has room and no wake on its way (a lost wake's only
+        cure when the workspace gets no new turn and no run ends); empty lines leave the index."""
+        heads: list[str] = []
+        lines = await awaited(self._redis.hgetall(self.keys.fair_lines()))
+        for thread in list(lines.values())[:limit]:
+            text = as_text(thread) or ""
+            heads += [as_text(h) or "" for h in await self._sweep(keys=self._keys(text), args=self._args(text))]
+        return heads
 
     async def hold(self, thread: str) -> None:
         """Keep the thread's slot for another slot ttl: its run was taken over and goes on elsewhere."""

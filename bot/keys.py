@@ -154,6 +154,12 @@ class AppKeys(Keys):
         """One OAuth ``state`` value, consumed once by the redirect it was issued for."""
         return f"{self.prefix}:oauth:state:{state}"
 
+    def fair_lines(self) -> str:
+        """Hash: workspace namespace -> a thread of it in line, for every workspace whose line is not empty, so
+        the workers' periodic sweep finds lines whose wake was lost (a worker killed between a release and its
+        wake) without a scan of the keyspace."""
+        return f"{self.prefix}:fair:lines"
+
     def tool_catalog(self) -> str:
         """String: JSON list of the tools the workers offer (name, server, summary), so the web side can list
         them without starting MCP servers; rewritten by each worker at start-up and when a server's list changes."""

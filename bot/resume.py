@@ -60,6 +60,7 @@ class Resumer:
             while True:
                 try:
                     await self.scan()
+                    await self.threads.sweep_lines()
                 except (RedisError, OSError) as exc:
                     log.warning("resume scan skipped: Redis is not answering (%s)", exc)
                 await asyncio.sleep(self.scan_seconds)

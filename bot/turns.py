@@ -193,6 +193,12 @@ class ThreadQueue:
         except RedisError:
             pass
 
+    async def sweep_lines(self) -> int:
+        """Wake the threads whose wake was lost, in every workspace's line that has room (see bot.fair)."""
+        heads = await self.gate.sweep()
+        await self._wake(heads)
+        return len(heads)
+
     async def hold(self, thread: str) -> None:
         """Keep the thread's workspace slot while a worker that took its run over goes on with it."""
         try:

@@ -14,9 +14,12 @@ from bot.fair import Admission, WorkspaceGate
 from bot.identity import Conversation, Workspace
 from bot.jobs import Turn
 from bot.keys import AppKeys
+from bot.redis import RedisHandle
 from bot.service import Service
+from bot.turns import ThreadQueue
 from bot.workspace import WorkspaceLimitsStore
 from tests.bot.conftest import App, make_settings
+from tests.conftest import TEST_REDIS_URL
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text
 from tests.fakes.slack_api import Call, FakeSlack, PostedMessage
 from tests.signing import event_body, mention, next_ts
@@ -210,3 +213,39 @@ async def test_a_queued_notice_waiting_to_be_posted_holds_no_job_slot(
             await drain
         assert [task_of(r) for r in fake_openai.requests] == ["a1", "b1", "a2"]
         assert len([m for m in slack.thread_messages(slack.STUCK, a2) if QUEUED_TEXT in m.text]) == 1
+
+
+async def test_the_periodic_sweep_wakes_a_line_whose_wake_was_lost(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    # A worker was killed between giving its slot back and queueing the wake: the line has room, its head waits,
+    # and the workspace gets no new turn and no run ends. Only the workers' periodic sweep can start it.
+    keys = AppKeys(key_prefix)
+    gate = WorkspaceGate(redis_client, keys, default_cap=1, highest_cap=1000, slot_ttl_seconds=60,
+                         line_ttl_seconds=600)
+    running, waiting = next_ts(), next_ts()
+    await gate.admit(Conversation(A, "C0", running).id)
+    thread = Conversation(A, "C1", waiting).id
+    turn = Turn(thread=thread, turn_id=waiting, text="lost", user_id="U1", team_id="T0001", enterprise_id="",
+                channel_id="C1", reply_thread_ts=waiting, message_ts=waiting)
+    await redis_client.rpush(keys.inbox(thread), waiting)
+    await redis_client.hset(keys.turns(thread), waiting, turn.to_json())
+    assert (await gate.admit(thread)).state == "parked"
+    assert await gate.release(Conversation(A, "C0", running).id) == [thread]  # ...and the wake is never queued
+    await redis_client.delete(keys.waking(A))  # the lost wake's grace is over
+
+    fake_openai.script = lambda request: text(f"answer to {task_of(request)}")
+    settings = app.service.settings
+    handle = RedisHandle(TEST_REDIS_URL)
+    queue = await handle.arq_pool(settings.arq_queue_name)
+    try:
+        threads = ThreadQueue(redis_client, queue, keys, queue_name=settings.arq_queue_name, slot_ttl_seconds=60,
+                              gate=gate)
+        assert await threads.sweep_lines() == 1
+        assert await threads.sweep_lines() == 0  # its wake is on its way: not woken twice
+    finally:
+        await handle.close()
+    await app.drain()
+    assert [task_of(r) for r in fake_openai.requests] == ["lost"] and len(finals(fake_slack, waiting)) == 1
+    # The line is empty: the next sweep drops it from the index.
+    assert await gate.sweep() == [] and await redis_client.hlen(keys.fair_lines()) == 0
