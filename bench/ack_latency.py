@@ -6,11 +6,15 @@ fake Slack (for Bolt's auth.test) and the load generator (``bench/loadgen.py``) 
 Per rate: p50/p99/max of the HTTP answer, error answers, the web process's CPU per event, and the exactly-once
 check: the arq queue gained one job per distinct event (5 % of events are re-sent as Slack retries).
 
+``--oauth`` runs the web process in OAuth mode (client id and secret, an encryption key, no bot token) with the
+load generator's team installed in Redis beside 200 others: Bolt's authorize then reads and decrypts the
+installation for every event, which is what an install for many workspaces adds to an ack.
+
 ``--processes N`` runs ``python -m bot web --processes N`` (a supervisor and N receivers sharing the port through
 ``SO_REUSEPORT``); CPU is then the whole process tree's.
 
     python bench/ack_latency.py [--reps 3] [--seconds 20] [--quick] [--rates 50,200,500] [--processes N]
-                                [--json out.json]
+                                [--oauth] [--json out.json]
 """
 
 from __future__ import annotations
@@ -111,12 +115,57 @@ async def level(url: str, queue: str, web: ProcCPU, rate: int, seconds: float) -
     return result
 
 
-async def main(reps: int, seconds: float, rates: tuple[int, ...] = RATES, processes: int = 1) -> dict[str, Any]:
+#: Installed workspaces besides the load generator's own, so the installation lookup is not of a lone key.
+OTHER_INSTALLS = 200
+
+
+async def install_teams(prefix: str, key: str) -> None:
+    """Store the load generator's team (``T0001``, tests.signing's default) and others, as an install would."""
+    import time as _time
+
+    from slack_sdk.oauth.installation_store import Installation
+
+    from bot.installations import RedisInstallationStore
+    from bot.keys import AppKeys
+    from bot.token_crypto import TokenCipher
+
+    redis = aioredis.Redis.from_url(settings_values("x", "http://127.0.0.1/", "http://127.0.0.1/")["redis_url"])
+    try:
+        store = RedisInstallationStore(redis, AppKeys(prefix), TokenCipher.from_setting(key))
+        for team in ["T0001", *(f"TB{i:04d}" for i in range(OTHER_INSTALLS))]:
+            await store.async_save(Installation(
+                app_id="A0001", enterprise_id=None, team_id=team, user_id="UADMIN", bot_token=f"xoxb-{team}-bench",
+                bot_id=f"B{team}", bot_user_id="UBOT", bot_scopes="chat:write,app_mentions:read",
+                installed_at=_time.time(),
+            ))
+    finally:
+        await redis.aclose()
+
+
+def oauth_values(values: dict[str, Any], key: str) -> dict[str, Any]:
+    from tests.fakes.slack_api import FakeSlack
+
+    fake = FakeSlack()  # not started: only its credentials, the ones the fake process checks
+    out = {k: v for k, v in values.items() if k != "slack_bot_token"}
+    return {**out, "slack_client_id": fake.client_id, "slack_client_secret": fake.client_secret,
+            "slack_token_encryption_key": key}
+
+
+async def main(
+    reps: int, seconds: float, rates: tuple[int, ...] = RATES, processes: int = 1, oauth: bool = False
+) -> dict[str, Any]:
     by_rate: dict[str, list[dict[str, Any]]] = {str(r): [] for r in rates}
     with fake_slack() as (_, slack_url):
         prefix = new_prefix("ack")
         port = free_port()
         values = settings_values(prefix, slack_url, "http://127.0.0.1:9/v1/", port=port)
+        key = ""
+        if oauth:
+            from cryptography.fernet import Fernet
+
+            key = Fernet.generate_key().decode()
+            values = oauth_values(values, key)
+            await install_teams(prefix, key)
         workdir = tempfile.mkdtemp(prefix="bench-web-")  # no .env is read from here
         log_path = os.path.join(workdir, "web.log")
         log_file = open(log_path, "wb")  # a file, not a pipe: a chatty log must never block the server
@@ -132,6 +181,8 @@ async def main(reps: int, seconds: float, rates: tuple[int, ...] = RATES, proces
                 for rate in rates:
                     by_rate[str(rate)].append(await level(url, values["arq_queue_name"], web, rate, seconds))
                 await delete_prefix(prefix)
+                if oauth:
+                    await install_teams(prefix, key)
         finally:
             proc.terminate()
             try:
@@ -149,6 +200,7 @@ async def main(reps: int, seconds: float, rates: tuple[int, ...] = RATES, proces
     at_target = summary[str(target_rate)]
     return {
         "processes": processes,
+        "oauth": oauth,
         "what": f"HTTP answer time of signed app_mention events, {seconds:g} s per rate, open-loop generator",
         "seconds_per_rate": seconds,
         "by_rate": summary,
@@ -167,11 +219,12 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rates", default=",".join(map(str, RATES)))
     parser.add_argument("--processes", type=int, default=1, help="web processes under one supervisor")
+    parser.add_argument("--oauth", action="store_true", help="OAuth mode: the team's token from the store")
     parser.add_argument("--json")
     args = parser.parse_args()
     rates = tuple(int(r) for r in args.rates.split(","))
     out = asyncio.run(main(1 if args.quick else args.reps, 3.0 if args.quick else args.seconds, rates,
-                           args.processes))
+                           args.processes, args.oauth))
     write_json(args.json, out)
     for rate, r in out["by_rate"].items():
         print(f"{rate:>4} ev/s: p50 {r['p50_ms']['median']:.1f} ms, p99 {r['p99_ms']['median']:.1f} ms, "
