@@ -13,6 +13,7 @@ from agent_core.events import (
     FinalAnswer,
     Observed,
     RunStarted,
+    StepFinished,
     Stopped,
     StopReason,
     StreamReset,
@@ -37,6 +38,7 @@ from agent_core.redis_budget import (
 )
 from agent_core.redis_store import DEFAULT_TTL_SECONDS, RedisThreadStore, RedisTraceSink
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS
+from agent_core.request import RunRequest
 from agent_core.settings import AgentSettings
 from agent_core.sse import DeltaSink, StreamDelta
 from agent_core.store import InMemoryThreadStore, Message, Progress, ThreadState, ThreadStore
@@ -86,7 +88,9 @@ __all__ = [
     "RedisTraceSink",
     "Reservation",
     "RunLeases",
+    "RunRequest",
     "RunStarted",
+    "StepFinished",
     "StopReason",
     "Stopped",
     "StoreError",

@@ -95,6 +95,22 @@ class Observed:
 
 
 @dataclass(frozen=True, slots=True)
+class StepFinished:
+    """Step ``step`` is persisted: its thought, its tool calls and their observations, in call order.
+
+    Sent (when the run asks for it, ``RunRequest.finished_steps``) after the step's ``ThreadStore.append``
+    succeeded, so a renderer of whole steps never shows a step a resumed run would redo. A step the run stopped
+    in the middle of (cancelled, out of time) is persisted with the end and sent before ``Stopped``, with the
+    observations it got. The final answer's step is not one: ``FinalAnswer`` and ``Stopped`` carry it.
+    """
+
+    step: int
+    thought: str | None
+    calls: tuple[ToolCalled, ...] = ()
+    observations: tuple[Observed, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ThoughtDelta:
     """A piece of step ``step``'s reasoning as the model writes it (redacted); provisional, see StreamReset."""
 
@@ -156,5 +172,5 @@ class Stopped:
     store_failed: bool = False
 
 
-Event = (RunStarted | ThoughtDelta | AnswerDelta | StreamReset | Thought | ToolCalled | Observed | FinalAnswer
-         | Stopped)
+Event = (RunStarted | ThoughtDelta | AnswerDelta | StreamReset | Thought | ToolCalled | Observed | StepFinished
+         | FinalAnswer | Stopped)

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Literal, TypeVar, cast
 
@@ -20,6 +20,7 @@ from agent_core.events import (
     FinalAnswer,
     Observed,
     RunStarted,
+    StepFinished,
     Stopped,
     StopReason,
     StreamReset,
@@ -29,6 +30,7 @@ from agent_core.events import (
 )
 from agent_core.limits import Limits
 from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM, StreamingLLM
+from agent_core.request import RunRequest
 from agent_core.run_state import Run, Step, TraceBuffer, split_resumed
 from agent_core.settings import AgentSettings
 from agent_core.sse import DeltaSink
@@ -53,6 +55,24 @@ _WAIT_MARGIN_SECONDS = 0.5
 _LEASE_LOST_ANSWER = "This run was stopped here because another worker took it over; it goes on there."
 
 T = TypeVar("T")
+
+
+def _observed(number: int, step: Step, results: list[ToolResult]) -> tuple[Observed, ...]:
+    """The step's tool results as the model saw them, in call order (none when the calls were not run)."""
+    return tuple(
+        Observed(number, call.call_id, call.tool, result.outcome.value, result.text, len(result.full),
+                 result.duration_ms)
+        for call, result in zip(step.calls, results, strict=False)
+    )
+
+
+def _as_request(request: RunRequest | str, kwargs: dict[str, Any]) -> RunRequest:
+    """The one shape a run starts from: the older ``events(task, **fields)`` builds the same RunRequest."""
+    if isinstance(request, str):
+        return RunRequest(request, **kwargs)
+    if kwargs:
+        raise TypeError(f"events(RunRequest) takes no other arguments, got {sorted(kwargs)!r}")
+    return request
 
 
 class _Deadline(Exception):
@@ -149,40 +169,38 @@ class Agent:
     async def aclose(self) -> None:
         await self.llm.aclose()
 
-    async def run(self, task: str, **kwargs: Any) -> Stopped:
+    async def run(self, request: RunRequest | str, **kwargs: Any) -> Stopped:
         """Run to the end and return the final event."""
         last: Event | None = None
-        async for last in self.events(task, **kwargs):  # noqa: B007 - only the last event is wanted
+        async for last in self.events(request, **kwargs):  # noqa: B007 - only the last event is wanted
             pass
         assert isinstance(last, Stopped)
         return last
 
-    async def events(
-        self,
-        task: str,
-        *,
-        thread: str | None = None,
-        history: Sequence[Message] | None = None,
-        run_id: str | None = None,
-        cancel: CancelToken | None = None,
-        scope: ToolContext | None = None,
-        limits: Limits | None = None,
-        budget: Budget | None = None,
-        registry: Registry | None = None,
-        resume: bool = False,
-    ) -> AsyncIterator[Event]:
-        """The run, as a stream of events that always ends with exactly one :class:`Stopped`."""
+    async def events(self, request: RunRequest | str, **kwargs: Any) -> AsyncIterator[Event]:
+        """The run, as a stream of events that always ends with exactly one :class:`Stopped`.
+
+        ``request`` is a :class:`RunRequest`, or its task with the other fields as keywords
+        (``events("2+2?", thread=...)``), which builds the same value.
+        """
+        request = _as_request(request, kwargs)
         try:
-            run = await self._open(task, thread, history, run_id, cancel, scope, limits, budget, registry, resume)
+            run = await self._open(request)
         except StoreError as exc:
             yield Stopped(StopReason.ERROR, f"I could not load this conversation: {exc}", 0, Usage(),
-                          f"error: {exc}", run_id or "", store_failed=True)
+                          f"error: {exc}", request.run_id or "", store_failed=True)
             return
+        async with contextlib.aclosing(self._steps(run)) as steps:  # closed with the caller's iteration
+            async for event in steps:
+                yield event
+
+    async def _steps(self, run: Run) -> AsyncGenerator[Event, None]:
+        """The loop itself, from RunStarted to Stopped: context, LLM, thought, tools, observations, stopper."""
         yield RunStarted(run.run_id, run.progress.task, run.stopper.limits, tuple(run.executor.registry.names()),
                          run.stopper.steps)
         stop: Stop | None = None
         answer = ""
-        live: deltas.LiveText[LLMResponse | Stop] | None = None
+        live = self._live(run)  # the step's streamed LLM call (none started yet: closing it does nothing)
         try:
             while stop is None:
                 messages = self._context(run)                                   # context
@@ -200,27 +218,31 @@ class Agent:
                 step = reading.read(run, reply, protocol=self.protocol, redactor=self._redactor)
                 if step.final is None and live.answered:                        # the streamed text was no answer
                     yield StreamReset(live.step, "not_final")
-                yield Thought(run.stopper.steps, step.thought)
+                number = run.stopper.steps
+                yield Thought(number, step.thought)
                 if step.final is not None:                                      # layer 1: final answer
                     answer = progress.cap_answer(step.final)
                     stop = Stop(StopReason.FINAL_ANSWER, "final_answer: the model answered")
-                    yield FinalAnswer(run.stopper.steps, answer)
+                    yield FinalAnswer(number, answer)
                     break
-                for call in step.calls:
-                    yield ToolCalled(run.stopper.steps, call.call_id, call.tool, call.arguments)
+                calls = tuple(ToolCalled(number, c.call_id, c.tool, c.arguments) for c in step.calls)
+                run.open_step = StepFinished(number, step.thought, calls)
+                for called in calls:
+                    yield called
                 stop = self._check_loops(run, step)                             # layer 3, before running
                 results = await self._guard(run, self._act(run, step)) if stop is None else []   # action
-                for call, result in zip(step.calls, results, strict=False):     # observation
-                    yield Observed(run.stopper.steps, call.call_id, call.tool, result.outcome.value,
-                                   result.text, len(result.full), result.duration_ms)
+                run.open_step = StepFinished(number, step.thought, calls, _observed(number, step, results))
+                for seen in run.open_step.observations:                         # observation
+                    yield seen
                 stop = stop or run.stopper.record_step(results, failure=step.format_error)   # layer 4
-                await self._persist(run)
+                for finished in await self._persist(run):                       # the step, persisted
+                    yield finished
         except (Cancelled, _Deadline, LLMError, StoreError) as exc:
             stop = self._stop_for(run, exc)
         finally:
-            if live is not None:
-                await live.aclose()  # an abandoned run's call is cancelled now, not left reading
-        yield await self._close(run, stop, answer)
+            await live.aclose()  # an abandoned run's call is cancelled now, not left reading
+        for end in await self._close(run, stop, answer):  # the step the run stopped in, if any, then Stopped
+            yield end
 
     # -- the steps of the loop ------------------------------------------------------------------------
     def _stop_for(self, run: Run, exc: Exception) -> Stop:
@@ -233,26 +255,23 @@ class Agent:
             return Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}")
         return Stop(StopReason.ERROR, f"error: the state store failed: {exc}", store_failed=True)
 
-    async def _open(
-        self, task: str, thread: str | None, history_in: Sequence[Message] | None, run_id: str | None,
-        cancel: CancelToken | None, scope: ToolContext | None, limits: Limits | None, budget: Budget | None,
-        registry: Registry | None, resume: bool,
-    ) -> Run:
-        earlier = list(history_in or ())
+    async def _open(self, request: RunRequest) -> Run:
+        task, thread, run_id, registry = request.task, request.thread, request.run_id, request.registry
+        earlier = list(request.history or ())
         saved = Progress()
         if thread is not None and self.store is not None:
             state = await self.store.load(thread)
             earlier, saved = [*state.history, *earlier], state.progress
         current: list[Message] = []
         task_message: Message = {"role": "user", "content": task}
-        if resume and saved.status == "running" and saved.task:
+        if request.resume and saved.status == "running" and saved.task:
             found = split_resumed(earlier, saved.task)
             if found is not None:
                 earlier, task_message, current = found
             progress_state = saved
         else:
             progress_state = Progress(task=task, run_id=run_id or uuid.uuid4().hex, status="running")
-        stopper = Stopper(limits or self.limits, self.price, clock=self._clock)
+        stopper = Stopper(request.limits or self.limits, self.price, clock=self._clock)
         stopper.steps = progress_state.step
         stopper.usage = Usage(progress_state.prompt_tokens, progress_state.completion_tokens, 0,
                               progress_state.cost_micros, progress_state.usage_estimated)
@@ -267,10 +286,10 @@ class Agent:
             run_id=progress_state.run_id or uuid.uuid4().hex, thread=thread, task=task_message,
             earlier=history.repair(earlier), current=history.repair(current),
             unsaved=[task_message] if is_new else [], progress=replace(progress_state, status="running"),
-            stopper=stopper, executor=executor, budget=budget or self.budget, cancel=cancel or CancelToken(),
-            scope=scope or ToolContext(run_id="", step=0),
+            stopper=stopper, executor=executor, budget=request.budget or self.budget,
+            cancel=request.cancel or CancelToken(), scope=request.scope or ToolContext(run_id="", step=0),
             tools_spec=executor.registry.schemas() if self.protocol == "tools" and len(executor.registry) else None,
-            traces=traces,
+            traces=traces, finished_steps=request.finished_steps,
         )
         run.progress = replace(run.progress, run_id=run.run_id)
         return run
@@ -393,19 +412,24 @@ class Agent:
                 raise _Deadline from None
             raise
 
-    async def _persist(self, run: Run) -> None:
+    async def _persist(self, run: Run) -> list[StepFinished]:
+        """Write what the run added since the last write; the step this write made durable, if one was open and
+        the caller asked for finished steps."""
         if run.cancel.abandoned:  # another runner owns the thread now: its history is not ours to write
             raise Cancelled(run.cancel.reason)
         traces = run.traces.take() if run.traces is not None else []
         if run.thread is not None and self.store is not None and (run.unsaved or traces):
             await self.store.append(run.thread, run.unsaved, run.progress, traces)
         run.unsaved = []
+        finished, run.open_step = run.open_step, None
+        return [finished] if finished is not None and run.finished_steps else []
 
-    async def _close(self, run: Run, stop: Stop, answer: str) -> Stopped:
-        """End the run: answer every open call, persist the end, and build the final event."""
+    async def _close(self, run: Run, stop: Stop, answer: str) -> list[StepFinished | Stopped]:
+        """End the run: answer every open call, persist the end, and build the final event (with the step the
+        run stopped in, when the end's write made it durable)."""
         if run.cancel.abandoned:  # the lease was lost: write nothing, and let the caller post nothing
-            return Stopped(StopReason.CANCELLED, _LEASE_LOST_ANSWER, run.stopper.steps, run.stopper.usage,
-                           run.cancel.reason, run.run_id, lease_lost=True)
+            return [Stopped(StopReason.CANCELLED, _LEASE_LOST_ANSWER, run.stopper.steps, run.stopper.usage,
+                            run.cancel.reason, run.run_id, lease_lost=True)]
         reason = stop.reason
         if reason is not StopReason.FINAL_ANSWER:
             for call_id in history.unanswered(run.current):
@@ -415,10 +439,11 @@ class Agent:
         run.progress = replace(run.progress, status="stopped", stop_reason=reason.value, step=run.stopper.steps,
                                answer=answer)
         detail, store_failed = stop.detail, stop.store_failed
+        finished: list[StepFinished | Stopped] = []
         try:
-            await self._persist(run)
+            finished.extend(await self._persist(run))
         except StoreError as exc:
             detail, store_failed = f"{detail}; the conversation could not be saved: {exc}", True
-        return Stopped(reason, answer, run.stopper.steps, run.stopper.usage, detail, run.run_id,
-                       store_failed=store_failed)
+        return [*finished, Stopped(reason, answer, run.stopper.steps, run.stopper.usage, detail, run.run_id,
+                                   store_failed=store_failed)]
 

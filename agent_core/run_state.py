@@ -8,6 +8,7 @@ from typing import Any
 
 from agent_core.budget import Budget
 from agent_core.cancel import CancelToken
+from agent_core.events import StepFinished
 from agent_core.stopper import Stopper
 from agent_core.store import Message, Progress
 from tools import Executor, PreparedCall, ToolContext
@@ -42,6 +43,10 @@ class Run:
     tools_spec: list[dict[str, Any]] | None
     #: The run's trace records until its next step write (None: they go straight to the Agent's trace sink).
     traces: TraceBuffer | None = None
+    #: The step under way (its calls made), until the write that persists it: then it is a ``StepFinished``.
+    open_step: StepFinished | None = None
+    #: The caller asked for a ``StepFinished`` after each persisted step (``RunRequest.finished_steps``).
+    finished_steps: bool = False
 
     def remember(self, message: Message) -> None:
         """Add a message to this run's conversation and to what the next persist writes."""

@@ -38,7 +38,7 @@ from common import (
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.connection import Connection
 
-from agent_core import Event, Thought
+from agent_core import Event, RunRequest, Thought
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from agent_core.store import Progress
 from bot.identity import Conversation, Workspace
@@ -120,8 +120,8 @@ class _Probe:
         self.registry = inner.registry
         self.marks: list[tuple[int, int, int]] = []
 
-    async def events(self, task: str, **kwargs: Any) -> AsyncIterator[Event]:
-        async for event in self.inner.events(task, **kwargs):
+    async def events(self, request: RunRequest) -> AsyncIterator[Event]:
+        async for event in self.inner.events(request):
             if isinstance(event, Thought):
                 self.marks.append(COUNTER.snapshot())
             yield event

@@ -20,7 +20,7 @@ from typing import Any
 
 from slack_sdk.models.blocks import ContextActionsBlock, FeedbackButtonObject, FeedbackButtonsElement
 
-from agent_core import Observed, RunStarted, Stopped, StopReason, ToolCalled
+from agent_core import Observed, RunStarted, StepFinished, Stopped, StopReason, ToolCalled
 from bot import mrkdwn
 
 #: action_id of the Stop button (matched by bot.listeners.actions).
@@ -61,14 +61,8 @@ class SlackMessage:
     blocks: tuple[dict[str, Any], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One finished step: its thought, its tool calls and their observations, in call order."""
-
-    number: int
-    thought: str | None = None
-    calls: tuple[ToolCalled, ...] = ()
-    observations: tuple[Observed, ...] = ()
+#: One finished step as the engine sends it once persisted: its thought, tool calls and observations.
+Step = StepFinished
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +102,7 @@ def step_messages(step: Step) -> list[SlackMessage]:
         if call.call_id in observed:
             sections.append(observation_text(observed.pop(call.call_id)))
     sections.extend(observation_text(o) for o in observed.values())
-    return pack(f"*Step {step.number}*", sections or ["(no output)"])
+    return pack(f"*Step {step.step}*", sections or ["(no output)"])
 
 
 def call_text(call: ToolCalled) -> str:

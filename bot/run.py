@@ -18,16 +18,15 @@ from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import (
-    Budget,
     CancelToken,
     Event,
     Lease,
     LeaseKeeper,
-    Limits,
     Progress,
     RedisThreadStore,
     RedisTraceSink,
     RunLeases,
+    RunRequest,
     Stopped,
     StopReason,
     StoreError,
@@ -62,19 +61,7 @@ class EventSource(Protocol):
     #: The agent's own tools: the base the worker's toolbox adds the MCP servers' tools to.
     registry: Registry
 
-    def events(
-        self,
-        task: str,
-        *,
-        thread: str | None = None,
-        run_id: str | None = None,
-        cancel: CancelToken | None = None,
-        scope: ToolContext | None = None,
-        limits: Limits | None = None,
-        budget: Budget | None = None,
-        registry: Registry | None = None,
-        resume: bool = False,
-    ) -> AsyncIterator[Event]: ...
+    def events(self, request: RunRequest) -> AsyncIterator[Event]: ...
 
     async def aclose(self) -> None: ...
 
@@ -241,11 +228,12 @@ class TurnRunner:
         events: AsyncIterator[Event] | None = None
         try:
             async with LeaseKeeper(self.leases, lease, parts.token) as keeper:
-                events = self.agent.events(
+                events = self.agent.events(RunRequest(
                     turn.text, thread=turn.thread, run_id=run_id, cancel=parts.token, scope=parts.scope,
                     limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
                     registry=self.toolbox.for_run(parts.plan.tools, task=turn.text),
-                )
+                    finished_steps=True,  # the replies display posts whole steps, once persisted
+                ))
                 interrupted = await pipelined(events, sink, keeper.valid)
                 if interrupted is not None or not keeper.valid():
                     if interrupted is not None and interrupted.store_failed:

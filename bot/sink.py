@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Protocol
 
 from redis.asyncio import Redis
 
-from agent_core import Event, FinalAnswer, Observed, RunStarted, Stopped, Thought, ToolCalled
+from agent_core import Event, RunStarted, StepFinished, Stopped
 from bot import render
 from bot.poster import Poster, Target, ThreadStatus
 from bot.redis import as_text, awaited
-from bot.render import RunView, SlackMessage, Step
+from bot.render import RunView, SlackMessage
 from bot.settings import Verbosity
 
 
@@ -94,9 +93,7 @@ class SlackEventSink:
         self.status = status
         self.first_ts: str | None = None
         self.final: Stopped | None = None
-        self._pending: Step | None = None
         self._posted_step = 0
-        self._steps_done = 0
 
     def resume_from(self, first_ts: str | None) -> None:
         """Take over a run another sink started (the streamed display falling back): its first reply is posted."""
@@ -115,26 +112,14 @@ class SlackEventSink:
         return None  # every reply is a finished message already
 
     async def emit(self, event: Event) -> None:
+        # A step is shown once persisted, whole (StepFinished); its fine-grained events are the streamed
+        # displays' and the terminal's. The final answer's step is the answer itself, posted with the stop line.
         match event:
             case RunStarted():
                 await self._started(event)
-            case Thought(step=step, text=text):
-                await self._flush_unless(step)
-                self._pending = Step(step, thought=text)
-            case ToolCalled(step=step):
-                await self._flush_unless(step)
-                pending = self._pending or Step(step)
-                self._pending = replace(pending, calls=(*pending.calls, event))
-            case Observed(step=step):
-                await self._flush_unless(step)
-                pending = self._pending or Step(step)
-                self._pending = replace(pending, observations=(*pending.observations, event))
-                if len(self._pending.observations) >= len(self._pending.calls):
-                    await self._flush()
-            case FinalAnswer():
-                await self._flush(final_text=event.text)
+            case StepFinished():
+                await self._step(event)
             case Stopped():
-                await self._flush(final_text=event.answer)
                 await self._stopped(event)
 
     async def _started(self, event: RunStarted) -> None:
@@ -148,31 +133,23 @@ class SlackEventSink:
         if self.status is not None:
             await self.status.start()
 
-    async def _flush_unless(self, step: int) -> None:
-        if self._pending is not None and self._pending.number != step:
-            await self._flush()
-
-    async def _flush(self, *, final_text: str | None = None) -> None:
-        step, self._pending = self._pending, None
-        if step is None:
-            return
-        if not step.calls and not step.observations and (not step.thought or final_text is not None):
-            return  # the final step's thought is the answer itself (perhaps cut): it is posted once, as the answer
-        self._steps_done = max(self._steps_done, step.number)
-        if step.number <= self._posted_step:
+    async def _step(self, step: StepFinished) -> None:
+        if not step.calls and not step.observations and not step.thought:
+            return  # nothing to show (an empty reply the model was asked to redo)
+        if step.step <= self._posted_step:
             return  # posted before a worker restart; the engine replays nothing older, this is belt and braces
         if self.verbosity == "compact":
             if self.first_ts:
-                live = render.live_status(step, self.view, steps_done=step.number)
+                live = render.live_status(step, self.view, steps_done=step.step)
                 await self.poster.update(self.target, self.first_ts, live, best_effort=True)
         else:
-            await self._post_then_mark(render.step_messages(step), posted_step=step.number)
-            self._posted_step = step.number
+            await self._post_then_mark(render.step_messages(step), posted_step=step.step)
+            self._posted_step = step.step
             if self.status is not None:
                 await self.status.touch()
             return
-        self._posted_step = step.number
-        await self.ledger.set(posted_step=step.number)
+        self._posted_step = step.step
+        await self.ledger.set(posted_step=step.step)
 
     async def _stopped(self, event: Stopped) -> None:
         self.final = event

@@ -8,7 +8,8 @@ and the final answer through :meth:`emit`. The stream is always stopped: by the 
 
 Where Slack refuses streaming or task cards (``method_not_supported``, ``invalid_chunks``,
 ``not_allowed_token_type``, ``unknown_method``...), the run goes on in ``replies``: the events Slack did not
-accept are replayed into a :class:`~bot.sink.SlackEventSink`, so nothing is lost or said twice. The fallback is
+accept are replayed into a :class:`~bot.sink.SlackEventSink` (a finished step cut to what the stream did not show),
+so nothing is lost or said twice. The fallback is
 logged once per workspace.
 """
 
@@ -23,7 +24,7 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
-from agent_core import Event, Observed, RunStarted, Stopped, Thought, ToolCalled
+from agent_core import Event, Observed, RunStarted, StepFinished, Stopped, Thought, ToolCalled
 from bot import render, stream_render
 from bot.poster import Pacer, Poster, Target, ThreadStatus
 from bot.render import RunView
@@ -84,6 +85,7 @@ class StreamEventSink:
         self._calls: dict[str, ToolCalled] = {}
         self._streamed = ""
         self._fallback: SlackEventSink | None = None
+        self._replayed_from = 0  # the first event the fallback was given (the ones before it were shown)
         #: Why the run left the stream ("" while streaming); tests and logs read it.
         self.fallback_reason = ""
 
@@ -93,12 +95,12 @@ class StreamEventSink:
 
     # -- the RunSink interface ---------------------------------------------------------------------------------
     async def emit(self, event: Event) -> None:
-        if self._fallback is not None:
-            await self._fallback.emit(event)
-            self.final = self._fallback.final
-            return
         mark = len(self._events)
         self._events.append(event)
+        if self._fallback is not None:
+            await self._fallback.emit(self._unshown(event))
+            self.final = self._fallback.final
+            return
         try:
             if self._writer is not None and self._writer.refused:
                 raise StreamRefused(self._writer.refused)
@@ -244,10 +246,23 @@ class StreamEventSink:
         )
         fallback.resume_from(self.first_ts)
         self._fallback = fallback
-        for event in self._events[confirmed + 1:]:
+        self._replayed_from = confirmed + 1
+        for event in self._events[self._replayed_from:]:
             if not isinstance(event, RunStarted):  # its first reply and status are up already
-                await fallback.emit(event)
+                await fallback.emit(self._unshown(event))
         self.final = fallback.final
+
+    def _unshown(self, event: Event) -> Event:
+        """What of ``event`` the replies fallback still has to post: of a finished step, only the thought, calls
+        and observations whose own events the stream did not show (Slack did not confirm their cards)."""
+        if not isinstance(event, StepFinished):
+            return event
+        later = self._events[self._replayed_from:]
+        said = any(isinstance(e, Thought) and e.step == event.step for e in later)
+        return StepFinished(
+            event.step, event.thought if said else None,
+            tuple(c for c in event.calls if c in later), tuple(o for o in event.observations if o in later),
+        )
 
     async def _log_fallback(self, error: str) -> None:
         first = True

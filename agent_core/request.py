@@ -1,0 +1,47 @@
+"""RunRequest: everything one run of ``Agent.events`` is asked to do, as one frozen value.
+
+``agent.events(RunRequest("What is 2+2?", thread="T/C/1", cancel=token))`` is the same run as the older spelling
+``agent.events("What is 2+2?", thread="T/C/1", cancel=token)``, which builds this value and takes the same path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
+
+from agent_core.budget import Budget
+from agent_core.cancel import CancelToken
+from agent_core.limits import Limits
+from agent_core.store import Message
+from tools import Registry, ToolContext
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """One run's inputs; every field but ``task`` falls back to the Agent's own when left out."""
+
+    #: The user's message that starts the run (a resumed run keeps the task it was saved with).
+    task: str
+    _: KW_ONLY
+    #: The stored conversation to load and append to (needs the Agent's ``store``); None: nothing is stored.
+    thread: str | None = None
+    #: Earlier messages to put before the task, after the stored history.
+    history: Sequence[Message] | None = None
+    #: The run's id in progress, traces and the ``Stopped`` event; None: a fresh random one.
+    run_id: str | None = None
+    #: Fired from outside (a Stop button) to end the run with ``cancelled``, even mid-call.
+    cancel: CancelToken | None = None
+    #: The tools' view of the run (workspace, channel, Slack reader, approver, egress policy).
+    scope: ToolContext | None = None
+    #: This run's caps instead of the Agent's.
+    limits: Limits | None = None
+    #: This run's budget (e.g. the workspace's) instead of the Agent's.
+    budget: Budget | None = None
+    #: This run's tools instead of the Agent's registry.
+    registry: Registry | None = None
+    #: Pick up the thread's saved run where its last persisted step left it, when one is running.
+    resume: bool = False
+    #: Also yield a ``StepFinished`` after each step is persisted, for a renderer of whole steps (Slack's
+    #: replies); off by default, so the terminal reads only the fine-grained events.
+    finished_steps: bool = False
+
