@@ -7,9 +7,10 @@ which changes every step and repeats the original task, comes last.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
-from agent_core.history import trim
+from agent_core.history import Window, trim
 from agent_core.store import Message
 from agent_core.tokens import TokenCounter, count_messages
 
@@ -30,9 +31,17 @@ def system_message(prompt: str, tools_text: str, protocol_text: str = "") -> Mes
     return {"role": "system", "content": "\n".join(parts)}
 
 
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One request's messages and their prompt tokens (the tool schemas not included)."""
+
+    messages: list[Message]
+    tokens: int
+
+
 def assemble(
     system: Message,
-    earlier: Sequence[Message],
+    earlier: Window,
     task: Message,
     current: Sequence[Message],
     progress_note: str,
@@ -40,7 +49,7 @@ def assemble(
     history_tokens: int,
     counter: TokenCounter,
     note_role: Literal["system", "user"] = "system",
-) -> list[Message]:
+) -> Prompt:
     """One request's messages. Earlier turns are trimmed first, then this run's oldest observations.
 
     The task and the progress note are never trimmed, and a tool call never loses its result. With
@@ -53,13 +62,15 @@ def assemble(
     if current_tokens > history_tokens:
         current_list = trim(current_list, history_tokens, counter)
         current_tokens = count_messages(counter, current_list)
-    earlier_list = trim(earlier, max(history_tokens - current_tokens, 0), counter) if earlier else []
+    earlier_list, earlier_tokens = earlier.fit(max(history_tokens - current_tokens, 0))
     if note_role == "system":
-        return [system, *earlier_list, task, *current_list, {"role": "system", "content": progress_note}]
-    messages = [system, *earlier_list, task, *current_list]
-    last = messages[-1]
-    if last.get("role") == "user" and isinstance(last.get("content"), str):
-        messages[-1] = {**last, "content": f"{last['content']}\n\n{progress_note}"}
+        rest = [task, *current_list, {"role": "system", "content": progress_note}]
     else:
-        messages.append({"role": "user", "content": progress_note})
-    return messages
+        rest = [task, *current_list]
+        last = rest[-1]
+        if last.get("role") == "user" and isinstance(last.get("content"), str):
+            rest[-1] = {**last, "content": f"{last['content']}\n\n{progress_note}"}
+        else:
+            rest.append({"role": "user", "content": progress_note})
+    # The earlier part's tokens are known from the window: only the run's own messages are counted again.
+    return Prompt([system, *earlier_list, *rest], count_messages(counter, [system, *rest]) + earlier_tokens)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent_core.store import Message
-from agent_core.tokens import TokenCounter, count_messages
+from agent_core.tokens import TOKENS_REPLY_PRIMING, TokenCounter, count_message
 
 NOT_EXECUTED = "[not executed: {reason}]"
 
@@ -57,44 +57,69 @@ def repair(messages: Sequence[Message], reason: str = "the run ended before this
     return out
 
 
-def _units(messages: Sequence[Message]) -> list[list[Message]]:
-    """Group an assistant message with its tool answers, so trimming never separates them."""
-    units: list[list[Message]] = []
-    for message in messages:
-        if message.get("role") == "tool" and units:
-            units[-1].append(message)
-        else:
-            units.append([message])
-    return units
-
-
 def _elide(message: Message) -> Message:
     content = message.get("content") or ""
     return {**message, "content": f"[observation removed to fit the context: {len(content)} characters]"}
 
 
-def trim(messages: Sequence[Message], budget_tokens: int, counter: TokenCounter) -> list[Message]:
-    """Fit ``messages`` into ``budget_tokens``.
+def _elidable(message: Message) -> bool:
+    return message.get("role") == "tool" and not str(message.get("content", "")).startswith("[observation removed")
 
-    First the oldest tool observations are replaced by a short marker (the call and its answer stay
-    paired); then, if still too long, the oldest whole turns are dropped. The caller keeps the task and
-    the current step outside ``messages``: they are never trimmed.
+
+class Window:
+    """Messages with each one's tokens counted once, fitted to any token budget by :meth:`fit`.
+
+    A run's earlier history is the same at every step; only the budget left for it shrinks as the run's own
+    messages grow. Counting and eliding it once per run, not once per request, keeps a step's cost flat however
+    long the conversation (a full 500-message window was recounted at every step before).
     """
-    work = list(messages)
-    if count_messages(counter, work) <= budget_tokens:
-        return work
-    total = count_messages(counter, work)
-    for i, message in enumerate(work):
+
+    def __init__(self, messages: Sequence[Message], counter: TokenCounter) -> None:
+        self.messages = list(messages)
+        self._counter = counter
+        self._counts = [count_message(counter, m) for m in self.messages]
+        self._total = TOKENS_REPLY_PRIMING + sum(self._counts)
+        self._elided: dict[int, tuple[Message, int]] = {}  # made on first need, then the same object every step
+
+    def fit(self, budget_tokens: int) -> tuple[list[Message], int]:
+        """The messages fitted into ``budget_tokens``, and their tokens (per-message overhead, no reply priming).
+
+        First the oldest tool observations are replaced by a short marker (the call and its answer stay
+        paired); then, if still too long, the oldest whole turns are dropped. The caller keeps the task and
+        the current step outside the window: they are never trimmed.
+        """
+        total = self._total
+        work = list(self.messages)
         if total <= budget_tokens:
-            return work
-        if message.get("role") == "tool" and not str(message.get("content", "")).startswith("[observation removed"):
-            before = count_messages(counter, [message])
-            work[i] = _elide(message)
-            total -= before - count_messages(counter, [work[i]])
-    units = _units(work)
-    while units and total > budget_tokens:
-        total -= count_messages(counter, units.pop(0)) - 3
-    # A history must not open with tool answers or an assistant tool call cut from its user turn.
-    while units and units[0][0].get("role") == "tool":
-        units.pop(0)
-    return [m for unit in units for m in unit]
+            return work, total - TOKENS_REPLY_PRIMING
+        counts = list(self._counts)
+        for i, message in enumerate(self.messages):
+            if total <= budget_tokens:
+                return work, total - TOKENS_REPLY_PRIMING
+            if _elidable(message):
+                work[i], elided = self._elide(i)
+                total -= counts[i] - elided
+                counts[i] = elided
+        # Whole turns: an assistant message with its tool answers is one unit, never split.
+        starts = [i for i, m in enumerate(work) if i == 0 or m.get("role") != "tool"]
+        first = 0
+        while first < len(starts) and total > budget_tokens:
+            end = starts[first + 1] if first + 1 < len(starts) else len(work)
+            total -= sum(counts[starts[first]:end])
+            first += 1
+        start = starts[first] if first < len(starts) else len(work)
+        # A history must not open with tool answers or an assistant tool call cut from its user turn.
+        if start < len(work) and work[start].get("role") == "tool":
+            start = starts[first + 1] if first + 1 < len(starts) else len(work)
+        return work[start:], sum(counts[start:])
+
+    def _elide(self, i: int) -> tuple[Message, int]:
+        if i not in self._elided:
+            message = _elide(self.messages[i])
+            self._elided[i] = message, count_message(self._counter, message)
+        return self._elided[i]
+
+
+def trim(messages: Sequence[Message], budget_tokens: int, counter: TokenCounter) -> list[Message]:
+    """Fit ``messages`` into ``budget_tokens`` (see :meth:`Window.fit`)."""
+    return Window(messages, counter).fit(budget_tokens)[0]

@@ -36,7 +36,7 @@ from agent_core.settings import AgentSettings
 from agent_core.sse import DeltaSink
 from agent_core.stopper import CallPlan, Stop, Stopper
 from agent_core.store import Message, Progress, ThreadStore
-from agent_core.tokens import TokenCounter, count_messages, count_tools, counter_for
+from agent_core.tokens import TokenCounter, count_tools, counter_for
 from tools import (
     DEFAULT_GUARD_MODE,
     Executor,
@@ -203,13 +203,13 @@ class Agent:
         live = self._live(run)  # the step's streamed LLM call (none started yet: closing it does nothing)
         try:
             while stop is None:
-                messages = self._context(run)                                   # context
-                plan = await self._plan(run, messages)                          # caps before the call
+                prompt = self._context(run)                                     # context
+                plan = await self._plan(run, prompt)                            # caps before the call
                 if isinstance(plan, Stop):
                     stop = plan
                     break
                 live = self._live(run)                                          # thought (LLM), streamed
-                async for delta in live.start(self._guard(run, self._call_llm(run, messages, plan, live.feed))):
+                async for delta in live.start(self._guard(run, self._call_llm(run, prompt, plan, live.feed))):
                     yield delta
                 reply = live.result()
                 if isinstance(reply, Stop):                                     # the budget refused it
@@ -282,31 +282,33 @@ class Agent:
         # The guard is the run's, but private data read by earlier runs of the thread is in its context too.
         executor.remember_transcript(m.get("content") for m in (*earlier, *current))
         is_new = not current
+        tools_spec = executor.registry.schemas() if self.protocol == "tools" and len(executor.registry) else None
+        protocol_text = text_react.PROTOCOL_TEXT if self.protocol == "react" else ""
         run = Run(
             run_id=progress_state.run_id or uuid.uuid4().hex, thread=thread, task=task_message,
-            earlier=history.repair(earlier), current=history.repair(current),
+            # Counted once here, fitted to what the run's own messages leave at each step.
+            earlier=history.Window(history.repair(earlier), self.counter), current=history.repair(current),
             unsaved=[task_message] if is_new else [], progress=replace(progress_state, status="running"),
             stopper=stopper, executor=executor, budget=request.budget or self.budget,
             cancel=request.cancel or CancelToken(), scope=request.scope or ToolContext(run_id="", step=0),
-            tools_spec=executor.registry.schemas() if self.protocol == "tools" and len(executor.registry) else None,
-            traces=traces, finished_steps=request.finished_steps,
+            tools_spec=tools_spec, traces=traces, finished_steps=request.finished_steps,
+            # The run's tools are fixed: its system message and the schemas' tokens are made once.
+            system=context.system_message(self.system_prompt, executor.registry.describe(), protocol_text),
+            tools_tokens=count_tools(self.counter, tools_spec),
         )
         run.progress = replace(run.progress, run_id=run.run_id)
         return run
 
-    def _context(self, run: Run) -> list[Message]:
-        protocol_text = text_react.PROTOCOL_TEXT if self.protocol == "react" else ""
-        system = context.system_message(self.system_prompt, run.executor.registry.describe(), protocol_text)
+    def _context(self, run: Run) -> context.Prompt:
         return context.assemble(
-            system, run.earlier, run.task, run.current, progress.note(run.progress, run.stopper),
+            run.system, run.earlier, run.task, run.current, progress.note(run.progress, run.stopper),
             history_tokens=self.history_tokens, counter=self.counter, note_role=self.note_role,
         )
 
-    async def _plan(self, run: Run, messages: list[Message]) -> CallPlan | Stop:
+    async def _plan(self, run: Run, prompt: context.Prompt) -> CallPlan | Stop:
         if run.cancel.cancelled:
             return Stop(StopReason.CANCELLED, f"cancelled: {run.cancel.reason}")
-        prompt_tokens = count_messages(self.counter, messages) + count_tools(self.counter, run.tools_spec)
-        return run.stopper.plan_call(prompt_tokens, None)
+        return run.stopper.plan_call(prompt.tokens + run.tools_tokens, None)
 
     async def _reserve(self, run: Run, plan: CallPlan) -> budget_hold.Held | Stop | None:
         """Hold the call's worst case; wait for other runs' holds, or shrink the call, when it does not fit."""
@@ -324,7 +326,7 @@ class Agent:
                                tools_offered=run.tools_spec is not None)
 
     async def _call_llm(
-        self, run: Run, messages: list[Message], plan: CallPlan, on_delta: DeltaSink
+        self, run: Run, prompt: context.Prompt, plan: CallPlan, on_delta: DeltaSink
     ) -> LLMResponse | Stop:
         held = await self._reserve(run, plan)
         if isinstance(held, Stop):
@@ -332,15 +334,15 @@ class Agent:
         plan = held.plan if held is not None else plan
         if self._streams:  # checked once, in __init__ (a protocol isinstance costs ~50 µs)
             call = cast(StreamingLLM, self.llm).complete(
-                messages, tools=run.tools_spec, max_tokens=plan.max_tokens, on_delta=on_delta)
+                prompt.messages, tools=run.tools_spec, max_tokens=plan.max_tokens, on_delta=on_delta)
         else:
-            call = self.llm.complete(messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
+            call = self.llm.complete(prompt.messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
         settled, started = False, time.perf_counter()
         try:
             reply = await (call if held is None else budget_hold.while_held(held, call))  # the hold kept alive
             if self.on_llm_call is not None:
                 self.on_llm_call("ok", time.perf_counter() - started)
-            usage = self._usage(reply, messages, plan.max_tokens)
+            usage = self._usage(reply, prompt.tokens, plan.max_tokens)
             if held is not None:
                 await held.settle(usage.cost_micros)
                 settled = True
@@ -367,9 +369,9 @@ class Agent:
                 with contextlib.suppress(StoreError):
                     await asyncio.shield(held.release())
 
-    def _usage(self, reply: LLMResponse, messages: list[Message], max_tokens: int) -> Usage:
+    def _usage(self, reply: LLMResponse, prompt_tokens: int, max_tokens: int) -> Usage:
         """The endpoint's usage report; what it left out is counted offline, and the usage marked an estimate."""
-        prompt = reply.prompt_tokens or count_messages(self.counter, messages)
+        prompt = reply.prompt_tokens or prompt_tokens
         # Our own count is an estimate: it never exceeds what the call asked for (the hold covers that);
         # only the provider's own usage may say more.
         completion = reply.completion_tokens or min(max_tokens, self.counter.count(

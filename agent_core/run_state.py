@@ -9,6 +9,7 @@ from typing import Any
 from agent_core.budget import Budget
 from agent_core.cancel import CancelToken
 from agent_core.events import StepFinished
+from agent_core.history import Window
 from agent_core.stopper import Stopper
 from agent_core.store import Message, Progress
 from tools import Executor, PreparedCall, ToolContext
@@ -31,7 +32,8 @@ class Run:
     run_id: str
     thread: str | None
     task: Message
-    earlier: list[Message]
+    #: The thread's history before this run, counted once (``Window.fit`` trims it for each request).
+    earlier: Window
     current: list[Message]
     unsaved: list[Message]
     progress: Progress
@@ -47,6 +49,9 @@ class Run:
     open_step: StepFinished | None = None
     #: The caller asked for a ``StepFinished`` after each persisted step (``RunRequest.finished_steps``).
     finished_steps: bool = False
+    #: The run's system message (prompt and tool list) and its tool schemas' tokens: fixed for the run.
+    system: Message = field(default_factory=dict)
+    tools_tokens: int = 0
 
     def remember(self, message: Message) -> None:
         """Add a message to this run's conversation and to what the next persist writes."""

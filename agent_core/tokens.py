@@ -133,18 +133,21 @@ def counter_for(model: str) -> TokenCounter:
 
 def count_messages(counter: TokenCounter, messages: Iterable[Mapping[str, Any]]) -> int:
     """Prompt tokens of a message list, with the chat format's per-message overhead."""
-    total = TOKENS_REPLY_PRIMING
-    for message in messages:
-        total += TOKENS_PER_MESSAGE
-        content = message.get("content")
-        if isinstance(content, str):
-            total += counter.count(content)
-        elif content is not None:
-            total += counter.count(json.dumps(content, ensure_ascii=False))
-        for call in message.get("tool_calls") or ():
-            function = call.get("function", {})
-            total += TOKENS_PER_MESSAGE + counter.count(function.get("name", ""))
-            total += counter.count(function.get("arguments", ""))
+    return TOKENS_REPLY_PRIMING + sum(count_message(counter, message) for message in messages)
+
+
+def count_message(counter: TokenCounter, message: Mapping[str, Any]) -> int:
+    """One message's share of a list's prompt tokens (its overhead included, the reply priming not)."""
+    total = TOKENS_PER_MESSAGE
+    content = message.get("content")
+    if isinstance(content, str):
+        total += counter.count(content)
+    elif content is not None:
+        total += counter.count(json.dumps(content, ensure_ascii=False))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {})
+        total += TOKENS_PER_MESSAGE + counter.count(function.get("name", ""))
+        total += counter.count(function.get("arguments", ""))
     return total
 
 

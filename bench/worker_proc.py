@@ -3,7 +3,8 @@
 It builds the worker exactly as ``bot.service.Service`` does for the ``worker`` role (Runtime with the real
 agent, ``build_worker``, the same poll delay), counts finished jobs with arq's ``after_job_end`` hook and
 talks to its parent in lines: ``WARM {...}`` once ``--warmup`` jobs finished (the parent then enqueues the
-measured runs) and ``DONE {...}`` (CPU, RSS, job start/end times) once ``--runs`` more finished, then exits.
+measured runs), ``END {...}`` (process CPU so far) as each measured job ends, and ``DONE {...}`` (CPU, RSS, job
+start/end times) once ``--runs`` more finished, then exits.
 It stops by itself after ``--timeout`` seconds whatever happened.
 
     python bench/worker_proc.py SETTINGS_JSON --warmup 1 --runs 50
@@ -73,9 +74,10 @@ async def main(
         finished += 1
         if finished == warmup:
             warm.update(cpu=cpu_seconds(), rss=rss_bytes(), at=time.time())
-            print("WARM " + json.dumps({"rss": warm["rss"]}), flush=True)
+            print("WARM " + json.dumps({"rss": warm["rss"], "cpu": warm["cpu"]}), flush=True)
         elif finished > warmup:
             ends.append(time.time())
+            print("END " + json.dumps({"cpu": cpu_seconds(), "at": ends[-1]}), flush=True)
             if finished >= warmup + runs:
                 all_done.set()
 
