@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -25,6 +25,8 @@ class CancelToken:
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        #: Wakers of the races in flight: firing the token calls them (no watcher task per race).
+        self._wakers: set[Callable[[], None]] = set()
         self.reason = ""
         self.abandoned = False
         """Set by :meth:`abandon`: the run is no longer this runner's, so it must stop and write nothing."""
@@ -36,7 +38,7 @@ class CancelToken:
     def cancel(self, reason: str = "cancelled by the user") -> None:
         if not self._event.is_set():
             self.reason = reason
-            self._event.set()
+            self._fire()
 
     def abandon(self, reason: str) -> None:
         """Stop at once because the run now belongs to another runner (its lease was lost).
@@ -46,7 +48,12 @@ class CancelToken:
         """
         self.abandoned = True
         self.reason = reason
+        self._fire()
+
+    def _fire(self) -> None:
         self._event.set()
+        for wake in list(self._wakers):
+            wake()
 
     async def wait(self) -> None:
         await self._event.wait()
@@ -60,16 +67,26 @@ class CancelToken:
                 awaitable.close()
             raise Cancelled(self.reason)
         work = asyncio.ensure_future(awaitable)
-        stop = asyncio.ensure_future(self._event.wait())
+        # Woken by the work's end or by the token, whichever comes first: one future and a callback, where a
+        # task waiting on the event for every race cost a task and asyncio.wait's bookkeeping per call.
+        woken = asyncio.get_running_loop().create_future()
+
+        def wake(_: object = None) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        work.add_done_callback(wake)
+        self._wakers.add(wake)
         try:
-            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await woken
         except BaseException:
             # Our own task was cancelled (a deadline, a shutdown): the work must not outlive it.
             work.cancel()
             await asyncio.wait({work}, timeout=CANCEL_GRACE_SECONDS)
             raise
         finally:
-            stop.cancel()
+            self._wakers.discard(wake)
+            work.remove_done_callback(wake)
         if work.done():
             return work.result()
         work.cancel()

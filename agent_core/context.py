@@ -12,7 +12,7 @@ from typing import Literal
 
 from agent_core.history import Window, trim
 from agent_core.store import Message
-from agent_core.tokens import TokenCounter, count_messages
+from agent_core.tokens import TokenCounter, count_message, count_messages
 
 SYSTEM_PROMPT = """\
 You are a careful assistant working inside a team's Slack workspace. You solve the user's task step by \
@@ -72,5 +72,10 @@ def assemble(
             rest[-1] = {**last, "content": f"{last['content']}\n\n{progress_note}"}
         else:
             rest.append({"role": "user", "content": progress_note})
-    # The earlier part's tokens are known from the window: only the run's own messages are counted again.
-    return Prompt([system, *earlier_list, *rest], count_messages(counter, [system, *rest]) + earlier_tokens)
+    # The earlier part's tokens are known from the window, the run's own from above: only the rest is counted.
+    if note_role == "system":
+        tokens = current_tokens + count_message(counter, system) + count_message(counter, task) + count_message(
+            counter, rest[-1]) + earlier_tokens
+    else:
+        tokens = count_messages(counter, [system, *rest]) + earlier_tokens
+    return Prompt([system, *earlier_list, *rest], tokens)

@@ -66,7 +66,9 @@ class RunLedger:
         return int(value)
 
     async def set(self, **fields: str | int) -> None:
-        async with self._redis.pipeline(transaction=True) as pipe:
+        # One round trip; no MULTI/EXEC: both commands are idempotent and the TTL was already set by the run's
+        # first write, so nothing depends on them landing together (a transaction adds MULTI/EXEC to every step's mark).
+        async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hset(self._key, mapping={k: str(v) for k, v in fields.items()})
             pipe.expire(self._key, self._ttl)
             await pipe.execute()

@@ -94,3 +94,27 @@ def test_react_parser() -> None:
     assert parse('Thought: t\nAction: calc\nAction Input: {"a": 1}') == ReactAction("t", "calc", {"a": 1})
     assert isinstance(parse("just words"), ReactFormatError)
     assert isinstance(parse("Thought: t\nAction: calc\nAction Input: not json"), ReactFormatError)
+
+
+def test_a_window_fits_like_trim_and_the_prompt_counts_its_own_tokens() -> None:
+    from agent_core.context import assemble
+    from agent_core.history import Window
+
+    counter = counter_for("gpt-4o-mini")
+    call = {"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+    earlier = [m for i in range(40) for m in (
+        {"role": "user", "content": f"question {i} " * 5},
+        {"role": "assistant", "content": None, "tool_calls": [{**call, "id": f"c{i}"}]},
+        {"role": "tool", "tool_call_id": f"c{i}", "content": "result " * 60},
+        {"role": "assistant", "content": f"answer {i}"},
+    )]
+    window = Window(earlier, counter)
+    for budget in (0, 50, 400, 1_500, 5_000, 100_000):
+        fitted, tokens = window.fit(budget)
+        assert fitted == trim(earlier, budget, counter)
+        assert tokens == count_messages(counter, fitted) - 3  # the reply priming is counted once, per request
+    current = [{"role": "assistant", "content": "thinking"}, {"role": "user", "content": "more"}]
+    for role in ("system", "user"):
+        prompt = assemble({"role": "system", "content": "sys"}, window, {"role": "user", "content": "task"},
+                          current, "note", history_tokens=2_000, counter=counter, note_role=role)
+        assert prompt.tokens == count_messages(counter, prompt.messages)
