@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from arq.connections import ArqRedis
@@ -201,15 +201,10 @@ class Runtime:
 
     async def _tell_parked(self, thread: str, turn_id: str, job_id: str, admission: Admission) -> None:
         """Once per turn (its own job; not wakes or follow-on jobs, whose turn was told already)."""
-        if ":turn:" not in job_id:
+        asker = await self._asker(job_id, lambda: self.threads.turn(thread, turn_id))
+        if asker is None:
             return
-        turn = await self.threads.turn(thread, turn_id)
-        if turn is None:
-            return
-        try:
-            poster = await self.runner.poster(turn)
-        except NotInstalled:
-            return  # the run itself logs why when its turn comes
+        turn, poster = asker
         runs = "one request" if admission.cap == 1 else f"{admission.cap:,} requests"
         notice = render.notice(
             f":hourglass: This workspace runs {runs} at once, and that many are running now. Yours is queued "
@@ -230,16 +225,26 @@ class Runtime:
         except Exception:
             log.warning("thread %s: the queued notice could not be posted", turn.thread, exc_info=True)
 
-    async def _tell_queued(self, thread: str, turn_id: str, job_id: str) -> None:
+    async def _asker(
+        self, job_id: str, lookup: Callable[[], Awaitable[Turn | None]]
+    ) -> tuple[Turn, Poster] | None:
+        """The turn to tell it waits, and its poster; None for a follow-on or wake job (its turn's own job tells)
+        or a turn gone or not installed (the run itself logs why when its turn comes)."""
         if ":turn:" not in job_id:
-            return  # a follow-on job: its turn's own job already said so
-        turn = await self.threads.waiting(thread, turn_id)
+            return None
+        turn = await lookup()
         if turn is None:
-            return
+            return None
         try:
-            poster = await self.runner.poster(turn)
+            return turn, await self.runner.poster(turn)
         except NotInstalled:
-            return  # the run itself logs why when its turn comes
+            return None
+
+    async def _tell_queued(self, thread: str, turn_id: str, job_id: str) -> None:
+        asker = await self._asker(job_id, lambda: self.threads.waiting(thread, turn_id))
+        if asker is None:
+            return
+        turn, poster = asker
         await poster.post(turn.target, render.notice(
             ":hourglass: I'm still working on an earlier request in this thread. "
             "Yours is queued and I'll start on it as soon as that run ends."
