@@ -46,6 +46,7 @@ from bot.identity import Conversation, Workspace
 from bot.jobs import Turn, enqueue_turn
 from bot.keys import AppKeys
 from bot.redis import RedisHandle
+from bot.settings import DEFAULT_MAX_CONCURRENT_RUNS
 
 LLM_DELAY = 0.2
 CALLS = 11  # 10 tool steps and the final answer
@@ -126,7 +127,10 @@ async def one_run(
     slack_url: str, llm_url: str, n: int, *, profile: bool = False, extra: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     prefix = new_prefix("conc")
+    # Every run is one workspace's: its cap (10 by default) would park all but 10, and a parked job ends at once,
+    # which worker_proc would count as a finished run. The cap is bench/fair_share.py's subject, not this one's.
     values = settings_values(prefix, slack_url, llm_url, worker_max_jobs=n, thread_ttl_seconds=3600,
+                             agent_max_concurrent_runs_per_workspace=max(n, DEFAULT_MAX_CONCURRENT_RUNS),
                              llm_price_prompt_per_1m="0.01", llm_price_completion_per_1m="0.01")
     handle = RedisHandle(values["redis_url"])
     worker = await WorkerProcess.start(values, n, extra=extra)

@@ -6,14 +6,16 @@ the fakes in their own processes (the fake Slack Web API, the fake LLM with the 
 and the final answer, ``--delay`` each). ``WORKER_MAX_JOBS`` is N / P per process unless ``--max-jobs``: arq's poll
 takes up to that many jobs at once, so a larger limit lets the first child to poll take more than its share. The
 connection pools follow it already: ``OPENAI_MAX_CONNECTIONS`` 0 is no cap of its own, ``SLACK_MAX_CONNECTIONS``
-0 is two per job (at least 100). Slack pacing is off, as in benchmark 4.
+0 is two per job (at least 100). Slack pacing is off, as in benchmark 4, and the workspace's run cap is N (every
+run is one workspace's; the default cap of 10 would park the rest: ``bench/fair_share.py``'s subject).
 
 Per level and repetition, a fresh tree: warm-up turns one at a time until every child's arq heartbeat counts a
 finished job, then N turns enqueued at once the way the receiver does (``enqueue_turn``, each its own thread and
 channel). Figures: runs/s from the first enqueue to the last final answer (the fake Slack's post time, the same
 monotonic clock) and from the first run's first post, against the ideal N / (11 x delay); CPU ms per step of
 the whole tree (supervisor and children, from /proc), and what the idle tree costs; each child's peak RSS
-(VmHWM) and RSS per in-flight run above the warmed-up children; jobs per child (arq's heartbeat); every run answered exactly once; the load average.
+(VmHWM) and RSS per in-flight run above the warmed-up children; jobs per child (arq's heartbeat); every run
+answered exactly once; the load average.
 
     python bench/scale_out.py [--runs 100,200] [--reps 3] [--processes 2] [--max-jobs 0] [--json out.json]
 """
@@ -45,11 +47,12 @@ from common import (
     summarize_dicts,
     write_json,
 )
-from concurrency import _turn, enqueue
+from concurrency import FAKE_PIDS, _others_cpu, _turn, enqueue
 from two_machines import Machine
 
 from bot.keys import worker_health_key
 from bot.redis import RedisHandle
+from bot.settings import DEFAULT_MAX_CONCURRENT_RUNS
 
 CALLS = 11  # 10 tool steps and the final answer
 FINAL = "All done."
@@ -104,14 +107,23 @@ def key_of(turn: Any) -> str:
     return f"{turn.channel_id} {turn.reply_thread_ts}"
 
 
-async def wait_answered(stats_url: str, keys: set[str], timeout: float) -> dict[str, list[tuple[float, str]]]:
-    """Until every thread in ``keys`` has its final answer (or ``timeout``); the posts then."""
+async def posts_ok(slack_url: str) -> int:
+    """Posts the fake Slack accepted so far (its cheap summary: the full stats grow with every post)."""
+    return int((await get_json(slack_url.replace("/api/", "/_bench/stats?summary=1")))["posts_ok"])
+
+
+async def wait_answered(slack_url: str, keys: set[str], until_posts: int, timeout: float
+                        ) -> dict[str, list[tuple[float, str]]]:
+    """Until the fake Slack accepted ``until_posts`` posts in all and every thread in ``keys`` has its final
+    answer (or ``timeout``); the posts then."""
     deadline = time.monotonic() + timeout
     while True:
-        posts = thread_posts(await get_json(stats_url), keys)
-        if all(any(t.startswith(FINAL) for _, t in posts.get(k, [])) for k in keys) or time.monotonic() > deadline:
-            return posts
-        await asyncio.sleep(0.25)  # the figures use the fake's post times, not this poll's
+        if await posts_ok(slack_url) >= until_posts or time.monotonic() > deadline:
+            found = thread_posts(await get_json(slack_url.replace("/api/", "/_bench/stats?threads=1")), keys)
+            if all(any(t.startswith(FINAL) for _, t in found.get(k, [])) for k in keys) \
+                    or time.monotonic() > deadline:
+                return found
+        await asyncio.sleep(0.1)  # the figures use the fake's post times, not this poll's
 
 
 async def one_run(slack_url: str, llm_url: str, n: int, processes: int, max_jobs: int, delay: float
@@ -119,7 +131,10 @@ async def one_run(slack_url: str, llm_url: str, n: int, processes: int, max_jobs
     prefix = new_prefix("scale")
     tag = uuid.uuid4().hex[:4].upper()
     per_process = max_jobs or -(-n // processes)
+    # All N runs are one workspace's: its cap (AGENT_MAX_CONCURRENT_RUNS_PER_WORKSPACE, 10 by default) would park
+    # all but 10 of them, which is bench/fair_share.py's subject, not this one's.
     values = settings_values(prefix, slack_url, llm_url, worker_max_jobs=per_process, thread_ttl_seconds=3600,
+                             agent_max_concurrent_runs_per_workspace=max(n, DEFAULT_MAX_CONCURRENT_RUNS),
                              llm_price_prompt_per_1m="0.01", llm_price_completion_per_1m="0.01")
     stats_url = slack_url.replace("/api/", "/_bench/stats?threads=1")
     queue = values["arq_queue_name"]
@@ -138,8 +153,9 @@ async def one_run(slack_url: str, llm_url: str, n: int, processes: int, max_jobs
                 raise RuntimeError(f"warm-up: jobs per child {await jobs_done(redis, queue, pids)}")
             turn = _turn(warm_turns, f"W{tag}")
             warm_turns += 1
+            before = await posts_ok(slack_url)
             await enqueue(handle, values, [turn])
-            await wait_answered(stats_url, {key_of(turn)}, 30.0)
+            per_run = len((await wait_answered(slack_url, {key_of(turn)}, before + 1, 30.0))[key_of(turn)])
             await asyncio.sleep(HEARTBEAT_WAIT)
         warm_jobs = await jobs_done(redis, queue, pids)
         rss_warm = [tree.status(pid, "VmRSS") for pid in pids]
@@ -149,12 +165,15 @@ async def one_run(slack_url: str, llm_url: str, n: int, processes: int, max_jobs
         idle = (cpu.seconds() - idle0) / IDLE_S
         turns = [_turn(i, f"R{tag}") for i in range(n)]
         keys = {key_of(t) for t in turns}
+        others0 = _others_cpu()
+        before = await posts_ok(slack_url)
         cpu0 = cpu.seconds()
         t_enqueue = time.monotonic()
         await enqueue(handle, values, turns)
         t_enqueued = time.monotonic()
-        posts = await wait_answered(stats_url, keys, RUN_TIMEOUT)
+        posts = await wait_answered(slack_url, keys, before + n * per_run, RUN_TIMEOUT)
         cpu1 = cpu.seconds()
+        others1 = _others_cpu()
         rss_peak = [tree.status(pid, "VmHWM") for pid in pids]
         await asyncio.sleep(HEARTBEAT_WAIT + 1)  # late duplicates, if any, arrive now; heartbeats refresh
         late = thread_posts(await get_json(stats_url), keys)
@@ -188,6 +207,8 @@ async def one_run(slack_url: str, llm_url: str, n: int, processes: int, max_jobs
         "cpu_ms_per_step": (cpu1 - cpu0) * 1000 / (n * CALLS),
         "tree_cpu_cores": (cpu1 - cpu0) / wall,
         "idle_tree_cpu_cores": idle,
+        # What the fakes and Redis used meanwhile (cores): on 2 cores they compete with the tree.
+        "others_cpu_cores": {k: (others1[k] - others0[k]) / wall for k in others0},
         "rss_warm_mb_per_child": [round(r / 2**20, 1) for r in rss_warm],
         "rss_peak_mb_per_child": [round(r / 2**20, 1) for r in rss_peak],
         "rss_peak_mb_max_child": max(rss_peak) / 2**20,
@@ -204,7 +225,9 @@ async def one_run(slack_url: str, llm_url: str, n: int, processes: int, max_jobs
 
 async def main(levels: list[int], reps: int, processes: int, max_jobs: int, delay: float) -> dict[str, Any]:
     out: dict[str, Any] = {"machine": machine(), "levels": {}}
-    with fake_slack() as (_, slack_url), fake_llm(delay=delay, calls=CALLS, tool="calculator") as (_, llm_url):
+    with fake_slack() as (slack_proc, slack_url), \
+            fake_llm(delay=delay, calls=CALLS, tool="calculator") as (llm_proc, llm_url):
+        FAKE_PIDS.update(slack=slack_proc.pid, llm=llm_proc.pid)
         for n in levels:
             runs = []
             for _ in range(reps):
