@@ -74,9 +74,7 @@ class BudgetUsage:
 
     @property
     def remaining_micros(self) -> int | None:
-        if self.limit_micros is None:
-            return None
-        return max(0, self.limit_micros - self.spent_micros - self.held_micros)
+        return self.state().free_micros
 
     @property
     def resets_at(self) -> datetime:

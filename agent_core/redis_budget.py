@@ -182,7 +182,8 @@ class RedisBudget:
     def _windows(self, now: datetime, reservation: Reservation | None) -> tuple[PeriodWindow, tuple[PeriodWindow, ...]]:
         # A hold settles in the periods it was made in, since that is where its cost was reserved.
         if isinstance(reservation, RedisReservation) and reservation.period_id and reservation.period_end:
-            own = PeriodWindow(self.period, reservation.period_id, reservation.period_end, reservation.period_end)
+            # The window that ends where the hold's did (the instant before its end lies in it).
+            own = period_window(reservation.period_end - timedelta(microseconds=1), self.period)
             if len(reservation.layer_windows) == len(self.layers):
                 return own, reservation.layer_windows
         else:
@@ -262,7 +263,7 @@ class RedisBudget:
 
     async def top_spenders(self, n: int = 5) -> list[tuple[str, int]]:
         """Who spent most this period (member, micro-dollars), from the first member layer's tally."""
-        keys, _, _, windows = self._ledgers(self._clock())
+        keys = self._ledgers(self._clock())[0]
         for index, layer in enumerate(self.layers):
             if layer.member is not None:
                 tally = keys[4 + 3 * index]

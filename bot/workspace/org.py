@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
@@ -21,8 +22,9 @@ from redis.exceptions import RedisError, WatchError
 from agent_core import BudgetLayer, Period, StoreError, format_usd, utc_now
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.workspace.command import COUNT_RE
-from bot.workspace.config import AUDIT_CAP, BOUNDS, DEFAULT_PERIOD, ORG_LAYER, Change
+from bot.workspace.command import InvalidValue
+from bot.workspace.config import AUDIT_CAP, DEFAULT_PERIOD, ORG_LAYER, Change
+from bot.workspace.store import decode_value
 
 _MAX_WATCH_RETRIES = 20
 
@@ -91,9 +93,13 @@ class OrgBudgetStore:
 
 
 def _decode(raw: dict[str, str]) -> OrgBudget:
-    # A hand-written or older value that does not validate is ignored, as the workspace's own limits are.
-    amount = raw.get("budget_micros", "none")
-    bound = BOUNDS["budget_micros"]
-    micros = int(amount) if COUNT_RE.fullmatch(amount) and bound.low <= int(amount) <= bound.high else None
-    period: Period = "daily" if raw.get("period") == "daily" else "monthly" if raw.get("period") else DEFAULT_PERIOD
-    return OrgBudget(micros, period)
+    # The workspace limits' own decoding; a hand-written or older value that does not validate is ignored.
+    try:
+        micros = decode_value("budget_micros", raw.get("budget_micros", "none"))
+    except InvalidValue:
+        micros = None
+    try:
+        period = decode_value("period", raw.get("period", DEFAULT_PERIOD))
+    except InvalidValue:
+        period = DEFAULT_PERIOD
+    return OrgBudget(micros if isinstance(micros, int) else None, cast(Period, period))

@@ -57,7 +57,7 @@ def format_show(
         f"• Max cost per run: {format_usd(config.max_cost_micros)}",
         f"• Runs at once: {config.max_concurrent:,} (more wait their turn)",
         f"• Budget: {describe_budget(config)}",
-        f"• Spent {'this month' if usage.window.period == 'monthly' else 'today'}: {format_usd(usage.spent_micros)}"
+        f"• Spent {_this_period(usage.window.period)}: {format_usd(usage.spent_micros)}"
         + (f" (+ {format_usd(usage.held_micros)} held by runs in progress)" if usage.held_micros else ""),
     ]
     if usage.remaining_micros is not None:

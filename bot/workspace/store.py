@@ -68,7 +68,8 @@ def _encode(config_field: ConfigField, value: ConfigValue) -> str:
     return "none" if value is None else str(value)
 
 
-def _decode(config_field: ConfigField, raw: str) -> ConfigValue:
+def decode_value(config_field: ConfigField, raw: str) -> ConfigValue:
+    """A stored value back, validated as a typed one; raises ``InvalidValue`` for one nobody could have typed."""
     if config_field in OPTIONAL_FIELDS and raw == "none":
         return None
     if config_field == "period":
@@ -134,7 +135,7 @@ class WorkspaceLimitsStore:
             if name not in FIELDS:
                 continue
             try:
-                overrides[name] = _decode(name, as_text(value) or "")
+                overrides[name] = decode_value(name, as_text(value) or "")
             except InvalidValue:
                 # Written by hand or by an older version: ignore it rather than run with a nonsense limit.
                 log.warning("ignoring invalid stored limit %s=%r", name, value)
@@ -157,7 +158,7 @@ class WorkspaceLimitsStore:
                 raise ValueError(f"not a workspace limit: {name!r}")
             if value is not None or name not in OPTIONAL_FIELDS:
                 # The same validation as typed values, so a caller cannot store what a person could not.
-                _decode(name, _encode(name, value))
+                decode_value(name, _encode(name, value))
 
         def plan(before: WorkspaceConfig) -> tuple[dict[str, str], list[Change]]:
             at = self._clock()
