@@ -45,3 +45,33 @@ async def test_a_refused_rich_post_is_posted_whole_as_plain_text(redis_client: a
         assert ts == posted[0].ts
         assert len(posted) > 1 and all(len(m.text) <= SECTION_LIMIT for m in posted)
         assert " ".join(m.text for m in posted).split() == text.split()
+
+
+async def test_status_comes_back_after_a_quiet_spell_not_after_every_reply() -> None:
+    import asyncio
+
+    from bot.poster import STATUS_TEXT, Target, ThreadStatus
+    from bot.slack_client import make_web_client
+    from tests.fakes.slack_api import FakeSlack
+
+    async with FakeSlack() as slack:
+        client = make_web_client(token="xoxb-test", base_url=slack.base_url, max_retry_after=0)
+        target = Target("T1", "", "C1", "1.1", "1.1")
+        # Replies in quick succession (a fast run): the status is not set again between them.
+        busy = ThreadStatus(client, target, resume_seconds=3600)
+        await busy.start()
+        for _ in range(5):
+            await busy.touch()
+        await busy.stop()
+        assert [s[2] for s in slack.statuses] == [STATUS_TEXT, ""]
+
+        # Once the thread is quiet, the status a reply cleared is shown again, and stop still clears it last.
+        slack.statuses.clear()
+        quiet = ThreadStatus(client, target, resume_seconds=0)
+        await quiet.start()
+        await quiet.touch()
+        async with asyncio.timeout(5):
+            while len(slack.statuses) < 2:
+                await asyncio.sleep(0.01)
+        await quiet.stop()
+        assert [s[2] for s in slack.statuses] == [STATUS_TEXT, STATUS_TEXT, ""]
