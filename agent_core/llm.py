@@ -125,7 +125,8 @@ def _uses_max_completion_tokens(model: str) -> bool:
 class OpenAIChatLLM:
     """Chat Completions through ``AsyncOpenAI``; retries are ours, so non-retryable 429s fail at once.
 
-    ``stream``: ask for server-sent events and hand the text to ``on_delta`` as it arrives.
+    ``stream``: ask for server-sent events and hand the text to ``on_delta`` as it arrives (a call without an
+    ``on_delta`` has no reader for it and is one plain request).
     ``api_version``: Azure OpenAI, configured as ``AsyncAzureOpenAI`` would be (``api-key`` header,
     ``api-version`` query, ``/deployments/{model}`` when the base URL names no deployment).
     ``max_connections``: the connection pool's size; 0 is no cap of its own (one connection per call in flight).
@@ -194,7 +195,7 @@ class OpenAIChatLLM:
         params: dict[str, Any] = {"model": self.model, "messages": list(messages), self._limit_param: max_tokens}
         if tools:
             params["tools"] = tools
-        if self.streams:
+        if self.streams and on_delta is not None:
             params["stream"] = True
             params["stream_options"] = {"include_usage": True}
         body = encode_body(params)

@@ -292,6 +292,7 @@ class Agent:
             stopper=stopper, executor=executor, budget=request.budget or self.budget,
             cancel=request.cancel or CancelToken(), scope=request.scope or ToolContext(run_id="", step=0),
             tools_spec=tools_spec, traces=traces, finished_steps=request.finished_steps,
+            streams=self._streams and request.stream_text,
             # The run's tools are fixed: its system message and the schemas' tokens are made once.
             system=context.system_message(self.system_prompt, executor.registry.describe(), protocol_text),
             tools_tokens=count_tools(self.counter, tools_spec),
@@ -321,7 +322,7 @@ class Agent:
         )
 
     def _live(self, run: Run) -> deltas.LiveText[LLMResponse | Stop]:
-        redact = self._redactor.redact if self._streams else None
+        redact = self._redactor.redact if run.streams else None
         return deltas.LiveText(run.stopper.steps + 1, self.protocol, redact, self.secrets,
                                tools_offered=run.tools_spec is not None)
 
@@ -332,7 +333,7 @@ class Agent:
         if isinstance(held, Stop):
             return held
         plan = held.plan if held is not None else plan
-        if self._streams:  # checked once, in __init__ (a protocol isinstance costs ~50 µs)
+        if run.streams:  # the LLM's kind checked once, in __init__ (a protocol isinstance costs ~50 µs)
             call = cast(StreamingLLM, self.llm).complete(
                 prompt.messages, tools=run.tools_spec, max_tokens=plan.max_tokens, on_delta=on_delta)
         else:

@@ -44,4 +44,8 @@ class RunRequest:
     #: Also yield a ``StepFinished`` after each step is persisted, for a renderer of whole steps (Slack's
     #: replies); off by default, so the terminal reads only the fine-grained events.
     finished_steps: bool = False
+    #: Ask the model for its text as it writes it (``AnswerDelta``), when the Agent's LLM streams. A caller that
+    #: shows only whole steps and the answer whole (Slack's replies) turns it off: one plain response per call,
+    #: not a stream of chunks to parse.
+    stream_text: bool = True
 

@@ -49,6 +49,8 @@ class Run:
     open_step: StepFinished | None = None
     #: The caller asked for a ``StepFinished`` after each persisted step (``RunRequest.finished_steps``).
     finished_steps: bool = False
+    #: The LLM's text arrives as it is written (the LLM streams and ``RunRequest.stream_text`` asks for it).
+    streams: bool = False
     #: The run's system message (prompt and tool list) and its tool schemas' tokens: fixed for the run.
     system: Message = field(default_factory=dict)
     tools_tokens: int = 0

@@ -233,6 +233,7 @@ class TurnRunner:
                     limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
                     registry=self.toolbox.for_run(parts.plan.tools, task=turn.text),
                     finished_steps=True,  # the replies display posts whole steps, once persisted
+                    stream_text=sink.shows_answer_live,
                 ))
                 interrupted = await pipelined(events, sink, keeper.valid)
                 if interrupted is not None or not keeper.valid():

@@ -29,6 +29,8 @@ class RunSink(Protocol):
     status: ThreadStatus | None
     first_ts: str | None
     final: Stopped | None
+    #: It shows the answer as the model writes it (``append_answer``); if not, the engine need not stream it.
+    shows_answer_live: bool
 
     async def emit(self, event: Event) -> None:
         """The engine's next event, in order."""
@@ -76,6 +78,8 @@ class RunLedger:
 
 class SlackEventSink:
     """Turns the event stream into the thread: one reply per step (``full``) or one edited status (``compact``)."""
+
+    shows_answer_live = False
 
     def __init__(
         self,

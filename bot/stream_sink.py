@@ -47,6 +47,8 @@ INTERRUPTED_NOTE = "\n\n_Interrupted; the run goes on in the next message._"
 class StreamEventSink:
     """One run as one streamed reply; the same interface as :class:`~bot.sink.SlackEventSink` (``RunSink``)."""
 
+    shows_answer_live = True
+
     def __init__(
         self,
         poster: Poster,

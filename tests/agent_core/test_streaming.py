@@ -204,3 +204,20 @@ async def test_a_secret_split_across_chunks_never_streams(fake_openai: FakeOpenA
     shown = "".join(e.text for e in events if isinstance(e, AnswerDelta | ThoughtDelta))
     assert shown.count("[redacted]") == 2 and "hunter2" not in shown and "sk-aaaa" not in shown
     assert "The password is [redacted]" in shown
+
+
+async def test_a_run_that_does_not_show_text_live_asks_for_no_stream(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    from agent_core import RunRequest
+
+    fake_openai.queue(*script(), *script())
+    agent = make_agent(stream=True)
+    whole = [e async for e in agent.events(RunRequest(TASK, stream_text=False))]
+    live = await collect(agent)
+    # Same run, same answer; only the run that asked for live text got a stream (and its deltas).
+    assert [r.stream for r in fake_openai.requests] == [False, False, True, True]
+    assert not [e for e in whole if isinstance(e, AnswerDelta | ThoughtDelta)]
+    assert joined(live, AnswerDelta, 2) == "Tokyo is in Asia/Tokyo; zone zone."
+    ends = [events[-1] for events in (whole, live)]
+    assert all(isinstance(e, Stopped) and e.answer == "Tokyo is in Asia/Tokyo; zone zone." for e in ends)

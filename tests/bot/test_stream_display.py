@@ -155,6 +155,20 @@ async def test_the_answer_streams_in_as_the_model_writes_it_and_ends_whole(
     assert stream.markdown.index("Paris.") < stream.markdown.index("Stop reason: `final_answer`")
     # Start, stop, and at least one append between them with part of the answer: it streamed.
     assert stream.calls >= 3, stream.calls
+    assert fake_openai.requests[-1].stream
+
+
+async def test_the_replies_display_asks_the_model_for_no_stream(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str,
+) -> None:
+    # Replies post the answer whole: the model is asked for one plain response (OPENAI_STREAM is on).
+    await use(redis_client, key_prefix, "replies")
+    fake_openai.queue(text("Paris."))
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> capital of France?", ts=ts)))
+    await app.drain()
+    assert any("Paris." in m.block_text() for m in fake_slack.thread_messages("C1", ts))
+    assert [r.stream for r in fake_openai.requests] == [False]
 
 
 async def test_an_answer_cut_mid_stream_is_never_presented_as_complete(
