@@ -1,22 +1,14 @@
-"""Feeding one run's events to its thread: one event behind the engine, gated by the run's lease, and the Stop
-button's watcher."""
+"""Feeding one run's events to its thread: one event behind the engine, gated by the run's lease."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Callable
 
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
-
-from agent_core import AnswerDelta, CancelToken, Event, Observed, Stopped, StreamReset, ThoughtDelta
+from agent_core import AnswerDelta, Event, Observed, Stopped, StreamReset, ThoughtDelta
 from bot import metrics
-from bot.redis import as_text
 from bot.sink import RunSink
-
-log = logging.getLogger(__name__)
 
 #: Shown after streamed answer text the engine took back (the call was cut, or it was not the final answer).
 CUT_OFF = "\n\n_(cut off there: that was not the final answer)_\n\n"
@@ -92,27 +84,3 @@ async def aclose_events(events: AsyncIterator[Event] | None) -> None:
     close = getattr(events, "aclose", None)
     if close is not None:
         await close()
-
-
-async def watch_cancel(redis: Redis, key: str, run_id: str, token: CancelToken) -> None:
-    """Fire ``token`` when Stop is pressed; a dropped Redis connection is re-subscribed, never fatal."""
-    delay = 0.1
-    while True:
-        pubsub = redis.pubsub()
-        try:
-            await pubsub.subscribe(key)
-            # Subscribed first, then the flag: a press between the two is seen by one or the other.
-            reason = await redis.get(key)
-            while reason is None:
-                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
-                if message is not None and message.get("type") == "message":
-                    reason = message.get("data")
-            token.cancel(as_text(reason) or "")
-            return
-        except (RedisError, OSError) as exc:
-            log.warning("Stop watcher for %s lost Redis (%s); re-subscribing in %.1fs", run_id, exc, delay)
-        finally:
-            with contextlib.suppress(RedisError, OSError):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 5.0)

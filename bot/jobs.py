@@ -131,6 +131,7 @@ class Runtime:
         try:
             await self.toolbox.aclose()  # stdio servers are child processes: never leave them behind
         finally:
+            await self.runner.cancels.aclose()
             await self.agent.aclose()
 
     async def run_thread(self, thread: str, turn_id: str, *, job_id: str, job_try: int, last_try: bool) -> str:

@@ -45,6 +45,10 @@ class AppKeys(Keys):
         """The Stop flag of run R and the pub/sub channel it is announced on (the flag covers a late watcher)."""
         return f"{self.thread_base(thread)}:cancel:{run_id}"
 
+    def cancel_pattern(self) -> str:
+        """Glob of every run's Stop channel (``cancel``): a worker process's one subscription."""
+        return f"{_glob_escape(self.prefix)}:*:cancel:*"
+
     def approval(self, thread: str, run_id: str, request_id: str) -> str:
         """One approval request: ``pending``, then its decision; also the channel the decision is published on."""
         return f"{self.thread_base(thread)}:approval:{run_id}:{request_id}"
@@ -169,3 +173,8 @@ class AppKeys(Keys):
 def worker_health_key(queue_name: str, host: str, pid: int) -> str:
     """arq's heartbeat key of one worker process: per process, so each has a health signal of its own."""
     return f"{queue_name}:health-check:{host}:{pid}"
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally in a Redis glob (PSUBSCRIBE, SCAN MATCH)."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

@@ -34,8 +34,9 @@ from agent_core import (
 )
 from bot import metrics, render
 from bot.approvals import SlackApprover
+from bot.cancel_watch import CancelWatch
 from bot.egress import ThreadNotices, egress_policy
-from bot.feed import aclose_events, pipelined, watch_cancel
+from bot.feed import aclose_events, pipelined
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.logs import log_context
@@ -119,6 +120,7 @@ class TurnRunner:
         self.limits = limits
         self.toolbox = toolbox
         self.leases = leases
+        self.cancels = CancelWatch(redis, keys.cancel_pattern())
         # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
         # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
         self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=2)
@@ -223,8 +225,7 @@ class TurnRunner:
         """The engine's events to the thread, under the run's lease. Returns why the thread could not be
         written to ("" if it could), or None when the run was interrupted and is left for a resume."""
         run_id, sink = turn.run_id, parts.sink
-        watcher = asyncio.create_task(watch_cancel(self.redis, self.keys.cancel(turn.thread, run_id), run_id,
-                                                   parts.token))
+        watcher = asyncio.create_task(self.cancels.watch(self.keys.cancel(turn.thread, run_id), parts.token))
         events: AsyncIterator[Event] | None = None
         try:
             async with LeaseKeeper(self.leases, lease, parts.token) as keeper:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import redis.asyncio as aioredis
+
 from agent_core.keys import Keys
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys, worker_health_key
@@ -103,3 +105,19 @@ def test_every_key_string_is_unchanged() -> None:
 
 def test_the_engine_and_the_app_agree_on_a_thread_base() -> None:
     assert Keys("p").thread_base(THREAD) == AppKeys("p").thread_base(THREAD)
+
+
+
+async def test_the_stop_pattern_matches_every_runs_stop_key_and_nothing_else(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    # Redis matches the glob itself (SCAN MATCH uses the same matcher as PSUBSCRIBE); the prefix holds glob
+    # characters, which must match only themselves.
+    keys = AppKeys(f"{key_prefix}[1]*")
+    stop = keys.cancel(THREAD, "run-1")
+    others = (AppKeys(f"{key_prefix}[1]x").cancel(THREAD, "run-1"), AppKeys(f"{key_prefix}1").cancel(THREAD, "run-1"),
+              keys.approval(THREAD, "run-1", "r1"), keys.run(THREAD, "run-1"))
+    for key in (stop, *others):
+        await redis_client.set(key, "1", ex=60)
+    found = {k.decode() async for k in redis_client.scan_iter(match=keys.cancel_pattern(), count=1000)}
+    assert found == {stop}
