@@ -42,9 +42,9 @@ async def pipelined(
                 return None
             if await deltas.take(event):
                 continue
-            if isinstance(event, Observed):
-                metrics.record_tool_call(event.tool, event.outcome, event.duration_ms / 1000)
-            posting = asyncio.create_task(sink.emit(event))
+            _count(event)
+            if sink.shows(event):
+                posting = asyncio.create_task(sink.emit(event))
         if posting is not None:
             await posting
     except asyncio.CancelledError:
@@ -57,6 +57,11 @@ async def pipelined(
                 await posting  # the replies so far still go out before the failure is reported
         raise
     return None
+
+
+def _count(event: Event) -> None:
+    if isinstance(event, Observed):
+        metrics.record_tool_call(event.tool, event.outcome, event.duration_ms / 1000)
 
 
 class _Deltas:

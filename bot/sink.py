@@ -32,8 +32,11 @@ class RunSink(Protocol):
     #: It shows the answer as the model writes it (``append_answer``); if not, the engine need not stream it.
     shows_answer_live: bool
 
+    def shows(self, event: Event) -> bool:
+        """Whether ``emit`` does anything with ``event`` (the others are not handed to it at all)."""
+
     async def emit(self, event: Event) -> None:
-        """The engine's next event, in order."""
+        """The engine's next event, in order (each one that ``shows``)."""
 
     async def append_answer(self, text: str) -> None:
         """A piece of the answer as the model writes it (the engine's ``AnswerDelta``); the streamed displays show
@@ -116,6 +119,9 @@ class SlackEventSink:
 
     async def close(self) -> None:
         return None  # every reply is a finished message already
+
+    def shows(self, event: Event) -> bool:
+        return isinstance(event, RunStarted | StepFinished | Stopped)
 
     async def emit(self, event: Event) -> None:
         # A step is shown once persisted, whole (StepFinished); its fine-grained events are the streamed

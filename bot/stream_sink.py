@@ -96,6 +96,9 @@ class StreamEventSink:
         return self._writer
 
     # -- the RunSink interface ---------------------------------------------------------------------------------
+    def shows(self, event: Event) -> bool:
+        return True  # every event may change the stream (cards, plan) or be shown after a fall-back
+
     async def emit(self, event: Event) -> None:
         mark = len(self._events)
         self._events.append(event)
