@@ -51,7 +51,7 @@ class RunSink(Protocol):
 
 
 class RunLedger:
-    """What a run already posted (first reply ts, last posted step), so a resumed run does not repeat it."""
+    """What a run already posted (first reply ts, the final answer), so a resumed run does not repeat it."""
 
     def __init__(self, redis: Redis, key: str, ttl_seconds: int) -> None:
         self._redis = redis
@@ -102,7 +102,6 @@ class SlackEventSink:
         self.status = status
         self.first_ts: str | None = None
         self.final: Stopped | None = None
-        self._posted_step = 0
 
     def resume_from(self, first_ts: str | None) -> None:
         """Take over a run another sink started (the streamed display falling back): its first reply is posted."""
@@ -136,7 +135,6 @@ class SlackEventSink:
 
     async def _started(self, event: RunStarted) -> None:
         seen = await self.ledger.get()
-        self._posted_step = int(seen.get("posted_step", "0"))
         self.first_ts = seen.get("first_ts") or None
         if self.first_ts is None:
             self.first_ts = await self.poster.post(self.target, render.started(event, self.view))
@@ -148,20 +146,17 @@ class SlackEventSink:
     async def _step(self, step: StepFinished) -> None:
         if not step.calls and not step.observations and not step.thought:
             return  # nothing to show (an empty reply the model was asked to redo)
-        if step.step <= self._posted_step:
-            return  # posted before a worker restart; the engine replays nothing older, this is belt and braces
+        # No ledger mark per step: a step arrives once, after its write, and a resumed run replays no step
+        # it had written (the engine's guarantee), so the thread cannot get one twice; the mark was a round trip
+        # per step for nothing.
         if self.verbosity == "compact":
             if self.first_ts:
                 live = render.live_status(step, self.view, steps_done=step.step)
                 await self.poster.update(self.target, self.first_ts, live, best_effort=True)
-        else:
-            await self._post_then_mark(render.step_messages(step), posted_step=step.step)
-            self._posted_step = step.step
-            if self.status is not None:
-                await self.status.touch()
             return
-        self._posted_step = step.step
-        await self.ledger.set(posted_step=step.step)
+        await asyncio.shield(self._post_all(render.step_messages(step)))  # not cut in two by a shutdown
+        if self.status is not None:
+            await self.status.touch()
 
     async def _stopped(self, event: Stopped) -> None:
         self.final = event
@@ -175,8 +170,11 @@ class SlackEventSink:
         """Post, then write to the ledger that it was posted, as one unit a shutdown cannot cut in two: a run
         resumed after a handover then never posts the same replies again."""
         async def both() -> None:
-            for message in messages:
-                await self.poster.post(self.target, message)
+            await self._post_all(messages)
             await self.ledger.set(**mark)
 
         await asyncio.shield(both())
+
+    async def _post_all(self, messages: Iterable[SlackMessage]) -> None:
+        for message in messages:
+            await self.poster.post(self.target, message)
