@@ -30,7 +30,7 @@ from bot.jobs import Runtime
 from bot.redis import RedisHandle
 from bot.settings import Settings
 from bot.slack_client import make_web_client
-from bot.worker import DEFAULT_POLL_DELAY_SECONDS, build_worker, close_worker, default_agent
+from bot.worker import DEFAULT_POLL_DELAY_SECONDS, build_worker, close_worker, default_agent, loop_factory
 
 #: What Service uses in production (``python -m bot worker``).
 SERVICE_POLL_DELAY = DEFAULT_POLL_DELAY_SECONDS
@@ -117,5 +117,7 @@ if __name__ == "__main__":
     parser.add_argument("--poll-delay", type=float, default=SERVICE_POLL_DELAY)
     parser.add_argument("--no-shared-slack-session", dest="shared_slack_session", action="store_false")
     args = parser.parse_args()
-    asyncio.run(main(json.loads(args.settings), args.warmup, args.runs, args.timeout, args.poll_delay,
-                     args.shared_slack_session))
+    values = json.loads(args.settings)
+    # The event loop `python -m bot worker` runs on (WORKER_EVENT_LOOP).
+    with asyncio.Runner(loop_factory=loop_factory("worker", Settings(_env_file=None, **values))) as runner:
+        runner.run(main(values, args.warmup, args.runs, args.timeout, args.poll_delay, args.shared_slack_session))

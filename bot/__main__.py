@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import sys
 
@@ -20,6 +21,9 @@ from bot.service import Service, settle_gc
 from bot.settings import Role, Settings
 from bot.supervisor import processes_for, supervise
 from bot.toolbox import mcp_secrets
+from bot.worker import loop_factory
+
+log = logging.getLogger("bot")
 
 
 async def serve(role: Role, settings: Settings) -> None:
@@ -27,6 +31,7 @@ async def serve(role: Role, settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    log.info("%s process on the %s event loop", role, type(loop).__module__.split(".")[0])
     async with Service(settings, role):
         settle_gc()
         await stop.wait()
@@ -47,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         processes = args.processes or processes_for(args.role, settings)
         if processes > 1:
             return asyncio.run(supervise(args.role, processes, settings))
-        asyncio.run(serve(args.role, settings))
+        with asyncio.Runner(loop_factory=loop_factory(args.role, settings)) as runner:
+            runner.run(serve(args.role, settings))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

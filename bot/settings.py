@@ -165,6 +165,9 @@ class Settings(AgentSettings, ToolSettings):
     worker_processes: int = Field(
         default=0, ge=0, description="Worker processes of `worker` and of `python -m bot` (0: one per CPU core)."
     )
+    worker_event_loop: Literal["uvloop", "asyncio"] = Field(
+        default="uvloop", description="Event loop of `worker` processes: uvloop (less CPU per step) or asyncio."
+    )
     http_listen_backlog: int = Field(
         default=LISTEN_BACKLOG, gt=0, description="Kernel queue of connections waiting for accept() (≤ somaxconn)."
     )

@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from arq import Worker
@@ -93,3 +94,20 @@ async def close_worker(worker: Worker) -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Call to deprecated close", category=DeprecationWarning)
         await worker.close()
+
+
+def loop_factory(role: str, settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop a process of ``role`` runs on (None: asyncio's own).
+
+    Workers run uvloop unless ``WORKER_EVENT_LOOP=asyncio``: a step is a handful of HTTP and Redis round trips,
+    and uvloop's loop and transports cut the worker's CPU per step by 12-16 % (``bench/concurrency.py``).
+    Receivers stay on asyncio, whose transports their slow-client defences (``bot/http_guard.py``) were built on.
+    """
+    if role != "worker" or settings.worker_event_loop != "uvloop":
+        return None
+    try:
+        import uvloop
+    except ImportError:  # not built for this platform: the same code runs on asyncio's loop
+        log.info("uvloop is not installed; the worker runs on asyncio's event loop")
+        return None
+    return uvloop.new_event_loop

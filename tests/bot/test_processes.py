@@ -145,3 +145,22 @@ def _is_valkey_on(pid: int, data_dir: Path) -> bool:
     except OSError:
         return False
     return b"valkey-server" in cmdline and cwd.startswith(str(data_dir))
+
+
+async def test_workers_run_uvloop_unless_told_asyncio_and_answer_either_way(
+    tmp_path: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    async with RedisServer(tmp_path / "redis") as server:
+        for setting, loop in ((None, "uvloop"), ("asyncio", "asyncio")):
+            fake_openai.queue(text(f"Answered on {loop}."))
+            extra = {"WORKER_EVENT_LOOP": setting} if setting else {}
+            env = service_env(fake_slack, fake_openai, server.url, WORKER_PROCESSES="2", **extra)
+            async with BotProcess("all", env, tmp_path / f"bot-{loop}.log") as bot:
+                await bot.wait_healthy()
+                ts = next_ts()
+                assert await post_mention(bot, "which loop?", ts) == 200
+                await fake_slack.wait_for("chat.postMessage", timeout=30,
+                                          predicate=lambda c, loop=loop: f"Answered on {loop}." in str(c.params))
+                log = bot.log()
+            assert f"worker process on the {loop} event loop" in log, log
+            assert "web process on the asyncio event loop" in log, log
