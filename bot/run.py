@@ -23,6 +23,7 @@ from agent_core import (
     Lease,
     LeaseKeeper,
     Progress,
+    RedisBudget,
     RedisThreadStore,
     RedisTraceSink,
     RunLeases,
@@ -54,6 +55,8 @@ from tools import Registry, ToolContext
 log = logging.getLogger(__name__)
 #: Stream calls per minute per workspace, all streams together (under Slack's Tier 4).
 STREAM_CALLS_PER_MINUTE = 90
+#: Least time between two reads of a workspace's budget for ``agent_budget_remaining_usd``, seconds.
+BUDGET_GAUGE_SECONDS = 5.0
 
 
 class EventSource(Protocol):
@@ -121,6 +124,7 @@ class TurnRunner:
         self.toolbox = toolbox
         self.leases = leases
         self.cancels = CancelWatch(redis, keys.cancel_pattern())
+        self._gauge_due: dict[str, float] = {}  # team -> when agent_budget_remaining_usd is read again
         # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
         # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
         self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=2)
@@ -178,15 +182,24 @@ class TurnRunner:
             unwritable = await self._drive(turn, parts, lease, resume=resume, last_try=last_try)
         if unwritable is None:
             return "interrupted"
-        with contextlib.suppress(StoreError):  # a gauge; the run is done either way
-            left = (await parts.plan.budget.usage_summary()).remaining_micros
-            if left is not None:
-                metrics.set_budget_remaining(turn.team_id, left)
+        await self._refresh_budget_gauge(turn, parts.plan.budget)
         if parts.sink.final is not None:
             await self._record(turn, parts.sink.final, poster.client)
         elif unwritable:
             await self._record(turn, await self._unwritable_stop(turn, unwritable), poster.client, note=unwritable)
         return "done"
+
+    async def _refresh_budget_gauge(self, turn: Turn, budget: RedisBudget) -> None:
+        # A gauge, scraped every 15 s or so: one read per workspace every few seconds shows the same, where one
+        # per run was a Redis script per run (at 50 runs a second, 50).
+        now = time.monotonic()
+        if self._gauge_due.get(turn.team_id, 0.0) > now:
+            return
+        self._gauge_due[turn.team_id] = now + BUDGET_GAUGE_SECONDS
+        with contextlib.suppress(StoreError):  # the run is done either way
+            left = (await budget.usage_summary()).remaining_micros
+            if left is not None:
+                metrics.set_budget_remaining(turn.team_id, left)
 
     async def _prepare(self, turn: Turn, poster: Poster, job_id: str) -> RunParts | None:
         """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
@@ -285,8 +298,7 @@ class TurnRunner:
     async def _sink(self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster) -> RunSink:
         """The thread's renderer for one run, in the workspace's display and verbosity."""
         ws = turn.workspace
-        verbosity = await self.limits.display.verbosity(ws)
-        display = await self.limits.display.display(ws)
+        display, verbosity = await self.limits.display.both(ws)
         status = ThreadStatus(poster.client, turn.target)
         if display == "replies":
             return SlackEventSink(poster, turn.target, view, ledger, verbosity=verbosity, status=status)

@@ -26,12 +26,16 @@ class DisplaySettings:
         self.default_display = display
 
     async def display(self, ws: Workspace) -> Display:
+        return (await self.both(ws))[0]
+
+    async def both(self, ws: Workspace) -> tuple[Display, Verbosity]:
+        """The display and the verbosity, in one read (a run needs both to start)."""
         try:
-            raw = await awaited(self._redis.hget(self._key(ws), "display"))
+            shown, verbosity = await awaited(self._redis.hmget(self._key(ws), ["display", "verbosity"]))
         except RedisError as exc:
             raise unavailable(exc) from exc
-        value = as_text(raw)
-        return next((d for d in DISPLAYS if d == value), self.default_display)
+        display = next((d for d in DISPLAYS if d == as_text(shown)), self.default_display)
+        return display, next((v for v in VERBOSITIES if v == as_text(verbosity)), self.default)
 
     async def set_display(self, ws: Workspace, value: Display) -> None:
         try:
@@ -40,12 +44,7 @@ class DisplaySettings:
             raise unavailable(exc) from exc
 
     async def verbosity(self, ws: Workspace) -> Verbosity:
-        try:
-            raw = await awaited(self._redis.hget(self._key(ws), "verbosity"))
-        except RedisError as exc:
-            raise unavailable(exc) from exc
-        value = as_text(raw)
-        return next((v for v in VERBOSITIES if v == value), self.default)
+        return (await self.both(ws))[1]
 
     async def set_verbosity(self, ws: Workspace, value: Verbosity) -> None:
         try:

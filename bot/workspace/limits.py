@@ -163,8 +163,7 @@ class WorkspaceLimits:
         usage = await budget.usage_summary()
         spenders = await budget.top_spenders(TOP_SPENDERS)
         changes = await self.store.recent_changes(ws, 5)
-        verbosity = await self.display.verbosity(ws)
-        shape = await self.display.display(ws)
+        shape, verbosity = await self.display.both(ws)
         feedback = format_feedback(await self.feedback.summary(ws, config.period)) if self.feedback else ""
         hosts = format_domains(await self.domains.lists(ws))
         return format_show(
