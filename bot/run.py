@@ -41,6 +41,7 @@ from bot.feed import aclose_events, pipelined
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.logs import log_context
+from bot.permalinks import Permalinks
 from bot.poster import Pacer, Poster, ThreadStatus, ThreadUnwritable
 from bot.settings import Settings
 from bot.sink import RunLedger, RunSink, SlackEventSink
@@ -124,6 +125,7 @@ class TurnRunner:
         self.toolbox = toolbox
         self.leases = leases
         self.cancels = CancelWatch(redis, keys.cancel_pattern())
+        self.permalinks = Permalinks()
         self._gauge_due: dict[str, float] = {}  # team -> when agent_budget_remaining_usd is read again
         # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
         # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
@@ -338,8 +340,7 @@ class TurnRunner:
         with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
             permalink = ""
             with contextlib.suppress(Exception):
-                link = await slack.chat_getPermalink(channel=turn.channel_id, message_ts=turn.reply_thread_ts)
-                permalink = str(link.get("permalink") or "")
+                permalink = await self.permalinks.of(slack, ws.team_id, turn.channel_id, turn.reply_thread_ts)
             await self.limits.store.record_run(ws, RunRecord(
                 user_id=turn.user_id, at=datetime.now(UTC), stop_reason=final.reason.value, steps=final.steps,
                 cost_micros=final.usage.cost_micros, channel_id=turn.channel_id, thread_ts=turn.reply_thread_ts,
