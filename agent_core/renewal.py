@@ -86,12 +86,16 @@ class Renewal:
     def valid(self) -> bool:
         return self._clock() < self.deadline
 
-    async def run(self) -> str:
+    async def run(self, *, first_wait: float | None = None) -> str:
+        """Renew every ``every`` seconds (the first time after ``first_wait``, when given) until the claim is
+        lost; the reason then."""
+        wait = first_wait
         while True:
             left = self.deadline - self._clock()
             if left <= 0:
                 return f"{self.what} could not be renewed for {self.seconds - margin(self.seconds):g}s"
-            await asyncio.sleep(min(self.every, left))
+            await asyncio.sleep(min(self.every if wait is None else wait, left))
+            wait = None
             if not self.valid():
                 continue  # report the loss, do not renew a claim we may no longer hold
             sent = self._clock()

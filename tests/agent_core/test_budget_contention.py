@@ -220,3 +220,32 @@ async def test_a_call_whose_hold_cannot_be_renewed_is_abandoned_before_the_hold_
     assert result.reason is StopReason.ERROR
     assert "abandoned before its budget hold could lapse" in result.detail
     await fake_openai.wait_for_cancelled(1)
+
+
+
+async def test_a_call_longer_than_its_hold_keeps_the_hold_and_is_settled_once(
+    redis_client: aioredis.Redis, key_prefix: str, fake_openai: FakeOpenAI, agents: list[Agent]
+) -> None:
+    answer = asyncio.Event()
+
+    async def script(request: RecordedRequest) -> Reply:
+        await answer.wait()  # the call lasts until the hold has outlived its own lifetime (1.5 s)
+        return text("slow but sure", prompt_tokens=300, completion_tokens=10)
+
+    fake_openai.script = script
+    ledger = budget(redis_client, f"{key_prefix}:ws:T1", 10 * WORST, hold=1.5, renew=0.5)
+    running = asyncio.ensure_future(make(agents, fake_openai).run("q", budget=ledger))
+    await fake_openai.wait_for_requests(1)
+    asked = time.monotonic()
+
+    async def held_past_its_lifetime() -> bool:
+        held = (await ledger.usage_summary()).held_micros
+        assert held > 0, "the hold lapsed under a call in flight"
+        return time.monotonic() - asked > 3.0
+
+    await until(held_past_its_lifetime, what="the hold to outlive its lifetime twice")
+    answer.set()
+    result = await asyncio.wait_for(running, timeout=10)
+    assert result.reason is StopReason.FINAL_ANSWER and result.answer == "slow but sure"
+    usage = await ledger.usage_summary()
+    assert (usage.spent_micros, usage.held_micros) == (COST, 0)
