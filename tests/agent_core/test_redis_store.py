@@ -7,7 +7,7 @@ import redis.asyncio as aioredis
 
 from agent_core.errors import StoreError
 from agent_core.keys import Keys
-from agent_core.redis_store import RedisThreadStore, RedisTraceSink
+from agent_core.redis_store import DEFAULT_TTL_SECONDS, RedisThreadStore, RedisTraceSink
 from agent_core.store import Progress
 
 
@@ -131,3 +131,20 @@ async def test_a_long_thread_loads_only_its_newest_messages(redis_client: aiored
     from agent_core.history import repair
 
     assert [m["role"] for m in repair(list(history))] == ["assistant", "user"]  # the orphaned result is dropped
+
+
+async def test_a_step_of_thousands_of_messages_and_records_is_written_whole_in_order(
+    redis_client: aioredis.Redis, keys: Keys
+) -> None:
+    # More values than one Lua unpack() can take: the step script pushes them in slices, all in one step write.
+    store = RedisThreadStore(redis_client, keys, history_window=20_000, max_trace_records=1_500)
+    t = thread()
+    messages = [{"role": "tool", "tool_call_id": f"c{i}", "content": str(i)} for i in range(9_001)]
+    records = [{"run_id": "r1", "step": 1, "n": i} for i in range(2_001)]
+    await store.append(t, messages, Progress(task="many", step=1), records)
+    state = await store.load(t)
+    assert [m["content"] for m in state.history] == [str(i) for i in range(9_001)]
+    assert state.progress.task == "many" and state.progress.step == 1
+    assert [r["n"] for r in await store.traces(t)] == list(range(501, 2_001))  # the newest 1,500 kept
+    for key in (keys.history(t), keys.progress(t), keys.trace(t)):
+        assert 0 < await redis_client.ttl(key) <= DEFAULT_TTL_SECONDS
