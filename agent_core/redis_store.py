@@ -1,4 +1,4 @@
-"""Redis implementations of the ThreadStore and TraceSink ports: O(1) step appends, one transaction, a TTL.
+"""Redis implementations of the ThreadStore and TraceSink ports: O(1) step appends, one atomic write, a TTL.
 
 History is a Redis list: a step RPUSHes its own messages, so its cost does not grow with the conversation.
 The step's messages, the progress note, its trace records and the TTL refresh go in one script (one round
@@ -54,7 +54,7 @@ return 1
 class RedisThreadStore:
     """ThreadStore on plain Redis commands (no modules), keyed by ``agent_core.keys.Keys``.
 
-    A step's trace records ride in the step's own transaction: one round trip per step, and a record is never
+    A step's trace records ride in the step's own atomic write: one round trip per step, and a record is never
     written for a step that was not.
     """
 

@@ -64,7 +64,7 @@ class Run:
 @dataclass
 class TraceBuffer:
     """The Executor's trace sink in a run of a stored thread: records wait here and ride in the next step write
-    (``ThreadStore.append``), so they share its transaction and its thread, with nothing to bind."""
+    (``ThreadStore.append``), so they share its atomic write and its thread, with nothing to bind."""
 
     pending: list[dict[str, Any]] = field(default_factory=list)
 
