@@ -12,7 +12,7 @@ from typing import Literal
 
 from agent_core.history import Window, trim
 from agent_core.store import Message
-from agent_core.tokens import TokenCounter, count_message, count_messages
+from agent_core.tokens import TOKENS_PER_MESSAGE, TokenCounter, count_lines, count_message, count_messages
 
 SYSTEM_PROMPT = """\
 You are a careful assistant working inside a team's Slack workspace. You solve the user's task step by \
@@ -73,9 +73,10 @@ def assemble(
         else:
             rest.append({"role": "user", "content": progress_note})
     # The earlier part's tokens are known from the window, the run's own from above: only the rest is counted.
+    # The note (the last message, a plain system one) is counted by lines: most are the same as last step's.
     if note_role == "system":
-        tokens = current_tokens + count_message(counter, system) + count_message(counter, task) + count_message(
-            counter, rest[-1]) + earlier_tokens
+        tokens = current_tokens + count_message(counter, system) + count_message(counter, task) + (
+            TOKENS_PER_MESSAGE + count_lines(counter, progress_note)) + earlier_tokens
     else:
         tokens = count_messages(counter, [system, *rest]) + earlier_tokens
     return Prompt([system, *earlier_list, *rest], tokens)
