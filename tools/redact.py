@@ -11,6 +11,7 @@ REDACTED = "[redacted]"
 #: Configured secrets shorter than this are ignored: replacing "abc" everywhere would wreck the text.
 MIN_SECRET_LENGTH = 8
 
+#: A new shape needs its word in ``Redactor._may_hold_secret`` too.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # Slack tokens: bot, user, app-level, legacy, refresh (xoxb-, xoxp-, xapp-, xoxa-, xoxr-, xoxs-, xoxe-…).
     (re.compile(r"\b(?:xox[a-z]|xapp)-[A-Za-z0-9-]{6,}"), REDACTED),
@@ -24,7 +25,6 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         r"\1\2" + REDACTED,
     ),
 )
-
 
 _SPACE = re.compile(r"\s")
 _PIECE_CHARS = 1 << 15
@@ -66,6 +66,7 @@ class Redactor:
         values = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}
         # Longest first, so a secret that contains another is replaced whole.
         ordered = sorted(values, key=len, reverse=True)
+        self._values = tuple(ordered)
         self._literal = re.compile("|".join(re.escape(v) for v in ordered)) if ordered else None
         # A secret with whitespace in it could be cut where a long text is split: such texts go whole.
         self._splittable = not any(_SPACE.search(v) for v in ordered)
@@ -82,11 +83,25 @@ class Redactor:
         return "".join(self._redact_whole(piece) for piece in _pieces(text))
 
     def _redact_whole(self, text: str) -> str:
+        if not self._may_hold_secret(text):
+            return text
         if self._literal is not None:
             text = self._literal.sub(REDACTED, text)
         for pattern, replacement in _PATTERNS:
             text = pattern.sub(replacement, text)
         return text
+
+    def _may_hold_secret(self, text: str) -> bool:
+        """False when no shape nor secret can match: each needs a word below, found with ``in`` (not a regex
+        pass each). The caseless words are looked for lowered; "İ" and "ı" are the only other characters that
+        ``(?i)`` matches to their letters (and lowering "İ" gives two characters)."""
+        if "xox" in text or "xapp" in text or "sk-" in text:
+            return True
+        for value in self._values:
+            if value in text:
+                return True
+        lowered = text.lower()
+        return "bearer" in lowered or "authorization" in lowered or "\u0130" in text or "\u0131" in text
 
     def redact_data(self, value: Any) -> Any:
         """A copy of a JSON-like value (dicts, lists, strings) with every string redacted."""

@@ -70,3 +70,27 @@ def test_wrap_untrusted_neutralises_spoofed_delimiters() -> None:
     assert wrapped.splitlines()[0] == '<<<tool_output name="fetch_url____evil">>>'
     assert "‹‹‹end_tool_output›››" in wrapped
     assert wrapped.endswith("\n<<<end_tool_output>>>")
+
+
+def test_texts_without_a_trigger_are_the_same_as_after_every_pattern_pass() -> None:
+    import random
+
+    from tools.redact import _PATTERNS, REDACTED
+
+    redactor = Redactor(["hunter2hunter2"])
+
+    def every_pass(text: str) -> str:
+        text = text.replace("hunter2hunter2", REDACTED)
+        for pattern, replacement in _PATTERNS:
+            text = pattern.sub(replacement, text)
+        return text
+
+    # "(?i)" matches "İ" and "ı" to the letter i: the quick check must not skip them.
+    assert redactor.redact("authorİzation: tok_1234567890") == "authorİzation: [redacted]"
+    assert redactor.redact("AUTHORıZATION=abcdefgh") == "AUTHORıZATION=[redacted]"
+    pieces = [*"abc :=\"' -", "bearer ", "BeArEr\t", "authorization", "AuthorİZation", "xoxb-", "xapp-", "sk-",
+              "hunter2hunter2", "abcdefghijklmnopqrstuvwxyz0123", "İ", "ı"]
+    rnd = random.Random(3)
+    for _ in range(3000):
+        text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 12)))
+        assert redactor.redact(text) == every_pass(text), repr(text)
