@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 from agent_core.errors import StoreError
 from agent_core.keys import Keys
 from agent_core.store import Message, Progress, ThreadState
+from tools import TraceRecord
 
 T = TypeVar("T")
 
@@ -169,6 +170,8 @@ async def _awaited(result: Awaitable[T] | T) -> T:
 
 
 def _as_dict(rec: Any) -> dict[str, Any]:
+    if type(rec) is TraceRecord:
+        return rec.to_dict()
     if dataclasses.is_dataclass(rec) and not isinstance(rec, type):
         return dataclasses.asdict(rec)
     if isinstance(rec, dict):

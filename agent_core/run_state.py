@@ -12,7 +12,7 @@ from agent_core.events import StepFinished
 from agent_core.history import Window
 from agent_core.stopper import Stopper
 from agent_core.store import Message, Progress
-from tools import Executor, PreparedCall, ToolContext
+from tools import Executor, PreparedCall, ToolContext, TraceRecord
 
 
 @dataclass
@@ -69,6 +69,9 @@ class TraceBuffer:
     pending: list[dict[str, Any]] = field(default_factory=list)
 
     async def record(self, rec: Any) -> None:
+        if type(rec) is TraceRecord:  # the Executor's: its own to_dict is asdict's result, made faster
+            self.pending.append(rec.to_dict())
+            return
         is_record = dataclasses.is_dataclass(rec) and not isinstance(rec, type)
         self.pending.append(dataclasses.asdict(rec) if is_record else dict(rec))
 

@@ -43,6 +43,24 @@ class TraceRecord:
     #: The error text; "" when the call succeeded.
     error: str = ""
 
+    def to_dict(self) -> dict[str, Any]:
+        """``dataclasses.asdict(self)`` without its generic walk (~15 µs): the fields are plain values and the
+        arguments JSON-like, whose containers are copied the same way."""
+        return {
+            "run_id": self.run_id, "step": self.step, "call_id": self.call_id, "tool": self.tool,
+            "arguments": _copied(self.arguments), "started_at": self.started_at, "duration_ms": self.duration_ms,
+            "outcome": self.outcome, "chars_full": self.chars_full, "chars_shaped": self.chars_shaped,
+            "result_full": self.result_full, "error": self.error,
+        }
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    return value
+
 
 class TraceSink(Protocol):
     """Where trace records go (memory in tests, Redis in the service)."""
@@ -65,8 +83,9 @@ class InMemoryTraceSink:
 
 @contextlib.contextmanager
 def tool_span(tool: str, call_id: str, run_id: str) -> Iterator[Any]:
-    """An OpenTelemetry span around one call when OpenTelemetry is installed, else a no-op (yields None)."""
-    if _otel_trace is None:
+    """An OpenTelemetry span around one call when OpenTelemetry is configured, else a no-op (yields None)."""
+    # With no tracer provider set, the span would be a non-recording no-op costing ~6 µs: none is made.
+    if _otel_trace is None or isinstance(_otel_trace.get_tracer_provider(), _otel_trace.ProxyTracerProvider):
         yield None
         return
     tracer = _otel_trace.get_tracer("tools")

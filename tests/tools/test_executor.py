@@ -194,6 +194,16 @@ async def test_execute_runs_and_traces(ctx: ToolContext) -> None:
     assert rec.duration_ms >= 0 and rec.started_at > 1.6e9
 
 
+def test_a_trace_records_dict_is_its_asdict() -> None:
+    import dataclasses
+
+    args = {"q": "x", "nested": [{"a": 1}, None, 2.5], "n": True}
+    rec = TraceRecord("r1", 2, "c1", "search", args, 1.7e9, 3.5, "error", 10, 8, "full", "boom")
+    as_dict = rec.to_dict()
+    assert list(as_dict.items()) == list(dataclasses.asdict(rec).items())  # same keys, same order
+    assert as_dict["arguments"] is not args and as_dict["arguments"]["nested"][0] is not args["nested"][0]
+
+
 async def test_errors_returned_by_prepare_are_traced_too(ctx: ToolContext) -> None:
     sink = InMemoryTraceSink()
     executor = make_executor(trace=sink)
