@@ -68,8 +68,6 @@ class ByteUpperBound:
 
     exact = False
     name = "utf8-bytes-upper-bound"
-    #: A sum over pieces of the text is its count (see :func:`count_lines`).
-    splits_at_lines = True
 
     def count(self, text: str) -> int:
         return len(text.encode("utf-8"))
@@ -82,7 +80,7 @@ class TiktokenCounter:
 
     def __init__(self, encoding: Any) -> None:
         self.name = str(encoding.name)
-        # These two encodings never join a newline to what follows it when that starts as count_lines cuts.
+        # These two encodings never join a newline to what follows it where _count_by_lines cuts.
         self.splits_at_lines = getattr(encoding, "_pat_str", None) in (_O200K_PATTERN, _CL100K_PATTERN)
         encode = encoding.encode_ordinary
 
@@ -91,9 +89,29 @@ class TiktokenCounter:
             return len(encode(text))
 
         self._count = count
+        # A text seen whole before is one lookup; a new one costs only its new lines.
+        self._lines = lru_cache(maxsize=1024)(self._count_by_lines) if self.splits_at_lines else count
 
     def count(self, text: str) -> int:
         return self._count(text)
+
+    def count_lines(self, text: str) -> int:
+        """``count(text)``, for a text rebuilt with a few lines changed (see :func:`count_lines`)."""
+        return self._lines(text)
+
+    def _count_by_lines(self, text: str) -> int:
+        # The cut is after a newline whose next line starts, after spaces, with neither whitespace nor "/":
+        # the o200k and cl100k pre-tokenizers never put such a newline and what follows it in one piece.
+        lines = text.split("\n")
+        total, piece = 0, lines[0]
+        for line in lines[1:]:
+            start = line.lstrip(" ")
+            if start and not start[0].isspace() and start[0] != "/":
+                total += self._count(piece + "\n")
+                piece = line
+            else:
+                piece = f"{piece}\n{line}"
+        return total + self._count(piece)
 
 
 def _encoding_for_model(model: str) -> str | None:
@@ -156,25 +174,14 @@ def count_message(counter: TokenCounter, message: Mapping[str, Any]) -> int:
 
 
 def count_lines(counter: TokenCounter, text: str) -> int:
-    """``counter.count(text)``, counted line by line so unchanged lines cost a cache hit.
+    """``counter.count(text)``, counted line by line where the counter can, so unchanged lines are cache hits.
 
-    A text that is rebuilt at every step with a few lines changed (the progress note) is otherwise encoded
-    whole each time. The cut is after a newline whose next line starts, after spaces, with neither whitespace
-    nor "/": the o200k and cl100k pre-tokenizers never put such a newline and what follows it in one piece,
-    so the sum is the same count. Other counters count the text whole.
+    A text rebuilt at every step with a line or two changed (the progress note) is otherwise encoded whole
+    each time; other counters count it whole.
     """
-    if not getattr(counter, "splits_at_lines", False) or "\n" not in text:
-        return counter.count(text)
-    lines = text.split("\n")
-    total, piece = 0, lines[0]
-    for line in lines[1:]:
-        start = line.lstrip(" ")
-        if start and not start[0].isspace() and start[0] != "/":
-            total += counter.count(piece + "\n")
-            piece = line
-        else:
-            piece = f"{piece}\n{line}"
-    return total + counter.count(piece)
+    if isinstance(counter, TiktokenCounter):
+        return counter.count_lines(text)
+    return counter.count(text)
 
 
 def count_tools(counter: TokenCounter, tools: list[dict[str, Any]] | None) -> int:

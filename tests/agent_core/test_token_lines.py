@@ -50,4 +50,5 @@ def test_an_encoding_with_another_pre_tokenizer_is_not_cut() -> None:
         def encode_ordinary(self, text: str) -> list[int]:
             return [0] * len(text)
 
-    assert not TiktokenCounter(Encoding()).splits_at_lines
+    counter = TiktokenCounter(Encoding())
+    assert not counter.splits_at_lines and count_lines(counter, "a\n- b\n") == 6
