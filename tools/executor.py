@@ -227,10 +227,13 @@ class Executor:
             log.exception("trace sink failed for call %s", rec.call_id)
 
 
+#: Made once: ``json.dumps`` with options builds an encoder per call.
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_call(tool: str, arguments: Mapping[str, Any]) -> str:
     """The loop detector's key: name + unit separator + arguments as sorted, compact JSON."""
-    body = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return f"{tool}\x1f{body}"
+    return f"{tool}\x1f{_CANONICAL_JSON.encode(arguments)}"
 
 
 def _rejected(call_id: str, tool: str, raw: dict[str, Any], error: ToolResult) -> PreparedCall:
@@ -254,6 +257,8 @@ def _parse_arguments(arguments: str | Mapping[str, Any]) -> tuple[dict[str, Any]
 
 def _drop_null_defaults(model: type[BaseModel], raw: dict[str, Any]) -> dict[str, Any]:
     """Strict schemas make optional fields nullable: null means "use the default"."""
+    if all(v is not None for v in raw.values()):  # the usual call: nothing to drop, no schema walk
+        return raw
     optional: set[str] = set()
     for name, info in model.model_fields.items():
         if not info.is_required():
