@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -120,6 +121,16 @@ def price_for(
 
 def format_usd(micros: int) -> str:
     """Dollars for people: cents when it is a round amount, else up to four decimals."""
+    context = decimal.getcontext()
+    if 0 <= micros < 10**18 and context.rounding == decimal.ROUND_HALF_EVEN and context.prec >= 18:
+        # What the Decimal lines below print, in integers: a few times cheaper, and this runs twice a step.
+        if micros % 10_000 == 0:
+            cents = micros // 10_000
+            return f"${cents // 100:,}.{cents % 100:02d}"
+        units, rest = divmod(micros, 100)  # units of $0.0001, rounded half to even as Decimal does
+        if rest > 50 or (rest == 50 and units % 2):
+            units += 1
+        return f"${units // 10_000:,}.{units % 10_000:04d}"
     dollars = Decimal(micros) / MICROS_PER_USD
     if micros % 10_000 == 0:
         return f"${dollars:,.2f}"

@@ -34,9 +34,13 @@ _HUMAN = {
 }
 
 
+#: Made once: ``json.dumps`` with options builds an encoder per call.
+_ARGS_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
+
+
 def add_finding(progress: Progress, tool: str, arguments: dict[str, Any], text: str) -> Progress:
     """Remember what a successful call taught us (a short quote), newest last."""
-    args = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    args = _ARGS_JSON.encode(arguments)
     if len(args) > 80:
         args = args[:77] + "..."
     quote = " ".join(text.split())

@@ -42,6 +42,23 @@ def test_money_parsing_is_strict() -> None:
     assert format_usd(500_000) == "$0.50" and format_usd(5_000) == "$0.0050"
 
 
+def test_format_usd_prints_what_decimal_prints() -> None:
+    import decimal
+    import random
+
+    def by_decimal(micros: int) -> str:
+        dollars = decimal.Decimal(micros) / 1_000_000
+        return f"${dollars:,.2f}" if micros % 10_000 == 0 else f"${dollars:,.4f}"
+
+    rnd = random.Random(5)
+    halves = [k * 100 + 50 for k in range(300)]  # rounded half to even, like Decimal
+    values = [*range(2_000), *halves, *(rnd.randrange(10**18) for _ in range(3_000)), 10**18 - 1, 10**18, -1, -50]
+    assert [format_usd(v) for v in values] == [by_decimal(v) for v in values]
+    with decimal.localcontext() as context:  # another rounding: Decimal's own answer
+        context.rounding = decimal.ROUND_DOWN
+        assert format_usd(99) == by_decimal(99) == "$0.0000"
+
+
 def test_token_counts_are_exact_offline_for_openai_models() -> None:
     counter = counter_for("gpt-4o-mini")
     assert counter.exact
