@@ -42,8 +42,11 @@ class CallPlan:
     prompt_tokens: int = 0
 
 
+_WORD = re.compile(r"\w+")
+
+
 def _shingles(text: str) -> frozenset[str]:
-    words = re.findall(r"\w+", text.lower())[:4000]
+    words = _WORD.findall(text.lower())[:4000]
     if len(words) < 3:
         return frozenset([" ".join(words)])
     return frozenset(" ".join(words[i : i + 3]) for i in range(len(words) - 2))
@@ -165,8 +168,9 @@ class Stopper:
     def _is_repeat(self, text: str) -> bool:
         shingles = _shingles(text)
         for seen in self._seen:
-            union = len(shingles | seen)
-            if union == 0 or len(shingles & seen) / union >= NEAR_IDENTICAL:
+            common = len(shingles & seen)  # the union's size follows from it, without building the union
+            union = len(shingles) + len(seen) - common
+            if union == 0 or common / union >= NEAR_IDENTICAL:
                 return True
         self._seen.append(shingles)
         del self._seen[:-SEEN_WINDOW]
