@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 Message = dict[str, Any]
@@ -101,5 +101,5 @@ class InMemoryThreadStore:
         self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
     ) -> None:
         state = self._threads.get(thread, ThreadState())
-        self._threads[thread] = replace(state, history=state.history + tuple(messages), progress=progress)
+        self._threads[thread] = ThreadState(state.history + tuple(messages), progress)
         self.traces.setdefault(thread, []).extend(dict(t) for t in traces)
