@@ -24,11 +24,25 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+#: The window each period was last asked for: nearly every call falls in it (it is asked for several times a
+#: step), and checking that costs two comparisons where building it costs a conversion, two datetimes and a
+#: strftime.
+_last: dict[str, PeriodWindow] = {}
+
+
 def period_window(now: datetime, period: Period) -> PeriodWindow:
     """The UTC day or month that contains ``now`` (which must be timezone-aware)."""
     if now.tzinfo is None or now.utcoffset() is None:
         raise ValueError(f"the budget clock must return timezone-aware datetimes, got {now!r}")
-    now = now.astimezone(UTC)
+    last = _last.get(period)
+    if last is not None and last.start <= now < last.end:  # aware datetimes compare as instants, any zone
+        return last
+    window = _window(now.astimezone(UTC), period)
+    _last[period] = window
+    return window
+
+
+def _window(now: datetime, period: Period) -> PeriodWindow:
     if period == "daily":
         start = datetime(now.year, now.month, now.day, tzinfo=UTC)
         return PeriodWindow(period, start.strftime("%Y-%m-%d"), start, start + timedelta(days=1))
