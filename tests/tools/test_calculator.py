@@ -139,6 +139,14 @@ def test_refusals_say_what_to_change(expression: str, message: str) -> None:
         evaluate(expression)
 
 
+def test_the_depth_limit_is_exact() -> None:
+    # Expression, UnaryOp per sign, then the constant: 60 signs nest 61 levels deep.
+    assert evaluate("-" * 59 + "1") == -1
+    with pytest.raises(CalculatorError, match="nested more than 60"):
+        evaluate("-" * 60 + "1")
+    assert evaluate("max(" * 25 + "1" + ")" * 25) == 1
+
+
 async def test_through_the_executor(ctx: ToolContext) -> None:
     executor = Executor(Registry([calculator]))
     ok = await executor.execute(executor.prepare("calculator", {"expression": "1 + 2"}, call_id="c1"), ctx)

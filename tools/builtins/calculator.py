@@ -162,12 +162,21 @@ def _comma_message(expression: str) -> str:
 
 
 def _check_depth(tree: ast.AST) -> None:
-    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
-    while stack:
-        node, depth = stack.pop()
+    # Level by level, children found as ast.iter_child_nodes finds them, inlined: that generator per node was
+    # most of a short expression's cost.
+    level, depth = [tree], 0
+    while level:
         if depth > MAX_DEPTH:
             raise CalculatorError(f"the expression is nested more than {MAX_DEPTH} levels deep")
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+        below: list[ast.AST] = []
+        for node in level:
+            for name in node._fields:
+                child = getattr(node, name, None)
+                if isinstance(child, ast.AST):
+                    below.append(child)
+                elif isinstance(child, list):
+                    below.extend(item for item in child if isinstance(item, ast.AST))
+        level, depth = below, depth + 1
 
 
 def _bits(value: Number) -> int:
