@@ -30,6 +30,9 @@ DEFAULT_TTL_SECONDS = 30 * 24 * 3600
 DEFAULT_HISTORY_WINDOW = 500
 #: Trace records kept per thread; older ones are trimmed so a long thread cannot grow without bound.
 DEFAULT_TRACE_MAX_RECORDS = 2_000
+#: Made once (``json.dumps`` with options builds an encoder per call); the same text as before.
+_JSON = json.JSONEncoder(ensure_ascii=False)
+_TRACE_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
 
 # KEYS: history, progress, trace. ARGV: ttl seconds, trace cap, message count n, the n messages, the progress
 # note, then the trace records. RPUSH in slices: unpack() of thousands of values would overflow Lua's stack.
@@ -97,8 +100,8 @@ class RedisThreadStore:
     ) -> None:
         keys = [self._keys.history(thread), self._keys.progress(thread), self._keys.trace(thread)]
         args: list[Any] = [self._ttl, self._max_traces, len(messages)]
-        args += [json.dumps(m, ensure_ascii=False) for m in messages]
-        args.append(json.dumps(progress.to_dict(), ensure_ascii=False))
+        args += [_JSON.encode(m) for m in messages]
+        args.append(_JSON.encode(progress.to_dict()))
         args += [trace_json(t) for t in traces]
         try:
             await self._append(keys=keys, args=args)
@@ -120,7 +123,7 @@ class RedisThreadStore:
 
 
 def trace_json(record: Mapping[str, Any]) -> str:
-    return json.dumps(dict(record), ensure_ascii=False, default=str)
+    return _TRACE_JSON.encode(dict(record))
 
 
 def trace_writes(pipe: Any, key: str, traces: Sequence[Mapping[str, Any]], max_records: int, ttl: int) -> None:
