@@ -17,10 +17,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 #: Default global prefix; a deployment sharing a Redis sets its own (tests use a per-test one).
 DEFAULT_KEY_PREFIX = "agent"
 _PART = re.compile(r"[^{}/: ]+")
+
+
+@lru_cache(maxsize=4096)
+def _thread_base(prefix: str, thread: str) -> str:
+    # Cached: a step's write names three keys of one thread (a split and four regex matches each).
+    parts = thread.split("/")
+    if len(parts) == 4 and all(_PART.fullmatch(p) for p in parts):
+        scope, group, item = ":".join(parts[:2]), parts[2], parts[3]
+        return f"{prefix}:{scope}:{{{group}:{item}}}"
+    safe = thread.replace("{", "(").replace("}", ")")
+    return f"{prefix}:local:{{{safe}}}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,12 +42,7 @@ class Keys:
     prefix: str = DEFAULT_KEY_PREFIX
 
     def thread_base(self, thread: str) -> str:
-        parts = thread.split("/")
-        if len(parts) == 4 and all(_PART.fullmatch(p) for p in parts):
-            scope, group, item = ":".join(parts[:2]), parts[2], parts[3]
-            return f"{self.prefix}:{scope}:{{{group}:{item}}}"
-        safe = thread.replace("{", "(").replace("}", ")")
-        return f"{self.prefix}:local:{{{safe}}}"
+        return _thread_base(self.prefix, thread)
 
     def history(self, thread: str) -> str:
         return f"{self.thread_base(thread)}:history"
