@@ -155,7 +155,10 @@ def counter_for(model: str) -> TokenCounter:
 
 def count_messages(counter: TokenCounter, messages: Iterable[Mapping[str, Any]]) -> int:
     """Prompt tokens of a message list, with the chat format's per-message overhead."""
-    return TOKENS_REPLY_PRIMING + sum(count_message(counter, message) for message in messages)
+    total = TOKENS_REPLY_PRIMING
+    for message in messages:  # a loop, not sum() over a generator: this runs over the run's messages each step
+        total += count_message(counter, message)
+    return total
 
 
 def count_message(counter: TokenCounter, message: Mapping[str, Any]) -> int:
