@@ -199,6 +199,8 @@ class ThreadStatus:
     _resume: asyncio.TimerHandle | None = field(default=None, repr=False)
     _resuming: asyncio.Task[bool] | None = field(default=None, repr=False)
     _done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    _sets_started: int = field(default=0, repr=False)
+    _sets_ended: int = field(default=0, repr=False)
 
     async def start(self) -> None:
         if not await self._set(STATUS_TEXT):
@@ -242,7 +244,14 @@ class ThreadStatus:
         if self._refresher is not None:
             self._refresher.cancel()
 
-    async def stop(self) -> None:
+    def mark(self) -> int | None:
+        """Taken before a reply is posted: ``stop(cleared=mark)`` then knows whether the reply cleared the status
+        for good (no status was being set then, nor set since). None when one was in flight."""
+        return self._sets_started if self._sets_started == self._sets_ended else None
+
+    async def stop(self, *, cleared: int | None = None) -> None:
+        """End the working indicator. ``cleared``: the ``mark`` taken before a reply that was posted; Slack's
+        reply cleared the status then, so it is not cleared again unless a status was set since."""
         self.abandon()
         if self._refresher is not None:
             with contextlib.suppress(asyncio.CancelledError):
@@ -250,7 +259,8 @@ class ThreadStatus:
         if self._resuming is not None:
             await self._resuming  # a status being set now lands before it is cleared, never after
         if self.mode == "status":
-            await self._set("")
+            if cleared is None or cleared != self._sets_started:
+                await self._set("")
         elif self.mode == "reaction":
             try:
                 await self.client.reactions_remove(
@@ -267,6 +277,7 @@ class ThreadStatus:
                 await self._set(STATUS_TEXT)
 
     async def _set(self, text: str) -> bool:
+        self._sets_started += 1
         try:
             await self.client.assistant_threads_setStatus(
                 channel_id=self.target.channel_id, thread_ts=self.target.thread_ts, status=text
@@ -274,4 +285,6 @@ class ThreadStatus:
         except SlackApiError as exc:
             log.info("assistant.threads.setStatus unavailable: %s", exc.response.get("error"))
             return False
+        finally:
+            self._sets_ended += 1
         return True

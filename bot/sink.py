@@ -160,21 +160,27 @@ class SlackEventSink:
 
     async def _stopped(self, event: Stopped) -> None:
         self.final = event
-        await self._post_then_mark(render.final_messages(event, self.view), final="1")
+        mark = self.status.mark() if self.status is not None else None
+        replied = await self._post_then_mark(render.final_messages(event, self.view), final="1")
         if self.first_ts:
             await self.poster.update(self.target, self.first_ts, render.finished_header(event))
         if self.status is not None:
-            await self.status.stop()
+            # The answer is a reply, which cleared the status: clearing it again is a Web API call for nothing.
+            await self.status.stop(cleared=mark if replied else None)
 
-    async def _post_then_mark(self, messages: Iterable[SlackMessage], **mark: str | int) -> None:
+    async def _post_then_mark(self, messages: Iterable[SlackMessage], **mark: str | int) -> bool:
         """Post, then write to the ledger that it was posted, as one unit a shutdown cannot cut in two: a run
         resumed after a handover then never posts the same replies again."""
-        async def both() -> None:
-            await self._post_all(messages)
+        async def both() -> bool:
+            posted = await self._post_all(messages)
             await self.ledger.set(**mark)
+            return posted
 
-        await asyncio.shield(both())
+        return await asyncio.shield(both())
 
-    async def _post_all(self, messages: Iterable[SlackMessage]) -> None:
+    async def _post_all(self, messages: Iterable[SlackMessage]) -> bool:
+        """Post in order; whether any of them landed."""
+        posted = False
         for message in messages:
-            await self.poster.post(self.target, message)
+            posted = bool(await self.poster.post(self.target, message)) or posted
+        return posted

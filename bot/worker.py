@@ -100,7 +100,8 @@ def loop_factory(role: str, settings: Settings) -> Callable[[], asyncio.Abstract
     """The event loop a process of ``role`` runs on (None: asyncio's own).
 
     Workers run uvloop unless ``WORKER_EVENT_LOOP=asyncio``: a step is a handful of HTTP and Redis round trips,
-    and uvloop's loop and transports cut the worker's CPU per step by about 5 % (2.72 -> 2.58 ms, ``bench/concurrency.py``).
+    and uvloop's loop and transports cut the worker's CPU per step by about 5 % (2.72 -> 2.58 ms,
+    ``bench/concurrency.py``).
     Receivers stay on asyncio, whose transports their slow-client defences (``bot/http_guard.py``) were built on.
     """
     if role != "worker" or settings.worker_event_loop != "uvloop":

@@ -213,13 +213,30 @@ async def test_status_falls_back_to_a_reaction(
         assert slack.reactions[("C1", ts)] == set()
 
 
-async def test_status_is_set_and_cleared(app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI) -> None:
+async def test_status_is_set_and_gone_at_the_end(app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI) -> None:
     fake_openai.queue(text("hi"))
     ts = next_ts()
     await app.post_event(event_body(mention(text="<@UBOT> hi", ts=ts)))
     await app.drain()
     statuses = [s for s in fake_slack.statuses if s[1] == ts]
-    assert statuses[0][2] and statuses[-1][2] == ""
+    assert statuses[0][2]
+    # Nothing shows "working" once the run is over; the answer's reply cleared it, so no call was spent on it.
+    assert ("C1", ts) not in fake_slack.status_now
+    assert [s[2] for s in statuses] == [statuses[0][2]]
+
+
+async def test_status_is_cleared_when_the_answer_could_not_be_posted(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.queue(delay(0.5, text("hi")))
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> hi", ts=ts)))
+    running = asyncio.ensure_future(app.drain())
+    await fake_slack.wait_for("assistant.threads.setStatus", timeout=10)
+    fake_slack.fail("chat.postMessage", error="channel_not_found")  # the answer's post, the model being slow
+    await running
+    assert fake_slack.status_now.get(("C1", ts)) is None
+    assert [s[2] for s in fake_slack.statuses if s[1] == ts][-1] == ""
 
 
 async def test_bots_edits_and_strangers_threads_start_nothing(

@@ -194,6 +194,8 @@ class FakeSlack:
         self.messages: list[PostedMessage] = []
         self.reactions: dict[tuple[str, str], set[str]] = {}
         self.statuses: list[tuple[str, str, str]] = []
+        #: The status each thread shows now, as Slack keeps it: set by setStatus, cleared by a reply.
+        self.status_now: dict[tuple[str, str], str] = {}
         self.streams: list[Stream] = []
         #: A workspace where task cards are not available: any stream call carrying one gets ``invalid_chunks``.
         self.refuse_task_cards = False
@@ -556,6 +558,8 @@ class FakeSlack:
             channel, ts, str(thread_ts) if thread_ts else None, text[:MAX_TEXT_CHARS], blocks, params, truncated
         )
         self.messages.append(msg)
+        if thread_ts:
+            self.status_now.pop((channel, str(thread_ts)), None)  # Slack clears a thread's status at a reply
         message = {"text": msg.text, "ts": ts, "bot_id": self.bot_id}
         return {"ok": True, "channel": channel, "ts": ts, "message": message}
 
@@ -596,7 +600,12 @@ class FakeSlack:
     def _set_status(self, params: dict[str, Any]) -> dict[str, Any]:
         if not self.set_status_available:
             return {"ok": False, "error": "missing_scope", "needed": "assistant:write"}
-        self.statuses.append((str(params.get("channel_id")), str(params.get("thread_ts")), str(params.get("status"))))
+        where, status = (str(params.get("channel_id")), str(params.get("thread_ts"))), str(params.get("status"))
+        self.statuses.append((*where, status))
+        if status:
+            self.status_now[where] = status
+        else:
+            self.status_now.pop(where, None)
         return {"ok": True}
 
     def _users_info(self, params: dict[str, Any]) -> dict[str, Any]:
