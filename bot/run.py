@@ -219,7 +219,7 @@ class TurnRunner:
         run_id = turn.run_id
         ledger = self._ledger(turn)
         # ``job``: the job holding the thread's slot, which a worker resuming the run frees when it is done.
-        await ledger.set(requester=turn.user_id, thread=turn.thread, job=job_id)
+        await ledger.open(requester=turn.user_id, thread=turn.thread, job=job_id)
         view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps)
         approver = SlackApprover(
             self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,

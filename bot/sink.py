@@ -50,17 +50,40 @@ class RunSink(Protocol):
         """The run is over, however it ended: nothing may be left open (a stream is stopped)."""
 
 
+# KEYS[1]: the run's hash. ARGV: ttl seconds, then field, value, ... Returns the whole hash after the write.
+_OPEN = """
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return redis.call('HGETALL', KEYS[1])
+"""
+
+
 class RunLedger:
-    """What a run already posted (first reply ts, the final answer), so a resumed run does not repeat it."""
+    """What a run already posted (first reply ts, the final answer), so a resumed run does not repeat it.
+
+    Only the run's lease holder writes it, so after the first read this object mirrors it and ``get`` costs
+    no round trip.
+    """
 
     def __init__(self, redis: Redis, key: str, ttl_seconds: int) -> None:
         self._redis = redis
         self._key = key
         self._ttl = ttl_seconds
+        self._seen: dict[str, str] | None = None
+
+    async def open(self, **fields: str | int) -> dict[str, str]:
+        """Write the run's own fields and read back everything the ledger holds: one round trip where a run's
+        start made two (its fields, then the sink's read)."""
+        flat = [item for name, value in fields.items() for item in (name, str(value))]
+        raw = await self._redis.register_script(_OPEN)(keys=[self._key], args=[self._ttl, *flat])
+        self._seen = {as_text(raw[i]) or "": as_text(raw[i + 1]) or "" for i in range(0, len(raw), 2)}
+        return dict(self._seen)
 
     async def get(self) -> dict[str, str]:
-        raw = await awaited(self._redis.hgetall(self._key))
-        return {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
+        if self._seen is None:
+            raw = await awaited(self._redis.hgetall(self._key))
+            self._seen = {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
+        return dict(self._seen)
 
     async def bump(self, field: str) -> int:
         """Add one to a counter of the run (e.g. how often it was resumed); the new value."""
@@ -68,6 +91,8 @@ class RunLedger:
             pipe.hincrby(self._key, field, 1)
             pipe.expire(self._key, self._ttl)
             value, _ = await pipe.execute()
+        if self._seen is not None:
+            self._seen[field] = str(value)
         return int(value)
 
     async def set(self, **fields: str | int) -> None:
@@ -77,6 +102,8 @@ class RunLedger:
             pipe.hset(self._key, mapping={k: str(v) for k, v in fields.items()})
             pipe.expire(self._key, self._ttl)
             await pipe.execute()
+        if self._seen is not None:
+            self._seen.update((k, str(v)) for k, v in fields.items())
 
 
 class SlackEventSink:

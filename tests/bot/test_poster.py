@@ -75,3 +75,19 @@ async def test_status_comes_back_after_a_quiet_spell_not_after_every_reply() -> 
                 await asyncio.sleep(0.01)
         await quiet.stop()
         assert [s[2] for s in slack.statuses] == [STATUS_TEXT, STATUS_TEXT, ""]
+
+
+async def test_a_runs_ledger_opens_with_what_an_earlier_worker_wrote(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    from bot.sink import RunLedger
+
+    key = f"{key_prefix}:run:r1"
+    await redis_client.hset(key, mapping={"first_ts": "1.1", "posted": "x"})  # a worker that died mid-run
+    ledger = RunLedger(redis_client, key, ttl_seconds=600)
+    seen = await ledger.open(requester="U1", job="j2")
+    assert seen == {"first_ts": "1.1", "posted": "x", "requester": "U1", "job": "j2"}
+    await ledger.set(final="1")
+    assert await ledger.get() == {**seen, "final": "1"}
+    assert {k.decode(): v.decode() for k, v in (await redis_client.hgetall(key)).items()} == {**seen, "final": "1"}
+    assert 0 < await redis_client.ttl(key) <= 600
