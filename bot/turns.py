@@ -59,6 +59,12 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return redis.call('LINDEX', KEYS[2], 0)
 """
+# The oldest waiting turn's id and record (false when the record expired), or nothing when none waits.
+_HEAD = """
+local id = redis.call('LINDEX', KEYS[1], 0)
+if id == false then return {} end
+return {id, redis.call('HGET', KEYS[2], id)}
+"""
 _DONE = """
 redis.call('LREM', KEYS[1], 1, ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
@@ -163,6 +169,7 @@ class ThreadQueue:
         self._acquire_script = redis.register_script(_ACQUIRE)
         self._release_script = redis.register_script(_RELEASE)
         self._done_script = redis.register_script(_DONE)
+        self._head_script = redis.register_script(_HEAD)
 
     async def acquire(self, thread: str, job_id: str) -> bool:
         """Take the thread's run slot for ``job_id``: False while another live job holds it.
@@ -235,12 +242,13 @@ class ThreadQueue:
 
     async def head(self, thread: str) -> Turn | None:
         """The oldest waiting turn (a turn whose record expired is dropped)."""
-        turn_id = await awaited(self.redis.lindex(self.keys.inbox(thread), 0))
-        if turn_id is None:
+        inbox = self.keys.inbox(thread)
+        found = await self._head_script(keys=[inbox, self.keys.turns(thread)])
+        if not found:
             return None
-        raw = await awaited(self.redis.hget(self.keys.turns(thread), turn_id))
-        if raw is None:
-            await awaited(self.redis.lrem(self.keys.inbox(thread), 1, turn_id))
+        turn_id, raw = found[0], found[1] if len(found) > 1 else None
+        if not raw:
+            await awaited(self.redis.lrem(inbox, 1, turn_id))
             return None
         return Turn.from_json(raw)
 
