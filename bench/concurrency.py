@@ -12,6 +12,7 @@ Slack pacing is off here (the fake does not limit either): with Slack's 1 messag
 13 replies take at least ~10 s whatever the worker does; that limit is ``bench/slack_posting.py``'s subject.
 
     python bench/concurrency.py [--reps 3] [--runs 50] [--quick] [--json out.json] [--no-profile] [--no-sweep]
+                                [--calls 11]
 """
 
 from __future__ import annotations
@@ -313,8 +314,11 @@ if __name__ == "__main__":
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--no-sweep", action="store_true")
     parser.add_argument("--experiments", action="store_true", help="also the proposed fixes tried from the bench")
+    parser.add_argument("--calls", type=int, default=CALLS,
+                        help="LLM calls per run (1: the answer at once, so the CPU per step is a whole run's)")
     parser.add_argument("--json")
     args = parser.parse_args()
+    CALLS = args.calls
     result = asyncio.run(main(1 if args.quick else args.reps, args.runs, args.quick,
                               profile=not args.no_profile, sweep=not args.no_sweep and not args.quick,
                               experiments=args.experiments))
