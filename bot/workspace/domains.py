@@ -7,8 +7,9 @@ requester's own URLs; denied hosts are never reached, whatever else allows them 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -39,11 +40,19 @@ class DomainStore:
         self._redis = redis
         self._keys = keys
 
+    def key(self, ws: Workspace) -> str:
+        return self._keys.egress_domains(ws)
+
     async def lists(self, ws: Workspace) -> DomainLists:
         try:
-            raw = await awaited(self._redis.hgetall(self._keys.egress_domains(ws)))
+            raw = await awaited(self._redis.hgetall(self.key(ws)))
         except RedisError as exc:
             raise StoreError(f"The domain lists (Redis) are unavailable: {exc}") from exc
+        return self.decode(raw)
+
+    @staticmethod
+    def decode(raw: Mapping[Any, Any]) -> DomainLists:
+        """The lists from the hash as stored (host -> ``allow`` / ``deny``)."""
         entries = {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
         return DomainLists(
             tuple(sorted(h for h, v in entries.items() if v == "allow")),

@@ -288,12 +288,10 @@ class WorkspaceLimits:
         refusal = await self.users.run_permission(client, ws.team_id, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
-        config = await self.store.get(ws)
+        config, tools, (egress,) = await self.store.for_run(ws, self.domains.key(ws))
         budget = await self.budget(ws, config, user_id)
         usage = await budget.usage_summary()
         if is_exhausted(usage) or any(is_exhausted(layer) for layer in usage.layers):
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
             return RunBlocked("budget_exhausted", message)
-        return RunPlan(
-            config, limits_for(config, base), budget, await self.store.tool_choice(ws), await self.domains.lists(ws)
-        )
+        return RunPlan(config, limits_for(config, base), budget, tools, self.domains.decode(egress))
