@@ -8,7 +8,6 @@ step or none of it. Errors surface as ``StoreError`` (fail closed).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar, cast
@@ -19,7 +18,7 @@ from redis.exceptions import RedisError
 from agent_core.errors import StoreError
 from agent_core.keys import Keys
 from agent_core.store import Message, Progress, ThreadState
-from tools import TraceRecord
+from tools import record_dict
 
 T = TypeVar("T")
 
@@ -153,7 +152,7 @@ class RedisTraceSink:
         self._max = max_records
 
     async def record(self, rec: Any) -> None:
-        data = _as_dict(rec)
+        data = record_dict(rec)
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
                 trace_writes(pipe, self._keys.trace(f"run-{data.get('run_id', '')}"), [data], self._max, self._ttl)
@@ -170,13 +169,3 @@ class RedisTraceSink:
 async def _awaited(result: Awaitable[T] | T) -> T:
     # redis-py types a command as "Awaitable[T] | T" (one stub for both clients); the async one awaits.
     return await cast(Awaitable[T], result)
-
-
-def _as_dict(rec: Any) -> dict[str, Any]:
-    if type(rec) is TraceRecord:
-        return rec.to_dict()
-    if dataclasses.is_dataclass(rec) and not isinstance(rec, type):
-        return dataclasses.asdict(rec)
-    if isinstance(rec, dict):
-        return dict(rec)
-    raise TypeError(f"a trace record must be a dataclass or dict, got {type(rec).__name__}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +11,7 @@ from agent_core.events import StepFinished
 from agent_core.history import Window
 from agent_core.stopper import Stopper
 from agent_core.store import Message, Progress
-from tools import Executor, PreparedCall, ToolContext, TraceRecord
+from tools import Executor, PreparedCall, ToolContext, record_dict
 
 
 @dataclass
@@ -69,11 +68,7 @@ class TraceBuffer:
     pending: list[dict[str, Any]] = field(default_factory=list)
 
     async def record(self, rec: Any) -> None:
-        if type(rec) is TraceRecord:  # the Executor's: its own to_dict is asdict's result, made faster
-            self.pending.append(rec.to_dict())
-            return
-        is_record = dataclasses.is_dataclass(rec) and not isinstance(rec, type)
-        self.pending.append(dataclasses.asdict(rec) if is_record else dict(rec))
+        self.pending.append(record_dict(rec))
 
     def take(self) -> list[dict[str, Any]]:
         taken, self.pending = self.pending, []

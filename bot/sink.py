@@ -97,7 +97,7 @@ class RunLedger:
 
     async def set(self, **fields: str | int) -> None:
         # One round trip; no MULTI/EXEC: both commands are idempotent and the TTL was already set by the run's
-        # first write, so nothing depends on them landing together (a transaction adds MULTI/EXEC to every step's mark).
+        # first write (``open``), so nothing depends on them landing together.
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hset(self._key, mapping={k: str(v) for k, v in fields.items()})
             pipe.expire(self._key, self._ttl)

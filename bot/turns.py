@@ -246,8 +246,8 @@ class ThreadQueue:
         found = await self._head_script(keys=[inbox, self.keys.turns(thread)])
         if not found:
             return None
-        turn_id, raw = found[0], found[1] if len(found) > 1 else None
-        if not raw:
+        turn_id, raw = found  # raw is None when the record expired (Lua's false)
+        if raw is None:
             await awaited(self.redis.lrem(inbox, 1, turn_id))
             return None
         return Turn.from_json(raw)

@@ -26,7 +26,7 @@ from tools.result import Outcome, ToolResult
 from tools.secrets import secret_values
 from tools.settings import ToolSettings
 from tools.tool import Tool
-from tools.tracing import InMemoryTraceSink, TraceRecord, TraceSink
+from tools.tracing import InMemoryTraceSink, TraceRecord, TraceSink, record_dict
 
 __all__ = [
     # values
@@ -36,6 +36,7 @@ __all__ = [
     "Tool",
     "PreparedCall",
     "TraceRecord",
+    "record_dict",
     "EgressPolicy",
     "EgressRequest",
     "HeldBack",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,6 +53,18 @@ class TraceRecord:
             "outcome": self.outcome, "chars_full": self.chars_full, "chars_shaped": self.chars_shaped,
             "result_full": self.result_full, "error": self.error,
         }
+
+
+def record_dict(rec: Any) -> dict[str, Any]:
+    """A trace record as the dict a store writes: a ``TraceRecord`` (the Executor's, by its fast ``to_dict``),
+    another dataclass, or a mapping."""
+    if type(rec) is TraceRecord:
+        return rec.to_dict()
+    if dataclasses.is_dataclass(rec) and not isinstance(rec, type):
+        return dataclasses.asdict(rec)
+    if isinstance(rec, Mapping):
+        return dict(rec)
+    raise TypeError(f"a trace record must be a dataclass or a mapping, got {type(rec).__name__}")
 
 
 def _copied(value: Any) -> Any:

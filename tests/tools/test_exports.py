@@ -33,6 +33,7 @@ def test_public_names() -> None:
         "wrap_untrusted",
         "Redactor",
         "TraceRecord",
+        "record_dict",
         "TraceSink",
         "InMemoryTraceSink",
         "ToolPolicy",
