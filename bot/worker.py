@@ -11,10 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arq import Worker
-from arq.constants import in_progress_key_prefix
-from arq.utils import timestamp_ms
 from arq.worker import func
-from redis.commands.core import AsyncScript
 
 from agent_core import Agent, RedisThreadStore, RedisTraceSink
 from bot import metrics
@@ -33,62 +30,6 @@ log = logging.getLogger(__name__)
 DEFAULT_POLL_DELAY_SECONDS = 0.1
 #: How often a polling worker refreshes its heartbeat key (which expires a second after that).
 WORKER_HEALTH_INTERVAL_SECONDS = 2
-
-
-#: Claims, in one round trip, the first ARGV[3] of a poll's jobs that can start: each as arq's own WATCH/MULTI
-#: claim decides it (still queued, due, not in progress on any worker: then marked in progress), atomically.
-#: A job in progress stays in the queue until it ends, so a poll's list starts with the jobs already running.
-_CLAIM = """
-local now, limit = tonumber(ARGV[1]), tonumber(ARGV[3])
-local claimed = {}
-for i = 2, #KEYS do
-  if #claimed >= 2 * limit then break end
-  local id = ARGV[i + 2]
-  local score = redis.call('ZSCORE', KEYS[1], id)
-  if score and tonumber(score) <= now and redis.call('EXISTS', KEYS[i]) == 0 then
-    redis.call('PSETEX', KEYS[i], ARGV[2], '1')
-    claimed[#claimed + 1] = id
-    claimed[#claimed + 1] = score
-  end
-end
-return claimed
-"""
-
-
-class BatchClaimWorker(Worker):
-    """arq's Worker, claiming the jobs of a poll in one script instead of four round trips each, one job after another.
-
-    arq starts a poll's jobs in sequence, and each claim waits for its round trips behind the jobs already running:
-    with 50 jobs found at once the last one started 0.2-0.4 s after the first (``bench/scale_out.py``). The claim
-    itself is arq's: the same keys, the same checks in the same order, the same in-progress timeout, a task per job.
-    """
-
-    _claim: AsyncScript | None = None
-
-    async def start_jobs(self, job_ids: list[bytes]) -> None:
-        free = min(self.max_jobs - self.job_counter, len(job_ids))
-        if free <= 0:
-            return
-        for _ in range(free):  # arq's own accounting, a permit and a count per job, taken before the claim
-            await self.sem.acquire()
-        self.job_counter += free
-        started = 0
-        try:
-            if self._claim is None:
-                self._claim = self.pool.register_script(_CLAIM)
-            ids = [job_id.decode() for job_id in job_ids]
-            keys = [self.queue_name, *(in_progress_key_prefix + job_id for job_id in ids)]
-            reply = await self._claim(keys, [timestamp_ms(), int(self.in_progress_timeout_s * 1000), free, *ids])
-            for raw_id, raw_score in zip(reply[::2], reply[1::2], strict=True):
-                job_id = raw_id.decode()
-                task = self.loop.create_task(self.run_job(job_id, int(float(raw_score))))
-                task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
-                self.tasks[job_id] = task
-                started += 1
-        finally:  # the permits of jobs not started (running elsewhere, gone, or a claim that failed) go back
-            for _ in range(free - started):
-                self.job_counter -= 1
-                self.sem.release()
 
 
 def default_agent(settings: Settings, store: RedisThreadStore, trace: RedisTraceSink) -> EventSource:
@@ -131,7 +72,7 @@ def build_worker(
         if ready is not None:
             ready.set()
 
-    return BatchClaimWorker(
+    return Worker(
         functions=[func(run_thread, name=JOB_FUNCTION, timeout=job_timeout(settings), max_tries=JOB_MAX_TRIES)],
         queue_name=settings.arq_queue_name,
         redis_settings=redis.arq_settings(),
