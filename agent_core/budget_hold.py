@@ -52,6 +52,15 @@ class HoldLapsed(StoreError):
 
 
 @dataclass(frozen=True, slots=True)
+class FirstTry:
+    """A call's first reserve, made ahead (with the previous step's write): its hold, None when it did not fit,
+    and when it was sent."""
+
+    reservation: Reservation | None
+    sent: float
+
+
+@dataclass(frozen=True, slots=True)
 class Held:
     """A granted hold: the plan it covers (perhaps smaller than asked), when it was asked, how long it waited."""
 
@@ -75,16 +84,21 @@ async def hold_for_call(
     replan: Replan,
     *,
     wait_seconds: float,
+    first: FirstTry | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Held | Stop:
-    """Hold the call's worst case, waiting for and shrinking to what other runs leave; or a Stop saying why not."""
-    started = clock()
+    """Hold the call's worst case, waiting for and shrinking to what other runs leave; or a Stop saying why not.
+    ``first`` is the outcome of a reserve of ``plan``'s worst case under ``key`` already made."""
+    started = clock() if first is None else first.sent
     deadline = started + max(wait_seconds, 0.0)
     delay = FIRST_POLL_SECONDS
     target = plan
     while True:
-        sent = clock()
-        reservation = await budget.reserve(key, target.worst_case_micros)
+        if first is not None:
+            reservation, sent, first = first.reservation, first.sent, None
+        else:
+            sent = clock()
+            reservation = await budget.reserve(key, target.worst_case_micros)
         if reservation is not None:
             return Held(budget, target, reservation, sent, sent - started)
         state = await budget.state()

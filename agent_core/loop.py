@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import replace
 from typing import Any, Literal, TypeVar, cast
 
-from agent_core import budget_hold, context, deltas, history, progress, reading, text_react
+from agent_core import budget_hold, context, deltas, history, progress, reading, step_commit, text_react
 from agent_core.budget import Budget
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.cost import Price
@@ -201,10 +201,10 @@ class Agent:
         stop: Stop | None = None
         answer = ""
         live = self._live(run)  # the step's streamed LLM call (none started yet: closing it does nothing)
+        upcoming: tuple[context.Prompt, CallPlan | Stop] | None = None  # the next call, made ready with a write
         try:
             while stop is None:
-                prompt = self._context(run)                                     # context
-                plan = await self._plan(run, prompt)                            # caps before the call
+                prompt, plan = upcoming or await self._next_call(run)           # context, caps before the call
                 if isinstance(plan, Stop):
                     stop = plan
                     break
@@ -235,12 +235,14 @@ class Agent:
                 for seen in run.open_step.observations:                         # observation
                     yield seen
                 stop = stop or run.stopper.record_step(results, failure=step.format_error)   # layer 4
-                for finished in await self._persist(run):                       # the step, persisted
+                upcoming = await self._next_call(run) if stop is None else None
+                for finished in await self._persist(run, upcoming[1] if upcoming else None):  # the step, persisted
                     yield finished
         except (Cancelled, _Deadline, LLMError, StoreError) as exc:
             stop = self._stop_for(run, exc)
         finally:
             await live.aclose()  # an abandoned run's call is cancelled now, not left reading
+            await self._drop_first_hold(run)
         for end in await self._close(run, stop, answer):  # the step the run stopped in, if any, then Stopped
             yield end
 
@@ -260,7 +262,7 @@ class Agent:
         earlier = list(request.history or ())
         saved = Progress()
         if thread is not None and self.store is not None:
-            state = await self.store.load(thread)
+            state = request.loaded or await self.store.load(thread)
             earlier, saved = [*state.history, *earlier], state.progress
         current: list[Message] = []
         task_message: Message = {"role": "user", "content": task}
@@ -300,6 +302,10 @@ class Agent:
         run.progress = replace(run.progress, run_id=run.run_id)
         return run
 
+    async def _next_call(self, run: Run) -> tuple[context.Prompt, CallPlan | Stop]:
+        prompt = self._context(run)
+        return prompt, await self._plan(run, prompt)
+
     def _context(self, run: Run) -> context.Prompt:
         return context.assemble(
             run.system, run.earlier, run.task, run.current, progress.note(run.progress, run.stopper),
@@ -316,10 +322,23 @@ class Agent:
         if run.budget is None:
             return None
         wait = min(self.budget_wait_seconds, max(run.stopper.seconds_left() - _WAIT_MARGIN_SECONDS, 0.0))
+        first, run.first_hold = run.first_hold, None
         return await budget_hold.hold_for_call(
-            run.budget, f"{run.run_id}:{run.stopper.steps + 1}", plan,
-            lambda left, name: run.stopper.plan_call(plan.prompt_tokens, left, name), wait_seconds=wait,
+            run.budget, self._hold_key(run), plan,
+            lambda left, name: run.stopper.plan_call(plan.prompt_tokens, left, name), wait_seconds=wait, first=first,
         )
+
+    @staticmethod
+    def _hold_key(run: Run) -> str:
+        return f"{run.run_id}:{run.stopper.steps + 1}"
+
+    async def _drop_first_hold(self, run: Run) -> None:
+        """Give back a hold made ahead for a call the run did not make (it was cancelled or stopped first)."""
+        first, run.first_hold = run.first_hold, None
+        if first is not None and first.reservation is not None and run.budget is not None:
+            # Shielded, as after a call; a store that is down lets the hold lapse within one lease period.
+            with contextlib.suppress(StoreError):
+                await asyncio.shield(run.budget.release(first.reservation))
 
     def _live(self, run: Run) -> deltas.LiveText[LLMResponse | Stop]:
         redact = self._redactor.redact if run.streams else None
@@ -415,14 +434,19 @@ class Agent:
                 raise _Deadline from None
             raise
 
-    async def _persist(self, run: Run) -> list[StepFinished]:
-        """Write what the run added since the last write; the step this write made durable, if one was open and
-        the caller asked for finished steps."""
+    async def _persist(self, run: Run, upcoming: CallPlan | Stop | None = None) -> list[StepFinished]:
+        """Write what the run added since the last write, with the first reserve for the ``upcoming`` call when
+        there is one; the step this write made durable, if one was open and the caller asked for finished steps."""
         if run.cancel.abandoned:  # another runner owns the thread now: its history is not ours to write
             raise Cancelled(run.cancel.reason)
         traces = run.traces.take() if run.traces is not None else []
         if run.thread is not None and self.store is not None and (run.unsaved or traces):
-            await self.store.append(run.thread, run.unsaved, run.progress, traces)
+            if isinstance(upcoming, CallPlan) and run.budget is not None:  # one round trip, not two
+                run.first_hold = await step_commit.write_and_reserve(
+                    self.store, run.budget, run.thread, (run.unsaved, run.progress, traces),
+                    (self._hold_key(run), upcoming.worst_case_micros), clock=self._clock)
+            else:
+                await self.store.append(run.thread, run.unsaved, run.progress, traces)
         run.unsaved = []
         finished, run.open_step = run.open_step, None
         return [finished] if finished is not None and run.finished_steps else []

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -54,6 +55,7 @@ from agent_core.budget import BudgetState, Reservation, tightest
 from agent_core.budget_ledger import NAMESPACE_RE, BudgetLayer, BudgetUsage, RedisReservation, check_limit
 from agent_core.budget_period import Period, PeriodWindow, period_window, utc_now
 from agent_core.errors import StoreError
+from agent_core.redis_batch import ScriptCall
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS, renewal_problem
 
 __all__ = [
@@ -205,15 +207,27 @@ class RedisBudget:
         return tightest([usage.state(), *(layer.state() for layer in usage.layers)])
 
     async def reserve(self, key: str, micros: int) -> RedisReservation | None:
+        pending = self.reserve_call(key, micros)
+        try:
+            result: Any = await pending.call.alone()
+        except (RedisError, OSError) as exc:
+            result = exc
+        return pending.outcome(result)
+
+    def reserve_call(self, key: str, micros: int) -> PendingReserve:
+        """``reserve`` as a script call and what its result means, to share a round trip (``redis_batch``)."""
         if isinstance(micros, bool) or not isinstance(micros, int) or micros < 0:
             raise ValueError(f"reserve needs a non-negative integer of micro-dollars, got {micros!r}")
         if not key:
             raise ValueError("reserve needs a non-empty reservation key (run id and step)")
         keys, layer_args, window, windows = self._ledgers(self._clock())
-        result = await self._call(self._reserve, keys, [key, micros, self._hold_ms, *layer_args])
-        if int(result[0]) != 1:
-            return None
-        return RedisReservation(key, micros, period_id=window.id, period_end=window.end, layer_windows=windows)
+        call = ScriptCall(self._reserve, keys, [key, micros, self._hold_ms, *layer_args])
+        return PendingReserve(self, call, RedisReservation(
+            key, micros, period_id=window.id, period_end=window.end, layer_windows=windows))
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        return self._redis
 
     async def renew(self, reservation: Reservation) -> bool:
         """Extend a live hold by ``hold_seconds`` from now (server time); False when it is gone."""
@@ -295,6 +309,22 @@ class RedisBudget:
         except asyncio.CancelledError:
             task.add_done_callback(_log_background_failure)
             raise
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReserve:
+    """A reserve not sent yet: its script call, and the hold it makes when the script grants it."""
+
+    budget: RedisBudget
+    call: ScriptCall
+    hold: RedisReservation
+
+    def outcome(self, result: Any) -> RedisReservation | None:
+        """The hold, None when it did not fit; BudgetUnavailable when the call failed (``result`` its error)."""
+        if isinstance(result, (RedisError, OSError)):
+            # Fail closed: without the store the engine must not make the call (see BudgetUnavailable).
+            raise BudgetUnavailable(self.budget.namespace, result) from result
+        return self.hold if int(result[0]) == 1 else None
 
 
 def _held_pairs(keys: list[str]) -> list[str]:

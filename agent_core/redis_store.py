@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 
 from agent_core.errors import StoreError
 from agent_core.keys import Keys
+from agent_core.redis_batch import ScriptCall
 from agent_core.store import Message, Progress, ThreadState
 from tools import record_dict
 
@@ -94,18 +95,35 @@ class RedisThreadStore:
         progress = Progress.from_dict(json.loads(raw_progress)) if raw_progress else Progress()
         return ThreadState(history=history, progress=progress)
 
+    @property
+    def redis(self) -> Redis:
+        return self._redis
+
     async def append(
         self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
     ) -> None:
+        try:
+            result: Any = await self.append_call(thread, messages, progress, traces).alone()
+        except RedisError as exc:
+            result = exc
+        self.check_append(thread, result)
+
+    def append_call(
+        self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
+    ) -> ScriptCall:
+        """The step write as a script call, for ``append`` or to share a round trip (``redis_batch``)."""
         keys = [self._keys.history(thread), self._keys.progress(thread), self._keys.trace(thread)]
         args: list[Any] = [self._ttl, self._max_traces, len(messages)]
         args += [_JSON.encode(m) for m in messages]
         args.append(_JSON.encode(progress.to_dict()))
         args += [trace_json(t) for t in traces]
-        try:
-            await self._append(keys=keys, args=args)
-        except RedisError as exc:
-            raise StoreError(f"cannot append a step to thread {thread!r} in Redis: {exc}") from exc
+        return ScriptCall(self._append, keys, args)
+
+    @staticmethod
+    def check_append(thread: str, result: Any) -> None:
+        """The StoreError of a step write that failed (``result`` is the call's outcome)."""
+        if isinstance(result, RedisError):
+            raise StoreError(f"cannot append a step to thread {thread!r} in Redis: {result}") from result
 
     async def progress(self, thread: str) -> Progress | None:
         """The thread's progress note alone (None when the thread is unknown or expired)."""

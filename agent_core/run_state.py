@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_core.budget import Budget
+from agent_core.budget_hold import FirstTry
 from agent_core.cancel import CancelToken
 from agent_core.events import StepFinished
 from agent_core.history import Window
@@ -53,6 +54,8 @@ class Run:
     #: The run's system message (prompt and tool list) and its tool schemas' tokens: fixed for the run.
     system: Message = field(default_factory=dict)
     tools_tokens: int = 0
+    #: The next call's budget hold, asked for with the last step's write (``step_commit``), until it is used.
+    first_hold: FirstTry | None = None
 
     def remember(self, message: Message) -> None:
         """Add a message to this run's conversation and to what the next persist writes."""
