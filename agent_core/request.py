@@ -12,7 +12,7 @@ from dataclasses import KW_ONLY, dataclass
 from agent_core.budget import Budget
 from agent_core.cancel import CancelToken
 from agent_core.limits import Limits
-from agent_core.store import Message
+from agent_core.store import Message, ThreadState
 from tools import Registry, ToolContext
 
 
@@ -25,6 +25,9 @@ class RunRequest:
     _: KW_ONLY
     #: The stored conversation to load and append to (needs the Agent's ``store``); None: nothing is stored.
     thread: str | None = None
+    #: The thread as the caller has just loaded it (``ThreadStore.load``), so the run does not read it again;
+    #: None: the run loads it.
+    loaded: ThreadState | None = None
     #: Earlier messages to put before the task, after the stored history.
     history: Sequence[Message] | None = None
     #: The run's id in progress, traces and the ``Stopped`` event; None: a fresh random one.

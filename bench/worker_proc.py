@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bot.jobs import Runtime
 from bot.redis import RedisHandle
+from bot.service import settle_gc
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 from bot.worker import DEFAULT_POLL_DELAY_SECONDS, build_worker, close_worker, default_agent, loop_factory
@@ -83,6 +84,7 @@ async def main(
 
     worker.on_job_start = on_start
     worker.after_job_end = on_end
+    settle_gc()  # as `python -m bot worker` does once started
     task = asyncio.create_task(worker.async_run())
     print("READY", flush=True)
     timed_out = False

@@ -104,14 +104,14 @@ class Resumer:
                     await poster.post(turn.target, render.error_message(
                         f"`error`: the run was interrupted {resumes - 1} times and is given up; please ask again."
                     ))
+                with contextlib.suppress(Exception):
+                    await self.leases.release(lease)
                 outcome = "done"
             else:
                 await self.threads.hold(thread)  # the run goes on here: its workspace slot stays taken
                 async with asyncio.timeout(self._deadline):
                     outcome = await self.runner.run(turn, resumed=True, last_try=False, holder=lease.holder,
                                                     job_id=job_id, lease=lease)
-            if outcome == "done":
-                with contextlib.suppress(Exception):
-                    await self.leases.release(lease)
+            if outcome == "done":  # the lease is released by now
                 await self.threads.done(thread, turn.turn_id)
                 await self.threads.release(thread, job_id)  # the dead job's slot; queues the thread's next turn

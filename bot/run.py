@@ -31,6 +31,7 @@ from agent_core import (
     Stopped,
     StopReason,
     StoreError,
+    ThreadState,
     Usage,
 )
 from bot import metrics, render
@@ -43,7 +44,7 @@ from bot.keys import AppKeys
 from bot.logs import log_context
 from bot.permalinks import Permalinks
 from bot.poster import Pacer, Poster, ThreadStatus, ThreadUnwritable
-from bot.settings import Settings
+from bot.settings import Display, Settings, Verbosity
 from bot.sink import RunLedger, RunSink, SlackEventSink
 from bot.slack_reader import WebSlackReader
 from bot.stream_sink import StreamEventSink
@@ -145,18 +146,14 @@ class TurnRunner:
         self, turn: Turn, *, resumed: bool, last_try: bool, holder: str, job_id: str, lease: Lease | None = None
     ) -> RunOutcome:
         """Run ``turn`` to its end, or pick it up where a dead worker left it, under the run's lease (taken here
-        for ``holder`` unless a takeover brings one)."""
+        for ``holder`` unless a takeover brings one). A ``done`` run's lease is released by then."""
         # Every line logged during the run (engine, tools, posting) carries these fields.
         with log_context(run_id=turn.run_id, team=turn.team_id, channel=turn.channel_id, thread=turn.thread):
             lease = lease or await self.leases.acquire(lease_id(turn), holder)
             if lease is None:
                 log.info("run %s is live on another worker; leaving it alone", turn.run_id)
                 return "elsewhere"
-            outcome = await self._run(turn, lease, job_id, resumed=resumed, last_try=last_try)
-            if outcome == "done":
-                with contextlib.suppress(Exception):
-                    await self.leases.release(lease)
-            return outcome
+            return await self._run(turn, lease, job_id, resumed=resumed, last_try=last_try)
 
     async def _run(self, turn: Turn, lease: Lease, job_id: str, *, resumed: bool, last_try: bool) -> RunOutcome:
         try:
@@ -164,24 +161,26 @@ class TurnRunner:
         except NotInstalled as exc:
             # Nowhere to reply: the admin sees it in the log (App Home needs the token too).
             log.error("run %s in %s not started: %s", turn.run_id, turn.thread, exc)
-            return "done"
-        progress = await self.store.progress(turn.thread)
-        mine = progress is not None and progress.run_id == turn.run_id
-        if mine and progress is not None and progress.status == "stopped":
+            return await self._let_go(lease)
+        # Read once, here: the run starts from it (RunRequest.loaded) rather than reading it again.
+        state = await self.store.load(turn.thread)
+        progress = state.progress
+        mine = progress.run_id == turn.run_id
+        if mine and progress.status == "stopped":
             # Finished just before a restart. The end is saved before it is posted, so the answer may not be
             # out yet: the ledger, not the progress, says whether it is.
             await self._post_missing_final(turn, progress, poster)
-            return "done"
-        resume = mine and progress is not None and progress.status == "running"
+            return await self._let_go(lease)
+        resume = mine and progress.status == "running"
         parts = await self._prepare(turn, poster, job_id)
         if parts is None:
-            return "done"
+            return await self._let_go(lease)
         if resume or resumed:
             await parts.sink.poster.post(turn.target, render.notice(
                 ":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step."
             ))
         with metrics.run_in_progress():
-            unwritable = await self._drive(turn, parts, lease, resume=resume, last_try=last_try)
+            unwritable = await self._drive(turn, parts, lease, state, resume=resume, last_try=last_try)
         if unwritable is None:
             return "interrupted"
         await self._refresh_budget_gauge(turn, parts.plan.budget)
@@ -189,6 +188,12 @@ class TurnRunner:
             await self._record(turn, parts.sink.final, poster.client)
         elif unwritable:
             await self._record(turn, await self._unwritable_stop(turn, unwritable), poster.client, note=unwritable)
+        return "done"
+
+    async def _let_go(self, lease: Lease) -> RunOutcome:
+        """The end of a run that never got as far as its LeaseKeeper (which releases the lease of the others)."""
+        with contextlib.suppress(Exception):
+            await self.leases.release(lease)
         return "done"
 
     async def _refresh_budget_gauge(self, turn: Turn, budget: RedisBudget) -> None:
@@ -231,11 +236,11 @@ class TurnRunner:
             run_id=run_id, step=0, team_id=turn.team_id, channel_id=turn.channel_id, user_id=turn.user_id,
             slack=WebSlackReader(poster.client), approver=approver, egress=egress,
         )
-        sink = await self._sink(turn, view, ledger, poster)
+        sink = self._sink(turn, view, ledger, poster, (plan.display, plan.verbosity))
         return RunParts(plan, ledger, sink, CancelToken(), approver, scope)
 
     async def _drive(
-        self, turn: Turn, parts: RunParts, lease: Lease, *, resume: bool, last_try: bool
+        self, turn: Turn, parts: RunParts, lease: Lease, state: ThreadState, *, resume: bool, last_try: bool
     ) -> str | None:
         """The engine's events to the thread, under the run's lease. Returns why the thread could not be
         written to ("" if it could), or None when the run was interrupted and is left for a resume."""
@@ -245,7 +250,7 @@ class TurnRunner:
         try:
             async with LeaseKeeper(self.leases, lease, parts.token) as keeper:
                 events = self.agent.events(RunRequest(
-                    turn.text, thread=turn.thread, run_id=run_id, cancel=parts.token, scope=parts.scope,
+                    turn.text, thread=turn.thread, loaded=state, run_id=run_id, cancel=parts.token, scope=parts.scope,
                     limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
                     registry=self.toolbox.for_run(parts.plan.tools, task=turn.text),
                     finished_steps=True,  # the replies display posts whole steps, once persisted
@@ -297,10 +302,12 @@ class TurnRunner:
     def _ledger(self, turn: Turn) -> RunLedger:
         return RunLedger(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
 
-    async def _sink(self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster) -> RunSink:
+    def _sink(
+        self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster, shown: tuple[Display, Verbosity]
+    ) -> RunSink:
         """The thread's renderer for one run, in the workspace's display and verbosity."""
         ws = turn.workspace
-        display, verbosity = await self.limits.display.both(ws)
+        display, verbosity = shown
         status = ThreadStatus(poster.client, turn.target)
         if display == "replies":
             return SlackEventSink(poster, turn.target, view, ledger, verbosity=verbosity, status=status)
@@ -325,7 +332,7 @@ class TurnRunner:
             run_id=turn.run_id,
         )
         view = render.RunView(turn.run_id, stop_value=f"{turn.thread}|{turn.run_id}")
-        sink = await self._sink(turn, view, ledger, poster)
+        sink = self._sink(turn, view, ledger, poster, await self.limits.display.both(turn.workspace))
         sink.first_ts = seen.get("first_ts") or None
         await sink.emit(stopped)
         await self._record(turn, stopped, poster.client)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
@@ -34,6 +37,18 @@ class DisplaySettings:
             shown, verbosity = await awaited(self._redis.hmget(self._key(ws), ["display", "verbosity"]))
         except RedisError as exc:
             raise unavailable(exc) from exc
+        return self._decode(shown, verbosity)
+
+    def key(self, ws: Workspace) -> str:
+        """The hash the settings live in, for a caller reading it along with others in one round trip."""
+        return self._key(ws)
+
+    def decode(self, raw: Mapping[Any, Any]) -> tuple[Display, Verbosity]:
+        """The display and the verbosity from the whole hash (as HGETALL returns it)."""
+        fields = {as_text(k): v for k, v in raw.items()}
+        return self._decode(fields.get("display"), fields.get("verbosity"))
+
+    def _decode(self, shown: Any, verbosity: Any) -> tuple[Display, Verbosity]:
         display = next((d for d in DISPLAYS if d == as_text(shown)), self.default_display)
         return display, next((v for v in VERBOSITIES if v == as_text(verbosity)), self.default)
 

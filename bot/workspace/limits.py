@@ -69,6 +69,9 @@ class RunPlan:
     config: WorkspaceConfig
     limits: Limits
     budget: RedisBudget
+    #: How the run is shown in the thread (``/agent-limits display`` and ``verbosity``).
+    display: Display
+    verbosity: Verbosity
     #: The workspace's own tool rules (the worker's toolbox narrows the run's tools with them).
     tools: ToolChoice = ToolChoice()
     #: The exfiltration guard's host lists (``/agent-limits allow-domain``).
@@ -288,10 +291,12 @@ class WorkspaceLimits:
         refusal = await self.users.run_permission(client, ws.team_id, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
-        config, tools, (egress,) = await self.store.for_run(ws, self.domains.key(ws))
+        config, tools, (egress, shown) = await self.store.for_run(ws, self.domains.key(ws), self.display.key(ws))
         budget = await self.budget(ws, config, user_id)
         usage = await budget.usage_summary()
         if is_exhausted(usage) or any(is_exhausted(layer) for layer in usage.layers):
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
             return RunBlocked("budget_exhausted", message)
-        return RunPlan(config, limits_for(config, base), budget, tools, self.domains.decode(egress))
+        display, verbosity = self.display.decode(shown)
+        return RunPlan(config, limits_for(config, base), budget, display, verbosity, tools,
+                       self.domains.decode(egress))
