@@ -121,8 +121,9 @@ class RedisThreadStore:
 
     @staticmethod
     def check_append(thread: str, result: Any) -> None:
-        """The StoreError of a step write that failed (``result`` is the call's outcome)."""
-        if isinstance(result, RedisError):
+        """The StoreError of a step write that failed (``result`` is the call's outcome, or the round trip's
+        error)."""
+        if isinstance(result, (RedisError, OSError)):
             raise StoreError(f"cannot append a step to thread {thread!r} in Redis: {result}") from result
 
     async def progress(self, thread: str) -> Progress | None:

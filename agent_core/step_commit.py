@@ -49,7 +49,8 @@ async def write_and_reserve(
     try:
         written, reserved = await run_together(store.redis, [write, pending.call])
     except (RedisError, OSError) as exc:
-        raise StoreError(f"cannot append a step to thread {thread!r} in Redis: {exc}") from exc
+        store.check_append(thread, exc)
+        raise  # not reached: check_append raises for every such error
     try:
         store.check_append(thread, written)
     except StoreError:

@@ -34,14 +34,10 @@ class DisplaySettings:
     async def both(self, ws: Workspace) -> tuple[Display, Verbosity]:
         """The display and the verbosity, in one read (a run needs both to start)."""
         try:
-            shown, verbosity = await awaited(self._redis.hmget(self._key(ws), ["display", "verbosity"]))
+            shown, verbosity = await awaited(self._redis.hmget(self.key(ws), ["display", "verbosity"]))
         except RedisError as exc:
             raise unavailable(exc) from exc
         return self._decode(shown, verbosity)
-
-    def key(self, ws: Workspace) -> str:
-        """The hash the settings live in, for a caller reading it along with others in one round trip."""
-        return self._key(ws)
 
     def decode(self, raw: Mapping[Any, Any]) -> tuple[Display, Verbosity]:
         """The display and the verbosity from the whole hash (as HGETALL returns it)."""
@@ -54,7 +50,7 @@ class DisplaySettings:
 
     async def set_display(self, ws: Workspace, value: Display) -> None:
         try:
-            await awaited(self._redis.hset(self._key(ws), "display", value))
+            await awaited(self._redis.hset(self.key(ws), "display", value))
         except RedisError as exc:
             raise unavailable(exc) from exc
 
@@ -63,9 +59,10 @@ class DisplaySettings:
 
     async def set_verbosity(self, ws: Workspace, value: Verbosity) -> None:
         try:
-            await awaited(self._redis.hset(self._key(ws), "verbosity", value))
+            await awaited(self._redis.hset(self.key(ws), "verbosity", value))
         except RedisError as exc:
             raise unavailable(exc) from exc
 
-    def _key(self, ws: Workspace) -> str:
+    def key(self, ws: Workspace) -> str:
+        """The hash the settings live in (also read with others in one round trip by the run's preflight)."""
         return self._keys.settings(ws)
