@@ -28,6 +28,7 @@ from agent_core.lease import Lease, LeaseKeeper, RunLeases
 from agent_core.limits import Limits
 from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM, StreamingLLM, ToolCallRequest
 from agent_core.loop import Agent
+from agent_core.redis_batch import ScriptCall, run_together
 from agent_core.redis_budget import (
     DEFAULT_RESERVATION_TTL_SECONDS,
     BudgetLayer,
@@ -50,6 +51,8 @@ __all__ = [
     "DEFAULT_RESERVATION_TTL_SECONDS",
     "DEFAULT_TTL_SECONDS",
     "StreamDelta",
+    "ScriptCall",
+    "run_together",
     "DeltaSink",
     "StreamingLLM",
     "ThoughtDelta",

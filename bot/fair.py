@@ -19,10 +19,11 @@ makes it a no-op) or gone from the line (it is dropped); a wake never puts a thr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from redis.asyncio import Redis
 
+from agent_core import ScriptCall
 from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
@@ -191,8 +192,15 @@ class WorkspaceGate:
 
     async def release(self, thread: str) -> list[str]:
         """Give the thread's slot back; returns the threads in line that fit now (to be woken)."""
-        heads = await self._release(keys=self._keys(thread), args=self._args(thread))
-        return [as_text(h) or "" for h in heads]
+        return self.heads(await self.release_call(thread).alone())
+
+    def release_call(self, thread: str) -> ScriptCall:
+        """``release`` as a call to batch with others (``agent_core.run_together``); ``heads`` reads its reply."""
+        return ScriptCall(self._release, self._keys(thread), self._args(thread))
+
+    @staticmethod
+    def heads(reply: list[Any]) -> list[str]:
+        return [as_text(h) or "" for h in reply]
 
     async def sweep(self, limit: int = 1_000) -> list[str]:
         """Threads to wake in every workspace whose line has room and no wake on its way (a lost wake's only

@@ -31,7 +31,7 @@ from bot.resume import Resumer, holder_of
 from bot.run import AgentFactory, EventSource, TurnRunner
 from bot.settings import MAX_CONCURRENT_RUNS_CAP, Settings
 from bot.toolbox import Toolbox
-from bot.turns import JOB_FUNCTION, ThreadQueue, Turn, enqueue_turn, request_cancel
+from bot.turns import JOB_FUNCTION, Slot, ThreadQueue, Turn, enqueue_turn, request_cancel
 from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
 from bot.workspace_clients import NotInstalled, WorkspaceClients
 
@@ -135,12 +135,11 @@ class Runtime:
             await self.agent.aclose()
 
     async def run_thread(self, thread: str, turn_id: str, *, job_id: str, job_try: int, last_try: bool) -> str:
-        waits = await self._enter(thread, turn_id, job_id)
-        if waits is not None:
-            return waits
-        head: Turn | None = None
+        entered = await self._enter(thread, turn_id, job_id)
+        if isinstance(entered, str):
+            return entered
+        head = entered.head
         try:
-            head = await self.threads.head(thread)
             if head is not None:
                 # Our own deadline, before arq's: arq fails a timed-out job silently and never retries it, so
                 # this one ends first and goes through the failure path below (told, turn removed, slot freed).
@@ -152,7 +151,8 @@ class Runtime:
                 if outcome == "elsewhere":
                     await self.threads.release(thread, job_id, follow=False)
                     return "elsewhere"
-                await self.threads.done(thread, head.turn_id)
+                await self.threads.finish(thread, head.turn_id, job_id)
+                return "ran"
         except asyncio.CancelledError:
             # Shutdown or timeout: keep the slot. arq reruns this job id after a shutdown and it takes the slot
             # back; after a timeout the next job finds this one gone and takes over (see ThreadQueue.acquire).
@@ -166,10 +166,10 @@ class Runtime:
             await self.threads.release(thread, job_id)
             raise
         await self.threads.release(thread, job_id)
-        return "ran" if head is not None else "idle"
+        return "idle"
 
-    async def _enter(self, thread: str, turn_id: str, job_id: str) -> str | None:
-        """The workspace's slot, then the thread's: None when both are this job's, else why it does not run."""
+    async def _enter(self, thread: str, turn_id: str, job_id: str) -> Slot | str:
+        """The workspace's slot, then the thread's (with the turn to run), or why this job does not run."""
         admission = await self.threads.admit(thread, job_id)
         if admission.state == "stale":
             return "stale"
@@ -177,13 +177,13 @@ class Runtime:
             await self._tell_parked(thread, turn_id, job_id, admission)
             return "parked"
         try:
-            acquired = await self.threads.acquire(thread, job_id)
+            slot = await self.threads.acquire(thread, job_id)
         except Exception:
             if admission.state == "admitted":
                 await self.threads.leave(thread)
             raise
-        if acquired:
-            return None
+        if slot is not None:
+            return slot
         # A workspace slot taken now stays with the thread: its slot's holder is a run the gate did not count
         # (one ending right now, having given its workspace slot back, or one whose slot expired), and the job
         # it queues for this thread's next turn when it ends finds the slot taken by the thread and runs in it.

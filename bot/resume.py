@@ -113,5 +113,5 @@ class Resumer:
                     outcome = await self.runner.run(turn, resumed=True, last_try=False, holder=lease.holder,
                                                     job_id=job_id, lease=lease)
             if outcome == "done":  # the lease is released by now
-                await self.threads.done(thread, turn.turn_id)
-                await self.threads.release(thread, job_id)  # the dead job's slot; queues the thread's next turn
+                # The dead job's slot goes too, and the thread's next turn is queued.
+                await self.threads.finish(thread, turn.turn_id, job_id)

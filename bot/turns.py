@@ -11,18 +11,21 @@ first, or its thread waits in the workspace's line and a wake job comes for it w
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix as ARQ_IN_PROGRESS_PREFIX
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from agent_core import ScriptCall, run_together
 from bot.arq_enqueue import enqueue_job
 from bot.fair import Admission, WorkspaceGate
 from bot.identity import Conversation, Workspace
@@ -45,25 +48,26 @@ redis.call('EXPIRE', KEYS[2], ARGV[3])
 return redis.call('EXISTS', KEYS[3])
 """
 # Take the slot when it is free, ours already (a rerun after a restart: same job id), or held by ARGV[3], a
-# job the caller found dead. Returns 1 when taken, else the holder's job id.
+# job the caller found dead; taken, also read the oldest waiting turn, in the same round trip. Returns the
+# holder's job id when not taken, else {1} when no turn waits (a head whose record expired is let go) or
+# {1, id, record}.
 _ACQUIRE = """
 local holder = redis.call('GET', KEYS[1])
-if holder == false or holder == ARGV[1] or holder == ARGV[3] then
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-  return 1
+if holder ~= false and holder ~= ARGV[1] and holder ~= ARGV[3] then return holder end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+local id = redis.call('LINDEX', KEYS[2], 0)
+if id == false then return {1} end
+local record = redis.call('HGET', KEYS[3], id)
+if record == false then
+  redis.call('LREM', KEYS[2], 1, id)
+  return {1}
 end
-return holder
+return {1, id, record}
 """
 # Give the slot back and name the next waiting turn, atomically.
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return redis.call('LINDEX', KEYS[2], 0)
-"""
-# The oldest waiting turn's id and record (false when the record expired), or nothing when none waits.
-_HEAD = """
-local id = redis.call('LINDEX', KEYS[1], 0)
-if id == false then return {} end
-return {id, redis.call('HGET', KEYS[2], id)}
 """
 _DONE = """
 redis.call('LREM', KEYS[1], 1, ARGV[1])
@@ -127,6 +131,13 @@ class Turn:
         return f"run-{self.turn_id}-{digest}"
 
 
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """The thread's run slot, taken by a job, and the turn that job runs: the oldest waiting (None: none)."""
+
+    head: Turn | None
+
+
 async def enqueue_turn(redis: Redis, queue: ArqRedis, keys: AppKeys, turn: Turn, *, ttl_seconds: int) -> bool:
     """Queue ``turn`` for its thread; True when a run of that thread is in progress (the turn waits)."""
     script = redis.register_script(_PUSH_TURN)
@@ -169,22 +180,35 @@ class ThreadQueue:
         self._acquire_script = redis.register_script(_ACQUIRE)
         self._release_script = redis.register_script(_RELEASE)
         self._done_script = redis.register_script(_DONE)
-        self._head_script = redis.register_script(_HEAD)
 
-    async def acquire(self, thread: str, job_id: str) -> bool:
-        """Take the thread's run slot for ``job_id``: False while another live job holds it.
+    async def acquire(self, thread: str, job_id: str) -> Slot | None:
+        """Take the thread's run slot for ``job_id``, with the turn it is to run: None while another live job
+        holds it.
 
         A holder whose job is neither running nor queued (its worker died and arq gave up) is taken over.
         """
-        holder = await self._acquire_script(keys=[self.keys.lock(thread)], args=[job_id, self._slot_ttl, ""])
-        if holder == 1:
-            return True
-        holder_id = as_text(holder) or ""
+        keys = [self.keys.lock(thread), self.keys.inbox(thread), self.keys.turns(thread)]
+        reply = await self._acquire_script(keys=keys, args=[job_id, self._slot_ttl, ""])
+        if isinstance(reply, list):
+            return await self._taken(thread, reply)
+        holder_id = as_text(reply) or ""
         if await self._job_alive(holder_id):
-            return False
+            return None
         log.warning("thread %s: run slot held by %s, which is no longer running; taking over", thread, holder_id)
-        taken = await self._acquire_script(keys=[self.keys.lock(thread)], args=[job_id, self._slot_ttl, holder_id])
-        return bool(taken == 1)
+        reply = await self._acquire_script(keys=keys, args=[job_id, self._slot_ttl, holder_id])
+        return await self._taken(thread, reply) if isinstance(reply, list) else None
+
+    async def _taken(self, thread: str, reply: list[Any]) -> Slot:
+        if len(reply) < 3:
+            return Slot(None)
+        turn_id, raw = as_text(reply[1]) or "", reply[2]
+        try:
+            return Slot(Turn.from_json(raw))
+        except (ValueError, TypeError) as exc:
+            # Not a record this code wrote: it could never run, and at the head it would block the thread.
+            log.error("thread %s: turn %s has an unreadable record (%s); dropped", thread, turn_id, exc)
+            await self.done(thread, turn_id)
+            return Slot(None)
 
     async def admit(self, thread: str, job_id: str) -> Admission:
         """The workspace's gate for a job of ``thread`` (see :mod:`bot.fair`); wakes the heads it names."""
@@ -230,27 +254,41 @@ class ThreadQueue:
             # the next turn's job queued below then runs in that workspace slot).
             await self.leave(thread)
         try:
-            keys = [self.keys.lock(thread), self.keys.inbox(thread)]
-            following = await self._release_script(keys=keys, args=[job_id])
-            if following and follow:
-                next_id = as_text(following) or ""
-                await self.queue.enqueue_job(
-                    JOB_FUNCTION, thread, next_id, _job_id=self.keys.job_id("next", thread, next_id)
-                )
+            following = await self._release_call(thread, job_id).alone()
+            if follow:
+                await self._queue_next(thread, following)
         except RedisError:
             pass  # the slot expires on its own; the next mention's job then takes over
 
-    async def head(self, thread: str) -> Turn | None:
-        """The oldest waiting turn (a turn whose record expired is dropped)."""
-        inbox = self.keys.inbox(thread)
-        found = await self._head_script(keys=[inbox, self.keys.turns(thread)])
-        if not found:
-            return None
-        turn_id, raw = found  # raw is None when the record expired (Lua's false)
-        if raw is None:
-            await awaited(self.redis.lrem(inbox, 1, turn_id))
-            return None
-        return Turn.from_json(raw)
+    async def finish(self, thread: str, turn_id: str, job_id: str) -> None:
+        """``turn_id`` is answered: off the inbox, then the slots given back as ``release`` does (workspace slot
+        first), in one round trip; then the wakes and the next turn's job are queued.
+
+        Raises when the turn may still be in the inbox (the round trip, or its own removal, failed): the slots
+        are best effort, as in ``release``, but a turn left at the head would run again."""
+        results = await run_together(self.redis, [
+            ScriptCall(self._done_script, [self.keys.inbox(thread), self.keys.turns(thread)], [turn_id]),
+            self.gate.release_call(thread),
+            self._release_call(thread, job_id),
+        ])
+        removed, heads, following = results
+        with contextlib.suppress(RedisError):
+            if not isinstance(heads, RedisError):
+                await self._wake(self.gate.heads(heads))
+            if not isinstance(following, RedisError):
+                await self._queue_next(thread, following)
+        if isinstance(removed, RedisError):
+            raise removed
+
+    def _release_call(self, thread: str, job_id: str) -> ScriptCall:
+        return ScriptCall(self._release_script, [self.keys.lock(thread), self.keys.inbox(thread)], [job_id])
+
+    async def _queue_next(self, thread: str, following: Any) -> None:
+        """A job for the thread's next waiting turn (``following``: its id, or None when none waits)."""
+        if following:
+            next_id = as_text(following) or ""
+            job_id = self.keys.job_id("next", thread, next_id)
+            await enqueue_job(self.queue, JOB_FUNCTION, thread, next_id, job_id=job_id)  # arq's, in one round trip
 
     async def turn(self, thread: str, turn_id: str) -> Turn | None:
         """The stored turn ``turn_id`` of the thread, while it is not done."""
@@ -266,6 +304,7 @@ class ThreadQueue:
         return None if raw is None else Turn.from_json(raw)
 
     async def done(self, thread: str, turn_id: str) -> None:
+        """Take ``turn_id`` off the inbox (it is answered, or given up)."""
         await self._done_script(keys=[self.keys.inbox(thread), self.keys.turns(thread)], args=[turn_id])
 
     async def _job_alive(self, job_id: str) -> bool:

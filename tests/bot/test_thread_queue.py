@@ -1,4 +1,5 @@
-"""A thread's inbox: the oldest waiting turn is the one run, and a turn whose record expired is let go."""
+"""A thread's inbox: the job that takes the run slot gets the oldest waiting turn, and a turn whose record expired
+or cannot be read is let go."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from bot.turns import ThreadQueue
 from tests.conftest import TEST_REDIS_URL
 
 
-async def test_the_head_is_the_oldest_turn_and_an_expired_record_is_dropped(
+async def test_the_slot_comes_with_the_oldest_turn_and_an_expired_or_unreadable_record_is_dropped(
     redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
     keys = AppKeys(key_prefix)
@@ -24,16 +25,27 @@ async def test_the_head_is_the_oldest_turn_and_an_expired_record_is_dropped(
     try:
         threads = ThreadQueue(redis_client, await handle.arq_pool(f"{key_prefix}:q"), keys,
                               queue_name=f"{key_prefix}:q", slot_ttl_seconds=60, gate=gate)
-        assert await threads.head(thread) is None  # nothing waits
+
+        async def head() -> Turn | None:
+            # The slot is this job's on every call (a rerun of the job takes it back), and comes with the head.
+            slot = await threads.acquire(thread, "job-1")
+            assert slot is not None
+            return slot.head
+
+        assert await head() is None  # nothing waits
         turns = [Turn(thread=thread, turn_id=ts, text=f"ask {ts}", user_id="U1", team_id="T1", enterprise_id="",
-                      channel_id="C1", reply_thread_ts=ts, message_ts=ts) for ts in ("1.1", "1.2")]
+                      channel_id="C1", reply_thread_ts=ts, message_ts=ts) for ts in ("1.1", "1.2", "1.3")]
         for turn in turns:
             await redis_client.rpush(keys.inbox(thread), turn.turn_id)
             await redis_client.hset(keys.turns(thread), turn.turn_id, turn.to_json())
-        assert await threads.head(thread) == turns[0]
+        assert await head() == turns[0]
         await redis_client.hdel(keys.turns(thread), "1.1")  # its record expired
-        assert await threads.head(thread) is None
-        assert await redis_client.lrange(keys.inbox(thread), 0, -1) == [b"1.2"]  # let go; the next is at the head
-        assert await threads.head(thread) == turns[1]
+        assert await head() is None
+        assert await redis_client.lrange(keys.inbox(thread), 0, -1) == [b"1.2", b"1.3"]  # let go; the next is head
+        assert await head() == turns[1]
+        await redis_client.hset(keys.turns(thread), "1.2", "{not json")
+        assert await head() is None  # unreadable: dropped, record and all, not run nor left blocking the thread
+        assert await redis_client.hexists(keys.turns(thread), "1.2") == 0
+        assert await head() == turns[2]
     finally:
         await handle.close()
