@@ -12,6 +12,7 @@ import json
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
+import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -91,8 +92,8 @@ class RedisThreadStore:
                 raw_history, raw_progress = await pipe.execute()
         except RedisError as exc:
             raise StoreError(f"cannot load thread {thread!r} from Redis: {exc}") from exc
-        history = tuple(json.loads(item) for item in raw_history)
-        progress = Progress.from_dict(json.loads(raw_progress)) if raw_progress else Progress()
+        history = tuple(map(_loads, raw_history))
+        progress = Progress.from_dict(_loads(raw_progress)) if raw_progress else Progress()
         return ThreadState(history=history, progress=progress)
 
     @property
@@ -132,12 +133,12 @@ class RedisThreadStore:
             raw = await self._redis.get(self._keys.progress(thread))
         except RedisError as exc:
             raise StoreError(f"cannot read progress of {thread!r} from Redis: {exc}") from exc
-        return Progress.from_dict(json.loads(raw)) if raw else None
+        return Progress.from_dict(_loads(raw)) if raw else None
 
     async def traces(self, thread: str) -> list[dict[str, Any]]:
         """Every kept trace record of the thread, oldest first."""
         raw = await _awaited(self._redis.lrange(self._keys.trace(thread), 0, -1))
-        return [json.loads(item) for item in raw]
+        return [_loads(item) for item in raw]
 
 
 def trace_json(record: Mapping[str, Any]) -> str:
@@ -182,7 +183,16 @@ class RedisTraceSink:
     async def records(self, thread: str) -> list[dict[str, Any]]:
         """Every kept record under ``thread`` (a thread id, or ``run-<run id>``), oldest first."""
         raw = await _awaited(self._redis.lrange(self._keys.trace(thread), 0, -1))
-        return [json.loads(item) for item in raw]
+        return [_loads(item) for item in raw]
+
+
+def _loads(raw: bytes | str) -> Any:
+    """A stored record: orjson reads a run's 500-message window ~4x faster than json (the whole window loads at
+    every run's start); what it refuses and json reads (a lone surrogate's escape) is read by json, as before."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 async def _awaited(result: Awaitable[T] | T) -> T:

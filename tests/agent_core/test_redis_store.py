@@ -33,6 +33,16 @@ async def test_append_then_load_round_trips(redis_client: aioredis.Redis, keys: 
     assert (await store.progress(t)) == state.progress
 
 
+async def test_a_message_the_fast_reader_refuses_still_loads(redis_client: aioredis.Redis, keys: Keys) -> None:
+    # Stored by an older writer (or by hand) with a lone surrogate's escape, which json reads and orjson refuses.
+    store = RedisThreadStore(redis_client, keys)
+    t = thread(ts="1.3")
+    await store.append(t, [{"role": "user", "content": "hi é"}], Progress(task="hi"))
+    await redis_client.rpush(keys.history(t), '{"role": "assistant", "content": "odd \\ud800 text"}')
+    state = await store.load(t)
+    assert [m["content"] for m in state.history] == ["hi é", "odd \ud800 text"]
+
+
 async def test_unknown_thread_is_empty(redis_client: aioredis.Redis, keys: Keys) -> None:
     state = await RedisThreadStore(redis_client, keys).load(thread(ts="1.2"))
     assert state.history == () and state.progress == Progress()
