@@ -272,10 +272,11 @@ class ThreadQueue:
             self._release_call(thread, job_id),
         ])
         removed, heads, following = results
-        with contextlib.suppress(RedisError):
-            if not isinstance(heads, RedisError):
+        if not isinstance(heads, RedisError):
+            with contextlib.suppress(RedisError):  # best effort, as in ``leave``: the sweep wakes them later
                 await self._wake(self.gate.heads(heads))
-            if not isinstance(following, RedisError):
+        if not isinstance(following, RedisError):
+            with contextlib.suppress(RedisError):  # as in ``release``: the next mention's job takes over
                 await self._queue_next(thread, following)
         if isinstance(removed, RedisError):
             raise removed
