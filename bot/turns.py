@@ -244,42 +244,44 @@ class ThreadQueue:
             await enqueue_job(self.queue, JOB_FUNCTION, thread, "", job_id=job_id)  # arq's, in one round trip
 
     async def release(self, thread: str, job_id: str, *, follow: bool = True) -> None:
-        """Give the slots back and queue a job for the next waiting turn, if any (best effort in an outage).
+        """Give the slots back and queue a job for the next waiting turn, if any (best effort in an outage: the
+        slot expires on its own, and the next mention's job then takes over).
 
         ``follow=False``: queue nothing and keep the workspace slot (the run is live elsewhere, and that runner
         gives it back and queues the next turn)."""
-        if follow:
-            # The workspace slot first, so that the thread's next turn queues behind the workspace's line (a job
-            # of this thread arriving in between takes a workspace slot for it, and finds the thread slot taken;
-            # the next turn's job queued below then runs in that workspace slot).
-            await self.leave(thread)
-        try:
-            following = await self._release_call(thread, job_id).alone()
+        with contextlib.suppress(RedisError):
             if follow:
-                await self._queue_next(thread, following)
-        except RedisError:
-            pass  # the slot expires on its own; the next mention's job then takes over
+                await self._give_back(thread, job_id)
+            else:
+                await self._release_call(thread, job_id).alone()
 
     async def finish(self, thread: str, turn_id: str, job_id: str) -> None:
-        """``turn_id`` is answered: off the inbox, then the slots given back as ``release`` does (workspace slot
-        first), in one round trip; then the wakes and the next turn's job are queued.
+        """``turn_id`` is answered: off the inbox, and the slots given back as ``release`` does, in the same round
+        trip.
 
         Raises when the turn may still be in the inbox (the round trip, or its own removal, failed): the slots
         are best effort, as in ``release``, but a turn left at the head would run again."""
-        results = await run_together(self.redis, [
-            ScriptCall(self._done_script, [self.keys.inbox(thread), self.keys.turns(thread)], [turn_id]),
-            self.gate.release_call(thread),
-            self._release_call(thread, job_id),
-        ])
-        removed, heads, following = results
-        if not isinstance(heads, RedisError):
-            with contextlib.suppress(RedisError):  # best effort, as in ``leave``: the sweep wakes them later
-                await self._wake(self.gate.heads(heads))
-        if not isinstance(following, RedisError):
-            with contextlib.suppress(RedisError):  # as in ``release``: the next mention's job takes over
-                await self._queue_next(thread, following)
+        removed, *_ = await self._give_back(thread, job_id, self._done_call(thread, turn_id))
         if isinstance(removed, RedisError):
             raise removed
+
+    async def _give_back(self, thread: str, job_id: str, *before: ScriptCall) -> list[Any]:
+        """``before``, then both slots in one round trip; then the wakes and the next turn's job. Each call's
+        result, or its own ``RedisError``; a failed round trip raises."""
+        # The workspace slot first, so that the thread's next turn queues behind the workspace's line (a job of
+        # this thread arriving in between takes a workspace slot for it, and finds the thread slot taken; the
+        # next turn's job queued below then runs in that workspace slot).
+        results = await run_together(self.redis, [
+            *before, self.gate.release_call(thread), self._release_call(thread, job_id),
+        ])
+        heads, following = results[-2:]
+        if not isinstance(heads, RedisError):
+            with contextlib.suppress(RedisError):  # a lost wake: the line's next admission or sweep wakes them
+                await self._wake(self.gate.heads(heads))
+        if not isinstance(following, RedisError):
+            with contextlib.suppress(RedisError):  # the next mention's job takes the thread's next turn over
+                await self._queue_next(thread, following)
+        return results
 
     def _release_call(self, thread: str, job_id: str) -> ScriptCall:
         return ScriptCall(self._release_script, [self.keys.lock(thread), self.keys.inbox(thread)], [job_id])
@@ -306,7 +308,10 @@ class ThreadQueue:
 
     async def done(self, thread: str, turn_id: str) -> None:
         """Take ``turn_id`` off the inbox (it is answered, or given up)."""
-        await self._done_script(keys=[self.keys.inbox(thread), self.keys.turns(thread)], args=[turn_id])
+        await self._done_call(thread, turn_id).alone()
+
+    def _done_call(self, thread: str, turn_id: str) -> ScriptCall:
+        return ScriptCall(self._done_script, [self.keys.inbox(thread), self.keys.turns(thread)], [turn_id])
 
     async def _job_alive(self, job_id: str) -> bool:
         """Running (arq's in-progress key) or waiting in the queue (to be rerun after a shutdown)."""
