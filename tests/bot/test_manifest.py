@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from bot.app import EVENTS_PATH
@@ -52,3 +53,25 @@ def test_the_assistant_container_is_enabled() -> None:
     # Agents & AI Apps: the split view in DMs, where assistant_thread_started sets the suggested prompts.
     assert "assistant_view" in MANIFEST["features"]
     assert "display replies|timeline|plan" in MANIFEST["features"]["slash_commands"][0]["usage_hint"]
+
+
+def test_the_usage_hint_names_every_subcommand() -> None:
+    # Slack shows the hint while a person types the command: a subcommand missing there is one nobody finds.
+    from bot.workspace import USAGE
+
+    hint = MANIFEST["features"]["slash_commands"][0]["usage_hint"]
+    assert len(hint) <= 1000  # the manifest schema's cap
+    hinted = set(re.findall(r"[a-z][a-z-]+", hint))
+    for usage in re.findall(r"`/agent-limits ([^`]*)`", USAGE):
+        for word in re.findall(r"(?:^|[\[ |])([a-z][a-z-]+)", usage.strip("[]")):
+            assert word in hinted, f"`{word}` (from the usage text) is missing from manifest.json's usage_hint"
+
+
+def test_the_readme_explains_every_scope_and_every_url_to_replace() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    scopes_paragraph = readme.split("Scopes, and why:", 1)[1].split("\n\n", 1)[0]
+    for scope in MANIFEST["oauth_config"]["scopes"]["bot"]:
+        assert f"`{scope}`" in scopes_paragraph, f"the README's scope list omits {scope}"
+    manifest_text = json.dumps(MANIFEST)
+    for url in set(re.findall(r"https://YOUR-HOST\.example\.com/[a-z_/]+", manifest_text)):
+        assert url in readme, f"the README's set-up steps do not name {url} among the URLs to replace"
