@@ -19,9 +19,9 @@ from bot.workspace.config import (
     MONEY_FIELDS,
     ConfigField,
     ConfigValue,
-    InvalidValue,
     in_bounds,
 )
+from bot.workspace.config import InvalidValue as InvalidValue  # parse_value raises it: importable from here too
 from bot.workspace.tool_choice import PATTERN_RE
 from tools import parse_domain
 

@@ -102,6 +102,9 @@ async def test_an_org_budget_of_50000_is_stored_shown_with_the_right_old_value_a
     assert "Org budget: $50.00 per month → $50,000.00 per month" in raised
     # Read back as set: the same amount again is no change, and the next change names it as the old value.
     assert "nothing changed" in await command(app, "org-budget 50000", user=ORG_ADMIN, enterprise=ORG)
+    assert "Org budget: $50,000.00 per month → $60,000.00 per month" in await command(
+        app, "org-budget 60000", user=ORG_ADMIN, enterprise=ORG)
+    await command(app, "org-budget 50000", user=ORG_ADMIN, enterprise=ORG)
     shown = await command(app, "show", user="U1", enterprise=ORG)
     assert "Org budget: $50,000.00 per month for all its workspaces: $0.00 this month spent" in shown
 
