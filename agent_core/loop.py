@@ -307,11 +307,13 @@ class Agent:
         plan = await self._plan(run, prompt)
         if not isinstance(plan, Stop) or plan.reason is not StopReason.MAX_TOKENS:
             return prompt, plan
-        # A call that does not fit the token cap: never stop for what the run could leave out. A task no call
-        # can carry is said as such (by how much); earlier turns are dropped before the run is stopped.
-        too_long = run.stopper.too_long(prompt.floor_tokens + run.tools_tokens, *self._task_size(run))
-        if too_long is not None:
-            return prompt, too_long
+        # A call that does not fit the token cap: never stop for what the run could leave out. Before the first
+        # call, a task no call can carry is said as such (by how much); earlier turns are dropped before the run
+        # is stopped for them.
+        if run.stopper.steps == 0:
+            too_long = run.stopper.too_long(prompt.floor_tokens + run.tools_tokens, *self._task_size(run))
+            if too_long is not None:
+                return prompt, too_long
         if prompt.earlier_tokens:
             lim = run.stopper.limits
             spare = lim.max_tokens - run.stopper.usage.total_tokens - lim.min_completion_tokens - run.tools_tokens

@@ -115,6 +115,6 @@ def _decode(raw: dict[str, str]) -> OrgBudget:
         micros = decode_value("budget_micros", raw.get("budget_micros", "none"))
         period = decode_value("period", raw.get("period", DEFAULT_PERIOD))
     except InvalidValue:
-        log.warning("unreadable stored org budget %r: the org's runs are refused until it is set again", raw)
+        log.warning("unreadable stored org budget %.200r: the org's runs are refused until it is set again", raw)
         return OrgBudget(unreadable=True)
     return OrgBudget(micros if isinstance(micros, int) else None, cast(Period, period))

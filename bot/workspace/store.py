@@ -139,7 +139,7 @@ class WorkspaceLimitsStore:
             except InvalidValue:
                 # Written by hand or by another version. Not ignored: a limit nobody can read is not "none";
                 # the run refuses (WorkspaceLimits.preflight) until an admin sets it again.
-                log.warning("unreadable stored limit %s=%r: runs are refused until it is set again", name, value)
+                log.warning("unreadable stored limit %s=%.80r: runs are refused until it is set again", name, value)
                 unreadable.append(name)
         return replace(self.defaults, **overrides, unreadable=tuple(sorted(unreadable)))
 
