@@ -12,7 +12,14 @@ from typing import Literal
 
 from agent_core.history import Window, trim
 from agent_core.store import Message
-from agent_core.tokens import TOKENS_PER_MESSAGE, TokenCounter, count_lines, count_message, count_messages
+from agent_core.tokens import (
+    TOKENS_PER_MESSAGE,
+    TOKENS_REPLY_PRIMING,
+    TokenCounter,
+    count_lines,
+    count_message,
+    count_messages,
+)
 
 SYSTEM_PROMPT = """\
 You are a careful assistant working inside a team's Slack workspace. You solve the user's task step by \
@@ -37,6 +44,10 @@ class Prompt:
 
     messages: list[Message]
     tokens: int
+    #: Of ``tokens``: the earlier turns' (the part that may be left out to make room).
+    earlier_tokens: int = 0
+    #: Of ``tokens``: the parts never trimmed (system prompt, task, progress note): no call of the run is smaller.
+    floor_tokens: int = 0
 
 
 def assemble(
@@ -74,9 +85,10 @@ def assemble(
             rest.append({"role": "user", "content": progress_note})
     # The earlier part's tokens are known from the window, the run's own from above: only the rest is counted.
     # The note (the last message, a plain system one) is counted by lines: most are the same as last step's.
+    floor = TOKENS_REPLY_PRIMING + count_message(counter, system) + count_message(counter, task) + (
+        TOKENS_PER_MESSAGE + count_lines(counter, progress_note))
     if note_role == "system":
-        tokens = current_tokens + count_message(counter, system) + count_message(counter, task) + (
-            TOKENS_PER_MESSAGE + count_lines(counter, progress_note)) + earlier_tokens
+        tokens = floor - TOKENS_REPLY_PRIMING + current_tokens + earlier_tokens
     else:
         tokens = count_messages(counter, [system, *rest]) + earlier_tokens
-    return Prompt([system, *earlier_list, *rest], tokens)
+    return Prompt([system, *earlier_list, *rest], tokens, earlier_tokens, floor)

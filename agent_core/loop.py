@@ -36,7 +36,7 @@ from agent_core.settings import AgentSettings
 from agent_core.sse import DeltaSink
 from agent_core.stopper import CallPlan, Stop, Stopper
 from agent_core.store import Message, Progress, ThreadStore
-from agent_core.tokens import TokenCounter, count_tools, counter_for
+from agent_core.tokens import TokenCounter, count_messages, count_tools, counter_for
 from tools import (
     DEFAULT_GUARD_MODE,
     Executor,
@@ -304,12 +304,39 @@ class Agent:
 
     async def _next_call(self, run: Run) -> tuple[context.Prompt, CallPlan | Stop]:
         prompt = self._context(run)
-        return prompt, await self._plan(run, prompt)
+        plan = await self._plan(run, prompt)
+        if not isinstance(plan, Stop) or plan.reason is not StopReason.MAX_TOKENS:
+            return prompt, plan
+        # A call that does not fit the token cap: never stop for what the run could leave out. Before the first
+        # call, a task no call can carry is said as such (by how much); earlier turns are dropped before the run
+        # is stopped for them.
+        if run.stopper.steps == 0:
+            too_long = run.stopper.too_long(prompt.floor_tokens + run.tools_tokens, *self._task_size(run))
+            if too_long is not None:
+                return prompt, too_long
+        if prompt.earlier_tokens:
+            lim = run.stopper.limits
+            spare = lim.max_tokens - run.stopper.usage.total_tokens - lim.min_completion_tokens - run.tools_tokens
+            room = spare - (prompt.tokens - prompt.earlier_tokens)
+            if room < prompt.earlier_tokens:
+                prompt = self._context(run, earlier_tokens=max(room, 0))
+                plan = await self._plan(run, prompt)
+        return prompt, plan
 
-    def _context(self, run: Run) -> context.Prompt:
+    def _task_size(self, run: Run) -> tuple[str, int]:
+        content = run.task.get("content")
+        task = content if isinstance(content, str) else run.progress.task
+        return task, self.counter.count(task)
+
+    def _context(self, run: Run, *, earlier_tokens: int | None = None) -> context.Prompt:
+        """The next call's messages; ``earlier_tokens`` caps the earlier turns below ``history_tokens``."""
+        history_tokens = self.history_tokens
+        if earlier_tokens is not None:
+            current = count_messages(self.counter, run.current)
+            history_tokens = min(history_tokens, current + earlier_tokens)
         return context.assemble(
             run.system, run.earlier, run.task, run.current, progress.note(run.progress, run.stopper),
-            history_tokens=self.history_tokens, counter=self.counter, note_role=self.note_role,
+            history_tokens=history_tokens, counter=self.counter, note_role=self.note_role,
         )
 
     async def _plan(self, run: Run, prompt: context.Prompt) -> CallPlan | Stop:
@@ -461,7 +488,7 @@ class Agent:
         if reason is not StopReason.FINAL_ANSWER:
             for call_id in history.unanswered(run.current):
                 run.remember(history.not_executed(call_id, f"{reason.value}, the run stopped first"))
-            answer = progress.graceful_answer(reason, stop.detail, run.progress)
+            answer = stop.answer or progress.graceful_answer(reason, stop.detail, run.progress)
             run.remember({"role": "assistant", "content": answer})
         run.progress = replace(run.progress, status="stopped", stop_reason=reason.value, step=run.stopper.steps,
                                answer=answer)

@@ -19,6 +19,10 @@ MAX_FINDINGS = 8
 FINDING_CHARS = 240
 #: Longest final answer presented; Slack shows it in a few messages. The rest is cut with a marker.
 MAX_ANSWER_CHARS = 40_000
+#: A task longer than this is pinned in the note by its start and end only: the whole task is the run's own
+#: user message, sent with every call, and a second full copy would double a long message's tokens.
+PINNED_TASK_CHARS = 1_000
+_PINNED_HEAD, _PINNED_TAIL = 600, 300
 
 _HUMAN = {
     StopReason.MAX_STEPS: "I reached the step limit",
@@ -56,7 +60,7 @@ def note(progress: Progress, stopper: Stopper) -> str:
     lim, usage = stopper.limits, stopper.usage
     lines = [
         "## Original task (pinned)",
-        progress.task,
+        pinned_task(progress.task),
         "",
         "## Progress",
         f"- Step {stopper.steps + 1} of at most {lim.max_steps}.",
@@ -70,6 +74,15 @@ def note(progress: Progress, stopper: Stopper) -> str:
     for warning in stopper.warnings():
         lines.append(f"- Warning: {warning}.")
     return "\n".join(lines)
+
+
+def pinned_task(task: str) -> str:
+    """The task as the note pins it: whole when short, else its start and end around a marker."""
+    if len(task) <= PINNED_TASK_CHARS:
+        return task
+    left_out = len(task) - _PINNED_HEAD - _PINNED_TAIL
+    return (f"{task[:_PINNED_HEAD]}\n[… {left_out:,} characters not repeated here: the whole task is the user "
+            f"message above …]\n{task[-_PINNED_TAIL:]}")
 
 
 def graceful_answer(reason: StopReason, detail: str, progress: Progress) -> str:

@@ -31,6 +31,9 @@ class Stop:
     detail: str
     #: The state store failed (see ``Stopped.store_failed``).
     store_failed: bool = False
+    #: The run's answer when the usual one (what was found, what is missing) would mislead: set by
+    #: ``Stopper.too_long`` for a task no call of the run could carry.
+    answer: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +118,38 @@ class Stopper:
                 )
             max_tokens = min(max_tokens, affordable)
         return CallPlan(max_tokens, self.price.worst_case_micros(prompt_tokens, max_tokens), prompt_tokens)
+
+    def too_long(self, floor_tokens: int, task: str, task_tokens: int) -> Stop | None:
+        """A Stop when no call of this run can fit its token cap, whatever it drops: the parts never trimmed
+        (``floor_tokens``: system prompt, task, progress note, tool schemas) and a useful answer exceed it.
+
+        Its answer says by how much, in tokens and roughly in characters (at the task's own characters per
+        token), and what to do; or, when even an empty task would not fit, that the cap itself is too small."""
+        lim = self.limits
+        need = floor_tokens + lim.min_completion_tokens
+        over = need - lim.max_tokens
+        if over <= 0:
+            return None
+        if over >= task_tokens:  # the instructions and tools alone do not fit: no shorter message would
+            return Stop(
+                StopReason.MAX_TOKENS,
+                f"max_tokens: {lim.max_tokens:,} cap is below the {need - task_tokens:,} tokens every call needs "
+                "before the message (instructions, tools, an answer)",
+                answer=(f"This run's token limit ({lim.max_tokens:,} tokens) is too small for any call: my "
+                        f"instructions and tools alone need about {need - task_tokens:,}. Ask an admin to raise it. "
+                        "No LLM call was made."),
+            )
+        chars = min(len(task), -(-over * len(task) // max(task_tokens, 1)))
+        return Stop(
+            StopReason.MAX_TOKENS,
+            f"max_tokens: {lim.max_tokens:,} cap; the message is {task_tokens:,} tokens ({len(task):,} characters) "
+            f"and a first call needs {need:,}: {over:,} tokens over",
+            answer=(f"Your message is too long for this run's token limit: it is about {task_tokens:,} tokens "
+                    f"({len(task):,} characters), and with my instructions and tools a first call needs {need:,} "
+                    f"tokens of the {lim.max_tokens:,} a run may use. Shorten it by about {over:,} tokens (roughly "
+                    f"{chars:,} characters) and send it again, or ask an admin to raise the run's token limit. "
+                    "No LLM call was made."),
+        )
 
     def record_call(self, usage: Usage) -> None:
         self.steps += 1

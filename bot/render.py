@@ -134,7 +134,23 @@ def stop_line(event: Stopped) -> str:
     line = stop_summary(event)
     if event.detail and event.reason is not StopReason.FINAL_ANSWER:
         line += f"\n{mrkdwn.escape(event.detail)}"
+    if hint := raise_hint(event):
+        line += f"\n{hint}"
     return line
+
+
+#: The ``/agent-limits`` command that raises the per-run cap a run stopped at.
+RAISED_WITH: dict[StopReason, str] = {
+    StopReason.MAX_STEPS: "/agent-limits max-steps <n>",
+    StopReason.MAX_TOKENS: "/agent-limits max-tokens <n>",
+    StopReason.MAX_COST: "/agent-limits max-cost <usd>",
+}
+
+
+def raise_hint(event: Stopped) -> str:
+    """Under a run a per-run cap stopped: who can raise it, and how (the engine knows no Slack commands)."""
+    command = RAISED_WITH.get(event.reason)
+    return f"Workspace admins can raise this limit with `{command}`." if command else ""
 
 
 def final_messages(event: Stopped, view: RunView | None = None) -> list[SlackMessage]:

@@ -126,6 +126,8 @@ def stop_markdown(event: Stopped) -> str:
     line = f"\n\n---\n{render.stop_summary(event)}"
     if event.detail and event.reason.value != "final_answer":
         line += f"\n\n{defuse(event.detail)}"
+    if hint := render.raise_hint(event):
+        line += f"\n\n{hint}"
     return line
 
 

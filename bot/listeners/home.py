@@ -37,7 +37,10 @@ from bot.workspace import (
     format_feedback,
     layer_lines,
     parse_value,
+    shown,
     tool_line,
+    unreadable_layers,
+    unreadable_lines,
 )
 from tools import ToolListing
 
@@ -138,7 +141,8 @@ async def publish_home(
         except SlackLookupError:
             is_admin = False
         config = await rules.store.get(ws)
-        budget = await rules.budget(ws, config, user_id)
+        org = await rules.org_budget(ws)
+        budget = await rules.budget(ws, config, user_id, org=org)
         usage, spenders = await budget.usage_summary(), await budget.top_spenders(TOP_SPENDERS)
         runs = await rules.store.recent_runs(ws, RECENT_RUNS)
         tools, published = await rules.tools(ws)
@@ -146,6 +150,7 @@ async def publish_home(
         view = home_view(
             config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice,
             tools=tools, tools_published=published, feedback=feedback, spenders=spenders,
+            org_unreadable=org is not None and org.unreadable,
         )
     except StoreError as exc:
         log.warning("App Home for %s: %s", user_id, exc)
@@ -201,23 +206,26 @@ def home_view(
     tools_published: bool = True,
     feedback: FeedbackSummary | None = None,
     spenders: Sequence[tuple[str, int]] = (),
+    org_unreadable: bool = False,
 ) -> dict[str, Any]:
     """The Home tab: budget with a bar, the limits, the tools, the last runs, buttons for admins (≤ 100 blocks)."""
     blocks: list[dict[str, Any]] = [{"type": "header", "text": _plain("Agent limits and budget")}]
     if notice:
         blocks.append({"type": "section", "text": _mrkdwn(notice[:2900])})
+    if warnings := unreadable_lines(config, org_unreadable):
+        blocks.append({"type": "section", "text": _mrkdwn("\n".join(warnings)[:2900])})
     blocks.append({"type": "section", "text": _mrkdwn(_budget_text(config, usage))})
-    if layers := layer_lines(usage, spenders):
+    if layers := layer_lines(usage, spenders, unreadable=unreadable_layers(config, org_unreadable)):
         blocks.append({"type": "section", "text": _mrkdwn("\n".join(layers)[:2900])})
     blocks.append(
         {
             "type": "section",
             "fields": [
-                _mrkdwn(f"*Max steps per run:* {config.max_steps:,}"),
-                _mrkdwn(f"*Max tokens per run:* {config.max_tokens:,}"),
-                _mrkdwn(f"*Max cost per run:* {format_usd(config.max_cost_micros)}"),
-                _mrkdwn(f"*Budget period:* {config.period}"),
-                _mrkdwn(f"*Runs at once:* {config.max_concurrent:,}"),
+                _mrkdwn(f"*Max steps per run:* {shown(config, 'max_steps')}"),
+                _mrkdwn(f"*Max tokens per run:* {shown(config, 'max_tokens')}"),
+                _mrkdwn(f"*Max cost per run:* {shown(config, 'max_cost_micros')}"),
+                _mrkdwn(f"*Budget period:* {shown(config, 'period')}"),
+                _mrkdwn(f"*Runs at once:* {shown(config, 'max_concurrent')}"),
             ],
         }
     )

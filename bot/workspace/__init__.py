@@ -14,7 +14,6 @@ from bot.workspace.command import (
     VERBOSITIES,
     Command,
     DisplayCommand,
-    InvalidValue,
     ResetCommand,
     SetCommand,
     ShowCommand,
@@ -32,12 +31,16 @@ from bot.workspace.config import (
     Change,
     ConfigField,
     ConfigValue,
+    InvalidValue,
     LimitsPolicy,
     RunRecord,
     WorkspaceConfig,
+    decode_value,
     display,
+    encode_value,
     label_of,
     limits_for,
+    shown,
 )
 from bot.workspace.display import DisplaySettings
 from bot.workspace.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
@@ -53,6 +56,9 @@ from bot.workspace.replies import (
     is_exhausted,
     layer_lines,
     tool_line,
+    unreadable_layers,
+    unreadable_lines,
+    unreadable_message,
 )
 from bot.workspace.store import WorkspaceLimitsStore
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, catalog_of
@@ -62,6 +68,12 @@ __all__ = [
     "OrgBudget",
     "OrgBudgetStore",
     "layer_lines",
+    "unreadable_layers",
+    "unreadable_lines",
+    "unreadable_message",
+    "decode_value",
+    "encode_value",
+    "shown",
     "AUDIT_CAP",
     "NO_CATALOG_NOTE",
     "CatalogEntry",

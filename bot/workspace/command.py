@@ -12,7 +12,16 @@ from typing import Literal, cast, get_args
 
 from agent_core import Period, format_usd
 from bot.settings import Display, Verbosity
-from bot.workspace.config import BOUNDS, LABELS, MICROS_PER_USD, MONEY_FIELDS, ConfigField, ConfigValue
+from bot.workspace.config import (
+    BOUNDS,
+    LABELS,
+    MICROS_PER_USD,
+    MONEY_FIELDS,
+    ConfigField,
+    ConfigValue,
+    in_bounds,
+)
+from bot.workspace.config import InvalidValue as InvalidValue  # parse_value raises it: importable from here too
 from bot.workspace.tool_choice import PATTERN_RE
 from tools import parse_domain
 
@@ -47,12 +56,9 @@ denied hosts never
 Amounts are plain dollars with at most two decimals, like `25` or `0.50`."""
 
 
-class InvalidValue(ValueError):
-    """A value someone typed is not acceptable; the message says what is."""
-
-
 # ASCII digits only (re.ASCII and explicit [0-9]): int()/Decimal() would accept '١٢٣', '1_000', 'nan', '1e3'.
-# The digit counts keep the numbers far from anything that could be slow or overflow.
+# The digit counts keep the numbers far from anything that could be slow; the bounds (config.BOUNDS, which the
+# stored form is also read back against) decide what is acceptable.
 _MONEY_RE = re.compile(r"\$?(0|[1-9][0-9]{0,8})(?:\.([0-9]{1,2}))?", re.ASCII)
 COUNT_RE = re.compile(r"(0|[1-9][0-9]{0,9})", re.ASCII)
 
@@ -73,7 +79,7 @@ def parse_value(config_field: ConfigField, text: str) -> int | str:
                 f"`{label}` needs a dollar amount with at most two decimals, like `25` or `0.50`; got `{quote(text)}`."
             )
         micros = int(match[1]) * MICROS_PER_USD + int((match[2] or "0").ljust(2, "0")) * 10_000
-        if not bound.low <= micros <= bound.high:
+        if not in_bounds(config_field, micros):
             raise InvalidValue(
                 f"`{label}` must be between {format_usd(bound.low)} and {format_usd(bound.high)}; got `{quote(text)}`."
             )
@@ -82,7 +88,7 @@ def parse_value(config_field: ConfigField, text: str) -> int | str:
     if match is None:
         raise InvalidValue(f"`{label}` needs a whole number written with digits 0-9, got `{quote(text)}`.")
     count = int(match[1])
-    if not bound.low <= count <= bound.high:
+    if not in_bounds(config_field, count):
         raise InvalidValue(f"`{label}` must be between {bound.low:,} and {bound.high:,}; got `{quote(text)}`.")
     return count
 

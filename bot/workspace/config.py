@@ -8,6 +8,7 @@ reads the deployment's own values.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -69,6 +70,61 @@ BOUNDS: dict[ConfigField, Bound] = {
     "max_tokens": Bound(1_000, 2_000_000),
     "max_concurrent": Bound(1, MAX_CONCURRENT_RUNS_CAP),
 }
+PERIODS: tuple[Period, ...] = get_args(Period)
+#: What fixes each field, named in messages about it.
+FIX_COMMANDS: dict[str, str] = {
+    "max_steps": "/agent-limits max-steps <n>",
+    "max_tokens": "/agent-limits max-tokens <n>",
+    "max_cost_micros": "/agent-limits max-cost <usd>",
+    "budget_micros": "/agent-limits budget <usd>",
+    "period": "/agent-limits budget <usd> monthly|daily",
+    "user_budget_micros": "/agent-limits user-budget <usd>|none",
+    "max_concurrent": "/agent-limits max-concurrent <n>",
+}
+
+
+#: How a stored value that cannot be read is shown ("budget: unreadable → $25.00").
+UNREADABLE = "unreadable"
+
+
+class InvalidValue(ValueError):
+    """A value someone typed (or something stored) is not acceptable; the message says what is."""
+
+
+# A stored number: ASCII digits, no sign or leading zero (int() would take '١٢٣', '1_000', ' 5').
+_STORED_INT_RE = re.compile(r"0|[1-9][0-9]*", re.ASCII)
+
+
+def in_bounds(config_field: ConfigField, value: int) -> bool:
+    bound = BOUNDS[config_field]
+    return bound.low <= value <= bound.high
+
+
+def decode_value(config_field: ConfigField, raw: str) -> ConfigValue:
+    """A stored value back; raises :class:`InvalidValue` for one :func:`encode_value` could not have written.
+
+    The one definition of a valid stored value: writing (``encode_value``) checks its own text with it, so
+    whatever is accepted is read back the same, at every bound (a budget of $100,000 is 12 digits of micros).
+    """
+    if config_field in OPTIONAL_FIELDS and raw == "none":
+        return None
+    if config_field == "period":
+        if raw not in PERIODS:
+            raise InvalidValue(f"{LABELS[config_field]}: stored value {raw[:40]!r} is not one of {PERIODS}")
+        return raw
+    bound = BOUNDS[config_field]
+    # The length first: no int() of a megabyte of digits.
+    if len(raw) > len(str(bound.high)) or not _STORED_INT_RE.fullmatch(raw) or not in_bounds(config_field, int(raw)):
+        raise InvalidValue(f"{LABELS[config_field]}: stored value {raw[:40]!r} is not a whole number within bounds")
+    return int(raw)
+
+
+def encode_value(config_field: ConfigField, value: ConfigValue) -> str:
+    """``value`` as stored; raises :class:`InvalidValue` unless :func:`decode_value` reads it back as ``value``."""
+    text = "none" if value is None else str(value)
+    if isinstance(value, bool) or decode_value(config_field, text) != value:
+        raise InvalidValue(f"{LABELS[config_field]}: {value!r} cannot be stored")
+    return text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +145,9 @@ class WorkspaceConfig:
     """What one person's runs may spend per period (the same period); None = no cap; 0 stops them."""
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     """Runs of the workspace in flight at once, across all workers; the rest wait their turn (``bot.fair``)."""
+    unreadable: tuple[ConfigField, ...] = ()
+    """Fields whose stored value could not be read (hand-written, or by another version): they hold the default
+    only as a placeholder. No run starts while any is here: a limit nobody can read is never taken as none."""
 
 
 #: Budget layers' names in messages ("the org budget has $0.00 left") and in ``BudgetUsage.layers``.
@@ -207,6 +266,12 @@ def display(config_field: ConfigField, value: ConfigValue) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return value
+
+
+def shown(config: WorkspaceConfig, config_field: ConfigField) -> str:
+    """A field's effective value as people read it; ``unreadable`` when its stored value could not be read (the
+    placeholder it holds is no real value)."""
+    return UNREADABLE if config_field in config.unreadable else display(config_field, getattr(config, config_field))
 
 
 def when(t: datetime) -> str:

@@ -40,7 +40,7 @@ from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, Workspa
 from bot.workspace.display import DisplaySettings
 from bot.workspace.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
 from bot.workspace.feedback import FeedbackStore, format_feedback
-from bot.workspace.org import OrgBudgetStore
+from bot.workspace.org import OrgBudget, OrgBudgetStore
 from bot.workspace.people import SlackLookupError, SlackUsers
 from bot.workspace.replies import (
     budget_exhausted_message,
@@ -52,6 +52,7 @@ from bot.workspace.replies import (
     org_budget_reply,
     tool_rule_reply,
     unknown_tool_reply,
+    unreadable_message,
     verbosity_reply,
 )
 from bot.workspace.store import WorkspaceLimitsStore
@@ -82,7 +83,7 @@ class RunPlan:
 class RunBlocked:
     """The run must not start; ``message`` is the thread reply (no LLM call is made)."""
 
-    reason: Literal["guest", "external", "budget_exhausted"]
+    reason: Literal["guest", "external", "budget_exhausted", "limit_unreadable"]
     message: str
 
 
@@ -152,17 +153,24 @@ class WorkspaceLimits:
         """Raises :class:`SlackLookupError` when Slack cannot say."""
         return await self.users.is_admin(client, ws.team_id, user_id)
 
-    async def budget(self, ws: Workspace, config: WorkspaceConfig, user_id: str | None = None) -> RedisBudget:
-        """The budget a run of ``user_id`` must fit: the workspace's, its org's (on Enterprise Grid) and the
-        person's own cap, as one budget whose holds are checked in all three at once."""
-        org = None
-        if ws.enterprise_id:
-            org = self.org.layer(ws.enterprise_id, await self.org.get(ws.enterprise_id))
-        return self.store.budget_for(ws, config, user_id=user_id, org=org)
+    async def org_budget(self, ws: Workspace) -> OrgBudget | None:
+        """The org budget of ``ws``'s Enterprise Grid org; None outside one."""
+        return await self.org.get(ws.enterprise_id) if ws.enterprise_id else None
+
+    async def budget(
+        self, ws: Workspace, config: WorkspaceConfig, user_id: str | None = None, *, org: OrgBudget | None = None
+    ) -> RedisBudget:
+        """The budget a run of ``user_id`` must fit: the workspace's, its org's (on Enterprise Grid; read here
+        unless given) and the person's own cap, as one budget whose holds are checked in all three at once."""
+        if org is None:
+            org = await self.org_budget(ws)
+        layer = self.org.layer(ws.enterprise_id, org) if org is not None and ws.enterprise_id else None
+        return self.store.budget_for(ws, config, user_id=user_id, org=layer)
 
     async def show(self, ws: Workspace, *, can_change: bool, user_id: str | None = None) -> str:
         config = await self.store.get(ws)
-        budget = await self.budget(ws, config, user_id)
+        org = await self.org_budget(ws)
+        budget = await self.budget(ws, config, user_id, org=org)
         usage = await budget.usage_summary()
         spenders = await budget.top_spenders(TOP_SPENDERS)
         changes = await self.store.recent_changes(ws, 5)
@@ -172,6 +180,7 @@ class WorkspaceLimits:
         return format_show(
             config, usage, changes, verbosity=verbosity, display=shape, feedback=feedback, domains=hosts,
             can_change=can_change, admin_user_ids=self.users.admin_user_ids, spenders=spenders,
+            org_unreadable=org is not None and org.unreadable,
         )
 
     async def run_command(self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str) -> str:
@@ -286,13 +295,18 @@ class WorkspaceLimits:
     async def preflight(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None
     ) -> RunPlan | RunBlocked:
-        """Before a run: may this user start it, and is there budget left? Raises ``StoreError`` when Redis is
-        down (fail closed: reply with ``error``, make no LLM call) and ``SlackLookupError`` when Slack is."""
+        """Before a run: may this user start it, can every limit it runs under be read, and is there budget left?
+        Raises ``StoreError`` when Redis is down (fail closed: reply with ``error``, make no LLM call) and
+        ``SlackLookupError`` when Slack is."""
         refusal = await self.users.run_permission(client, ws.team_id, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
         config, tools, (egress, shown) = await self.store.for_run(ws, self.domains.key(ws), self.display.key(ws))
-        budget = await self.budget(ws, config, user_id)
+        org = await self.org_budget(ws)
+        unreadable = unreadable_message(config, org is not None and org.unreadable, self.users.admin_user_ids)
+        if unreadable:
+            return RunBlocked("limit_unreadable", unreadable)
+        budget = await self.budget(ws, config, user_id, org=org)
         usage = await budget.usage_summary()
         if is_exhausted(usage) or any(is_exhausted(layer) for layer in usage.layers):
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)

@@ -11,6 +11,7 @@ Limits and budgets stay per workspace inside the org; the org budget only caps t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,10 +23,18 @@ from redis.exceptions import RedisError, WatchError
 from agent_core import BudgetLayer, Period, StoreError, format_usd, utc_now
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.workspace.command import InvalidValue
-from bot.workspace.config import AUDIT_CAP, DEFAULT_PERIOD, ORG_LAYER, Change
-from bot.workspace.store import decode_value
+from bot.workspace.config import (
+    AUDIT_CAP,
+    DEFAULT_PERIOD,
+    ORG_LAYER,
+    UNREADABLE,
+    Change,
+    InvalidValue,
+    decode_value,
+    encode_value,
+)
 
+log = logging.getLogger(__name__)
 _MAX_WATCH_RETRIES = 20
 
 
@@ -35,8 +44,12 @@ class OrgBudget:
 
     budget_micros: int | None = None
     period: Period = DEFAULT_PERIOD
+    #: The stored setting could not be read: no run of the org starts until an org admin sets it again.
+    unreadable: bool = False
 
     def describe(self) -> str:
+        if self.unreadable:
+            return UNREADABLE
         if self.budget_micros is None:
             return "none"
         return f"{format_usd(self.budget_micros)} per {'month' if self.period == 'monthly' else 'day'}"
@@ -51,7 +64,9 @@ class OrgBudgetStore:
         self._clock = clock
 
     def layer(self, enterprise_id: str, org: OrgBudget) -> BudgetLayer:
-        return BudgetLayer(ORG_LAYER, self._keys.org_namespace(enterprise_id), org.budget_micros, org.period)
+        # An unreadable budget holds nothing (0), never "no budget".
+        limit = 0 if org.unreadable else org.budget_micros
+        return BudgetLayer(ORG_LAYER, self._keys.org_namespace(enterprise_id), limit, org.period)
 
     async def get(self, enterprise_id: str) -> OrgBudget:
         try:
@@ -65,6 +80,7 @@ class OrgBudgetStore:
     ) -> list[Change]:
         """Set the org budget (and its period, when given), audited; returns the changes (none if no change)."""
         key, audit_key = self._keys.org_limits(enterprise_id), self._keys.org_limits_audit(enterprise_id)
+        stored = encode_value("budget_micros", budget_micros)  # what could not be read back is never written
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
                 for _attempt in range(_MAX_WATCH_RETRIES):
@@ -78,7 +94,7 @@ class OrgBudgetStore:
                         change = Change(actor, self._clock(), "org-budget", before.describe(), after.describe())
                         pipe.multi()  # type: ignore[no-untyped-call]
                         pipe.hset(key, mapping={
-                            "budget_micros": "none" if budget_micros is None else str(budget_micros),
+                            "budget_micros": stored,
                             "period": after.period,
                         })
                         pipe.lpush(audit_key, change.to_json())
@@ -93,13 +109,12 @@ class OrgBudgetStore:
 
 
 def _decode(raw: dict[str, str]) -> OrgBudget:
-    # The workspace limits' own decoding; a hand-written or older value that does not validate is ignored.
+    # The workspace limits' own decoding. A value that does not validate (hand-written, another version) is
+    # not "no org budget": the org's runs are refused until it is set again.
     try:
         micros = decode_value("budget_micros", raw.get("budget_micros", "none"))
-    except InvalidValue:
-        micros = None
-    try:
         period = decode_value("period", raw.get("period", DEFAULT_PERIOD))
     except InvalidValue:
-        period = DEFAULT_PERIOD
+        log.warning("unreadable stored org budget %.200r: the org's runs are refused until it is set again", raw)
+        return OrgBudget(unreadable=True)
     return OrgBudget(micros if isinstance(micros, int) else None, cast(Period, period))

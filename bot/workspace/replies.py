@@ -6,7 +6,17 @@ from collections.abc import Collection, Iterable, Sequence
 
 from agent_core import BudgetUsage, Period, format_usd
 from bot.settings import Display, Verbosity
-from bot.workspace.config import ORG_LAYER, PERSON_LAYER, Change, WorkspaceConfig, label_of
+from bot.workspace.config import (
+    FIX_COMMANDS,
+    LABELS,
+    ORG_LAYER,
+    PERSON_LAYER,
+    UNREADABLE,
+    Change,
+    WorkspaceConfig,
+    label_of,
+    shown,
+)
 from bot.workspace.people import who_may_change
 from tools import ToolListing
 
@@ -24,6 +34,8 @@ def _reset_date(usage: BudgetUsage) -> str:
 
 
 def describe_budget(config: WorkspaceConfig) -> str:
+    if "budget_micros" in config.unreadable or "period" in config.unreadable:
+        return UNREADABLE
     if config.budget_micros is None:
         return "no budget"
     frozen = " (spending frozen)" if config.budget_micros == 0 else ""
@@ -46,16 +58,18 @@ def format_show(
     can_change: bool,
     admin_user_ids: Collection[str] = (),
     spenders: Sequence[tuple[str, int]] = (),
+    org_unreadable: bool = False,
 ) -> str:
     """The ephemeral answer to ``/agent-limits show`` (mrkdwn)."""
     lines = [
         "*Agent limits for this workspace*",
+        *unreadable_lines(config, org_unreadable),
         *([f"*Verbosity:* `{verbosity}`"] if verbosity else []),
         *([f"*Display:* `{display}`"] if display else []),
-        f"• Max steps per run: {config.max_steps:,}",
-        f"• Max tokens per run: {config.max_tokens:,}",
-        f"• Max cost per run: {format_usd(config.max_cost_micros)}",
-        f"• Runs at once: {config.max_concurrent:,} (more wait their turn)",
+        f"• Max steps per run: {shown(config, 'max_steps')}",
+        f"• Max tokens per run: {shown(config, 'max_tokens')}",
+        f"• Max cost per run: {shown(config, 'max_cost_micros')}",
+        f"• Runs at once: {shown(config, 'max_concurrent')} (more wait their turn)",
         f"• Budget: {describe_budget(config)}",
         f"• Spent {_this_period(usage.window.period)}: {format_usd(usage.spent_micros)}"
         + (f" (+ {format_usd(usage.held_micros)} held by runs in progress)" if usage.held_micros else ""),
@@ -63,7 +77,7 @@ def format_show(
     if usage.remaining_micros is not None:
         lines.append(f"• Remaining: {format_usd(usage.remaining_micros)}")
     lines.append(f"• Period resets on {_reset_date(usage)}")
-    lines.extend(layer_lines(usage, spenders))
+    lines.extend(layer_lines(usage, spenders, unreadable=unreadable_layers(config, org_unreadable)))
     if domains:
         lines.append(domains)
     if feedback:
@@ -102,6 +116,40 @@ def budget_exhausted_message(config: WorkspaceConfig, usage: BudgetUsage, admin_
     )
 
 
+#: What fixes an unreadable org budget, and who may run it.
+_ORG_FIX = "/agent-limits org-budget <usd>|none"
+
+
+def unreadable_message(config: WorkspaceConfig, org_unreadable: bool, admin_user_ids: Collection[str]) -> str:
+    """The immediate reply to a mention while a stored limit cannot be read: which, and the command that sets it
+    again. Empty when every limit reads. No LLM call is made: an unreadable limit is never taken as none."""
+    parts = []
+    if config.unreadable:
+        names = ", ".join(f"`{LABELS[f]}`" for f in config.unreadable)
+        fixes = ", ".join(f"`{FIX_COMMANDS[f]}`" for f in config.unreadable)
+        parts.append(
+            f"this workspace's stored {names} cannot be read. {_capital(who_may_change(admin_user_ids))} can set "
+            f"it again with {fixes} (or go back to the defaults with `/agent-limits reset`)"
+        )
+    if org_unreadable:
+        parts.append(f"the org's stored `org-budget` cannot be read. Org admins and owners can set it again with "
+                     f"`{_ORG_FIX}`")
+    if not parts:
+        return ""
+    return (f"`limit_unreadable`: no run starts while a limit cannot be read: {'; and '.join(parts)}. "
+            "Then reply in this thread to continue.")
+
+
+def unreadable_lines(config: WorkspaceConfig, org_unreadable: bool = False) -> list[str]:
+    """``show`` and App Home: each stored limit that cannot be read, and what sets it again."""
+    lines = [f"• :warning: {LABELS[f]}: the stored value cannot be read; runs are refused until it is set again "
+             f"with `{FIX_COMMANDS[f]}`" for f in config.unreadable]
+    if org_unreadable:
+        lines.append(f"• :warning: Org budget: the stored value cannot be read; the org's runs are refused until an "
+                     f"org admin sets it again with `{_ORG_FIX}`")
+    return lines
+
+
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -115,13 +163,25 @@ def _this_period(period: Period) -> str:
     return "this month" if period == "monthly" else "today"
 
 
-def layer_lines(usage: BudgetUsage, spenders: Sequence[tuple[str, int]] = ()) -> list[str]:
-    """The org budget, the asker's own cap and spend, and the period's top spenders, as bullet lines."""
+def unreadable_layers(config: WorkspaceConfig, org_unreadable: bool) -> frozenset[str]:
+    """The budget layers (``layer_lines``) whose stored limit cannot be read."""
+    return frozenset([ORG_LAYER] * org_unreadable + [PERSON_LAYER] * ("user_budget_micros" in config.unreadable))
+
+
+def layer_lines(
+    usage: BudgetUsage, spenders: Sequence[tuple[str, int]] = (), *, unreadable: Collection[str] = ()
+) -> list[str]:
+    """The org budget, the asker's own cap and spend, and the period's top spenders, as bullet lines.
+    ``unreadable``: layers whose stored limit cannot be read (their limit is no real figure: said so)."""
     lines: list[str] = []
     for layer in usage.layers:
         held = f" (+ {format_usd(layer.held_micros)} held)" if layer.held_micros else ""
         spent = f"{format_usd(layer.spent_micros)}{held} {_this_period(layer.window.period)}"
-        if layer.name == ORG_LAYER and layer.limit_micros is None:
+        if layer.name in unreadable:
+            who = "the org's workspaces" if layer.name == ORG_LAYER else "you"
+            what = "Org budget" if layer.name == ORG_LAYER else "Per-person cap"
+            lines.append(f"• {what}: unreadable (runs refused); {who} spent {spent}")
+        elif layer.name == ORG_LAYER and layer.limit_micros is None:
             lines.append(f"• Org budget: none; the org's workspaces spent {spent}")
         elif layer.name == ORG_LAYER:
             lines.append(

@@ -38,21 +38,22 @@ from agent_core import (
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.redis import as_text, awaited
-from bot.workspace.command import COUNT_RE, InvalidValue, parse_value
 from bot.workspace.config import (
     AUDIT_CAP,
-    BOUNDS,
     FIELDS,
-    OPTIONAL_FIELDS,
     PERSON_LAYER,
     RUNS_CAP,
     TOOL_FIELD_PREFIX,
     Change,
     ConfigField,
     ConfigValue,
+    InvalidValue,
     RunRecord,
     WorkspaceConfig,
+    decode_value,
     display,
+    encode_value,
+    shown,
 )
 from bot.workspace.tool_choice import (
     PATTERN_RE,
@@ -62,21 +63,6 @@ from bot.workspace.tool_choice import (
 log = logging.getLogger(__name__)
 #: Optimistic-transaction retries when another admin changes the same workspace at the same moment.
 _MAX_WATCH_RETRIES = 20
-
-
-def _encode(config_field: ConfigField, value: ConfigValue) -> str:
-    return "none" if value is None else str(value)
-
-
-def decode_value(config_field: ConfigField, raw: str) -> ConfigValue:
-    """A stored value back, validated as a typed one; raises ``InvalidValue`` for one nobody could have typed."""
-    if config_field in OPTIONAL_FIELDS and raw == "none":
-        return None
-    if config_field == "period":
-        return str(parse_value("period", raw))
-    if not COUNT_RE.fullmatch(raw) or not BOUNDS[config_field].low <= int(raw) <= BOUNDS[config_field].high:
-        raise InvalidValue(raw)
-    return int(raw)
 
 
 class WorkspaceLimitsStore:
@@ -143,6 +129,7 @@ class WorkspaceLimitsStore:
 
     def _merge(self, raw: Mapping[Any, Any]) -> WorkspaceConfig:
         overrides: dict[str, Any] = {}
+        unreadable: list[ConfigField] = []
         for key, value in raw.items():
             name = as_text(key) or ""
             if name not in FIELDS:
@@ -150,9 +137,11 @@ class WorkspaceLimitsStore:
             try:
                 overrides[name] = decode_value(name, as_text(value) or "")
             except InvalidValue:
-                # Written by hand or by an older version: ignore it rather than run with a nonsense limit.
-                log.warning("ignoring invalid stored limit %s=%r", name, value)
-        return replace(self.defaults, **overrides)
+                # Written by hand or by another version. Not ignored: a limit nobody can read is not "none";
+                # the run refuses (WorkspaceLimits.preflight) until an admin sets it again.
+                log.warning("unreadable stored limit %s=%.80r: runs are refused until it is set again", name, value)
+                unreadable.append(name)
+        return replace(self.defaults, **overrides, unreadable=tuple(sorted(unreadable)))
 
     async def set(self, ws: Workspace, config_field: ConfigField, value: ConfigValue, actor: str) -> list[Change]:
         """Set one field (validated, e.g. by :func:`parse_value`); returns the audited change, if any."""
@@ -166,12 +155,11 @@ class WorkspaceLimitsStore:
         Values equal to the current effective value are no change and are not audited. Returns the changes.
         """
         wanted = dict(changes)
-        for name, value in wanted.items():
+        for name in wanted:
             if name not in FIELDS:
                 raise ValueError(f"not a workspace limit: {name!r}")
-            if value is not None or name not in OPTIONAL_FIELDS:
-                # The same validation as typed values, so a caller cannot store what a person could not.
-                decode_value(name, _encode(name, value))
+        # Encoded (and so read back) before anything is written: what cannot be read back is never stored.
+        encoded = {name: encode_value(name, value) for name, value in wanted.items()}
 
         def plan(before: WorkspaceConfig) -> tuple[dict[str, str], list[Change]]:
             at = self._clock()
@@ -179,9 +167,9 @@ class WorkspaceLimitsStore:
             audit: list[Change] = []
             for name, value in wanted.items():
                 old = getattr(before, name)
-                if old != value:
-                    writes[name] = _encode(name, value)
-                    audit.append(Change(actor, at, name, display(name, old), display(name, value)))
+                if old != value or name in before.unreadable:
+                    writes[name] = encoded[name]
+                    audit.append(Change(actor, at, name, shown(before, name), display(name, value)))
             return writes, audit
 
         return await self._transact(ws, plan, delete=False)
@@ -192,9 +180,9 @@ class WorkspaceLimitsStore:
         def plan(before: WorkspaceConfig) -> tuple[dict[str, str], list[Change]]:
             at = self._clock()
             audit = [
-                Change(actor, at, name, display(name, getattr(before, name)), display(name, default))
+                Change(actor, at, name, shown(before, name), display(name, default))
                 for name in FIELDS
-                if (default := getattr(self.defaults, name)) != getattr(before, name)
+                if (default := getattr(self.defaults, name)) != getattr(before, name) or name in before.unreadable
             ]
             return {}, audit
 
@@ -286,16 +274,17 @@ class WorkspaceLimitsStore:
         org: BudgetLayer | None = None,
     ) -> RedisBudget:
         """The workspace's budget, with the limits and period of ``config`` fixed for one run. Layers: the org's
-        budget (``org``), and ``user_id``'s own cap, whose tally also counts each person's spend."""
+        budget (``org``), and ``user_id``'s own cap, whose tally also counts each person's spend. An unreadable
+        money limit counts as 0, not as its placeholder: nothing can be held against it (fail closed)."""
         layers = [] if org is None else [org]
         if user_id:
             layers.append(BudgetLayer(
-                PERSON_LAYER, self.namespace(ws), config.user_budget_micros, config.period, member=user_id
+                PERSON_LAYER, self.namespace(ws), _money(config, "user_budget_micros"), config.period, member=user_id
             ))
         return RedisBudget(
             self._redis,
             namespace=self.namespace(ws),
-            limit_micros=config.budget_micros,
+            limit_micros=_money(config, "budget_micros"),
             period=config.period,
             clock=self._clock,
             hold_seconds=self._hold_seconds,
@@ -324,6 +313,10 @@ class WorkspaceLimitsStore:
         except RedisError as exc:
             raise unavailable(exc) from exc
         return [RunRecord.from_json(r) for r in raw]
+
+
+def _money(config: WorkspaceConfig, name: ConfigField) -> int | None:
+    return 0 if name in config.unreadable else getattr(config, name)
 
 
 def _choice_of(raw: Mapping[Any, Any]) -> ToolChoice:

@@ -286,12 +286,16 @@ async def test_concurrent_changes_each_record_the_value_they_replaced(
     assert str((await store.get(WS)).max_steps) == entries[-1].new
 
 
-async def test_a_corrupt_stored_value_is_ignored(
+async def test_a_corrupt_stored_value_is_marked_unreadable_not_taken_as_the_default(
     store: WorkspaceLimitsStore, redis_client: aioredis.Redis, key_prefix: str
 ):
     await redis_client.hset(f"{key_prefix}:-:T1:limits", mapping={"max_steps": "lots", "max_tokens": "3000"})
     config = await store.get(WS)
-    assert (config.max_steps, config.max_tokens) == (15, 3_000)
+    assert (config.max_tokens, config.unreadable) == (3_000, ("max_steps",))
+    # Setting it again makes it readable, and the audit says what it replaced.
+    [change] = await store.set(WS, "max_steps", 15, actor="U1")
+    assert (change.old, change.new) == ("unreadable", "15")
+    assert (await store.get(WS)).unreadable == ()
 
 
 async def test_workspaces_are_independent(store: WorkspaceLimitsStore):
