@@ -150,7 +150,7 @@ class WorkspaceLimits:
 
     async def may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
         """Raises :class:`SlackLookupError` when Slack cannot say."""
-        return await self.users.is_admin(client, ws.team_id, user_id)
+        return await self.users.is_admin(client, ws, user_id)
 
     async def budget(self, ws: Workspace, config: WorkspaceConfig, user_id: str | None = None) -> RedisBudget:
         """The budget a run of ``user_id`` must fit: the workspace's, its org's (on Enterprise Grid) and the
@@ -226,7 +226,7 @@ class WorkspaceLimits:
         if not ws.enterprise_id:
             return ("`org-budget` caps what all workspaces of an Enterprise Grid org spend together; this "
                     "workspace is not part of one. Its own budget is `/agent-limits budget <usd>`.")
-        if not await self.users.is_org_admin(client, ws.team_id, user_id):
+        if not await self.users.is_org_admin(client, ws, user_id):
             return ("Only the org's admins and owners can change the org budget. "
                     "Anyone can see it with `/agent-limits show`.")
         done = await self.org.set(ws.enterprise_id, command.budget_micros, command.period, user_id)
@@ -288,7 +288,7 @@ class WorkspaceLimits:
     ) -> RunPlan | RunBlocked:
         """Before a run: may this user start it, and is there budget left? Raises ``StoreError`` when Redis is
         down (fail closed: reply with ``error``, make no LLM call) and ``SlackLookupError`` when Slack is."""
-        refusal = await self.users.run_permission(client, ws.team_id, user_id)
+        refusal = await self.users.run_permission(client, ws, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
         config, tools, (egress, shown) = await self.store.for_run(ws, self.domains.key(ws), self.display.key(ws))

@@ -183,6 +183,11 @@ class FakeSlack:
         self.set_status_available = set_status_available
         #: users.info answers: user id -> fields merged into the ``user`` object (e.g. ``{"is_admin": True}``).
         self.users: dict[str, dict[str, Any]] = {}
+        #: Enterprise Grid: one person's flags in one workspace of the org, (team id, user id) -> fields merged
+        #: over ``users[user id]`` when users.info is asked for that workspace (its ``team_id`` argument, else the
+        #: calling token's workspace). An org-wide token asked without ``team_id`` answers for the user's home
+        #: workspace (their ``team_id``), whichever workspace the caller meant.
+        self.members: dict[tuple[str, str], dict[str, Any]] = {}
         #: conversations.history answers: channel -> messages, newest first.
         self.history: dict[str, list[dict[str, Any]]] = {}
         #: People's messages of a thread, by (channel, thread ts): what ``conversations.replies`` answers besides
@@ -342,6 +347,8 @@ class FakeSlack:
             return 200, {"ok": False, "error": "token_revoked"}, {}
         if issued is not None and method == "auth.test":
             return 200, self._auth_test_of(issued), {}
+        if method == "users.info":
+            return 200, self._users_info(params, issued), {}
         handler = self._methods().get(method)
         if handler is None:
             return 200, {"ok": False, "error": "unknown_method"}, {}
@@ -356,7 +363,6 @@ class FakeSlack:
             "reactions.add": self._reaction_add,
             "reactions.remove": self._reaction_remove,
             "assistant.threads.setStatus": self._set_status,
-            "users.info": self._users_info,
             "conversations.history": self._history,
             "conversations.replies": self._replies,
             "apps.connections.open": self._connections_open,
@@ -608,11 +614,13 @@ class FakeSlack:
             self.status_now.pop(where, None)
         return {"ok": True}
 
-    def _users_info(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _users_info(self, params: dict[str, Any], issued: IssuedToken | None) -> dict[str, Any]:
         user_id = str(params.get("user"))
         user = {"id": user_id, "team_id": self.team_id, "is_admin": False, "is_owner": False,
                 "is_primary_owner": False, "is_restricted": False, "is_ultra_restricted": False, "is_bot": False}
         user.update(self.users.get(user_id, {}))
+        asked = str(params.get("team_id") or "") or (issued.grant.team_id if issued else None) or user["team_id"]
+        user.update(self.members.get((str(asked), user_id), {}))
         return {"ok": True, "user": user}
 
     def _history(self, params: dict[str, Any]) -> dict[str, Any]:
