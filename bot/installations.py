@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, Literal, cast
 
 import redis.asyncio as aioredis
-from redis.exceptions import LockError, RedisError
+from redis.exceptions import LockError, RedisError, WatchError
 from slack_bolt.error import BoltError
 from slack_sdk.errors import SlackTokenRotationError
 from slack_sdk.oauth.installation_store import Bot, Installation
@@ -35,7 +35,7 @@ from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.token_crypto import TokenCipher
+from bot.token_crypto import SETTING, TokenCipher, UnreadableToken
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,46 @@ class RedisInstallationStore(AsyncInstallationStore):
     # --- deletes (uninstall, revocation): only the installation hash, never the rest of the namespace
 
     async def async_delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
-        await awaited(self._redis.hdel(installation_key(self._keys, enterprise_id, team_id), BOT_FIELD))
+        """Every copy of the bot token goes: the ``bot`` record, and the copy ``latest`` and each ``user:U`` carry.
+
+        One transaction (WATCH, retried), so a reinstall written meanwhile is never overwritten with an old
+        record. A record no key can read cannot be cleaned: it goes too (it is of no use to this deployment).
+        """
+        key = installation_key(self._keys, enterprise_id, team_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(key)
+                    stored = await awaited(pipe.hgetall(key))
+                    kept, doomed = self._without_bot(stored)
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    if kept:
+                        pipe.hset(key, mapping=kept)
+                    if doomed:
+                        pipe.hdel(key, *doomed)
+                    await pipe.execute()
+                    return
+                except WatchError:
+                    continue
+
+    def _without_bot(self, stored: dict[bytes, bytes]) -> tuple[dict[str, str], list[str]]:
+        """(records rewritten without the bot token, fields to delete) of one installation hash."""
+        kept: dict[str, str] = {}
+        doomed: list[str] = []
+        for raw_name, raw in stored.items():
+            name = as_text(raw_name) or ""
+            if name == BOT_FIELD:
+                doomed.append(name)
+                continue
+            try:
+                record = json.loads(self._cipher.decrypt(raw))
+            except UnreadableToken:
+                log.warning("an installation record no key in %s reads was deleted with its bot token", SETTING)
+                doomed.append(name)
+                continue
+            if any(record.get(f) for f in _BOT_SECRETS):
+                kept[name] = self._cipher.encrypt(json.dumps({**record, **dict.fromkeys(_BOT_SECRETS)}))
+        return kept, doomed
 
     async def async_delete_installation(
         self, *, enterprise_id: str | None, team_id: str | None, user_id: str | None = None
@@ -166,7 +205,11 @@ class RedisInstallationStore(AsyncInstallationStore):
                 await awaited(self._redis.hdel(key, *doomed))
             return
         await awaited(self._redis.hdel(key, USER_FIELD + user_id))
-        latest = await self.async_find_installation(enterprise_id=enterprise_id, team_id=team_id)
+        try:
+            latest = await self.async_find_installation(enterprise_id=enterprise_id, team_id=team_id)
+        except UnreadableToken:
+            await awaited(self._redis.hdel(key, LATEST_FIELD))  # it may hold the revoked token; nobody can read it
+            return
         if latest is not None and latest.user_id == user_id and latest.user_token:
             # The newest install was this user's: its copy of the revoked user token goes too.
             latest.user_token = latest.user_refresh_token = latest.user_token_expires_at = None
@@ -174,6 +217,10 @@ class RedisInstallationStore(AsyncInstallationStore):
 
     async def async_delete_all(self, *, enterprise_id: str | None, team_id: str | None) -> None:
         await awaited(self._redis.delete(installation_key(self._keys, enterprise_id, team_id)))
+
+
+#: The fields of an Installation record that hold (or date) the bot's token.
+_BOT_SECRETS = ("bot_token", "bot_refresh_token", "bot_token_expires_at")
 
 
 def _overlay_bot(installation: Installation, bot: Bot | None) -> None:

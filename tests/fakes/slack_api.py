@@ -206,6 +206,8 @@ class FakeSlack:
         self.refuse_task_cards = False
         self.suggested_prompts: list[tuple[str, str, list[dict[str, Any]]]] = []
         self.titles: list[tuple[str, str, str]] = []
+        #: What was posted to a command's ``response_url`` (``response_url(name)``): name -> JSON bodies.
+        self.responses: dict[str, list[dict[str, Any]]] = {}
         self._failures: list[Failure] = []
         self._waiters: list[_Waiter] = []
         self._ts = itertools.count(1)
@@ -226,6 +228,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_post("/api/{method}", self._handle)
         app.router.add_get("/api/{method}", self._handle)
+        app.router.add_post("/response/{name}", self._respond)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -253,6 +256,10 @@ class FakeSlack:
     def base_url(self) -> str:
         """The ``SLACK_API_URL`` to give the app; the trailing slash matters (urljoin)."""
         return f"http://127.0.0.1:{self._port}/api/"
+
+    def response_url(self, name: str) -> str:
+        """A slash command's ``response_url``, served here (Slack's is on its hooks host); see ``responses``."""
+        return f"http://127.0.0.1:{self._port}/response/{name}"
 
     # --- test controls
 
@@ -327,6 +334,10 @@ class FakeSlack:
             if not waiter.future.done() and waiter.predicate():
                 waiter.future.set_result(None)
         return web.json_response(body, status=status, headers=headers)
+
+    async def _respond(self, request: web.Request) -> web.Response:
+        self.responses.setdefault(request.match_info["name"], []).append(await request.json())
+        return web.Response(text="ok")
 
     def _answer(
         self, method: str, params: dict[str, Any], request: web.Request
