@@ -36,10 +36,11 @@ from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.http_guard import OncePer
-from bot.installations import RedisInstallationStore, RedisOAuthStateStore, TokenResolver, TokenUnavailable
+from bot.installations import RedisInstallationStore, RedisOAuthStateStore
 from bot.keys import AppKeys
 from bot.settings import Settings
 from bot.token_crypto import SETTING, UnreadableToken
+from bot.token_resolver import TokenResolver, TokenUnavailable
 
 log = logging.getLogger(__name__)
 

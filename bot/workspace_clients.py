@@ -14,11 +14,11 @@ from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.identity import Workspace
-from bot.installations import TokenResolver, TokenUnavailable
 from bot.oauth import token_resolver
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 from bot.token_crypto import UnreadableToken
+from bot.token_resolver import TokenResolver, TokenUnavailable
 
 log = logging.getLogger(__name__)
 
