@@ -1,4 +1,5 @@
-"""``python -m bot [all|web|worker] [--processes N]``: the Slack app (web), the agent workers, or both.
+"""``python -m bot [all|web|worker] [--processes N]``: the Slack app (web), the agent workers, or both;
+``python -m bot rekey``: the stored installations re-encrypted with the newest token key (``bot/rekey.py``).
 
 ``--processes 1`` is one process doing everything its role says; more put a supervisor in front
 (``bot/supervisor.py``). Without the flag, ``web`` runs one process, ``worker`` and ``all`` one worker per
@@ -16,7 +17,7 @@ import sys
 from pydantic import ValidationError
 
 from agent_core import ConfigError
-from bot import logs
+from bot import logs, rekey
 from bot.service import Service, settle_gc
 from bot.settings import Role, Settings
 from bot.supervisor import processes_for, supervise
@@ -39,13 +40,17 @@ async def serve(role: Role, settings: Settings) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__)
-    parser.add_argument("role", nargs="?", default="all", choices=["all", "web", "worker"],
-                        help="web: Slack endpoint that enqueues; worker: runs agents; all (default): both")
+    parser.add_argument("role", nargs="?", default="all", choices=["all", "web", "worker", "rekey"],
+                        help="web: Slack endpoint that enqueues; worker: runs agents; all (default): both; "
+                             "rekey: re-encrypt the stored installations with the newest key, then exit")
     parser.add_argument("--processes", type=_count, metavar="N",
                         help="processes of the role under one supervisor (workers for `all`); 1: no supervisor")
     args = parser.parse_args(argv)
     try:
         settings = Settings()
+        if args.role == "rekey":
+            logs.configure(settings.log_format, settings.log_level, settings.secrets())
+            return rekey.main(settings)
         # The MCP config's ${VAR} values are secrets too; only the processes that start the servers read it.
         mcp = mcp_secrets(settings) if args.role != "web" else []
         logs.configure(settings.log_format, settings.log_level, [*settings.secrets(), *mcp])

@@ -44,6 +44,11 @@ SIGNATURE_LENGTH = 3 + 64
 #: Deeper JSON than Slack ever sends; json.loads would hit the recursion limit near 1,000.
 MAX_JSON_DEPTH = 64
 
+NO_INSTALLATION_REPLY = (
+    ":warning: The agent can't act in this workspace right now: its installation here is missing or can't be read. "
+    "Reinstalling the app fixes it; its operator has the details in the log."
+)
+
 SERVICES_KEY: web.AppKey[Services] = web.AppKey("services", Services)
 BODIES_KEY: web.AppKey[SlowBodies] = web.AppKey("bodies", SlowBodies)
 #: One log line per refusal reason every few seconds, per app.
@@ -76,6 +81,8 @@ def create_app(services: Services) -> AsyncApp:
         request_verification_enabled=False,
         name="agent",
         logger=_bolt_logger(),
+        # What a command gets (through its response_url) in a workspace with no usable installation.
+        user_facing_authorize_error_message=NO_INSTALLATION_REPLY,
     )
     app.use(IdentityMiddleware())
     listeners.register(app, services)
@@ -85,10 +92,11 @@ def create_app(services: Services) -> AsyncApp:
 
 
 class _NoBodies(logging.Filter):
-    """Bolt logs the whole body (legacy token included) of a request no listener took: not here."""
+    """Bolt logs the whole body (legacy token included) of a request no listener took: not here. Nor its error
+    line for each request of a workspace without a usable installation: ``StoreAuthorize`` logs why, once."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Unhandled request")
+        return not str(record.msg).startswith(("Unhandled request", "Although the app should be installed"))
 
 
 def _bolt_logger() -> logging.Logger:

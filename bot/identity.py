@@ -1,9 +1,11 @@
 """Who a request is for: the ``Workspace`` Bolt resolved, read once per request by one middleware.
 
 Every listener reads ``context["workspace"]``; nobody rebuilds it from payload fields. The rule, for plain and
-Enterprise Grid installs alike: the team of the installation Bolt resolved (``context.team_id``, else the
-authorize result's), inside its enterprise when there is one; an org-wide request without any team is the
-enterprise's own (team part ``-``). A request with neither is not Slack's and is refused.
+Enterprise Grid installs alike: the team the request names (``context.team_id``, as Bolt resolved it), inside
+its enterprise when there is one. An org-wide install's events name their workspace only in the envelope's
+``team_id`` (their authorization has no team, so Bolt resolves none): that team, never the token's. A workspace
+install without a team in the payload is its own installation's team; an org-wide request without any team is
+the enterprise's own (team part ``-``). A request with neither is not Slack's and is refused.
 """
 
 from __future__ import annotations
@@ -98,15 +100,29 @@ class Conversation:
         return cls(Workspace(team, "" if enterprise == "-" else enterprise), channel, ts)
 
 
-def from_context(context: AsyncBoltContext) -> Workspace | None:
-    """The one reader of Bolt's context: the workspace of this request, or None when Bolt resolved none."""
+def from_context(context: AsyncBoltContext, body: Mapping[str, Any] | None = None) -> Workspace | None:
+    """The one reader of Bolt's context: the workspace of this request (``body``, its payload), or None when
+    it names none."""
     result = context.authorize_result
-    team = context.team_id or (result.team_id if result else None) or None
+    team = context.team_id or None
+    if not team and context.is_enterprise_install:
+        team = _event_team(body or {})  # the org's token has no workspace of its own: never charge to it
+    elif not team:
+        team = result.team_id if result else None  # a workspace install: the one team it serves
     enterprise = context.enterprise_id or (result.enterprise_id if result else None) or None
     try:
         return Workspace.of(team, enterprise)
     except ValueError:
         return None
+
+
+def _event_team(body: Mapping[str, Any]) -> str | None:
+    """The workspace an org-wide install's event happened in: the envelope's ``team_id``. Not in a channel shared
+    with another organisation, where that may be the other side's team (the request is then the org's own)."""
+    if body.get("type") != "event_callback" or body.get("is_ext_shared_channel"):
+        return None
+    team = body.get("team_id")
+    return team if isinstance(team, str) and team else None
 
 
 def conversation_of(ws: Workspace, event: Mapping[str, Any]) -> Conversation | None:
@@ -152,7 +168,7 @@ class IdentityMiddleware(AsyncMiddleware):
     async def async_process(
         self, *, req: AsyncBoltRequest, resp: BoltResponse, next: Callable[[], Awaitable[BoltResponse]]
     ) -> BoltResponse:
-        ws = from_context(req.context)
+        ws = from_context(req.context, req.body)
         if ws is None:
             return BoltResponse(status=400, body="the request names no workspace")
         req.context["workspace"] = ws

@@ -1,4 +1,4 @@
-"""Installations in Redis: Bolt's installation and OAuth state stores, and the per-job token resolver.
+"""Installations in Redis: Bolt's installation and OAuth state stores (the token resolver: ``bot.token_resolver``).
 
 One hash per installation, in the workspace's namespace (``agent_core.keys``)::
 
@@ -24,40 +24,26 @@ from datetime import datetime
 from typing import Any, Literal, cast
 
 import redis.asyncio as aioredis
-from redis.exceptions import LockError, RedisError
+from redis.exceptions import RedisError, WatchError
 from slack_bolt.error import BoltError
-from slack_sdk.errors import SlackTokenRotationError
 from slack_sdk.oauth.installation_store import Bot, Installation
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
-from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.token_crypto import TokenCipher
+from bot.token_crypto import SETTING, TokenCipher, UnreadableToken
 
 log = logging.getLogger(__name__)
 
 BOT_FIELD = "bot"
 LATEST_FIELD = "latest"
 USER_FIELD = "user:"
-#: Refresh a rotating token this long before it expires (Bolt's default): a run that starts with it finishes.
-REFRESH_BEFORE_SECONDS = 120 * 60
-#: A refresher that dies holding the lock frees it after this long; a refresh is one oauth.v2.access call.
-REFRESH_LOCK_SECONDS = 30.0
-#: How long a job waits for another process's refresh before it gives up.
-REFRESH_WAIT_SECONDS = 20.0
-#: How long a resolved token is reused without asking Redis (an uninstall reaches other processes within it).
-TOKEN_CACHE_SECONDS = 10.0
 #: An expired state is remembered this long after its expiry, so its refusal can say "expired".
 STATE_MEMORY_SECONDS = 24 * 3600
 
 StateRefusal = Literal["forged", "reused", "expired"]
-
-
-class TokenUnavailable(Exception):
-    """Slack refused to refresh an installation's token (revoked, or the refresh token is spent): no run."""
 
 
 def installation_key(keys: AppKeys, enterprise_id: str | None, team_id: str | None) -> str:
@@ -67,15 +53,11 @@ def installation_key(keys: AppKeys, enterprise_id: str | None, team_id: str | No
     return keys.installation(Workspace.of(team_id, enterprise_id))
 
 
-def refresh_lock_key(keys: AppKeys, enterprise_id: str | None, team_id: str | None) -> str:
-    return keys.installation_refresh(Workspace.of(team_id, enterprise_id))
-
-
 def state_key(keys: AppKeys, state: str) -> str:
     return keys.oauth_state(state)
 
 
-def _owner(enterprise_id: str | None, team_id: str | None, org_wide: bool | None) -> tuple[str | None, str | None]:
+def owner_of(enterprise_id: str | None, team_id: str | None, org_wide: bool | None) -> tuple[str | None, str | None]:
     """Whose hash holds the install: an org-wide install belongs to the enterprise, not to one of its teams."""
     return (enterprise_id or None, None if org_wide and enterprise_id else team_id or None)
 
@@ -104,7 +86,7 @@ class RedisInstallationStore(AsyncInstallationStore):
     # --- writes
 
     async def async_save(self, installation: Installation) -> None:
-        owner = _owner(installation.enterprise_id, installation.team_id, installation.is_enterprise_install)
+        owner = owner_of(installation.enterprise_id, installation.team_id, installation.is_enterprise_install)
         fields = {LATEST_FIELD: self._cipher.encrypt(_json(installation))}
         if installation.user_id:
             fields[USER_FIELD + installation.user_id] = fields[LATEST_FIELD]
@@ -113,7 +95,7 @@ class RedisInstallationStore(AsyncInstallationStore):
         await self._write(installation_key(self._keys, *owner), fields)
 
     async def async_save_bot(self, bot: Bot) -> None:
-        owner = _owner(bot.enterprise_id, bot.team_id, bot.is_enterprise_install)
+        owner = owner_of(bot.enterprise_id, bot.team_id, bot.is_enterprise_install)
         await self._write(installation_key(self._keys, *owner), {BOT_FIELD: self._cipher.encrypt(_json(bot))})
 
     async def _write(self, key: str, fields: dict[str, str]) -> None:
@@ -127,7 +109,7 @@ class RedisInstallationStore(AsyncInstallationStore):
     async def async_find_bot(
         self, *, enterprise_id: str | None, team_id: str | None, is_enterprise_install: bool | None = False
     ) -> Bot | None:
-        key = installation_key(self._keys, *_owner(enterprise_id, team_id, is_enterprise_install))
+        key = installation_key(self._keys, *owner_of(enterprise_id, team_id, is_enterprise_install))
         return self.bot_of(await awaited(self._redis.hget(key, BOT_FIELD)))
 
     async def async_find_installation(
@@ -138,7 +120,7 @@ class RedisInstallationStore(AsyncInstallationStore):
         user_id: str | None = None,
         is_enterprise_install: bool | None = False,
     ) -> Installation | None:
-        key = installation_key(self._keys, *_owner(enterprise_id, team_id, is_enterprise_install))
+        key = installation_key(self._keys, *owner_of(enterprise_id, team_id, is_enterprise_install))
         field = USER_FIELD + user_id if user_id else LATEST_FIELD
         raw, raw_bot = await awaited(self._redis.hmget(key, [field, BOT_FIELD]))
         if raw is None:
@@ -153,7 +135,46 @@ class RedisInstallationStore(AsyncInstallationStore):
     # --- deletes (uninstall, revocation): only the installation hash, never the rest of the namespace
 
     async def async_delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
-        await awaited(self._redis.hdel(installation_key(self._keys, enterprise_id, team_id), BOT_FIELD))
+        """Every copy of the bot token goes: the ``bot`` record, and the copy ``latest`` and each ``user:U`` carry.
+
+        One transaction (WATCH, retried), so a reinstall written meanwhile is never overwritten with an old
+        record. A record no key can read cannot be cleaned: it goes too (it is of no use to this deployment).
+        """
+        key = installation_key(self._keys, enterprise_id, team_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(key)
+                    stored = await awaited(pipe.hgetall(key))
+                    kept, doomed = self._without_bot(stored)
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    if kept:
+                        pipe.hset(key, mapping=kept)
+                    if doomed:
+                        pipe.hdel(key, *doomed)
+                    await pipe.execute()
+                    return
+                except WatchError:
+                    continue
+
+    def _without_bot(self, stored: dict[bytes, bytes]) -> tuple[dict[str, str], list[str]]:
+        """(records rewritten without the bot token, fields to delete) of one installation hash."""
+        kept: dict[str, str] = {}
+        doomed: list[str] = []
+        for raw_name, raw in stored.items():
+            name = as_text(raw_name) or ""
+            if name == BOT_FIELD:
+                doomed.append(name)
+                continue
+            try:
+                record = json.loads(self._cipher.decrypt(raw))
+            except UnreadableToken:
+                log.warning("an installation record no key in %s reads was deleted with its bot token", SETTING)
+                doomed.append(name)
+                continue
+            if any(record.get(f) for f in _BOT_SECRETS):
+                kept[name] = self._cipher.encrypt(json.dumps({**record, **dict.fromkeys(_BOT_SECRETS)}))
+        return kept, doomed
 
     async def async_delete_installation(
         self, *, enterprise_id: str | None, team_id: str | None, user_id: str | None = None
@@ -166,7 +187,11 @@ class RedisInstallationStore(AsyncInstallationStore):
                 await awaited(self._redis.hdel(key, *doomed))
             return
         await awaited(self._redis.hdel(key, USER_FIELD + user_id))
-        latest = await self.async_find_installation(enterprise_id=enterprise_id, team_id=team_id)
+        try:
+            latest = await self.async_find_installation(enterprise_id=enterprise_id, team_id=team_id)
+        except UnreadableToken:
+            await awaited(self._redis.hdel(key, LATEST_FIELD))  # it may hold the revoked token; nobody can read it
+            return
         if latest is not None and latest.user_id == user_id and latest.user_token:
             # The newest install was this user's: its copy of the revoked user token goes too.
             latest.user_token = latest.user_refresh_token = latest.user_token_expires_at = None
@@ -174,6 +199,10 @@ class RedisInstallationStore(AsyncInstallationStore):
 
     async def async_delete_all(self, *, enterprise_id: str | None, team_id: str | None) -> None:
         await awaited(self._redis.delete(installation_key(self._keys, enterprise_id, team_id)))
+
+
+#: The fields of an Installation record that hold (or date) the bot's token.
+_BOT_SECRETS = ("bot_token", "bot_refresh_token", "bot_token_expires_at")
 
 
 def _overlay_bot(installation: Installation, bot: Bot | None) -> None:
@@ -238,112 +267,3 @@ if tonumber(ARGV[1]) - tonumber(issued) > tonumber(ARGV[2]) then return 'expired
 redis.call('SET', KEYS[1], 'used', 'KEEPTTL')
 return ''
 """
-
-
-class TokenResolver:
-    """The bot token of a workspace, from the store, reused for ``ttl`` seconds, refreshed when due.
-
-    A rotating token is refreshed under a Redis lock per installation; the installation is read again once the
-    lock is held, so a second refresher uses the first one's new token instead of spending the (now invalid)
-    old refresh token::
-
-        bot = await resolver.bot(enterprise_id, team_id)   # None: not installed
-        client = AsyncWebClient(token=bot.bot_token, ...)
-        resolver.invalidate(enterprise_id, team_id)        # after invalid_auth / token_revoked / uninstall
-    """
-
-    def __init__(
-        self,
-        store: RedisInstallationStore,
-        redis: aioredis.Redis,
-        keys: AppKeys,
-        rotator: AsyncTokenRotator | None,
-        *,
-        ttl: float = TOKEN_CACHE_SECONDS,
-        refresh_before: float = REFRESH_BEFORE_SECONDS,
-    ) -> None:
-        self.store = store
-        self._redis = redis
-        self._keys = keys
-        self._rotator = rotator
-        self._ttl = ttl
-        self._refresh_before = refresh_before
-        self._cache: dict[tuple[str | None, str | None, bool | None], tuple[Bot, float]] = {}
-
-    async def bot(
-        self, enterprise_id: str | None, team_id: str | None, is_enterprise_install: bool | None = None
-    ) -> Bot | None:
-        """The installation's Bot (token, ids, scopes). ``is_enterprise_install=None`` (a job that does not
-        know) looks at the team's own install first, then at its org's."""
-        lookup = (enterprise_id or None, team_id or None, is_enterprise_install)
-        cached = self._cache.get(lookup)
-        if cached is not None and cached[1] > time.monotonic() and not self._due(cached[0]):
-            return cached[0]
-        bot = await self._find(*lookup)
-        if bot is not None and self._due(bot):
-            bot = await self._refresh(bot)
-        if bot is None:
-            self._cache.pop(lookup, None)
-            return None
-        self._cache[lookup] = (bot, time.monotonic() + self._ttl)
-        return bot
-
-    async def token(self, enterprise_id: str | None, team_id: str | None) -> str | None:
-        bot = await self.bot(enterprise_id, team_id)
-        return bot.bot_token if bot else None
-
-    def invalidate(self, enterprise_id: str | None, team_id: str | None) -> None:
-        """Forget what was cached for this installation (a team's own, or a whole org's with ``team_id=None``)."""
-        target = (enterprise_id or None, team_id or None)
-        for lookup, (bot, _) in list(self._cache.items()):
-            if lookup[:2] == target or _owner(bot.enterprise_id, bot.team_id, bot.is_enterprise_install) == target:
-                del self._cache[lookup]
-
-    async def _find(self, enterprise_id: str | None, team_id: str | None, org_wide: bool | None) -> Bot | None:
-        if org_wide is not None or not enterprise_id or not team_id:
-            return await self.store.async_find_bot(
-                enterprise_id=enterprise_id, team_id=team_id, is_enterprise_install=bool(org_wide)
-            )
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hget(installation_key(self._keys, enterprise_id, team_id), BOT_FIELD)
-            pipe.hget(installation_key(self._keys, enterprise_id, None), BOT_FIELD)
-            own, org = await pipe.execute()
-        return self.store.bot_of(own if own is not None else org)
-
-    def _due(self, bot: Bot) -> bool:
-        expires = bot.bot_token_expires_at
-        return bool(bot.bot_refresh_token) and expires is not None and expires - time.time() < self._refresh_before
-
-    async def _refresh(self, seen: Bot) -> Bot | None:
-        if self._rotator is None:
-            raise TokenUnavailable("a rotating token needs SLACK_CLIENT_ID and SLACK_CLIENT_SECRET to be refreshed")
-        owner = _owner(seen.enterprise_id, seen.team_id, seen.is_enterprise_install)
-        lock = self._redis.lock(
-            refresh_lock_key(self._keys, *owner), timeout=REFRESH_LOCK_SECONDS, blocking_timeout=REFRESH_WAIT_SECONDS
-        )
-        if not await lock.acquire():
-            raise TokenUnavailable(f"the token of {owner} was being refreshed elsewhere for {REFRESH_WAIT_SECONDS}s")
-        try:
-            # Read again under the lock: whoever held it before may have refreshed already.
-            current = await self.store.async_find_bot(
-                enterprise_id=owner[0], team_id=owner[1], is_enterprise_install=owner[1] is None
-            )
-            if current is None or not self._due(current):
-                return current
-            try:
-                refreshed = await self._rotator.perform_bot_token_rotation(
-                    bot=current, minutes_before_expiration=int(self._refresh_before // 60)
-                )
-            except SlackTokenRotationError as exc:
-                error = exc.api_error.response.get("error")
-                raise TokenUnavailable(f"Slack refused to refresh the token of {owner}: {error}") from None
-            if refreshed is None:
-                raise TokenUnavailable(f"Slack's refresh of {owner} returned no bot token")
-            await self.store.async_save_bot(refreshed)
-            log.info("refreshed the bot token of enterprise %s team %s", *owner)
-            return refreshed
-        finally:
-            try:
-                await lock.release()
-            except LockError:
-                log.warning("the refresh lock of %s expired before the refresh ended", owner)

@@ -135,6 +135,10 @@ class AppKeys(Keys):
         """Hash: the workspace's OAuth installation, tokens encrypted (``P:E:-`` for an org-wide install)."""
         return f"{self.namespace(ws)}:installation"
 
+    def installation_pattern(self) -> str:
+        """Glob of every workspace's and org's ``installation`` hash (``python -m bot rekey`` walks them)."""
+        return f"{_glob_escape(self.prefix)}:*:installation"
+
     def installation_refresh(self, ws: Workspace) -> str:
         """The lock one process holds while it rotates the workspace's token (the others wait and re-read)."""
         return f"{self.installation(ws)}:refresh"

@@ -35,9 +35,12 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.installations import RedisInstallationStore, RedisOAuthStateStore, TokenResolver, TokenUnavailable
+from bot.http_guard import OncePer
+from bot.installations import RedisInstallationStore, RedisOAuthStateStore
 from bot.keys import AppKeys
 from bot.settings import Settings
+from bot.token_crypto import SETTING, UnreadableToken
+from bot.token_resolver import TokenResolver, TokenUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,8 @@ INSTALL_PATH = "/slack/install"
 REDIRECT_PATH = "/slack/oauth_redirect"
 #: Teams already logged as "no installation" by this process (bounded: a flood of strangers logs once each).
 _MAX_WARNED = 1000
+#: An installation no configured key reads is logged once per workspace this often.
+UNREADABLE_LOG_SECONDS = 3600.0
 
 
 @dataclass
@@ -110,6 +115,7 @@ class StoreAuthorize(AsyncAuthorize):
         super().__init__()  # type: ignore[no-untyped-call]
         self.resolver = resolver
         self._warned: set[tuple[str | None, str | None]] = set()
+        self._unreadable_gate = OncePer(UNREADABLE_LOG_SECONDS)
 
     async def __call__(
         self,
@@ -127,6 +133,9 @@ class StoreAuthorize(AsyncAuthorize):
         except TokenUnavailable as exc:
             log.warning("no usable token for enterprise %s team %s: %s", enterprise_id, team_id, exc)
             return None
+        except UnreadableToken:
+            self._unreadable(enterprise_id, team_id)
+            return None  # acknowledged (Slack would retry a 5xx three times, to no avail), nothing started
         if bot is None:
             self._warn_once(enterprise_id, team_id)
             return None
@@ -140,6 +149,18 @@ class StoreAuthorize(AsyncAuthorize):
             bot_scopes=bot.bot_scopes,
             user_id=user_id,
         )
+
+    def _unreadable(self, enterprise_id: str | None, team_id: str | None) -> None:
+        """One line per workspace and hour: each of its events would say the same."""
+        ok, held = self._unreadable_gate.allow(f"{enterprise_id}/{team_id}")
+        if ok:
+            more = f" ({held} more events since the last line)" if held else ""
+            log.error(
+                "the installation of enterprise %s team %s cannot be read with any key in %s: its events are "
+                "acknowledged and not run%s. Put the key it was written with back in %s (after the new one), then "
+                "run `python -m bot rekey`; or reinstall the app there.", enterprise_id, team_id, SETTING, more,
+                SETTING,
+            )
 
     def _warn_once(self, enterprise_id: str | None, team_id: str | None) -> None:
         if (enterprise_id, team_id) in self._warned:

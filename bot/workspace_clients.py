@@ -14,10 +14,11 @@ from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.identity import Workspace
-from bot.installations import TokenResolver, TokenUnavailable
 from bot.oauth import token_resolver
 from bot.settings import Settings
 from bot.slack_client import make_web_client
+from bot.token_crypto import UnreadableToken
+from bot.token_resolver import TokenResolver, TokenUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ class WorkspaceClients:
             bot = await self._resolver.bot(ws.enterprise_id or None, None if ws.team_id == "-" else ws.team_id)
         except TokenUnavailable as exc:
             raise NotInstalled(f"the app's token for this workspace could not be refreshed ({exc})") from exc
+        except UnreadableToken as exc:
+            raise NotInstalled(f"{exc}: run `python -m bot rekey` with the key it was written with") from exc
         if bot is None or not bot.bot_token:
             raise NotInstalled("the app is not installed in this workspace (or was uninstalled)")
         client = self._by_token.get(bot.bot_token)

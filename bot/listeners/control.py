@@ -22,7 +22,7 @@ async def may_control(
     if requester is not None and requester == user:
         return None
     try:
-        if await users.is_admin(client, ws.team_id, user):
+        if await users.is_admin(client, ws, user):
             return None
     except SlackLookupError as exc:
         return str(exc)

@@ -151,7 +151,7 @@ class WorkspaceLimits:
 
     async def may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
         """Raises :class:`SlackLookupError` when Slack cannot say."""
-        return await self.users.is_admin(client, ws.team_id, user_id)
+        return await self.users.is_admin(client, ws, user_id)
 
     async def org_budget(self, ws: Workspace) -> OrgBudget | None:
         """The org budget of ``ws``'s Enterprise Grid org; None outside one."""
@@ -235,7 +235,7 @@ class WorkspaceLimits:
         if not ws.enterprise_id:
             return ("`org-budget` caps what all workspaces of an Enterprise Grid org spend together; this "
                     "workspace is not part of one. Its own budget is `/agent-limits budget <usd>`.")
-        if not await self.users.is_org_admin(client, ws.team_id, user_id):
+        if not await self.users.is_org_admin(client, ws, user_id):
             return ("Only the org's admins and owners can change the org budget. "
                     "Anyone can see it with `/agent-limits show`.")
         done = await self.org.set(ws.enterprise_id, command.budget_micros, command.period, user_id)
@@ -298,7 +298,7 @@ class WorkspaceLimits:
         """Before a run: may this user start it, can every limit it runs under be read, and is there budget left?
         Raises ``StoreError`` when Redis is down (fail closed: reply with ``error``, make no LLM call) and
         ``SlackLookupError`` when Slack is."""
-        refusal = await self.users.run_permission(client, ws.team_id, user_id)
+        refusal = await self.users.run_permission(client, ws, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
         config, tools, (egress, shown) = await self.store.for_run(ws, self.domains.key(ws), self.display.key(ws))

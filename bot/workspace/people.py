@@ -2,6 +2,10 @@
 
 An admin (Slack's admin/owner flags, or ``AGENT_ADMIN_USER_IDS``) may change a workspace's limits; members may
 start runs on its budget, guests and people of other organisations only when the operator allows it.
+
+Every answer is for one workspace: on Enterprise Grid one person is an admin in one workspace of the org and a
+guest in another, so the cache is keyed by workspace and user, and an org-wide token asks with the workspace's
+``team_id`` (without it Slack answers for whichever workspace it picks).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.identity import Workspace
 
 ADMIN_CACHE_SECONDS = 300.0
 """users.info answers are reused this long: admin changes take effect within five minutes."""
@@ -98,16 +104,20 @@ class SlackUsers:
         self._ttl = ttl_seconds
         self._clock = clock
         self._max_entries = max_entries
-        self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._cache: dict[tuple[Workspace, str], tuple[float, dict[str, Any]]] = {}
 
-    async def info(self, client: AsyncWebClient, user_id: str) -> dict[str, Any]:
-        """The users.info ``user`` object; raises :class:`SlackLookupError` when Slack says no."""
+    async def info(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> dict[str, Any]:
+        """The users.info ``user`` object as ``ws`` sees the user (its admin and guest flags); raises
+        :class:`SlackLookupError` when Slack says no."""
         now = self._clock()
-        cached = self._cache.get(user_id)
+        cached = self._cache.get((ws, user_id))
         if cached is not None and cached[0] > now:
             return cached[1]
+        # An org-wide token answers for any workspace of the org: name the one asking (a workspace token's own
+        # workspace is the same one, and Slack ignores the argument for it).
+        where: dict[str, Any] = {"team_id": ws.team_id} if ws.enterprise_id and ws.team_id != "-" else {}
         try:
-            response = await client.users_info(user=user_id)
+            response = await client.users_info(user=user_id, **where)
         except SlackApiError as exc:
             raise SlackLookupError(user_id, str(exc.response.get("error", "unknown_error"))) from exc
         user = response.get("user")
@@ -115,37 +125,37 @@ class SlackUsers:
             raise SlackLookupError(user_id, "no user in the answer")
         if len(self._cache) >= self._max_entries:
             self._cache.clear()  # crude, but bounded; a refill costs one users.info per active user
-        self._cache[user_id] = (now + self._ttl, user)
+        self._cache[(ws, user_id)] = (now + self._ttl, user)
         return user
 
-    async def is_admin(self, client: AsyncWebClient, team_id: str | None, user_id: str) -> bool:
-        """May ``user_id`` change ``team_id``'s limits? Listed users may; else Slack's admin/owner flags."""
+    async def is_admin(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
+        """May ``user_id`` change ``ws``'s limits? Listed users may; else Slack's admin/owner flags there."""
         if user_id in self.admin_user_ids:
             return True
-        user = await self.info(client, user_id)
+        user = await self.info(client, ws, user_id)
         if user.get("deleted") or user.get("is_restricted") or user.get("is_ultra_restricted"):
             return False
-        if not _member_of(user, team_id):
+        if not _member_of(user, ws.team_id):
             return False  # an admin of another organisation is no admin here
         enterprise = user.get("enterprise_user") or {}
         flags = ("is_admin", "is_owner", "is_primary_owner")
         return any(bool(user.get(f)) for f in flags) or any(bool(enterprise.get(f)) for f in flags[:2])
 
-    async def is_org_admin(self, client: AsyncWebClient, team_id: str | None, user_id: str) -> bool:
+    async def is_org_admin(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
         """May ``user_id`` change the org budget? Listed users may; else the org's own admin/owner flags
         (``enterprise_user``), not a single workspace's."""
         if user_id in self.admin_user_ids:
             return True
-        user = await self.info(client, user_id)
+        user = await self.info(client, ws, user_id)
         if user.get("deleted") or user.get("is_restricted") or user.get("is_ultra_restricted"):
             return False
         enterprise = user.get("enterprise_user") or {}
         return bool(enterprise.get("is_admin") or enterprise.get("is_owner"))
 
-    async def run_permission(self, client: AsyncWebClient, team_id: str | None, user_id: str) -> RunRefusal | None:
-        """None when the user may start a run on ``team_id``'s budget, else the refusal to reply with."""
-        user = await self.info(client, user_id)
-        return run_permission(user, team_id, allow_guests=self.allow_guests, allow_external=self.allow_external)
+    async def run_permission(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> RunRefusal | None:
+        """None when the user may start a run on ``ws``'s budget, else the refusal to reply with."""
+        user = await self.info(client, ws, user_id)
+        return run_permission(user, ws.team_id, allow_guests=self.allow_guests, allow_external=self.allow_external)
 
     def who_may_change(self) -> str:
         return who_may_change(self.admin_user_ids)

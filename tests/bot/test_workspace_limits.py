@@ -37,6 +37,8 @@ from bot.workspace import (
 )
 from tests.fakes.slack_api import FakeSlack
 
+T1 = Workspace("T1")
+
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
@@ -440,14 +442,14 @@ async def test_is_admin_reads_users_info(
     slack: FakeSlack, client: AsyncWebClient, fields: dict[str, object], expected: bool
 ):
     slack.users["U1"] = fields
-    assert await SlackUsers().is_admin(client, "T1", "U1") is expected
+    assert await SlackUsers().is_admin(client, T1, "U1") is expected
     [call] = slack.calls_of("users.info")
     assert call.params["user"] == "U1"
 
 
 async def test_listed_admins_need_no_lookup(slack: FakeSlack, client: AsyncWebClient):
     users = SlackUsers(admin_user_ids=["ULISTED"])
-    assert await users.is_admin(client, "T1", "ULISTED")
+    assert await users.is_admin(client, T1, "ULISTED")
     assert slack.calls_of("users.info") == []
     assert users.who_may_change() == "workspace admins and owners (or <@ULISTED>)"
 
@@ -456,29 +458,29 @@ async def test_users_info_is_cached_briefly(slack: FakeSlack, client: AsyncWebCl
     now = [1000.0]
     users = SlackUsers(ttl_seconds=300, clock=lambda: now[0])
     slack.users["U1"] = {"is_admin": True}
-    assert await users.is_admin(client, "T1", "U1")
+    assert await users.is_admin(client, T1, "U1")
     slack.users["U1"] = {"is_admin": False}  # demoted in Slack
     now[0] += 299
-    assert await users.is_admin(client, "T1", "U1")  # the cached answer
+    assert await users.is_admin(client, T1, "U1")  # the cached answer
     assert len(slack.calls_of("users.info")) == 1
     now[0] += 2
-    assert not await users.is_admin(client, "T1", "U1")
+    assert not await users.is_admin(client, T1, "U1")
     assert len(slack.calls_of("users.info")) == 2
 
 
 async def test_a_failed_lookup_is_a_typed_error(slack: FakeSlack, client: AsyncWebClient):
     slack.fail("users.info", error="user_not_found")
     with pytest.raises(SlackLookupError, match="user_not_found.*try again"):
-        await SlackUsers().is_admin(client, "T1", "U1")
+        await SlackUsers().is_admin(client, T1, "U1")
 
 
 async def test_run_permission_through_slack(slack: FakeSlack, client: AsyncWebClient):
     slack.users["UGUEST"] = {"is_restricted": True}
     users = SlackUsers()
-    refusal = await users.run_permission(client, "T1", "UGUEST")
+    refusal = await users.run_permission(client, T1, "UGUEST")
     assert refusal is not None and refusal.reason == "guest"
-    assert await users.run_permission(client, "T1", "UMEMBER") is None
-    assert await SlackUsers(allow_guests=True).run_permission(client, "T1", "UGUEST") is None
+    assert await users.run_permission(client, T1, "UMEMBER") is None
+    assert await SlackUsers(allow_guests=True).run_permission(client, T1, "UGUEST") is None
 
 
 async def test_money_held_by_runs_in_progress_does_not_refuse_a_new_run(store: WorkspaceLimitsStore):

@@ -183,6 +183,11 @@ class FakeSlack:
         self.set_status_available = set_status_available
         #: users.info answers: user id -> fields merged into the ``user`` object (e.g. ``{"is_admin": True}``).
         self.users: dict[str, dict[str, Any]] = {}
+        #: Enterprise Grid: one person's flags in one workspace of the org, (team id, user id) -> fields merged
+        #: over ``users[user id]`` when users.info is asked for that workspace (its ``team_id`` argument, else the
+        #: calling token's workspace). An org-wide token asked without ``team_id`` answers for the user's home
+        #: workspace (their ``team_id``), whichever workspace the caller meant.
+        self.members: dict[tuple[str, str], dict[str, Any]] = {}
         #: conversations.history answers: channel -> messages, newest first.
         self.history: dict[str, list[dict[str, Any]]] = {}
         #: People's messages of a thread, by (channel, thread ts): what ``conversations.replies`` answers besides
@@ -201,6 +206,8 @@ class FakeSlack:
         self.refuse_task_cards = False
         self.suggested_prompts: list[tuple[str, str, list[dict[str, Any]]]] = []
         self.titles: list[tuple[str, str, str]] = []
+        #: What was posted to a command's ``response_url`` (``response_url(name)``): name -> JSON bodies.
+        self.responses: dict[str, list[dict[str, Any]]] = {}
         self._failures: list[Failure] = []
         self._waiters: list[_Waiter] = []
         self._ts = itertools.count(1)
@@ -221,6 +228,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_post("/api/{method}", self._handle)
         app.router.add_get("/api/{method}", self._handle)
+        app.router.add_post("/response/{name}", self._respond)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -248,6 +256,10 @@ class FakeSlack:
     def base_url(self) -> str:
         """The ``SLACK_API_URL`` to give the app; the trailing slash matters (urljoin)."""
         return f"http://127.0.0.1:{self._port}/api/"
+
+    def response_url(self, name: str) -> str:
+        """A slash command's ``response_url``, served here (Slack's is on its hooks host); see ``responses``."""
+        return f"http://127.0.0.1:{self._port}/response/{name}"
 
     # --- test controls
 
@@ -323,6 +335,10 @@ class FakeSlack:
                 waiter.future.set_result(None)
         return web.json_response(body, status=status, headers=headers)
 
+    async def _respond(self, request: web.Request) -> web.Response:
+        self.responses.setdefault(request.match_info["name"], []).append(await request.json())
+        return web.Response(text="ok")
+
     def _answer(
         self, method: str, params: dict[str, Any], request: web.Request
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
@@ -342,6 +358,8 @@ class FakeSlack:
             return 200, {"ok": False, "error": "token_revoked"}, {}
         if issued is not None and method == "auth.test":
             return 200, self._auth_test_of(issued), {}
+        if method == "users.info":
+            return 200, self._users_info(params, issued), {}
         handler = self._methods().get(method)
         if handler is None:
             return 200, {"ok": False, "error": "unknown_method"}, {}
@@ -356,7 +374,6 @@ class FakeSlack:
             "reactions.add": self._reaction_add,
             "reactions.remove": self._reaction_remove,
             "assistant.threads.setStatus": self._set_status,
-            "users.info": self._users_info,
             "conversations.history": self._history,
             "conversations.replies": self._replies,
             "apps.connections.open": self._connections_open,
@@ -608,11 +625,13 @@ class FakeSlack:
             self.status_now.pop(where, None)
         return {"ok": True}
 
-    def _users_info(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _users_info(self, params: dict[str, Any], issued: IssuedToken | None) -> dict[str, Any]:
         user_id = str(params.get("user"))
         user = {"id": user_id, "team_id": self.team_id, "is_admin": False, "is_owner": False,
                 "is_primary_owner": False, "is_restricted": False, "is_ultra_restricted": False, "is_bot": False}
         user.update(self.users.get(user_id, {}))
+        asked = str(params.get("team_id") or "") or (issued.grant.team_id if issued else None) or user["team_id"]
+        user.update(self.members.get((str(asked), user_id), {}))
         return {"ok": True, "user": user}
 
     def _history(self, params: dict[str, Any]) -> dict[str, Any]:
