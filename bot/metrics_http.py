@@ -11,18 +11,23 @@
     add_public_metrics(web_app, settings, queue_depth)          # the PORT's /metrics (or a refusal, or nothing)
     listener = await MetricsListener.start(settings, queue_depth) # None unless METRICS_PORT is set
     await listener.close()
+    async with supervisor_metrics(settings, redis_url, metrics_dir): ...   # the supervisor's, for all children
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Self
 
 from aiohttp import web
 
 from agent_core import ConfigError
 from bot import metrics
+from bot.redis import RedisHandle
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -89,3 +94,25 @@ class MetricsListener:
 
     async def close(self) -> None:
         await self._runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def supervisor_metrics(settings: Settings, redis_url: str | None, metrics_dir: Path) -> AsyncIterator[None]:
+    """``METRICS_PORT`` served by a supervisor for the block: every child's files in ``metrics_dir`` summed, and
+    the queue depth read from ``redis_url`` (or the Sentinels' master). Nothing without ``METRICS_PORT``."""
+    if settings.metrics_port is None:
+        yield
+        return
+    sentinel = settings.redis_sentinel()
+    redis = RedisHandle(redis_url or "", sentinel=sentinel) if redis_url or sentinel else None
+    try:
+        depth = metrics.arq_queue_depth(redis.client(), settings.arq_queue_name) if redis is not None else None
+        listener = await MetricsListener.start(settings, depth, multiproc_dir=str(metrics_dir))
+        try:
+            yield
+        finally:
+            if listener is not None:
+                await listener.close()
+    finally:
+        if redis is not None:
+            await redis.close()

@@ -95,8 +95,10 @@ class SingleUseFlow(AsyncOAuthFlow):
     with tokens), just before the one write of the installation: a redirect that fails earlier costs no Redis
     write, and of two redirects with one state only the first stores its install."""
 
-    def __init__(self, states: SignedStateStore, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, states: SignedStateStore, *, client: AsyncWebClient, logger: logging.Logger, settings: AsyncOAuthSettings
+    ) -> None:
+        super().__init__(client=client, logger=logger, settings=settings)
         self.states = states
 
     async def store_installation(self, request: AsyncBoltRequest, installation: Installation) -> None:

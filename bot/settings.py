@@ -172,6 +172,12 @@ class Settings(AgentSettings, ToolSettings):
         default=None,
         description="Name each workspace (team label) in spend and budget metrics; unset: off in OAuth mode.",
     )
+
+    @field_validator("metrics_port", "metrics_team_labels", mode="before")
+    @classmethod
+    def _metrics_empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
     worker_processes: int = Field(
         default=0, ge=0, description="Worker processes of `worker` and of `python -m bot` (0: one per CPU core)."
     )

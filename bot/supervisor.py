@@ -35,11 +35,9 @@ from pathlib import Path
 
 from prometheus_client.multiprocess import mark_process_dead
 
-from bot import metrics
 from bot.embedded_redis import EmbeddedRedis, die_with_parent
 from bot.metrics import MULTIPROC_ENV
-from bot.metrics_http import MetricsListener
-from bot.redis import RedisHandle
+from bot.metrics_http import supervisor_metrics
 from bot.settings import Role, Settings
 
 log = logging.getLogger(__name__)
@@ -164,7 +162,7 @@ class Supervisor:
 async def supervise(role: Role, processes: int, settings: Settings) -> int:
     """Run ``role`` as ``processes`` supervised processes (plus the web one for ``all``); the exit code."""
     settings.require_slack(role)
-    sentinel = settings.redis_sentinel()  # a bad REDIS_SENTINELS stops here, not in every child
+    settings.redis_sentinel()  # a bad REDIS_SENTINELS stops here, not in every child
     embedded: EmbeddedRedis | None = None
     metrics_dir = Path(tempfile.mkdtemp(prefix="bot-metrics-"))
     try:
@@ -175,17 +173,8 @@ async def supervise(role: Role, processes: int, settings: Settings) -> int:
             log.warning("REDIS_URL is not set: single-machine mode, embedded Redis (Valkey) at %s with data in %s, "
                         "shared by the web process and %s workers", redis_url, embedded.folder, processes)
         children = plan(role, processes, settings, redis_url=redis_url, metrics_dir=metrics_dir)
-        # METRICS_PORT is served here, summing every child's files: one listener, whatever the children do.
-        redis = RedisHandle(redis_url or "", sentinel=sentinel) if redis_url or sentinel else None
-        depth = metrics.arq_queue_depth(redis.client(), settings.arq_queue_name) if redis is not None else None
-        listener = await MetricsListener.start(settings, depth, multiproc_dir=str(metrics_dir))
-        try:
+        async with supervisor_metrics(settings, redis_url, metrics_dir):  # METRICS_PORT: this process serves it
             return await Supervisor(children, metrics_dir).run()
-        finally:
-            if listener is not None:
-                await listener.close()
-            if redis is not None:
-                await redis.close()
     finally:
         if embedded is not None:
             await embedded.stop()  # after every child: none of them loses Redis while draining
