@@ -201,7 +201,7 @@ class TurnRunner:
         # per run was a Redis script per run (at 50 runs a second, 50).
         now = time.monotonic()
         if not self.settings.metrics_name_teams or self._gauge_due.get(turn.team_id, 0.0) > now:
-            return  # (a budget without its workspace's name is no one's to see)
+            return  # workspaces not named (METRICS_TEAM_LABELS): no budget gauge, and no read for it
         self._gauge_due[turn.team_id] = now + BUDGET_GAUGE_SECONDS
         with contextlib.suppress(StoreError):  # the run is done either way
             left = (await budget.usage_summary()).remaining_micros

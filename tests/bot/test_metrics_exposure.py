@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from bot.service import Service
 from bot.settings import Settings
@@ -81,6 +82,15 @@ async def test_metrics_port_serves_metrics_there_and_not_on_the_public_port(
     assert private[0] == 200 and "agent_queue_depth 0.0" in private[1]
 
 
+def samples(scraped: str) -> list[Sample]:
+    return [s for family in text_string_to_metric_families(scraped) for s in family.samples]
+
+
+def spend_of(answer: tuple[int, str]) -> dict[str, float]:
+    assert answer[0] == 200
+    return {s.labels.get("team", ""): s.value for s in samples(answer[1]) if s.name == "agent_spend_usd_total"}
+
+
 @pytest.mark.parametrize("named", [None, True])
 async def test_workspaces_are_named_in_metrics_only_when_the_operator_turns_it_on(
     named: bool | None, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, http: aiohttp.ClientSession
@@ -91,6 +101,7 @@ async def test_workspaces_are_named_in_metrics_only_when_the_operator_turns_it_o
     fake_openai.script = lambda request: text("the answer")
     async with Service(settings, "web") as service:
         url = f"http://127.0.0.1:{service.port}"
+        before = spend_of(await get(http, f"{url}/metrics", TOKEN))
         for n, team in enumerate(teams):
             fake_slack.add_install(f"code-{n}", Grant(team))
             assert await install(http, url, f"code-{n}") == 200
@@ -100,14 +111,13 @@ async def test_workspaces_are_named_in_metrics_only_when_the_operator_turns_it_o
         await drain(settings)
         status, scraped = await get(http, f"{url}/metrics", TOKEN)
     assert status == 200
-    samples = [s for family in text_string_to_metric_families(scraped) for s in family.samples]
-    spend = {s.labels.get("team"): s.value for s in samples if s.name == "agent_spend_usd_total"}
-    budgets = {s.labels["team"] for s in samples if s.name == "agent_budget_remaining_usd"}
+    spend = spend_of((status, scraped))
+    budgets = {s.labels["team"] for s in samples(scraped) if s.name == "agent_budget_remaining_usd"}
     if named:
         assert all(spend.get(team, 0) > 0 for team in teams) and set(teams) <= budgets
     else:
         assert not any(team in scraped for team in teams)
-        assert spend.get("", 0) > 0  # the total of every workspace
+        assert spend.get("", 0) > before.get("", 0)  # the total of every workspace
 
 
 async def test_a_supervised_worker_serves_one_metrics_listener_for_all_its_processes(
