@@ -27,6 +27,7 @@ from bot import listeners, metrics, payloads
 from bot.deps import Services
 from bot.http_guard import OncePer, SlowBodies, rearm_after_response
 from bot.identity import IdentityMiddleware
+from bot.metrics_http import add_public_metrics
 from bot.oauth import add_oauth_routes, register_revocation_listeners
 from bot.redis import redis_ok
 
@@ -119,14 +120,14 @@ def create_web_app(app: AsyncApp, services: Services, *, health: HealthCheck = _
 
 
 def create_health_app(services: Services, health: HealthCheck = _no_problem) -> web.Application:
-    """``GET /healthz`` alone (what a worker process serves); ``health`` names a problem of the process."""
+    """``GET /healthz`` (and ``/metrics`` as the settings allow) alone: what a worker process serves; ``health``
+    names a problem of the process."""
     web_app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[rearm_after_response])
     web_app[SERVICES_KEY] = services
     web_app[HEALTH_KEY] = health
     web_app.router.add_get(HEALTH_PATH, healthz)
     settings = services.settings
-    web_app.router.add_get(metrics.METRICS_PATH, metrics.metrics_handler(
-        settings.metrics_token, metrics.arq_queue_depth(services.redis, settings.arq_queue_name)))
+    add_public_metrics(web_app, settings, metrics.arq_queue_depth(services.redis, settings.arq_queue_name))
     return web_app
 
 

@@ -1,4 +1,5 @@
-"""Installations in Redis: Bolt's installation and OAuth state stores (the token resolver: ``bot.token_resolver``).
+"""Installations in Redis: Bolt's installation store (the token resolver: ``bot.token_resolver``; signed install
+states: ``bot.oauth_state``).
 
 One hash per installation, in the workspace's namespace (``agent_core.keys``)::
 
@@ -6,8 +7,8 @@ One hash per installation, in the workspace's namespace (``agent_core.keys``)::
                                user's Installation); every value a Fernet token of the record's JSON
     P:E:-:installation         the same for an org-wide (Enterprise Grid) install: the whole org, no team
     P:E:T:installation:refresh the lock held while one process refreshes a rotating token
-    P:oauth:state:S            an issued OAuth state (before any workspace is known): when it was issued, then
-                               what became of it (``used``), kept a while after expiry to say why it is refused
+
+OAuth states are signed, not stored (``bot/oauth_state.py``).
 
 Only the installation hash is ever deleted on uninstall: the budget ledger, limits and audit log of the same
 namespace stay, so a reinstall starts with the old limits and this period's spend.
@@ -17,18 +18,13 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
-import time
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Literal, cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
 from slack_bolt.error import BoltError
 from slack_sdk.oauth.installation_store import Bot, Installation
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
-from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 
 from bot.identity import Workspace
 from bot.keys import AppKeys
@@ -40,21 +36,12 @@ log = logging.getLogger(__name__)
 BOT_FIELD = "bot"
 LATEST_FIELD = "latest"
 USER_FIELD = "user:"
-#: An expired state is remembered this long after its expiry, so its refusal can say "expired".
-STATE_MEMORY_SECONDS = 24 * 3600
-
-StateRefusal = Literal["forged", "reused", "expired"]
-
 
 def installation_key(keys: AppKeys, enterprise_id: str | None, team_id: str | None) -> str:
     """``P:E:T:installation``; ``P:E:-:installation`` for an org-wide install (no team)."""
     if not enterprise_id and not team_id:
         raise ValueError("an installation needs a team id or an enterprise id")
     return keys.installation(Workspace.of(team_id, enterprise_id))
-
-
-def state_key(keys: AppKeys, state: str) -> str:
-    return keys.oauth_state(state)
 
 
 def owner_of(enterprise_id: str | None, team_id: str | None, org_wide: bool | None) -> tuple[str | None, str | None]:
@@ -214,56 +201,3 @@ def _overlay_bot(installation: Installation, bot: Bot | None) -> None:
     installation.bot_token_expires_at, installation.bot_scopes = bot.bot_token_expires_at, bot.bot_scopes
 
 
-class RedisOAuthStateStore(AsyncOAuthStateStore):
-    """OAuth states shared by every web process; each is accepted once, within ``expiration_seconds``.
-
-    ``refusal(state)`` says why a state was refused (forged, reused, expired), for the page the admin sees.
-    ``clock`` is the wall clock (tests move it instead of sleeping).
-    """
-
-    def __init__(
-        self, redis: aioredis.Redis, keys: AppKeys, *, expiration_seconds: int, clock: Callable[[], float] = time.time
-    ) -> None:
-        self._redis = redis
-        self._keys = keys
-        self.expiration_seconds = expiration_seconds
-        self._clock = clock
-        self._consume_script = redis.register_script(_CONSUME_LUA)
-
-    @property
-    def logger(self) -> logging.Logger:
-        return log
-
-    async def async_issue(self, *args: Any, **kwargs: Any) -> str:
-        state = secrets.token_urlsafe(24)
-        ttl = self.expiration_seconds + STATE_MEMORY_SECONDS
-        await awaited(self._redis.set(state_key(self._keys, state), repr(self._clock()), ex=ttl))
-        return state
-
-    async def async_consume(self, state: str) -> bool:
-        return await self._take(state) is None
-
-    async def refusal(self, state: str | None) -> StateRefusal:
-        """Why ``state`` is not (or no longer) accepted; call after a refused ``async_consume``."""
-        if not state:
-            return "forged"
-        raw = as_text(await awaited(self._redis.get(state_key(self._keys, state))))
-        return "forged" if raw is None else "reused" if raw == "used" else "expired"
-
-    async def _take(self, state: str) -> StateRefusal | None:
-        """Judge the state and mark it used, in one script: two redirects with one state get one success."""
-        verdict = await self._consume_script(
-            keys=[state_key(self._keys, state)], args=[repr(self._clock()), self.expiration_seconds]
-        )
-        return None if not verdict else cast(StateRefusal, as_text(verdict))
-
-
-#: An expired state keeps its issue time (a second try still reads "expired"); a good one becomes "used".
-_CONSUME_LUA = """
-local issued = redis.call('GET', KEYS[1])
-if not issued then return 'forged' end
-if issued == 'used' then return 'reused' end
-if tonumber(ARGV[1]) - tonumber(issued) > tonumber(ARGV[2]) then return 'expired' end
-redis.call('SET', KEYS[1], 'used', 'KEEPTTL')
-return ''
-"""

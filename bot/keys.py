@@ -158,9 +158,10 @@ class AppKeys(Keys):
         return f"{self.org_namespace(enterprise_id)}:limits:audit"
 
     # -- global -------------------------------------------------------------------------------------------------
-    def oauth_state(self, state: str) -> str:
-        """One OAuth ``state`` value, consumed once by the redirect it was issued for."""
-        return f"{self.prefix}:oauth:state:{state}"
+    def oauth_state_spent(self, nonce: str) -> str:
+        """An OAuth state (by its nonce) whose install Slack completed; kept until the state expires, so the
+        state works once (``bot/oauth_state.py``: unspent states are signed, not stored)."""
+        return f"{self.prefix}:oauth:spent:{nonce}"
 
     def fair_lines(self) -> str:
         """Hash: workspace namespace -> a thread of it in line, for every workspace whose line is not empty, so

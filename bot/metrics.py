@@ -100,13 +100,14 @@ def record_tool_call(tool: str, outcome: str, seconds: float) -> None:
 
 
 def record_spend(team: str, micros: int) -> None:
-    """The workspace spent ``micros`` micro-dollars (a settled LLM call)."""
+    """The workspace spent ``micros`` micro-dollars (a settled LLM call); ``team`` is "" when workspaces are not
+    named (METRICS_TEAM_LABELS off): then the series is the total of all."""
     if micros > 0:
         SPEND.labels(team).inc(micros / 1_000_000)
 
 
 def set_budget_remaining(team: str, micros: int) -> None:
-    """The workspace's budget has ``micros`` micro-dollars left this period."""
+    """The workspace's budget has ``micros`` micro-dollars left this period (only when workspaces are named)."""
     BUDGET_REMAINING.labels(team).set(micros / 1_000_000)
 
 

@@ -32,12 +32,14 @@ from slack_bolt.oauth.async_oauth_flow import AsyncOAuthFlow
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
+from slack_sdk.oauth.installation_store import Installation
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.http_guard import OncePer
-from bot.installations import RedisInstallationStore, RedisOAuthStateStore
+from bot.installations import RedisInstallationStore
 from bot.keys import AppKeys
+from bot.oauth_state import SignedStateStore, StateSpent, state_key
 from bot.settings import Settings
 from bot.token_crypto import SETTING, UnreadableToken
 from bot.token_resolver import TokenResolver, TokenUnavailable
@@ -58,7 +60,7 @@ class OAuth:
 
     flow: AsyncOAuthFlow
     store: RedisInstallationStore
-    states: RedisOAuthStateStore
+    states: SignedStateStore
     resolver: TokenResolver
     authorize: StoreAuthorize
 
@@ -72,8 +74,9 @@ def build_oauth(
     client_id = settings.slack_client_id or ""
     resolver = token_resolver(settings, redis, client)
     store = resolver.store
-    states = RedisOAuthStateStore(redis, keys, expiration_seconds=settings.slack_state_expiration_seconds, clock=clock)
-    pages = InstallPages(states, settings.slack_state_expiration_seconds)
+    lifetime = settings.slack_state_expiration_seconds
+    states = SignedStateStore(redis, keys, state_key(secret), expiration_seconds=lifetime, clock=clock)
+    pages = InstallPages(states, lifetime)
     oauth_settings = AsyncOAuthSettings(
         client_id=client_id,
         client_secret=secret,
@@ -84,12 +87,28 @@ def build_oauth(
         redirect_uri_path=REDIRECT_PATH,
         installation_store=store,
         state_store=states,
-        state_expiration_seconds=settings.slack_state_expiration_seconds,
+        state_expiration_seconds=lifetime,
         callback_options=AsyncCallbackOptions(success=pages.success, failure=pages.failure),
         logger=log,
     )
-    flow = AsyncOAuthFlow(client=client, logger=log, settings=oauth_settings)
+    flow = SingleUseFlow(states, client=client, logger=log, settings=oauth_settings)
     return OAuth(flow, store, states, resolver, StoreAuthorize(resolver))
+
+
+class SingleUseFlow(AsyncOAuthFlow):
+    """Bolt's flow, with the state spent only once Slack has accepted the code (``oauth.v2.access`` answered
+    with tokens), just before the one write of the installation: a redirect that fails earlier costs no Redis
+    write, and of two redirects with one state only the first stores its install."""
+
+    def __init__(
+        self, states: SignedStateStore, *, client: AsyncWebClient, logger: logging.Logger, settings: AsyncOAuthSettings
+    ) -> None:
+        super().__init__(client=client, logger=logger, settings=settings)
+        self.states = states
+
+    async def store_installation(self, request: AsyncBoltRequest, installation: Installation) -> None:
+        await self.states.spend(next(iter(request.query.get("state") or []), None))
+        await super().store_installation(request, installation)
 
 
 def token_resolver(settings: Settings, redis: aioredis.Redis, client: AsyncWebClient) -> TokenResolver:
@@ -232,7 +251,7 @@ async def _serve(
 class InstallPages:
     """The pages an admin lands on after Slack sends them back: installed, or why not."""
 
-    def __init__(self, states: RedisOAuthStateStore, state_seconds: int) -> None:
+    def __init__(self, states: SignedStateStore, state_seconds: int) -> None:
         self._states = states
         self._state_minutes = max(1, state_seconds // 60)
 
@@ -249,10 +268,13 @@ class InstallPages:
         return self._response(args.settings, 200, body)
 
     async def failure(self, args: AsyncFailureArgs) -> BoltResponse:
-        why = await self._why(args.reason, args.request)
-        log.info("OAuth redirect refused: %s", args.reason)
+        # A state spent by another redirect meanwhile reaches here as a storage error carrying StateSpent.
+        spent = isinstance(args.error, StateSpent)
+        reason = "invalid_state" if spent else args.reason
+        why = await self._why(reason, args.request)
+        log.info("OAuth redirect refused: %s", reason)
         body = _page("Installation failed", f"{why} Nothing was installed.", INSTALL_PATH, "Start again")
-        return self._response(args.settings, args.suggested_status_code, body)
+        return self._response(args.settings, 401 if spent else args.suggested_status_code, body)
 
     async def _why(self, reason: str, request: AsyncBoltRequest) -> str:
         if reason == "invalid_state":

@@ -200,8 +200,8 @@ class TurnRunner:
         # A gauge, scraped every 15 s or so: one read per workspace every few seconds shows the same, where one
         # per run was a Redis script per run (at 50 runs a second, 50).
         now = time.monotonic()
-        if self._gauge_due.get(turn.team_id, 0.0) > now:
-            return
+        if not self.settings.metrics_name_teams or self._gauge_due.get(turn.team_id, 0.0) > now:
+            return  # workspaces not named (METRICS_TEAM_LABELS): no budget gauge, and no read for it
         self._gauge_due[turn.team_id] = now + BUDGET_GAUGE_SECONDS
         with contextlib.suppress(StoreError):  # the run is done either way
             left = (await budget.usage_summary()).remaining_micros
@@ -343,7 +343,7 @@ class TurnRunner:
     async def _record(self, turn: Turn, final: Stopped, slack: AsyncWebClient, *, note: str = "") -> None:
         ws: Workspace = turn.workspace
         metrics.record_run(final.reason.value, final.steps)
-        metrics.record_spend(ws.team_id, final.usage.cost_micros)
+        metrics.record_spend(ws.team_id if self.settings.metrics_name_teams else "", final.usage.cost_micros)
         with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
             permalink = ""
             with contextlib.suppress(Exception):

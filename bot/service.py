@@ -17,12 +17,13 @@ from redis.exceptions import RedisError
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from agent_core import ConfigError
-from bot import socket_mode
+from bot import metrics, socket_mode
 from bot.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
 from bot.deps import Services
 from bot.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
 from bot.jobs import AgentFactory, Runtime
 from bot.keys import AppKeys
+from bot.metrics_http import MetricsListener
 from bot.oauth import build_oauth
 from bot.redis import RedisHandle, open_redis
 from bot.settings import Role, Settings
@@ -76,6 +77,7 @@ class Service:
         self._resume_task: asyncio.Task[None] | None = None
         self._runtime: Runtime | None = None
         self._http: aiohttp.ClientSession | None = None
+        self._metrics: MetricsListener | None = None
         self._ready = asyncio.Event()
 
     async def start(self) -> Self:
@@ -120,6 +122,9 @@ class Service:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._ready.wait(), WORKER_READY_TIMEOUT_SECONDS)
         await self._start_web(self.services)
+        if metrics.MULTIPROC_DIR is None:  # under a supervisor, its parent serves METRICS_PORT for every child
+            self._metrics = await MetricsListener.start(
+                settings, metrics.arq_queue_depth(redis, settings.arq_queue_name))
         return self
 
     async def _keep_worker(self, runtime: Runtime) -> None:
@@ -191,6 +196,9 @@ class Service:
             log.info("listening on %s:%s%s", self.settings.host, self.port, "/slack/events")
 
     async def close(self) -> None:
+        if self._metrics is not None:
+            await self._metrics.close()
+            self._metrics = None
         if self._socket is not None:
             await self._socket.close_async()  # type: ignore[no-untyped-call]
             self._socket = None

@@ -162,6 +162,22 @@ class Settings(AgentSettings, ToolSettings):
     metrics_token: SecretStr | None = Field(
         default=None, description="When set, GET /metrics needs Authorization: Bearer <this token>."
     )
+    # Who sees /metrics (bot/metrics_http.py): a listener of its own, and whether workspaces are named in it.
+    metrics_port: int | None = Field(
+        default=None, ge=0, lt=65536,
+        description="Serve /metrics on this port only (not on PORT); one process serves it (0: any free port).",
+    )
+    metrics_host: str = Field(default="127.0.0.1", description="Address the METRICS_PORT listener binds.")
+    metrics_team_labels: bool | None = Field(
+        default=None,
+        description="Name each workspace (team label) in spend and budget metrics; unset: off in OAuth mode.",
+    )
+
+    @field_validator("metrics_port", "metrics_team_labels", mode="before")
+    @classmethod
+    def _metrics_empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
     worker_processes: int = Field(
         default=0, ge=0, description="Worker processes of `worker` and of `python -m bot` (0: one per CPU core)."
     )
@@ -202,6 +218,11 @@ class Settings(AgentSettings, ToolSettings):
     @property
     def socket_mode(self) -> bool:
         return self.slack_app_token is not None
+
+    @property
+    def metrics_name_teams(self) -> bool:
+        """METRICS_TEAM_LABELS, whose default follows the mode: one team (the operator's own) is named, many are not."""
+        return self.metrics_team_labels if self.metrics_team_labels is not None else not self.oauth_mode
 
     @property
     def oauth_mode(self) -> bool:

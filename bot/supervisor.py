@@ -9,7 +9,9 @@ its environment by the parent:
 - ``python -m bot`` (single-machine mode): one web process on ``PORT`` and N workers (their ``/healthz`` on a
   free port each). With ``REDIS_URL`` unset the parent starts the embedded Redis once and gives its URL to all.
 - ``PROMETHEUS_MULTIPROC_DIR``: a fresh directory for the run, where every child's metrics are summed by
-  whichever process answers ``/metrics``. A dead child's live gauges are removed from it.
+  whichever process answers ``/metrics``. A dead child's live gauges are removed from it. With ``METRICS_PORT``
+  the parent alone serves ``/metrics`` there (the children serve none), so nothing collides and a restart of a
+  child does not interrupt scrapes.
 
 A child that dies is started again after a backoff (0.5 s, doubling to 30 s, back to 0.5 s once a child has
 run a minute). One that exits with 2, the exit code of a bad setting, would fail the same way again: the
@@ -35,6 +37,7 @@ from prometheus_client.multiprocess import mark_process_dead
 
 from bot.embedded_redis import EmbeddedRedis, die_with_parent
 from bot.metrics import MULTIPROC_ENV
+from bot.metrics_http import supervisor_metrics
 from bot.settings import Role, Settings
 
 log = logging.getLogger(__name__)
@@ -170,7 +173,8 @@ async def supervise(role: Role, processes: int, settings: Settings) -> int:
             log.warning("REDIS_URL is not set: single-machine mode, embedded Redis (Valkey) at %s with data in %s, "
                         "shared by the web process and %s workers", redis_url, embedded.folder, processes)
         children = plan(role, processes, settings, redis_url=redis_url, metrics_dir=metrics_dir)
-        return await Supervisor(children, metrics_dir).run()
+        async with supervisor_metrics(settings, redis_url, metrics_dir):  # METRICS_PORT: this process serves it
+            return await Supervisor(children, metrics_dir).run()
     finally:
         if embedded is not None:
             await embedded.stop()  # after every child: none of them loses Redis while draining

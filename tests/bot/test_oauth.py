@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import redis.asyncio as aioredis
 
 from agent_core.errors import ConfigError
 from bot.installations import installation_key
+from bot.oauth_state import StateSpent
 from tests.fakes.slack_api import FakeSlack, Grant
 from tests.processes import free_port
 
@@ -54,7 +57,7 @@ async def test_two_workspaces_side_by_side_each_use_their_own_token(
     assert fake_slack.tokens[two["bot_token"]].grant.team_id == "T2"
 
 
-@pytest.mark.parametrize("case", ["forged", "reused", "expired", "no cookie"])
+@pytest.mark.parametrize("case", ["forged", "altered", "reused", "expired", "no cookie"])
 async def test_a_bad_state_is_refused_with_a_page_that_says_why(
     case: str, key_prefix: str, fake_slack: FakeSlack, redis_client: aioredis.Redis
 ) -> None:
@@ -64,6 +67,9 @@ async def test_a_bad_state_is_refused_with_a_page_that_says_why(
         state, cookie = await rig.start_install()
         if case == "forged":
             state = cookie = "made-up-state"
+        elif case == "altered":  # a real state with a later expiry written in: its signature no longer matches
+            expiry, rest = state.split(".", 1)
+            state = cookie = f"{int(expiry) + 86_400}.{rest}"
         elif case == "reused":
             assert (await rig.redirect({"code": "good", "state": state}, cookie))[0] == 200
         elif case == "expired":
@@ -71,11 +77,44 @@ async def test_a_bad_state_is_refused_with_a_page_that_says_why(
         status, page = await rig.redirect({"code": "bad", "state": state}, None if case == "no cookie" else cookie)
         stored = await rig.oauth.store.async_find_bot(enterprise_id=None, team_id="T9")
     expected = {
-        "forged": "not issued by this app", "reused": "already used", "expired": "expired (links last 10 minutes)",
+        "forged": "not issued by this app", "altered": "not issued by this app", "reused": "already used",
+        "expired": "expired (links last 10 minutes)",
         "no cookie": "not started in this browser",
     }[case]
     assert status in (400, 401) and expected in page and "Nothing was installed" in page
     assert stored is None and "bad" in fake_slack.codes  # the code was never even sent to Slack
+
+
+async def test_two_redirects_with_one_state_install_once(
+    key_prefix: str, fake_slack: FakeSlack, redis_client: aioredis.Redis
+) -> None:
+    """Two tabs of one install link, both approved in Slack: the first back installs, the other is refused."""
+    fake_slack.add_install("tab-1", Grant("T1", team_name="One"))
+    fake_slack.add_install("tab-2", Grant("T2", team_name="Two"))
+    async with oauth_rig(key_prefix, fake_slack, redis_client) as rig:
+        state, cookie = await rig.start_install()
+        answers = await asyncio.gather(*(rig.redirect({"code": code, "state": state}, cookie)
+                                         for code in ("tab-1", "tab-2")))
+        stored = [await rig.oauth.store.async_find_bot(enterprise_id=None, team_id=t) for t in ("T1", "T2")]
+    assert sorted(status for status, _ in answers) == [200, 401]
+    assert any("already used" in page for _, page in answers)
+    assert sum(bot is not None for bot in stored) == 1
+
+
+async def test_a_state_is_spent_once_and_then_refused_as_reused(
+    key_prefix: str, fake_slack: FakeSlack, redis_client: aioredis.Redis
+) -> None:
+    async with oauth_rig(key_prefix, fake_slack, redis_client) as rig:
+        states = rig.oauth.states
+        state = await states.async_issue()
+        assert await states.async_consume(state) and await states.async_consume(state)  # checking spends nothing
+        await states.spend(state)
+        with pytest.raises(StateSpent):
+            await states.spend(state)
+        assert not await states.async_consume(state) and await states.refusal(state) == "reused"
+        spent = [k async for k in redis_client.scan_iter(match=f"{key_prefix}:*")]
+        ttl = await redis_client.ttl(spent[0])
+    assert len(spent) == 1 and 0 < ttl <= states.expiration_seconds  # gone once the state would have expired
 
 
 async def test_a_cancelled_install_says_so(
@@ -112,17 +151,19 @@ async def test_redis_down_while_saving_shows_an_error_page_and_stores_nothing(
     assert await installation_keys(redis_client, key_prefix) == []
 
 
-async def test_redis_down_when_the_install_starts_shows_an_error_page(
-    key_prefix: str, fake_slack: FakeSlack, redis_client: aioredis.Redis
+async def test_the_install_page_needs_no_redis_and_the_redirect_says_when_it_is_down(
+    key_prefix: str, fake_slack: FakeSlack
 ) -> None:
+    fake_slack.add_install("c1", Grant("T1"))
     dead = aioredis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1)
     try:
         async with oauth_rig(key_prefix, fake_slack, dead) as rig:
-            async with rig.http.get(f"{rig.url}/slack/install") as resp:
-                status, page = resp.status, await resp.text()
+            state, cookie = await rig.start_install()  # signed, not stored: served with Redis down
+            status, page = await rig.redirect({"code": "c1", "state": state}, cookie)
     finally:
         await dead.aclose()
-    assert status == 503 and "Nothing was stored" in page
+    assert status == 503 and "could not finish the installation" in page and "Nothing was stored" in page
+    assert "c1" in fake_slack.codes  # Slack was never asked: the state's single use could not be checked
 
 
 async def test_an_event_from_a_team_without_installation_is_acked_and_not_run(
