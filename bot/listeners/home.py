@@ -218,6 +218,7 @@ def home_view(
                 _mrkdwn(f"*Max cost per run:* {format_usd(config.max_cost_micros)}"),
                 _mrkdwn(f"*Budget period:* {config.period}"),
                 _mrkdwn(f"*Runs at once:* {config.max_concurrent:,}"),
+                _mrkdwn(f"*Runs at once per person:* {config.max_concurrent_per_user:,}"),
             ],
         }
     )
