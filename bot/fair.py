@@ -1,5 +1,7 @@
-"""Fair sharing between workspaces: at most ``max_concurrent`` runs of one workspace in flight, across all
-workers; the runs over the cap wait their turn in the order they first asked.
+"""Fair sharing between workspaces, and between the people of one: at most ``max_concurrent`` runs of one
+workspace in flight, and ``max_concurrent_per_user`` of one person in it, across all workers; the runs over the
+caps wait their turn in the order they first asked, a person's over their own cap outside the workspace's line
+(held), so that they never stand in front of a colleague's.
 
 The gate stands in front of the thread's run slot (:mod:`bot.turns`). A job first asks it for a workspace slot,
 in one Lua script (one round trip: a job that has to wait costs almost nothing). Admitted, the job goes on to
@@ -40,8 +42,10 @@ from bot.redis import as_text, awaited
 # The per-person cap: a thread running or in line is counted against the person whose turn it runs (counted,
 # askers); a newcomer whose person has ``max_concurrent_per_user`` counted already is *held* instead, outside
 # the line, so the line only ever holds threads that may run: a colleague's turn is never behind a flood. When a
-# run ends, its person's oldest held thread joins the end of the line (promote). A count checks each entry
-# against running and the line, so an entry whose slot or line expired with its key is never counted again.
+# run ends, its person's oldest held thread joins the end of the line (promote). A count at the cap checks its
+# entries against running, the line and the thread's person now (below it, a stale entry only makes it
+# stricter), so an entry whose slot or line expired with its key never keeps anyone held; it stops at the cap,
+# so it costs a range count below it and at most the cap's entries at it.
 _PRELUDE = """
 local function override(field, default)
   local raw = redis.call('HGET', KEYS[3], field)
@@ -61,14 +65,21 @@ local function range(p)
   return '[' .. p .. '\\0', '(' .. p .. '\\1'
 end
 local function count(p)
-  local n = 0
   local low, high = range(p)
-  for _, m in ipairs(redis.call('ZRANGEBYLEX', KEYS[7], low, high)) do
-    local th = string.sub(m, #p + 2)
-    if redis.call('ZSCORE', KEYS[1], th) or redis.call('ZSCORE', KEYS[2], th) then
-      n = n + 1
-    else
-      redis.call('ZREM', KEYS[7], m)
+  local total = redis.call('ZLEXCOUNT', KEYS[7], low, high)
+  if total < pcap then return total end
+  local n, kept = 0, 0
+  while n < pcap do
+    local batch = redis.call('ZRANGEBYLEX', KEYS[7], low, high, 'LIMIT', kept, pcap)
+    if #batch == 0 then break end
+    for _, m in ipairs(batch) do
+      local th = string.sub(m, #p + 2)
+      local live = redis.call('ZSCORE', KEYS[1], th) or redis.call('ZSCORE', KEYS[2], th)
+      if live and redis.call('HGET', KEYS[6], th) == p then
+        n, kept = n + 1, kept + 1
+      else
+        redis.call('ZREM', KEYS[7], m)
+      end
     end
   end
   return n
@@ -87,9 +98,11 @@ local function drop(th)
   return v
 end
 local function promote(p)
-  if not p or p == '' then return end
+  if not p or p == '' then return 0 end
   local n = count(p)
+  if n >= pcap then return n end
   local low, high = range(p)
+  local moved = false
   while n < pcap do
     local m = redis.call('ZRANGEBYLEX', KEYS[8], low, high, 'LIMIT', 0, 1)[1]
     if not m then break end
@@ -100,8 +113,10 @@ local function promote(p)
     redis.call('HSET', KEYS[5], ARGV[8], th)
     enter(th, p)
     n = n + 1
+    moved = true
   end
-  if redis.call('ZLEXCOUNT', KEYS[8], low, high) == 0 then redis.call('HDEL', KEYS[9], p) end
+  if moved and redis.call('ZLEXCOUNT', KEYS[8], low, high) == 0 then redis.call('HDEL', KEYS[9], p) end
+  return n
 end
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 if #expired > 0 then
@@ -168,8 +183,7 @@ if not rank then
     return woken(free, {3, redis.call('ZLEXCOUNT', KEYS[8], low, '[' .. v .. '\\0' .. ARGV[1]), pcap, 0})
   end
   p = asker()
-  promote(p)
-  if p ~= '' and count(p) >= pcap then
+  if p ~= '' and promote(p) >= pcap then
     local since = p .. '\\0' .. string.format('%015d', now)
     redis.call('HSET', KEYS[6], ARGV[1], since)
     redis.call('ZADD', KEYS[8], 0, since .. '\\0' .. ARGV[1])
