@@ -39,13 +39,11 @@ from bot.redis import as_text, awaited
 # of the line that fit and have no wake on its way (one queued less than ARGV[6] ago), and marks them: a freed
 # slot wakes one thread, not every job that looks while that wake waits in the queue.
 #
-# The per-person cap: a thread running or in line is counted against the person whose turn it runs (counted,
-# askers); a newcomer whose person has ``max_concurrent_per_user`` counted already is *held* instead, outside
-# the line, so the line only ever holds threads that may run: a colleague's turn is never behind a flood. When a
-# run ends, its person's oldest held thread joins the end of the line (promote). A count at the cap checks its
-# entries against running, the line and the thread's person now (below it, a stale entry only makes it
-# stricter), so an entry whose slot or line expired with its key never keeps anyone held; it stops at the cap,
-# so it costs a range count below it and at most the cap's entries at it.
+# The per-person cap: a thread running or in line counts against the person whose turn it runs; a newcomer whose
+# person is at ``max_concurrent_per_user`` is *held* outside the line, so the line only holds threads that may
+# run and a colleague's is never behind a flood. When a run ends, its person's oldest held thread joins the end
+# of the line (promote). A count at the cap checks its entries (running or in line, still that person's), so an
+# entry whose key expired never keeps anyone held; below the cap it is one range count.
 _PRELUDE = """
 local function override(field, default)
   local raw = redis.call('HGET', KEYS[3], field)
@@ -151,13 +149,12 @@ local function asker()
 end
 """
 # {state, place, cap, tell, threads to wake...}: state 2 = its run holds a slot already (a follow-up, or a rerun
-# of the job), 1 = admitted now, 0 = parked in the workspace's line, 3 = held behind its person's own cap (place:
-# among that person's held threads; cap: the person's; tell = 1 when this asker is to be told: the first
-# ARGV[10] each, then one coalesced notice until none of theirs is held), -1 = a wake for a thread no longer in
-# line (a duplicate: dropped). Admitted when fewer than the free slots are ahead of it in line (a newcomer's place
-# is the end); a parked thread keeps its first place (NX). Any job of the thread uses up its wake mark. Only a
-# job with a turn names heads to wake (the self-healing case: free slots, and the line not moving, e.g. a thread
-# that joined it when its person's slot expired): a wake that wakes others could feed on itself.
+# of the job), 1 = admitted now, 0 = parked in line, 3 = held (place among its person's held, their cap; tell: the
+# first ARGV[10] each, then one coalesced notice until none of theirs is held), -1 = a wake for a thread no longer
+# in line (a duplicate: dropped). Admitted when fewer than the free slots are ahead of it in line (a newcomer's
+# place is the end); a parked thread keeps its first place (NX). Any job of the thread uses up its wake mark.
+# Only a job with a turn names heads to wake (free slots and the line not moving, e.g. a thread moved up when its
+# person's slot expired): a wake that wakes others could feed on itself.
 _ADMIT = _PRELUDE + _ASKER + """
 redis.call('ZREM', KEYS[4], ARGV[1])
 local expiry = now + tonumber(ARGV[4])
