@@ -38,6 +38,8 @@ class RateLimitedSlack(FakeSlack):
         self.methods: dict[str, int] = defaultdict(int)
         #: The start of every message posted, per "channel thread_ts" (``/_bench/stats?threads=1``).
         self.threads: dict[str, list[str]] = defaultdict(list)
+        #: The start of every notice only its user sees (chat.postEphemeral), per "channel thread_ts".
+        self.notices: dict[str, list[str]] = defaultdict(list)
 
     def _answer(
         self, method: str, params: dict[str, Any], request: web.Request
@@ -53,6 +55,8 @@ class RateLimitedSlack(FakeSlack):
         if method == "chat.postMessage" and body.get("ok"):
             self.accepted[channel].append((time.monotonic(), str(params.get("thread_ts") or "")))
             self.threads[f"{channel} {params.get('thread_ts') or ''}"].append(str(params.get("text") or "")[:200])
+        if method == "chat.postEphemeral" and body.get("ok"):
+            self.notices[f"{channel} {params.get('thread_ts') or ''}"].append(str(params.get("text") or "")[:200])
         return status, body, headers
 
     def _take(self, channel: str) -> bool:
@@ -74,7 +78,7 @@ class RateLimitedSlack(FakeSlack):
 
     def stats(self, *, threads: bool = False) -> dict[str, Any]:
         return {
-            **({"threads": dict(self.threads)} if threads else {}),
+            **({"threads": dict(self.threads), "notices": dict(self.notices)} if threads else {}),
             "now": time.monotonic(),
             "methods": dict(self.methods),
             "posts_ok": sum(len(v) for v in self.accepted.values()),

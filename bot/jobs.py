@@ -23,7 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import RedisThreadStore, RedisTraceSink, RunLeases
 from bot import render
-from bot.fair import Admission, WorkspaceGate
+from bot.fair import NOTICES_EACH, Admission, WorkspaceGate
 from bot.keys import AppKeys
 from bot.poster import Poster
 from bot.render import SlackMessage
@@ -99,6 +99,7 @@ class Runtime:
         gate = WorkspaceGate(
             redis, self.keys, default_cap=settings.agent_max_concurrent_runs_per_workspace,
             highest_cap=MAX_CONCURRENT_RUNS_CAP, slot_ttl_seconds=slot_ttl, line_ttl_seconds=ttl,
+            default_person_cap=settings.agent_max_concurrent_runs_per_user,
         )
         self.threads = ThreadQueue(
             redis, queue, self.keys, queue_name=settings.arq_queue_name, slot_ttl_seconds=slot_ttl, gate=gate
@@ -173,9 +174,9 @@ class Runtime:
         admission = await self.threads.admit(thread, job_id)
         if admission.state == "stale":
             return "stale"
-        if admission.state == "parked":
+        if admission.state in ("parked", "held"):
             await self._tell_parked(thread, turn_id, job_id, admission)
-            return "parked"
+            return admission.state
         try:
             slot = await self.threads.acquire(thread, job_id)
         except Exception:
@@ -201,20 +202,20 @@ class Runtime:
             await self.threads.done(turn.thread, turn.turn_id)
 
     async def _tell_parked(self, thread: str, turn_id: str, job_id: str, admission: Admission) -> None:
-        """Once per turn (its own job; not wakes or follow-on jobs, whose turn was told already)."""
+        """Once per turn (its own job; not wakes or follow-on jobs, whose turn was told already); of a person's
+        turns held behind their own cap, the first few and then one for all the rest (``bot.fair.NOTICES_EACH``)."""
+        if admission.state == "held" and not admission.tell:
+            return
         asker = await self._asker(job_id, lambda: self.threads.turn(thread, turn_id))
         if asker is None:
             return
         turn, poster = asker
-        runs = "one request" if admission.cap == 1 else f"{admission.cap:,} requests"
-        notice = render.notice(
-            f":hourglass: This workspace runs {runs} at once, and that many are running now. Yours is queued "
-            f"(#{admission.position:,} in line) and I'll start on it as soon as one finishes."
-        )
-        # Posted on the side: a flood in one channel waits for that channel's posting pace, and a parked job that
-        # waited with it would hold a worker's job slot that another workspace's run needs.
+        self._notify(poster, turn, render.notice(queued_text(admission)))
+
+    def _notify(self, poster: Poster, turn: Turn, notice: SlackMessage) -> None:
+        """Tell the asker alone, on the side: a waiting job would hold a worker's job slot that a run needs."""
         if len(self._notices) >= MAX_PENDING_NOTICES:
-            log.warning("thread %s: too many queued notices on their way; this asker is not told", thread)
+            log.warning("thread %s: too many queued notices on their way; this asker is not told", turn.thread)
             return
         task = asyncio.create_task(self._post_notice(poster, turn, notice))
         self._notices.add(task)
@@ -222,7 +223,7 @@ class Runtime:
 
     async def _post_notice(self, poster: Poster, turn: Turn, notice: SlackMessage) -> None:
         try:
-            await poster.post(turn.target, notice)
+            await poster.notify(turn.target, turn.user_id, notice)
         except Exception:
             log.warning("thread %s: the queued notice could not be posted", turn.thread, exc_info=True)
 
@@ -246,10 +247,30 @@ class Runtime:
         if asker is None:
             return
         turn, poster = asker
-        await poster.post(turn.target, render.notice(
+        self._notify(poster, turn, render.notice(
             ":hourglass: I'm still working on an earlier request in this thread. "
             "Yours is queued and I'll start on it as soon as that run ends."
         ))
+
+
+def queued_text(admission: Admission) -> str:
+    """What the asker of a parked or held turn is told (only they see it)."""
+    runs = "one request" if admission.cap == 1 else f"{admission.cap:,} requests"
+    if admission.state == "parked":
+        return (
+            f":hourglass: This workspace runs {runs} at once, and that many are running now. Yours is queued "
+            f"(#{admission.position:,} in line) and I'll start on it as soon as one finishes."
+        )
+    if admission.position <= NOTICES_EACH:
+        return (
+            f":hourglass: One person can have {runs} running at once here, and you have that many. Yours is "
+            f"queued (#{admission.position:,} of yours waiting) and I'll start on it as soon as one of yours "
+            "finishes."
+        )
+    return (
+        f":hourglass: You have more requests waiting than the {runs} one person can have running at once here. "
+        "Yours are queued and I'll take them in the order you sent them as yours finish, without a notice for each."
+    )
 
 
 def job_timeout(settings: Settings) -> int:

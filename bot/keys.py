@@ -90,6 +90,28 @@ class AppKeys(Keys):
         thread once rather than every job that looks before the wake arrives."""
         return f"{self.namespace(ws)}:waking"
 
+    # The per-person side of the gate (``max_concurrent_per_user``, see bot.fair): members join a person and a
+    # thread with a NUL, which no Slack id contains, so one person's entries are a lexical range of the set.
+    def fair_askers(self, ws: Workspace) -> str:
+        """Hash: thread id -> the person whose turn holds its place at the gate (running or in line), or
+        ``person NUL since`` (server ms, 15 digits) while it waits behind its person's own cap."""
+        return f"{self.namespace(ws)}:fair:askers"
+
+    def fair_counted(self, ws: Workspace) -> str:
+        """Sorted set, by name: ``person NUL thread`` for each thread running or in line, counted against its
+        person's ``max_concurrent_per_user``."""
+        return f"{self.namespace(ws)}:fair:counted"
+
+    def fair_held(self, ws: Workspace) -> str:
+        """Sorted set, by name: ``person NUL since NUL thread`` for each thread waiting behind its person's own
+        cap, oldest first per person; it joins the line when one of that person's runs ends."""
+        return f"{self.namespace(ws)}:fair:held"
+
+    def fair_told(self, ws: Workspace) -> str:
+        """Hash: person -> 1 once they were told that their further requests wait without a notice each
+        (cleared when none of theirs waits behind their cap any more)."""
+        return f"{self.namespace(ws)}:fair:told"
+
     def limits_audit(self, ws: Workspace) -> str:
         """List: capped, newest first: who changed which limit, when, old -> new."""
         return f"{self.namespace(ws)}:limits:audit"

@@ -114,10 +114,14 @@ class Poster:
     calls.
     """
 
-    def __init__(self, client: AsyncWebClient, post_pacer: Pacer, update_pacer: Pacer, rate_key: str) -> None:
+    def __init__(
+        self, client: AsyncWebClient, post_pacer: Pacer, update_pacer: Pacer, rate_key: str,
+        notice_pacer: Pacer | None = None,
+    ) -> None:
         self.client = client
         self._posts = post_pacer
         self._updates = update_pacer
+        self._notices = notice_pacer
         self._rate_key = rate_key
         self._refused = 0
         self._last_error = ""
@@ -172,6 +176,22 @@ class Poster:
                 return first
             first = first or (str(resp.get("ts") or "") or None)
         return first
+
+    async def notify(self, target: Target, user_id: str, message: SlackMessage) -> bool:
+        """A notice only ``user_id`` sees, in the thread (chat.postEphemeral, Tier 4). It is no channel message:
+        it never takes the channel's posting pace, so notices never delay a run's replies; its own pace is the
+        workspace's (``notice_pacer``). False when Slack refused it (the asker is not told; nothing else stops)."""
+        if self._notices is not None:
+            await self._notices.wait(f"{self._rate_key}:notice")
+        try:
+            await self.client.chat_postEphemeral(
+                channel=target.channel_id, user=user_id, thread_ts=target.thread_ts, text=message.text,
+                blocks=list(message.blocks),
+            )
+        except SlackApiError as exc:
+            log.warning("chat.postEphemeral refused (%s)", exc.response.get("error"))
+            return False
+        return True
 
     async def update(self, target: Target, ts: str, message: SlackMessage, *, best_effort: bool = False) -> bool:
         """Edit a message; ``best_effort`` edits are skipped (False) rather than waited for under pacing."""

@@ -57,6 +57,8 @@ from tools import Registry, ToolContext
 log = logging.getLogger(__name__)
 #: Stream calls per minute per workspace, all streams together (under Slack's Tier 4).
 STREAM_CALLS_PER_MINUTE = 90
+#: Queue notices (chat.postEphemeral, Tier 4) per minute per workspace, all askers together.
+NOTICES_PER_MINUTE = 90
 #: Least time between two reads of a workspace's budget for ``agent_budget_remaining_usd``, seconds.
 BUDGET_GAUGE_SECONDS = 5.0
 
@@ -136,11 +138,15 @@ class TurnRunner:
         # on top of each stream's own SLACK_STREAM_INTERVAL_SECONDS.
         per_second = STREAM_CALLS_PER_MINUTE / 60 if settings.slack_stream_interval_seconds > 0 else 0
         self.stream_pacer = Pacer(redis, per_second=per_second, burst=10)
+        # chat.postEphemeral is Tier 4 too: queue notices share this per workspace, never a channel's post pace.
+        notices = NOTICES_PER_MINUTE / 60 if settings.slack_posts_per_second > 0 else 0
+        self.notice_pacer = Pacer(redis, per_second=notices, burst=10)
 
     async def poster(self, turn: Turn) -> Poster:
         """The thread's writer, with the workspace's own token; raises ``NotInstalled`` when there is none."""
         client = await self.clients.client(turn.workspace)
-        return Poster(client, self.post_pacer, self.update_pacer, self.keys.rate(turn.workspace, "slack"))
+        return Poster(client, self.post_pacer, self.update_pacer, self.keys.rate(turn.workspace, "slack"),
+                      self.notice_pacer)
 
     async def run(
         self, turn: Turn, *, resumed: bool, last_try: bool, holder: str, job_id: str, lease: Lease | None = None

@@ -39,6 +39,8 @@ DEFAULT_SUGGESTED_PROMPTS = (
 #: Runs one workspace has in flight by default (``/agent-limits max-concurrent`` changes it), and the most allowed.
 DEFAULT_MAX_CONCURRENT_RUNS = 10
 MAX_CONCURRENT_RUNS_CAP = 1000
+#: Runs one person has in flight in a workspace by default (``/agent-limits max-concurrent-per-user`` changes it).
+DEFAULT_MAX_CONCURRENT_RUNS_PER_USER = 3
 #: Slack shows up to four suggested prompts; a title is a short label, a message is what gets sent.
 MAX_SUGGESTED_PROMPTS = 4
 
@@ -114,6 +116,10 @@ class Settings(AgentSettings, ToolSettings):
     agent_max_concurrent_runs_per_workspace: int = Field(
         default=DEFAULT_MAX_CONCURRENT_RUNS, ge=1, le=MAX_CONCURRENT_RUNS_CAP,
         description="Runs one workspace has in flight at most (across all workers); the rest wait their turn.",
+    )
+    agent_max_concurrent_runs_per_user: int = Field(
+        default=DEFAULT_MAX_CONCURRENT_RUNS_PER_USER, ge=1, le=MAX_CONCURRENT_RUNS_CAP,
+        description="Runs one person has in flight at most in a workspace; their others wait behind their own.",
     )
     agent_budget_usd: str = Field(
         default="10.00",

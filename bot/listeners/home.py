@@ -226,6 +226,7 @@ def home_view(
                 _mrkdwn(f"*Max cost per run:* {shown(config, 'max_cost_micros')}"),
                 _mrkdwn(f"*Budget period:* {shown(config, 'period')}"),
                 _mrkdwn(f"*Runs at once:* {shown(config, 'max_concurrent')}"),
+                _mrkdwn(f"*Runs at once per person:* {shown(config, 'max_concurrent_per_user')}"),
             ],
         }
     )

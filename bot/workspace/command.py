@@ -42,6 +42,8 @@ Workspace admins and owners can change them:
 may spend together per period (org admins and owners)
 • `/agent-limits max-concurrent <n>` runs of this workspace in flight at once, 1 to 1,000 (the rest wait \
 their turn)
+• `/agent-limits max-concurrent-per-user <n>` runs of one person in flight at once, 1 to 1,000 (their others \
+wait behind their own, and colleagues go first)
 • `/agent-limits reset` back to the defaults
 • `/agent-limits verbosity full|compact` full: a thread reply per step; compact: one status message \
 edited per step, then the answer
@@ -185,6 +187,7 @@ _SUBCOMMANDS: dict[str, ConfigField] = {
     "max-cost": "max_cost_micros",
     "user-budget": "user_budget_micros",
     "max-concurrent": "max_concurrent",
+    "max-concurrent-per-user": "max_concurrent_per_user",
 }
 
 

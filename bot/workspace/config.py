@@ -28,13 +28,15 @@ DEFAULT_BUDGET_MICROS = usd_to_micros(Decimal(_DEFAULTS["agent_budget_usd"].defa
 DEFAULT_PERIOD: Period = _DEFAULTS["agent_budget_period"].default
 DEFAULT_USER_BUDGET_MICROS: int | None = None  # AGENT_USER_BUDGET_USD's default, empty: no per-person cap
 DEFAULT_MAX_CONCURRENT: int = _DEFAULTS["agent_max_concurrent_runs_per_workspace"].default
+DEFAULT_MAX_CONCURRENT_PER_USER: int = _DEFAULTS["agent_max_concurrent_runs_per_user"].default
 AUDIT_CAP = 100
 """Limit changes kept per workspace (newest first)."""
 RUNS_CAP = 50
 """Finished runs kept per workspace for App Home (newest first)."""
 
 ConfigField = Literal[
-    "max_steps", "max_tokens", "max_cost_micros", "budget_micros", "period", "user_budget_micros", "max_concurrent"
+    "max_steps", "max_tokens", "max_cost_micros", "budget_micros", "period", "user_budget_micros", "max_concurrent",
+    "max_concurrent_per_user",
 ]
 ConfigValue = int | str | None
 FIELDS: tuple[ConfigField, ...] = get_args(ConfigField)
@@ -48,6 +50,7 @@ LABELS: dict[str, str] = {
     "period": "budget period",
     "user_budget_micros": "user-budget",
     "max_concurrent": "max-concurrent",
+    "max_concurrent_per_user": "max-concurrent-per-user",
 }
 #: Fields that may be "none" (no budget, no cap).
 OPTIONAL_FIELDS: frozenset[str] = frozenset({"budget_micros", "user_budget_micros"})
@@ -69,6 +72,7 @@ BOUNDS: dict[ConfigField, Bound] = {
     "max_steps": Bound(1, 200),
     "max_tokens": Bound(1_000, 2_000_000),
     "max_concurrent": Bound(1, MAX_CONCURRENT_RUNS_CAP),
+    "max_concurrent_per_user": Bound(1, MAX_CONCURRENT_RUNS_CAP),
 }
 PERIODS: tuple[Period, ...] = get_args(Period)
 #: What fixes each field, named in messages about it.
@@ -80,6 +84,7 @@ FIX_COMMANDS: dict[str, str] = {
     "period": "/agent-limits budget <usd> monthly|daily",
     "user_budget_micros": "/agent-limits user-budget <usd>|none",
     "max_concurrent": "/agent-limits max-concurrent <n>",
+    "max_concurrent_per_user": "/agent-limits max-concurrent-per-user <n>",
 }
 
 
@@ -145,6 +150,8 @@ class WorkspaceConfig:
     """What one person's runs may spend per period (the same period); None = no cap; 0 stops them."""
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     """Runs of the workspace in flight at once, across all workers; the rest wait their turn (``bot.fair``)."""
+    max_concurrent_per_user: int = DEFAULT_MAX_CONCURRENT_PER_USER
+    """Runs of one person in flight at once in the workspace; their others wait behind their own (``bot.fair``)."""
     unreadable: tuple[ConfigField, ...] = ()
     """Fields whose stored value could not be read (hand-written, or by another version): they hold the default
     only as a placeholder. No run starts while any is here: a limit nobody can read is never taken as none."""
@@ -284,7 +291,7 @@ class LimitsPolicy:
 
     defaults: WorkspaceConfig = WorkspaceConfig()
     """AGENT_MAX_STEPS, AGENT_MAX_TOKENS, AGENT_MAX_COST_USD, AGENT_BUDGET_USD, AGENT_BUDGET_PERIOD,
-    AGENT_MAX_CONCURRENT_RUNS_PER_WORKSPACE."""
+    AGENT_MAX_CONCURRENT_RUNS_PER_WORKSPACE, AGENT_MAX_CONCURRENT_RUNS_PER_USER."""
     admin_user_ids: frozenset[str] = frozenset()
     """AGENT_ADMIN_USER_IDS: may change limits in every workspace, whatever Slack says."""
     allow_guests: bool = False
@@ -318,6 +325,7 @@ class LimitsPolicy:
                 per_person, setting="AGENT_USER_BUDGET_USD"
             ),
             max_concurrent=settings.agent_max_concurrent_runs_per_workspace,
+            max_concurrent_per_user=settings.agent_max_concurrent_runs_per_user,
         )
         ids = settings.agent_admin_user_ids.replace(",", " ").split()
         return cls(

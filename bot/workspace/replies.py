@@ -70,6 +70,7 @@ def format_show(
         f"• Max tokens per run: {shown(config, 'max_tokens')}",
         f"• Max cost per run: {shown(config, 'max_cost_micros')}",
         f"• Runs at once: {shown(config, 'max_concurrent')} (more wait their turn)",
+        f"• Runs at once per person: {shown(config, 'max_concurrent_per_user')} (their others wait behind their own)",
         f"• Budget: {describe_budget(config)}",
         f"• Spent {_this_period(usage.window.period)}: {format_usd(usage.spent_micros)}"
         + (f" (+ {format_usd(usage.held_micros)} held by runs in progress)" if usage.held_micros else ""),

@@ -170,7 +170,10 @@ async def test_a_listed_user_may_change_without_a_lookup(harness: Harness):
     ],
 )
 @pytest.mark.parametrize(
-    "text", ["max-steps 40", "budget 1000", "max-cost 5", "max-tokens 9000", "max-concurrent 2", "reset"]
+    "text", [
+        "max-steps 40", "budget 1000", "max-cost 5", "max-tokens 9000", "max-concurrent 2",
+        "max-concurrent-per-user 1", "reset",
+    ]
 )
 async def test_others_are_refused_with_who_may_and_nothing_changes(
     harness: Harness, user: str, flags: dict[str, object], text: str
@@ -212,6 +215,10 @@ async def test_others_are_refused_with_who_may_and_nothing_changes(
         "max-concurrent ten",
         "max-concurrent 3 4",
         "max-concurrent",
+        "max-concurrent-per-user 0",
+        "max-concurrent-per-user 1001",
+        "max-concurrent-per-user two",
+        "max-concurrent-per-user",
         "maximum 5",
         "reset everything",
         "budget",
@@ -430,4 +437,17 @@ async def test_max_concurrent_is_set_audited_shown_and_reset(harness: Harness, r
     text = await harness.command("show")
     assert "Runs at once: 3" in text and f"<@{LISTED}>: max-concurrent 10 → 3" in text
     assert "max-concurrent: 3 → 10" in await harness.command("reset", user=LISTED)
+    assert await harness.limits.store.get(WS) == DEFAULTS
+
+
+async def test_max_concurrent_per_user_is_set_audited_shown_and_reset(harness: Harness, redis_client: aioredis.Redis):
+    assert "Runs at once per person: 3 (their others wait behind their own)" in await harness.command("show")
+    reply = await harness.command("max-concurrent-per-user 1", user=LISTED)
+    assert "max-concurrent-per-user: 3 → 1" in reply
+    assert (await harness.limits.store.get(WS)).max_concurrent_per_user == 1
+    # Stored as the gate in the worker reads it: one field of the workspace's overrides hash.
+    assert await redis_client.hget(harness.limits.store.keys.limits(WS), "max_concurrent_per_user") in (b"1", "1")
+    text = await harness.command("show")
+    assert "Runs at once per person: 1" in text and f"<@{LISTED}>: max-concurrent-per-user 3 → 1" in text
+    assert "max-concurrent-per-user: 1 → 3" in await harness.command("reset", user=LISTED)
     assert await harness.limits.store.get(WS) == DEFAULTS

@@ -68,9 +68,9 @@ async def test_a_workspace_at_its_cap_runs_one_at_a_time_in_order_while_another_
     drain = asyncio.create_task(app.drain())
     await fake_openai.wait_for_requests(1)
     await app.post_event(event_body(mention(text="a2", ts=a2)))
-    [told_2] = await fake_slack.wait_for("chat.postMessage", predicate=queued_notice(a2))
+    [told_2] = await fake_slack.wait_for("chat.postEphemeral", predicate=queued_notice(a2))
     await app.post_event(event_body(mention(text="a3", ts=a3)))
-    [told_3] = await fake_slack.wait_for("chat.postMessage", predicate=queued_notice(a3))
+    [told_3] = await fake_slack.wait_for("chat.postEphemeral", predicate=queued_notice(a3))
     assert "runs one request at once" in told_2.params["text"]
     assert "#1 in line" in told_2.params["text"] and "#2 in line" in told_3.params["text"]
 
@@ -93,8 +93,8 @@ async def test_a_workspace_at_its_cap_runs_one_at_a_time_in_order_while_another_
     for ts in (a1, a2, a3, b1):
         [final] = finals(fake_slack, ts)
         assert "answer to" in final.block_text()
-    # Told once each; the first asker never.
-    notices = [c for c in fake_slack.calls_of("chat.postMessage") if "Yours is queued" in str(c.params.get("text"))]
+    # Told once each, and only they see it; the first asker never.
+    notices = [c for c in fake_slack.calls_of("chat.postEphemeral") if "Yours is queued" in str(c.params.get("text"))]
     assert sorted(c.params["thread_ts"] for c in notices) == sorted([a2, a3])
     assert await redis_client.zcard(keys.running(A)) == 0 and await redis_client.zcard(keys.waiting(A)) == 0
 
@@ -122,7 +122,7 @@ async def test_a_dead_runs_expired_slot_and_a_lost_wake_do_not_block_the_line(
     await app.post_event(event_body(mention(text="newcomer", ts=newcomer)))
     await app.drain()
     # The newcomer found the slot free but someone ahead of it: it waited behind them and woke them.
-    [told] = [c for c in fake_slack.calls_of("chat.postMessage") if queued_notice(newcomer)(c)]
+    [told] = [c for c in fake_slack.calls_of("chat.postEphemeral") if queued_notice(newcomer)(c)]
     assert "#2 in line" in told.params["text"]
     assert [task_of(r) for r in fake_openai.requests] == ["lost", "newcomer"]
     assert len(finals(fake_slack, lost)) == 1 and len(finals(fake_slack, newcomer)) == 1
@@ -157,8 +157,8 @@ async def test_a_wake_never_puts_a_thread_in_line_and_a_turn_keeps_its_place(
 
 
 class SlackWithAStuckChannel(FakeSlack):
-    """The shared fake, except that posts into ``STUCK`` wait for ``unstick`` before they are answered: a channel
-    whose posting pace a flood used up, taken to its limit."""
+    """The shared fake, except that notices into ``STUCK`` wait for ``unstick`` before they are answered: a
+    workspace whose notice pace a flood used up, taken to its limit."""
 
     STUCK = "CSTUCK"
 
@@ -169,7 +169,7 @@ class SlackWithAStuckChannel(FakeSlack):
         self.unstick = asyncio.Event()
 
     async def _handle(self, request: web.Request) -> web.Response:
-        if request.match_info["method"] == "chat.postMessage":
+        if request.match_info["method"] == "chat.postEphemeral":
             raw = await request.read()  # aiohttp keeps the body: the fake's own handler reads it again
             params = json.loads(raw) if raw.startswith(b"{") else {}
             if params.get("channel") == self.STUCK:
@@ -212,7 +212,8 @@ async def test_a_queued_notice_waiting_to_be_posted_holds_no_job_slot(
             first_may_end.set()
             await drain
         assert [task_of(r) for r in fake_openai.requests] == ["a1", "b1", "a2"]
-        assert len([m for m in slack.thread_messages(slack.STUCK, a2) if QUEUED_TEXT in m.text]) == 1
+        told = [c for c in slack.calls_of("chat.postEphemeral") if queued_notice(a2)(c)]
+        assert len(told) == 1 and told[0].params["channel"] == slack.STUCK
 
 
 async def test_the_periodic_sweep_wakes_a_line_whose_wake_was_lost(

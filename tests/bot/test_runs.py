@@ -167,7 +167,9 @@ async def test_follow_up_during_a_run_waits_and_is_told(
     drain = asyncio.create_task(app.drain())
     await fake_openai.wait_for_requests(1)
     await app.post_event(event_body(message(text="and a second thing", thread_ts=ts)))
-    await fake_slack.wait_for("chat.postMessage", predicate=lambda c: "queued" in str(c.params.get("text")))
+    # Told where only the asker sees it: a notice never takes the channel's posting pace from the run's replies.
+    [told] = await fake_slack.wait_for("chat.postEphemeral", predicate=lambda c: "queued" in str(c.params.get("text")))
+    assert told.params["user"] == "U1" and told.params["thread_ts"] == ts
     gate.set()
     await drain
     await app.drain()  # the follow-on job the first run enqueued when it ended
@@ -406,13 +408,14 @@ async def test_only_a_turn_that_really_waits_is_told_it_is_queued(
         for turn in (a, b):
             await enqueue_turn(redis_client, queue, keys, turn, ttl_seconds=3600)
         await runtime._tell_queued(thread, a.turn_id, keys.job_id("turn", thread, a.turn_id))
-        assert fake_slack.thread_messages("C1", "1700000000.000001") == []
         await runtime._tell_queued(thread, b.turn_id, keys.job_id("turn", thread, b.turn_id))
-        [notice] = fake_slack.thread_messages("C1", "1700000000.000001")
-        assert "queued" in notice.text
     finally:
-        await runtime.aclose()
+        await runtime.aclose()  # lets the notices on their way arrive
         await handle.close()
+    # B's asker alone is told, where only they see it; nothing is posted in the thread.
+    [notice] = fake_slack.calls_of("chat.postEphemeral")
+    assert "queued" in notice.params["text"] and notice.params["thread_ts"] == "1700000000.000001"
+    assert fake_slack.thread_messages("C1", "1700000000.000001") == []
 
 
 async def test_a_runs_tool_calls_are_traced_under_its_thread_with_its_steps(
