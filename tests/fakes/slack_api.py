@@ -188,8 +188,9 @@ class FakeSlack:
         #: People's messages of a thread, by (channel, thread ts): what ``conversations.replies`` answers besides
         #: the bot's own posts there.
         self.replies: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        #: What apps.connections.open hands out (set by the Socket Mode fake).
-        self.socket_mode_url: str | None = None
+        #: What apps.connections.open hands out: a URL, or what makes a fresh one each time (the Socket Mode
+        #: fake's ``issue_url``).
+        self.socket_mode_url: str | Callable[[], str] | None = None
         self.calls: list[Call] = []
         self.messages: list[PostedMessage] = []
         self.reactions: dict[tuple[str, str], set[str]] = {}
@@ -631,7 +632,8 @@ class FakeSlack:
     def _connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
         if self.socket_mode_url is None:
             return {"ok": False, "error": "not_allowed_token_type"}
-        return {"ok": True, "url": self.socket_mode_url}
+        url = self.socket_mode_url if isinstance(self.socket_mode_url, str) else self.socket_mode_url()
+        return {"ok": True, "url": url}
 
 
 async def _params(request: web.Request) -> dict[str, Any]:
