@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 import aiohttp
@@ -73,7 +74,8 @@ class SocketMode:
         self._session: aiohttp.ClientSession | None = None
         self._sockets: set[aiohttp.ClientWebSocketResponse] = set()  # connections that said hello, being read
         self._task: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()  # envelopes being handled, old connections draining
+        self._handling: set[asyncio.Task[None]] = set()  # envelopes handed to Bolt, not acked yet
+        self._draining: set[asyncio.Task[None]] = set()  # connections Slack replaced, read until they close
         #: Connections opened so far (each on a URL of its own).
         self.opened = 0
 
@@ -98,11 +100,11 @@ class SocketMode:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=ACK_WAIT_SECONDS)
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._handling:
+            await asyncio.wait(self._handling, timeout=ACK_WAIT_SECONDS)
+        for task in [*self._handling, *self._draining]:
+            task.cancel()
+        await asyncio.gather(*self._handling, *self._draining, return_exceptions=True)
         for ws in list(self._sockets):
             await _close(ws)
         self._sockets.clear()
@@ -111,6 +113,15 @@ class SocketMode:
             self._session = None
 
     async def _keep_open(self, started: asyncio.Future[None]) -> None:
+        try:
+            await self._connect_for_good(started)
+        except Exception as exc:
+            if started.done():  # /healthz says so from now on
+                log.exception("Socket Mode stopped: no more events will arrive")
+            else:
+                started.set_exception(exc)  # start() raises it
+
+    async def _connect_for_good(self, started: asyncio.Future[None]) -> None:
         delay = FIRST_DELAY_SECONDS
         while True:
             try:
@@ -130,9 +141,9 @@ class SocketMode:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_DELAY_SECONDS)
                 continue
+            log.info("Socket Mode %s", "reconnected" if started.done() else "connected")
             if not started.done():
                 started.set_result(None)
-                log.info("Socket Mode connected")
             opened = time.monotonic()
             replace = asyncio.Event()
             reader = asyncio.create_task(self._read(ws, replace))
@@ -146,7 +157,7 @@ class SocketMode:
             finally:
                 waiting.cancel()
             if replace.is_set() and not reader.done():
-                self._track(self._drain(ws, reader))  # read beside the new connection until Slack closes it
+                _track(self._draining, self._drain(ws, reader))  # read beside the new one until Slack closes it
                 delay = FIRST_DELAY_SECONDS
                 continue
             error = reader.exception()
@@ -209,7 +220,7 @@ class SocketMode:
                     continue
                 request = SocketModeRequest.from_dict(message)
                 if request is not None:
-                    self._track(self._handle(ws, request))
+                    _track(self._handling, self._handle(ws, request))
             error = ws.exception()
             return _one_line(error) if error is not None else f"close code {ws.close_code}"
         finally:
@@ -218,10 +229,9 @@ class SocketMode:
 
     async def _drain(self, ws: aiohttp.ClientWebSocketResponse, reader: asyncio.Task[str]) -> None:
         try:
-            await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
+            await asyncio.wait_for(reader, DRAIN_SECONDS)  # a timeout cancels the reader, which closes it
         except TimeoutError:
-            await ws.close()
-            await reader
+            log.info("a replaced Socket Mode connection was still open after %.0fs: closed", DRAIN_SECONDS)
 
     async def _handle(self, ws: aiohttp.ClientWebSocketResponse, request: SocketModeRequest) -> None:
         response = await run_async_bolt_app(self._app, request)
@@ -240,10 +250,12 @@ class SocketMode:
         except (ConnectionError, RuntimeError) as exc:
             log.info("the ack of a %s envelope was not sent (%s); Slack will retry it", request.type, exc)
 
-    def _track(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+
+
+def _track(tasks: set[asyncio.Task[None]], coro: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.create_task(coro)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
 
 
 async def _close(ws: aiohttp.ClientWebSocketResponse | None) -> None:

@@ -79,8 +79,10 @@ async def test_a_refused_app_token_exits_2_naming_it_without_retrying(
         slack.fail("apps.connections.open", error="invalid_auth", times=1_000)
         # The default shape: the supervisor, one web process and two workers.
         env = socket_env(slack, fake_openai, key_prefix, WORKER_PROCESSES="2")
+        began = time.monotonic()
         async with BotProcess("all", env, tmp_path / "bot.log") as bot:
             assert await exit_code(bot) == 2
+            print(f"\nSocket Mode, refused token: exit 2 {time.monotonic() - began:.2f}s after the start")
         log = bot.log()
         assert "SLACK_APP_TOKEN was refused by Slack (invalid_auth)" in log
         assert "Traceback" not in log
