@@ -76,8 +76,6 @@ class SocketMode:
         self._task: asyncio.Task[None] | None = None
         self._handling: set[asyncio.Task[None]] = set()  # envelopes handed to Bolt, not acked yet
         self._draining: set[asyncio.Task[None]] = set()  # connections Slack replaced, read until they close
-        #: Connections opened so far (each on a URL of its own).
-        self.opened = 0
 
     def problem(self) -> str:
         """"" while a connection is open, else why ``/healthz`` is 503."""
@@ -200,7 +198,6 @@ class SocketMode:
         except BaseException:
             await _close(ws)
             raise
-        self.opened += 1
         self._sockets.add(ws)
         return ws
 
@@ -234,7 +231,11 @@ class SocketMode:
             log.info("a replaced Socket Mode connection was still open after %.0fs: closed", DRAIN_SECONDS)
 
     async def _handle(self, ws: aiohttp.ClientWebSocketResponse, request: SocketModeRequest) -> None:
-        response = await run_async_bolt_app(self._app, request)
+        try:
+            response = await run_async_bolt_app(self._app, request)
+        except Exception:  # Bolt answers a listener's failure itself; anything else must not go unseen
+            log.exception("a %s envelope failed in Bolt; Slack will retry it", request.type)
+            return
         if response.status != 200:
             # Not acked: Slack delivers it again, as it retries an HTTP event answered with an error.
             log.warning("a %s envelope was not handled (status %s); Slack will retry it",
@@ -249,7 +250,6 @@ class SocketMode:
             await ws.send_str(json.dumps(ack))
         except (ConnectionError, RuntimeError) as exc:
             log.info("the ack of a %s envelope was not sent (%s); Slack will retry it", request.type, exc)
-
 
 
 def _track(tasks: set[asyncio.Task[None]], coro: Coroutine[Any, Any, None]) -> None:
