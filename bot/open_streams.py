@@ -94,10 +94,12 @@ class StreamTracker:
         self._key = streams.keys.open_streams(ws)
         self._id = uuid.uuid4().hex
         self._record = StreamRecord(ws.team_id, ws.enterprise_id, channel, thread_ts, since=0.0)
-        self._recorded = False
+        self._opening = False  # a start was sent: the stream may exist
+        self._recorded = False  # and Redis has its record
 
     async def opening(self) -> None:
         """Before the call that may start the stream."""
+        self._opening = True
         self._record = replace(self._record, since=time.time())
         await self._write()
 
@@ -107,12 +109,13 @@ class StreamTracker:
 
     async def left(self, reason: str) -> None:
         """The run gives up on the stream (it may be open): the sweep stops it."""
-        if self._recorded:
+        if self._opening:
             self._record = replace(self._record, left=reason, since=time.time())
             await self._write()
 
     async def stopped(self) -> None:
         """Stopped, or never created (Slack refused the start): nothing to sweep."""
+        self._opening = False
         if not self._recorded:
             return
         try:
