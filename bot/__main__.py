@@ -13,6 +13,7 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Awaitable
 
 from pydantic import ValidationError
 
@@ -33,9 +34,35 @@ async def serve(role: Role, settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info("%s process on the %s event loop", role, type(loop).__module__.split(".")[0])
-    async with Service(settings, role):
+    service = Service(settings, role)
+    if not await _unless_stopped(service.__aenter__(), stop):
+        log.info("stopped during start-up")
+        return
+    try:
         settle_gc()
         await stop.wait()
+    finally:
+        await service.close()
+
+
+async def _unless_stopped(start: Awaitable[object], stop: asyncio.Event) -> bool:
+    """Await ``start`` unless ``stop`` is set first, then cancel it: True when it finished.
+
+    Start-up can wait long (Redis, Slack's Socket Mode); a SIGTERM meanwhile must end it, not wait behind it.
+    """
+    starting = asyncio.ensure_future(start)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not starting.done():
+            starting.cancel()  # the service closes what it had started
+            await asyncio.gather(starting, return_exceptions=True)
+    if starting.cancelled():
+        return False
+    starting.result()  # a start-up error
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -141,6 +141,11 @@ class AppKeys(Keys):
         """Flag: this workspace already refused streaming once (its fallback to replies was logged)."""
         return f"{self.namespace(ws)}:stream:fallback"
 
+    def open_streams(self, ws: Workspace) -> str:
+        """Hash: stream id -> a stream that may be open in Slack (where, its ts once known, whether its run left
+        it), from before its ``chat.startStream`` until its ``chat.stopStream`` succeeded (``bot.open_streams``)."""
+        return f"{self.namespace(ws)}:streams:open"
+
     def assistant_thread(self, ws: Workspace, channel_id: str, thread_ts: str) -> str:
         """Hash: an assistant-container thread (opened with ``assistant_thread_started``); ``titled`` once set."""
         return f"{self.namespace(ws)}:assistant:{channel_id}:{thread_ts}"
@@ -190,6 +195,11 @@ class AppKeys(Keys):
         the workers' periodic sweep finds lines whose wake was lost (a worker killed between a release and its
         wake) without a scan of the keyspace."""
         return f"{self.prefix}:fair:lines"
+
+    def open_stream_workspaces(self) -> str:
+        """Hash: workspace namespace -> its ids, for every workspace with a stream that may be open, so the
+        workers' sweep finds them without a scan of the keyspace."""
+        return f"{self.prefix}:streams:open"
 
     def tool_catalog(self) -> str:
         """String: JSON list of the tools the workers offer (name, server, summary), so the web side can list

@@ -61,6 +61,7 @@ class Resumer:
                 try:
                     await self.scan()
                     await self.threads.sweep_lines()
+                    await self.runner.open_streams.sweep()  # streams their runs could not stop
                 except (RedisError, OSError) as exc:
                     log.warning("resume scan skipped: Redis is not answering (%s)", exc)
                 await asyncio.sleep(self.scan_seconds)

@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Literal, Protocol
 
 from redis.asyncio import Redis
@@ -42,6 +43,7 @@ from bot.feed import aclose_events, pipelined
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.logs import log_context
+from bot.open_streams import LEFT_GRACE_SECONDS, OpenStreams
 from bot.permalinks import Permalinks
 from bot.poster import Pacer, Poster, ThreadStatus, ThreadUnwritable
 from bot.settings import Display, Settings, Verbosity
@@ -141,6 +143,9 @@ class TurnRunner:
         # chat.postEphemeral is Tier 4 too: queue notices share this per workspace, never a channel's post pace.
         notices = NOTICES_PER_MINUTE / 60 if settings.slack_posts_per_second > 0 else 0
         self.notice_pacer = Pacer(redis, per_second=notices, burst=10)
+        # A stream outlives no run: past a run's longest life (and its lease's lapse), one still open was left.
+        self.open_streams = OpenStreams(redis, keys, clients, abandoned_seconds=(
+            settings.agent_max_seconds + 2 * settings.agent_lease_seconds + LEFT_GRACE_SECONDS))
 
     async def poster(self, turn: Turn) -> Poster:
         """The thread's writer, with the workspace's own token; raises ``NotInstalled`` when there is none."""
@@ -322,6 +327,7 @@ class TurnRunner:
             verbosity=verbosity, status=status, interval=self.settings.slack_stream_interval_seconds,
             pacer=self.stream_pacer, pace_key=self.keys.rate(ws, "slack:stream"), redis=self.redis,
             fallback_key=self.keys.stream_fallback(ws),
+            trackers=partial(self.open_streams.tracker, ws, turn.target.channel_id, turn.target.thread_ts),
         )
 
     async def _post_missing_final(self, turn: Turn, progress: Progress, poster: Poster) -> None:

@@ -14,7 +14,6 @@ import aiohttp
 from aiohttp import web
 from arq import Worker
 from redis.exceptions import RedisError
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from agent_core import ConfigError
 from bot import metrics, socket_mode
@@ -71,7 +70,7 @@ class Service:
         self.redis: RedisHandle | None = None
         self.services: Services | None = None
         self._runner: web.AppRunner | None = None
-        self._socket: AsyncSocketModeHandler | None = None
+        self._socket: socket_mode.SocketMode | None = None
         self._worker: Worker | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self._resume_task: asyncio.Task[None] | None = None
@@ -173,9 +172,16 @@ class Service:
             return "the worker is not polling"
         return ""
 
+    def problem(self) -> str:
+        """What a web process's ``/healthz`` reports: the worker's problem, else the Socket Mode connection's."""
+        if not self.settings.socket_mode:
+            return self.worker_problem()
+        socket = self._socket.problem() if self._socket is not None else socket_mode.NOT_CONNECTED
+        return self.worker_problem() or socket
+
     async def _start_web(self, services: Services) -> None:
         """``/slack/events`` and ``/healthz`` for web roles; ``/healthz`` alone for a worker, on ``PORT``."""
-        web_app = (create_web_app(create_app(services), services, health=self.worker_problem)
+        web_app = (create_web_app(create_app(services), services, health=self.problem)
                    if self.role in ("all", "web") else create_health_app(services, self.worker_problem))
         settings = self.settings
         guard = ConnectionGuard(max_connections(), per_peer=settings.http_max_connections_per_ip)
@@ -190,8 +196,10 @@ class Service:
             log.info("worker health on %s:%s%s", self.settings.host, self.port, HEALTH_PATH)
         elif self.settings.socket_mode and self.settings.slack_app_token is not None:
             token = self.settings.slack_app_token.get_secret_value()
-            self._socket = await socket_mode.connect(web_app[BOLT_KEY], token, services.slack)
-            log.info("Socket Mode connected; /healthz on port %s", self.port)
+            # /healthz answers meanwhile, 503 until a connection is open (and whenever none is).
+            self._socket = socket_mode.SocketMode(web_app[BOLT_KEY], token, services.slack)
+            await self._socket.start()
+            log.info("Socket Mode: /healthz on port %s", self.port)
         else:
             log.info("listening on %s:%s%s", self.settings.host, self.port, "/slack/events")
 
@@ -200,7 +208,7 @@ class Service:
             await self._metrics.close()
             self._metrics = None
         if self._socket is not None:
-            await self._socket.close_async()  # type: ignore[no-untyped-call]
+            await self._socket.close()
             self._socket = None
         if self._runner is not None:
             await self._runner.cleanup()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Literal
 
 from redis.asyncio import Redis
@@ -26,6 +27,7 @@ from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from agent_core import Event, Observed, RunStarted, StepFinished, Stopped, Thought, ToolCalled
 from bot import render, stream_render
+from bot.open_streams import StreamTracker
 from bot.poster import Pacer, Poster, Target, ThreadStatus
 from bot.render import RunView
 from bot.settings import Verbosity
@@ -65,6 +67,7 @@ class StreamEventSink:
         pace_key: str = "",
         redis: Redis | None = None,
         fallback_key: str = "",
+        trackers: Callable[[], StreamTracker] | None = None,
     ) -> None:
         self.poster = poster
         self.target = target
@@ -81,6 +84,7 @@ class StreamEventSink:
         self._pace_key = pace_key
         self._redis = redis
         self._fallback_key = fallback_key
+        self._trackers = trackers  # a record per stream, so one left open is stopped by the sweep
         self._writer: StreamWriter | None = None
         self._events: list[Event] = []
         self._thoughts: dict[int, str] = {}
@@ -209,7 +213,7 @@ class StreamEventSink:
             await self._stop_orphan(orphan)
         self._writer = StreamWriter(
             self._start_stream, interval=self._interval, pacer=self._pacer, pace_key=self._pace_key,
-            on_started=self._started_stream,
+            on_started=self._started_stream, tracker=self._trackers() if self._trackers is not None else None,
         )
         if resumed or resumed_step:
             await self._writer.push(text=stream_render.resumed_markdown(resumed_step))

@@ -9,6 +9,10 @@ out at once: the first visible token is never held back.
 
 A refusal (``SlackApiError``) is kept in ``refused`` and raised as :class:`StreamRefused`; the sink then falls back
 to replies. ``confirmed`` is the mark of the last pushed item Slack accepted, so nothing is lost or said twice.
+
+With a ``tracker`` the stream is recorded in Redis from before the call that starts it until its stop succeeded,
+and marked left when the writer gives up on a stream that may be open (a stop that failed, a start that timed
+out after Slack may have made the message): the workers' sweep stops those (``bot.open_streams``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdate
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from bot import mrkdwn
+from bot.open_streams import StreamTracker
 from bot.poster import Pacer
 from bot.stream_render import MARKDOWN_LIMIT, defuse
 
@@ -80,8 +85,10 @@ class StreamWriter:
         pacer: Pacer | None = None,
         pace_key: str = "",
         on_started: Callable[[str], Awaitable[None]] | None = None,
+        tracker: StreamTracker | None = None,
     ) -> None:
         self._open = open_stream
+        self._tracker = tracker
         self._stream: AsyncChatStream | None = None
         self._interval = interval
         self._pacer = pacer
@@ -181,17 +188,31 @@ class StreamWriter:
 
     async def _call(self, chunks: Sequence[Chunk], mark: int) -> None:
         await self._pace()
+        stream = await self._ensure_stream()
+        started = stream.ts is None
+        if started and self._tracker is not None:
+            await self._tracker.opening()
         try:
-            stream = await self._ensure_stream()
-            started = stream.ts is None
             await stream.append(chunks=list(chunks))
             self.calls += 1
-            if started and stream.ts and self._on_started is not None:
-                await self._on_started(stream.ts)
         except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
-            self.refused = _error_of(exc)
-            raise StreamRefused(self.refused) from exc
+            raise StreamRefused(await self._given_up(stream, exc)) from exc
+        if started and stream.ts:
+            if self._tracker is not None:
+                await self._tracker.started(stream.ts)
+            if self._on_started is not None:
+                await self._on_started(stream.ts)
         self.confirmed = max(self.confirmed, mark)
+
+    async def _given_up(self, stream: AsyncChatStream, exc: BaseException) -> str:
+        """A call failed: the stream is refused (the error returned); the sweep stops it if it may be open."""
+        self.refused = _error_of(exc)
+        if self._tracker is not None:
+            if stream.ts is None and isinstance(exc, SlackApiError):
+                await self._tracker.stopped()  # Slack answered the start with an error: it made no message
+            else:
+                await self._tracker.left(self.refused)
+        return self.refused
 
     async def _ensure_stream(self) -> AsyncChatStream:
         if self._stream is None:
@@ -225,14 +246,17 @@ class StreamWriter:
                 else:
                     rest, mark = chunks, max(mark, last_mark)
             await self._pace()
+            stream = await self._ensure_stream()
+            unstarted = stream.ts is None
+            if unstarted and self._tracker is not None:
+                await self._tracker.opening()
             try:
-                stream = await self._ensure_stream()
-                unstarted = stream.ts is None
                 await stream.stop(chunks=rest or None, blocks=blocks)
                 self.calls += 2 if unstarted else 1
             except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
-                self.refused = _error_of(exc)
-                raise StreamRefused(self.refused) from exc
+                raise StreamRefused(await self._given_up(stream, exc)) from exc
+            if self._tracker is not None:
+                await self._tracker.stopped()
             self.closed = True
             self.confirmed = max(self.confirmed, mark)
 
@@ -251,10 +275,16 @@ class StreamWriter:
         if self._timer is not None:
             self._timer.cancel()
         if self._stream is None or self._stream.ts is None:
-            return  # never started: nothing to stop
-        with contextlib.suppress(Exception):
+            return  # never started (a start that timed out was marked left for the sweep)
+        try:
             await self._stream.stop(markdown_text=note)
             self.calls += 1
+        except Exception as exc:  # best effort: the sweep stops it later
+            if self._tracker is not None:
+                await self._tracker.left(_error_of(exc))
+            return
+        if self._tracker is not None:
+            await self._tracker.stopped()
 
 
 def _error_of(exc: BaseException) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import aiohttp
 import pytest
 
 from agent_core.errors import ConfigError
@@ -12,6 +14,7 @@ from tests.bot.conftest import drain, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.socket_mode import FakeSocketMode
+from tests.processes import until
 from tests.signing import event_body, mention, next_ts
 
 
@@ -20,7 +23,7 @@ async def test_app_mention_over_socket_mode_is_acked_and_run(
 ) -> None:
     fake_openai.queue(text("Hello over the socket."))
     async with FakeSocketMode() as socket:
-        fake_slack.socket_mode_url = socket.url
+        fake_slack.socket_mode_url = socket.issue_url
         settings = make_settings(key_prefix, fake_slack, fake_openai, slack_app_token="xapp-test",
                                  slack_signing_secret=None)
         ts = next_ts()
@@ -44,3 +47,68 @@ async def test_socket_mode_needs_no_signing_secret_but_a_bot_token(key_prefix: s
                              slack_bot_token=None)
     with pytest.raises(ConfigError, match="^SLACK_BOT_TOKEN is not set"):
         settings.require_slack("web")
+
+
+async def _health(service: Service) -> int:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{service.port}/healthz") as resp:
+            return resp.status
+
+
+async def test_a_refused_app_token_is_a_start_up_error_naming_it(key_prefix: str, fake_slack: FakeSlack) -> None:
+    fake_slack.fail("apps.connections.open", error="invalid_auth", times=100)
+    settings = make_settings(key_prefix, fake_slack, None, slack_app_token="xapp-wrong", slack_signing_secret=None)
+    with pytest.raises(ConfigError, match=r"^SLACK_APP_TOKEN was refused by Slack \(invalid_auth\)"):
+        async with Service(settings, "web"):
+            pass
+    assert len(fake_slack.calls_of("apps.connections.open")) == 1  # asked once, not for ever
+
+
+async def test_a_dead_websocket_url_is_replaced_by_a_fresh_one(key_prefix: str, fake_slack: FakeSlack) -> None:
+    async with FakeSocketMode() as socket:
+        fake_slack.socket_mode_url = socket.issue_url
+        socket.dead_next(2)
+        settings = make_settings(key_prefix, fake_slack, None, slack_app_token="xapp-test", slack_signing_secret=None)
+        async with asyncio.timeout(30), Service(settings, "web"):
+            assert (socket.refused, socket.connections) == (2, 1)
+    urls = [c.response["url"] for c in fake_slack.calls_of("apps.connections.open")]
+    assert len(urls) == 3 and len(set(urls)) == 3  # each try on a URL of its own
+
+
+async def test_healthz_is_503_while_no_connection_is_open_and_events_flow_again_after(
+    key_prefix: str, fake_slack: FakeSlack
+) -> None:
+    async with FakeSocketMode() as socket:
+        fake_slack.socket_mode_url = socket.issue_url
+        settings = make_settings(key_prefix, fake_slack, None, slack_app_token="xapp-test", slack_signing_secret=None)
+        async with Service(settings, "web") as service:
+            assert await _health(service) == 200
+            socket.refusing = True
+            await socket.drop()
+            await socket.wait_for(refused=1, open_now=0)
+            assert await _health(service) == 503
+
+            socket.refusing = False
+            await socket.wait_for(connections=2, timeout=30)
+
+            async def healthy() -> bool:
+                return await _health(service) == 200
+
+            await until(healthy, timeout=30, what="/healthz 200 once reconnected")
+            envelope_id = await socket.send_events_api(json.loads(event_body(mention(text="<@UBOT> hi"))))
+            await socket.wait_for_ack(envelope_id)
+
+
+async def test_slacks_disconnect_opens_the_new_connection_before_the_old_one_closes(
+    key_prefix: str, fake_slack: FakeSlack
+) -> None:
+    async with FakeSocketMode() as socket:
+        fake_slack.socket_mode_url = socket.issue_url
+        settings = make_settings(key_prefix, fake_slack, None, slack_app_token="xapp-test", slack_signing_secret=None)
+        async with Service(settings, "web") as service:
+            await socket.send_disconnect("refresh_requested")
+            await socket.wait_for(connections=2, open_now=2)  # the old one still open beside the new one
+            envelope_id = await socket.send_events_api(json.loads(event_body(mention(text="<@UBOT> hi"))))
+            await socket.wait_for_ack(envelope_id)
+            assert await _health(service) == 200
+    assert len(fake_slack.calls_of("apps.connections.open")) == 2

@@ -133,6 +133,9 @@ class Failure:
     times: int = 1
     #: Never answer (until the fake closes): a Slack that accepted the connection and went silent.
     hang: bool = False
+    #: Do the call (it takes effect) but answer only this many seconds later: a Slack whose answer comes after
+    #: the client gave up.
+    delay: float = 0.0
 
 
 @dataclass
@@ -193,8 +196,9 @@ class FakeSlack:
         #: People's messages of a thread, by (channel, thread ts): what ``conversations.replies`` answers besides
         #: the bot's own posts there.
         self.replies: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        #: What apps.connections.open hands out (set by the Socket Mode fake).
-        self.socket_mode_url: str | None = None
+        #: What apps.connections.open hands out: a URL, or what makes a fresh one each time (the Socket Mode
+        #: fake's ``issue_url``).
+        self.socket_mode_url: str | Callable[[], str] | None = None
         self.calls: list[Call] = []
         self.messages: list[PostedMessage] = []
         self.reactions: dict[tuple[str, str], set[str]] = {}
@@ -265,13 +269,13 @@ class FakeSlack:
 
     def fail(
         self, method: str, *, status: int = 200, error: str = "", retry_after: int | None = None, times: int = 1,
-        hang: bool = False,
+        hang: bool = False, delay: float = 0.0,
     ) -> None:
         """Make the next ``times`` calls of ``method`` fail: ``fail("chat.postMessage", status=429, retry_after=0)``;
-        ``hang=True`` never answers them."""
+        ``hang=True`` never answers them; ``delay=5`` does them but answers 5 s late."""
         if status == 429 and not error:
             error = "ratelimited"
-        self._failures.append(Failure(method, status, error or "fatal_error", retry_after, times, hang))
+        self._failures.append(Failure(method, status, error or "fatal_error", retry_after, times, hang, delay))
 
     async def wait_for(
         self, method: str | None = None, *, count: int = 1, predicate: Callable[[Call], bool] | None = None,
@@ -328,11 +332,18 @@ class FakeSlack:
         if any(f.method == method and f.hang for f in self._failures):
             self.calls.append(Call(method, params, dict(request.headers), 0, {"ok": False, "error": "hang"}))
             await asyncio.Event().wait()  # cancelled when the client gives up or the fake closes
+        late = next((f for f in self._failures if f.method == method and f.delay), None)
+        if late is not None:
+            late.times -= 1
+            if late.times <= 0:
+                self._failures.remove(late)
         status, body, headers = self._answer(method, params, request)
         self.calls.append(Call(method, params, dict(request.headers), status, body))
         for waiter in list(self._waiters):
             if not waiter.future.done() and waiter.predicate():
                 waiter.future.set_result(None)
+        if late is not None:
+            await asyncio.sleep(late.delay)  # done already; the answer comes after the client's timeout
         return web.json_response(body, status=status, headers=headers)
 
     async def _respond(self, request: web.Request) -> web.Response:
@@ -342,7 +353,7 @@ class FakeSlack:
     def _answer(
         self, method: str, params: dict[str, Any], request: web.Request
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        failure = next((f for f in self._failures if f.method == method), None)
+        failure = next((f for f in self._failures if f.method == method and not f.delay), None)
         if failure is not None:
             failure.times -= 1
             if failure.times <= 0:
@@ -650,7 +661,8 @@ class FakeSlack:
     def _connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
         if self.socket_mode_url is None:
             return {"ok": False, "error": "not_allowed_token_type"}
-        return {"ok": True, "url": self.socket_mode_url}
+        url = self.socket_mode_url if isinstance(self.socket_mode_url, str) else self.socket_mode_url()
+        return {"ok": True, "url": url}
 
 
 async def _params(request: web.Request) -> dict[str, Any]:
