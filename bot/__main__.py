@@ -31,8 +31,8 @@ async def serve(role: Role, settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info("%s process on the %s event loop", role, type(loop).__module__.split(".")[0])
-    async with Service(settings, role):
+    async with Service(settings, role):  # a bad setting: its one line, nothing logged before it
+        log.info("%s process on the %s event loop", role, type(loop).__module__.split(".")[0])
         settle_gc()
         await stop.wait()
 
