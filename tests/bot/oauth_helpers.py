@@ -69,6 +69,12 @@ class Rig:
     async def install(self, slack: FakeSlack, code: str) -> tuple[int, str]:
         return await install(self.http, self.url, code)
 
+    async def event(self, body: dict[str, Any]) -> int:
+        """An event through Bolt's real dispatch (authorize, listeners), as the web side would hand it over."""
+        response = await self.app.async_dispatch(AsyncBoltRequest(body=json.dumps(body), headers={
+            "content-type": ["application/json"]}))
+        return response.status
+
 
 async def start_install(http: aiohttp.ClientSession, url: str) -> tuple[str, str]:
     """GET /slack/install as a browser: the state in the Add-to-Slack link and the cookie it set."""
@@ -98,12 +104,6 @@ async def install(http: aiohttp.ClientSession, url: str, code: str) -> tuple[int
     """
     state, cookie = await start_install(http, url)
     return await redirect(http, url, {"code": code, "state": state}, cookie)
-
-    async def event(self, body: dict[str, Any]) -> int:
-        """An event through Bolt's real dispatch (authorize, listeners), as the web side would hand it over."""
-        response = await self.app.async_dispatch(AsyncBoltRequest(body=json.dumps(body), headers={
-            "content-type": ["application/json"]}))
-        return response.status
 
 
 @contextlib.asynccontextmanager
