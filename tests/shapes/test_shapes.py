@@ -140,15 +140,17 @@ async def test_oauth_python_m_bot_serves_an_org_wide_install_and_a_plain_workspa
 
     grid = {"enterprise_id": "E1", "org_wide": True}
     await limits_changed(slack, user="U21", channel="C21", team_id="T21", **grid)
-    for team, (enterprise, user, channel, _, tokens) in runs.items():
+    shown = {}
+    for team, (enterprise, user, channel, _, _) in runs.items():
         where = {"user": user, "channel": channel, "team_id": team, **(grid if enterprise else {})}
-        shown = await slack.command(command_body(command="/agent-limits", text="show", **where))  # type: ignore[arg-type]
-        # Each run was charged to the workspace its event named, and the change stayed in T21.
-        assert (team, line(shown, "Spent")) == (team, f"• Spent this month: {spent(tokens)}")
-        assert (team, line(shown, "Max steps")) == (team, f"• Max steps per run: {7 if team == 'T21' else 15}")
+        shown[team] = await slack.command(command_body(command="/agent-limits", text="show", **where))  # type: ignore[arg-type]
+        assert (team, line(shown[team], "Max steps")) == (team, f"• Max steps per run: {7 if team == 'T21' else 15}")
 
     assert tree.warnings() == []
     await tree.stop_cleanly()
+    # Each run was charged to the workspace its event named: what its `/agent-limits` shows as spent.
+    assert {team: line(shown[team], "Spent") for team in runs} == {
+        team: f"• Spent this month: {spent(tokens)}" for team, (*_, tokens) in runs.items()}
 
 
 async def test_web_and_worker_side_by_side_from_one_env_file(
