@@ -9,11 +9,11 @@ its environment by the parent:
 - ``python -m bot`` (single-machine mode): one web process on ``PORT`` and N workers sharing
   ``WORKER_HEALTH_PORT``. With ``REDIS_URL`` unset the parent starts the embedded Redis once and gives its URL
   to all.
+- ``PROMETHEUS_MULTIPROC_DIR``: a fresh directory for the run, where every child's metrics are summed by
+  whichever process answers ``/metrics``. A dead child's live gauges are removed from it.
 
 Before any of that, the parent runs the start-up checks (``bot.startup``) for every process it will start,
 ports included: a bad setting is one line and exit 2, not N children failing in turn.
-- ``PROMETHEUS_MULTIPROC_DIR``: a fresh directory for the run, where every child's metrics are summed by
-  whichever process answers ``/metrics``. A dead child's live gauges are removed from it.
 
 A child that dies is started again after a backoff (0.5 s, doubling to 30 s, back to 0.5 s once a child has
 run a minute). One that exits with 2, the exit code of a bad setting, would fail the same way again: the

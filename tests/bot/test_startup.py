@@ -6,7 +6,6 @@ The default process count is exercised as on a 2-core host (``python -m bot`` an
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +17,8 @@ from bot import startup
 from bot.settings import Settings
 from tests.bot.conftest import BOT_TOKEN, SECRET
 from tests.conftest import session_redis_url
-from tests.processes import BotProcess, free_port
-from tests.shapes.harness import two_cores
+from tests.processes import free_port
+from tests.shapes.harness import Tree
 
 #: A process refusing its settings exits within its interpreter's start: seconds, even on a loaded machine.
 EXIT_TIMEOUT = 90.0
@@ -38,14 +37,12 @@ def env(tmp_path: Path, **changes: str | None) -> dict[str, str]:
 
 async def refused(argv: list[str], settings: dict[str, str], folder: Path) -> list[str]:
     """Run ``python -m bot ARGV`` on two cores; it must exit 2. Every line it wrote."""
-    bot = BotProcess(argv[0] if argv else "all", settings, folder / "bot.log", argv=argv, cpus=two_cores())
-    bot.start()
-    assert bot.process is not None
+    tree = Tree(argv, folder, env=settings)
+    tree.start()
     try:
-        code = await asyncio.to_thread(bot.process.wait, EXIT_TIMEOUT)
+        code, output = await tree.exited(EXIT_TIMEOUT)
     finally:
-        await bot.stop()  # still running after the timeout: restarting forever, the defect itself
-    output = bot.log().splitlines()
+        await tree.kill()  # still running after the timeout: restarting forever, the defect itself
     assert code == 2, output[-20:]
     return output
 

@@ -17,6 +17,7 @@ app. Slack's Web API and the LLM are the HTTP fakes of the test process::
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -42,6 +43,8 @@ ANSWER_TIMEOUT = 60.0
 #: The supervisor drains its children within 25 s (``bot.supervisor.DRAIN_SECONDS``), then exits.
 STOP_TIMEOUT = 40.0
 Record = dict[str, Any]
+#: What a web process logs once it takes events: over HTTP, or over Socket Mode.
+WEB_READY = ("listening on", "Socket Mode connected")
 
 
 def two_cores() -> set[int]:
@@ -132,7 +135,7 @@ class Tree:
             messages = self.messages()
             restarts = [m for m in messages if "restarting in" in m]
             assert not restarts, f"a process of `{self.bot.command}` died: {restarts[0]}\n{self.bot.log()[-4000:]}"
-            return (sum("listening on" in m for m in messages) >= web
+            return (sum(any(p in m for p in WEB_READY) for m in messages) >= web
                     and sum("worker health on" in m for m in messages) >= workers)
 
         await until(up, timeout=READY_TIMEOUT, what=f"`{self.bot.command}`: {web} web, {workers} worker process(es)")
@@ -154,6 +157,13 @@ class Tree:
         """Warning and error lines every process logged (a clean start logs none)."""
         return [f"{r.get('logger')}: {r.get('message')}" for r in self.records()
                 if r.get("level") in ("WARNING", "ERROR", "CRITICAL")]
+
+    async def exited(self, timeout: float = READY_TIMEOUT) -> tuple[int, list[str]]:
+        """For a tree that must stop by itself (a refused setting): its exit code and every line it wrote."""
+        process = self.bot.process
+        assert process is not None
+        code = await asyncio.to_thread(process.wait, timeout)
+        return code, self.bot.log().splitlines()
 
     async def kill(self) -> None:
         """After a failed test: the tree goes (its children follow their parent's death)."""
