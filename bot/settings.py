@@ -182,7 +182,8 @@ class Settings(AgentSettings, ToolSettings):
         default=0, ge=0, description="Open connections per peer address (0: no cap; keep 0 behind a load balancer)."
     )
     http_reuse_port: bool = Field(
-        default=False, description="Bind PORT with SO_REUSEPORT, so several processes share it (the supervisor's)."
+        default=False,
+        description="Bind PORT (a worker: WORKER_HEALTH_PORT) with SO_REUSEPORT: the supervisor's children share it.",
     )
 
     @field_validator("slack_bot_token", mode="before")
