@@ -14,7 +14,7 @@ from agent_core import budget_hold, context, deltas, history, progress, reading,
 from agent_core.budget import Budget
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.cost import Price
-from agent_core.errors import ConfigError, LLMError, StoreError
+from agent_core.errors import LLMError, StoreError
 from agent_core.events import (
     Event,
     FinalAnswer,
@@ -142,10 +142,9 @@ class Agent:
         on_llm_call: LLMCallObserver | None = None,
     ) -> Agent:
         """An agent on the OpenAI-compatible endpoint the settings name; ConfigError names a bad setting."""
-        if settings.openai_api_key is None or not settings.openai_api_key.get_secret_value().strip():
-            raise ConfigError("OPENAI_API_KEY is not set: set it to the API key of your OpenAI-compatible endpoint")
-        price = settings.price()  # an unknown model without price overrides fails here, at start-up
+        price = settings.require_llm()
         settings.check_leases()
+        assert settings.openai_api_key is not None  # require_llm refused it otherwise
         llm = OpenAIChatLLM(
             api_key=settings.openai_api_key.get_secret_value(),
             base_url=settings.openai_base_url,

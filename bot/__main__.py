@@ -33,12 +33,13 @@ async def serve(role: Role, settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info("%s process on the %s event loop", role, type(loop).__module__.split(".")[0])
     service = Service(settings, role)
     if not await _unless_stopped(service.__aenter__(), stop):
         log.info("stopped during start-up")
         return
     try:
+        # Logged once started: a bad setting's one line comes with nothing before it.
+        log.info("%s process on the %s event loop", role, type(loop).__module__.split(".")[0])
         settle_gc()
         await stop.wait()
     finally:

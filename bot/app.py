@@ -21,6 +21,7 @@ from urllib.parse import parse_qs
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot import listeners, metrics, payloads
@@ -65,9 +66,16 @@ def _no_problem() -> str:
 BOLT_KEY: web.AppKey[AsyncApp] = web.AppKey("bolt", AsyncApp)
 
 
+def _not_the_token_warning(record: logging.LogRecord) -> bool:
+    # AsyncApp reads SLACK_BOT_TOKEN from the environment by itself and, given our client too, warns at every
+    # start that the token is unused: the client carries that very token (or, in OAuth mode, none at all).
+    return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
 def create_app(services: Services) -> AsyncApp:
     """The Bolt app with every listener registered; acks only after the event is safely enqueued."""
     oauth = services.oauth
+    logging.getLogger(f"slack_bolt.{AsyncApp.__name__}").addFilter(_not_the_token_warning)  # added once
     app = AsyncApp(
         client=services.slack,
         # OAuth mode: each request's token comes from the installation store (see bot/oauth.py).

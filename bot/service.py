@@ -15,8 +15,7 @@ from aiohttp import web
 from arq import Worker
 from redis.exceptions import RedisError
 
-from agent_core import ConfigError
-from bot import metrics, socket_mode
+from bot import metrics, socket_mode, startup
 from bot.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
 from bot.deps import Services
 from bot.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
@@ -81,19 +80,11 @@ class Service:
 
     async def start(self) -> Self:
         settings = self.settings
-        settings.check_leases()  # refused here for every role, naming the settings
-        if settings.oauth_mode:
-            settings.require_oauth(self.role)
-        else:
-            settings.require_slack(self.role)
+        startup.check(settings, self.role)  # before anything starts: one line naming the setting
         self.redis = await open_redis(
             settings.redis_url, settings.data_dir, wait_seconds=settings.redis_startup_wait_seconds,
             sentinel=settings.redis_sentinel(),
         )
-        if self.redis.embedded is not None and self.role != "all":
-            raise ConfigError(
-                f"REDIS_URL is not set: the embedded Redis needs `python -m bot` (all), not {self.role!r}"
-            )
         # One HTTP session (connection pool) for every Slack call of this process, with the timeout.
         self._http = slack_session(
             settings.slack_timeout_seconds,
@@ -180,7 +171,8 @@ class Service:
         return self.worker_problem() or socket
 
     async def _start_web(self, services: Services) -> None:
-        """``/slack/events`` and ``/healthz`` for web roles; ``/healthz`` alone for a worker, on ``PORT``."""
+        """``/slack/events`` and ``/healthz`` for web roles on PORT; ``/healthz`` alone for a worker, on
+        WORKER_HEALTH_PORT."""
         web_app = (create_web_app(create_app(services), services, health=self.problem)
                    if self.role in ("all", "web") else create_health_app(services, self.worker_problem))
         settings = self.settings
@@ -188,9 +180,13 @@ class Service:
         web_app[GUARD_KEY] = guard
         self._runner = web.AppRunner(web_app, access_log=None)
         await self._runner.setup()
-        site = GuardedSite(self._runner, settings.host, settings.port, guard, reuse_port=settings.http_reuse_port,
+        name, port = settings.listen_port(self.role)
+        site = GuardedSite(self._runner, settings.host, port, guard, reuse_port=settings.http_reuse_port,
                            backlog=settings.http_listen_backlog, accept_batch=settings.http_accept_batch)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:  # taken since the start-up check: the same one line, never a restart loop
+            raise startup.bind_error(name, settings.host, port, exc) from None
         self.port = self._runner.addresses[0][1]
         if self.role == "worker":
             log.info("worker health on %s:%s%s", self.settings.host, self.port, HEALTH_PATH)

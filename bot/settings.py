@@ -75,6 +75,10 @@ class Settings(AgentSettings, ToolSettings):
     port: int = Field(
         default=DEFAULT_PORT, ge=0, lt=65536, description="HTTP port of /slack/events and /healthz (0: any free)."
     )
+    worker_health_port: int | None = Field(
+        default=None, ge=0, lt=65536,
+        description="Port of a worker process's /healthz (unset: PORT + 1, so never PORT; 0: any free).",
+    )
     host: str = Field(default="0.0.0.0", description="Address the HTTP server binds.")
     redis_key_prefix: str = Field(default=DEFAULT_KEY_PREFIX, min_length=1, description="Prefix of every Redis key.")
     arq_queue_name: str = Field(default=DEFAULT_QUEUE_NAME, min_length=1, description="arq queue of agent runs.")
@@ -200,8 +204,15 @@ class Settings(AgentSettings, ToolSettings):
         default=0, ge=0, description="Open connections per peer address (0: no cap; keep 0 behind a load balancer)."
     )
     http_reuse_port: bool = Field(
-        default=False, description="Bind PORT with SO_REUSEPORT, so several processes share it (the supervisor's)."
+        default=False,
+        description="Bind PORT (a worker: WORKER_HEALTH_PORT) with SO_REUSEPORT: the supervisor's children share it.",
     )
+
+    @field_validator("slack_bot_token", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        # .env.example lists `SLACK_BOT_TOKEN=`: left empty in a copy, it means OAuth mode, not a missing token.
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -234,6 +245,21 @@ class Settings(AgentSettings, ToolSettings):
     def oauth_mode(self) -> bool:
         """Many workspaces, each with its own stored token: a client id and no single SLACK_BOT_TOKEN."""
         return self.slack_bot_token is None and bool(self.slack_client_id)
+
+    def listen_port(self, role: Role) -> tuple[str, int]:
+        """The setting naming the port a process of ``role`` listens on, and the port.
+
+        ``all`` and ``web`` serve ``/slack/events`` and ``/healthz`` on PORT; a worker process serves its own
+        ``/healthz`` on WORKER_HEALTH_PORT, by default the port after PORT, so a worker started beside the web
+        process from the same settings never asks for the web's port.
+        """
+        if role != "worker":
+            return "PORT", self.port
+        if self.worker_health_port is not None:
+            return "WORKER_HEALTH_PORT", self.worker_health_port
+        if self.port >= 65535:
+            raise ConfigError("WORKER_HEALTH_PORT is not set and PORT is 65535, so PORT + 1 is no port: set it")
+        return "WORKER_HEALTH_PORT", self.port + 1 if self.port else 0
 
     def require_oauth(self, role: Role) -> None:
         """Raise ConfigError naming the first missing or unusable setting OAuth mode needs."""

@@ -3,15 +3,19 @@
 Each child is ``python -m bot <role> --processes 1`` (today's single process) with a few settings given in
 its environment by the parent:
 
-- ``worker --processes N``: N workers; ``web --processes N``: N receivers. They share ``PORT`` through
-  ``HTTP_REUSE_PORT`` (SO_REUSEPORT: the kernel spreads connections over them), or each takes a free port
-  when ``PORT`` is 0.
-- ``python -m bot`` (single-machine mode): one web process on ``PORT`` and N workers (their ``/healthz`` on a
-  free port each). With ``REDIS_URL`` unset the parent starts the embedded Redis once and gives its URL to all.
+- ``worker --processes N``: N workers; ``web --processes N``: N receivers. They share their port (a worker's
+  ``/healthz`` is on ``WORKER_HEALTH_PORT``, a receiver's on ``PORT``) through ``HTTP_REUSE_PORT``
+  (SO_REUSEPORT: the kernel spreads connections over them), or each takes a free port when it is 0.
+- ``python -m bot`` (single-machine mode): one web process on ``PORT`` and N workers sharing
+  ``WORKER_HEALTH_PORT``. With ``REDIS_URL`` unset the parent starts the embedded Redis once and gives its URL
+  to all.
 - ``PROMETHEUS_MULTIPROC_DIR``: a fresh directory for the run, where every child's metrics are summed by
   whichever process answers ``/metrics``. A dead child's live gauges are removed from it. With ``METRICS_PORT``
   the parent alone serves ``/metrics`` there (the children serve none), so nothing collides and a restart of a
   child does not interrupt scrapes.
+
+Before any of that, the parent runs the start-up checks (``bot.startup``) for every process it will start,
+ports included: a bad setting is one line and exit 2, not N children failing in turn.
 
 A child that dies is started again after a backoff (0.5 s, doubling to 30 s, back to 0.5 s once a child has
 run a minute). One that exits with 2, the exit code of a bad setting, would fail the same way again: the
@@ -35,6 +39,7 @@ from pathlib import Path
 
 from prometheus_client.multiprocess import mark_process_dead
 
+from bot import startup
 from bot.embedded_redis import EmbeddedRedis, die_with_parent
 from bot.metrics import MULTIPROC_ENV
 from bot.metrics_http import supervisor_metrics
@@ -78,13 +83,12 @@ def plan(role: Role, processes: int, settings: Settings, *, redis_url: str | Non
     base = {**os.environ, MULTIPROC_ENV: str(metrics_dir)}
     if redis_url:
         base["REDIS_URL"] = redis_url
-    if role == "all":
-        workers = [Child(f"worker {n}", "worker", {**base, "PORT": "0"}) for n in range(1, processes + 1)]
-        return [Child("web", "web", {**base, "PORT": str(settings.port)}), *workers]
-    shared = {**base, "PORT": str(settings.port)}
-    if settings.port:
+    group: Role = "worker" if role == "all" else role
+    shared = dict(base)
+    if settings.listen_port(group)[1]:
         shared["HTTP_REUSE_PORT"] = "true"
-    return [Child(f"{role} {n}", role, shared) for n in range(1, processes + 1)]
+    children = [Child(f"{group} {n}", group, shared) for n in range(1, processes + 1)]
+    return [Child("web", "web", base), *children] if role == "all" else children
 
 
 def child_command(role: Role) -> list[str]:
@@ -161,8 +165,7 @@ class Supervisor:
 
 async def supervise(role: Role, processes: int, settings: Settings) -> int:
     """Run ``role`` as ``processes`` supervised processes (plus the web one for ``all``); the exit code."""
-    settings.require_slack(role)
-    settings.redis_sentinel()  # a bad REDIS_SENTINELS stops here, not in every child
+    startup.check(settings, role, supervisor=True)  # a bad setting stops here, not in every child
     embedded: EmbeddedRedis | None = None
     metrics_dir = Path(tempfile.mkdtemp(prefix="bot-metrics-"))
     try:

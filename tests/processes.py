@@ -215,15 +215,26 @@ class RedisSentinel(_ServerProcess):
 
 
 class BotProcess:
-    """``python -m bot ROLE`` with ``env`` (and nothing of the test's own environment but PATH/HOME)."""
+    """``python -m bot ROLE`` with ``env`` (and nothing of the test's own environment but PATH/HOME), in the
+    log's folder (where a ``.env`` file there is read, as an operator's would be).
 
-    def __init__(self, role: str, env: dict[str, str], log_path: Path) -> None:
+    ``argv`` replaces the command's arguments (``[]``: plain ``python -m bot``); ``cpus`` pins the process tree
+    to those CPU cores, which is what the default process count (one worker per core) reads.
+    """
+
+    def __init__(
+        self, role: str, env: dict[str, str], log_path: Path, *, argv: list[str] | None = None,
+        cpus: set[int] | None = None,
+    ) -> None:
         self.role = role
+        self.argv = [role] if argv is None else argv
+        self.cpus = cpus
         self.env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", ""),
                     "PYTHONPATH": str(ROOT), **env}
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
-        self.port = int(env.get("PORT", "0"))
+        # A worker's /healthz is on WORKER_HEALTH_PORT.
+        self.port = int(env.get("WORKER_HEALTH_PORT" if role == "worker" else "PORT", "0"))
 
     @property
     def url(self) -> str:
@@ -232,11 +243,15 @@ class BotProcess:
     def start(self) -> None:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "bot", self.role], env=self.env, cwd=self.log_path.parent,
-                stdout=log, stderr=subprocess.STDOUT,
-                # A test run killed from outside (a timeout, ^C) must not leave services running for hours.
-                preexec_fn=die_with_parent,
+                [sys.executable, "-m", "bot", *self.argv], env=self.env, cwd=self.log_path.parent,
+                stdout=log, stderr=subprocess.STDOUT, preexec_fn=self._in_child,
             )
+
+    def _in_child(self) -> None:
+        # A test run killed from outside (a timeout, ^C) must not leave services running for hours.
+        die_with_parent()
+        if self.cpus is not None:
+            os.sched_setaffinity(0, self.cpus)
 
     async def health(self) -> int:
         """The status of GET /healthz, or 0 when nothing answers."""
@@ -252,11 +267,15 @@ class BotProcess:
             self.check_alive()
             return await self.health() == 200
 
-        await until(healthy, timeout=timeout, what=f"`python -m bot {self.role}` to answer /healthz 200")
+        await until(healthy, timeout=timeout, what=f"`{self.command}` to answer /healthz 200")
+
+    @property
+    def command(self) -> str:
+        return " ".join(["python -m bot", *self.argv])
 
     def check_alive(self) -> None:
         if self.process is not None and self.process.poll() is not None:
-            raise AssertionError(f"`python -m bot {self.role}` exited ({self.process.returncode}):\n{self.log()}")
+            raise AssertionError(f"`{self.command}` exited ({self.process.returncode}):\n{self.log()}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -92,9 +92,10 @@ def message(
 
 def event_body(
     event: dict[str, Any], *, team_id: str = "T0001", enterprise_id: str | None = None,
-    event_id: str | None = None, api_app_id: str = "A0001", bot_user_id: str = "UBOT",
+    event_id: str | None = None, api_app_id: str = "A0001", bot_user_id: str = "UBOT", org_wide: bool = False,
 ) -> bytes:
-    """An Events API ``event_callback`` envelope around ``event``, as JSON bytes."""
+    """An Events API ``event_callback`` envelope around ``event``, as JSON bytes (``org_wide``: delivered through
+    an Enterprise Grid org-wide install, ``is_enterprise_install: true``)."""
     envelope = {
         "token": "legacy-verification-token",
         "team_id": team_id,
@@ -105,11 +106,14 @@ def event_body(
         "event_id": event_id or f"Ev{next(_event_ids):08d}",
         "event_time": int(time.time()),
         "authorizations": [
-            {"enterprise_id": enterprise_id, "team_id": team_id, "user_id": bot_user_id, "is_bot": True,
-             "is_enterprise_install": False}
+            # An org-wide installation belongs to the org, not to the workspace the event happened in.
+            {"enterprise_id": enterprise_id, "team_id": None if org_wide else team_id, "user_id": bot_user_id,
+             "is_bot": True, "is_enterprise_install": org_wide}
         ],
         "is_ext_shared_channel": False,
     }
+    if org_wide:
+        envelope["is_enterprise_install"] = True
     return json.dumps(envelope).encode()
 
 
@@ -139,9 +143,9 @@ def action_body(
 
 def command_body(
     *, command: str, text: str = "", user: str = "U1", channel: str = "C1", team_id: str = "T0001",
-    enterprise_id: str | None = None,
+    enterprise_id: str | None = None, org_wide: bool = False,
 ) -> bytes:
-    """A slash command, form-encoded as Slack sends it."""
+    """A slash command, form-encoded as Slack sends it (``org_wide``: through an org-wide install)."""
     fields = {
         "token": "legacy-verification-token", "team_id": team_id, "team_domain": "fake", "channel_id": channel,
         "channel_name": "general", "user_id": user, "user_name": user, "command": command, "text": text,
@@ -149,4 +153,6 @@ def command_body(
     }
     if enterprise_id:
         fields["enterprise_id"] = enterprise_id
+    if org_wide:
+        fields["is_enterprise_install"] = "true"
     return urlencode(fields).encode()

@@ -61,31 +61,49 @@ class Rig:
     seen: list[dict[str, Any]]
 
     async def start_install(self) -> tuple[str, str]:
-        """GET /slack/install as a browser: the state in the Add-to-Slack link and the cookie it set."""
-        async with self.http.get(f"{self.url}/slack/install") as resp:
-            assert resp.status == 200
-            page = await resp.text()
-            cookie = resp.cookies[COOKIE].value
-        href = re.search(r'<a href="([^"]+)"', page)
-        assert href is not None and "Add to Slack" in page
-        query = parse_qs(urlsplit(href.group(1).replace("&amp;", "&")).query)
-        return query["state"][0], cookie
+        return await start_install(self.http, self.url)
 
     async def redirect(self, query: dict[str, str], cookie: str | None) -> tuple[int, str]:
-        """Slack sends the admin back to GET /slack/oauth_redirect."""
-        headers = {"Cookie": f"{COOKIE}={cookie}"} if cookie else {}
-        async with self.http.get(f"{self.url}/slack/oauth_redirect", params=query, headers=headers) as resp:
-            return resp.status, await resp.text()
+        return await redirect(self.http, self.url, query, cookie)
 
     async def install(self, slack: FakeSlack, code: str) -> tuple[int, str]:
-        state, cookie = await self.start_install()
-        return await self.redirect({"code": code, "state": state}, cookie)
+        return await install(self.http, self.url, code)
 
     async def event(self, body: dict[str, Any]) -> int:
         """An event through Bolt's real dispatch (authorize, listeners), as the web side would hand it over."""
         response = await self.app.async_dispatch(AsyncBoltRequest(body=json.dumps(body), headers={
             "content-type": ["application/json"]}))
         return response.status
+
+
+async def start_install(http: aiohttp.ClientSession, url: str) -> tuple[str, str]:
+    """GET /slack/install as a browser: the state in the Add-to-Slack link and the cookie it set."""
+    async with http.get(f"{url}/slack/install") as resp:
+        assert resp.status == 200
+        page = await resp.text()
+        cookie = resp.cookies[COOKIE].value
+    href = re.search(r'<a href="([^"]+)"', page)
+    assert href is not None and "Add to Slack" in page
+    query = parse_qs(urlsplit(href.group(1).replace("&amp;", "&")).query)
+    return query["state"][0], cookie
+
+
+async def redirect(
+    http: aiohttp.ClientSession, url: str, query: dict[str, str], cookie: str | None
+) -> tuple[int, str]:
+    """Slack sends the admin back to GET /slack/oauth_redirect."""
+    headers = {"Cookie": f"{COOKIE}={cookie}"} if cookie else {}
+    async with http.get(f"{url}/slack/oauth_redirect", params=query, headers=headers) as resp:
+        return resp.status, await resp.text()
+
+
+async def install(http: aiohttp.ClientSession, url: str, code: str) -> tuple[int, str]:
+    """An admin's browser at ``url``: the install page, Slack's consent (the fake's ``code``), the redirect back.
+
+    ``http`` must not keep cookies itself (``aiohttp.DummyCookieJar``): the state cookie is carried by hand.
+    """
+    state, cookie = await start_install(http, url)
+    return await redirect(http, url, {"code": code, "state": state}, cookie)
 
 
 @contextlib.asynccontextmanager

@@ -47,8 +47,9 @@ def service_env(slack: FakeSlack, openai: FakeOpenAI, redis_url: str, **extra: s
 
 
 def process(role: str, env: dict[str, str], folder: Path, name: str) -> BotProcess:
-    """``python -m bot ROLE`` on a port of its own (a worker serves /healthz there)."""
-    return BotProcess(role, {**env, "PORT": str(free_port())}, folder / f"{name}.log")
+    """``python -m bot ROLE`` on a port of its own (a worker serves /healthz there: WORKER_HEALTH_PORT)."""
+    port = str(free_port())
+    return BotProcess(role, {**env, "PORT": port, "WORKER_HEALTH_PORT": port}, folder / f"{name}.log")
 
 
 async def post_mention(web: BotProcess, task: str, ts: str, *, timeout: float = 10) -> int:

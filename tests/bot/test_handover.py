@@ -10,10 +10,11 @@ import signal
 import time
 from pathlib import Path
 
+from tests.bot.service_processes import process
 from tests.bot.test_processes import answered, post_mention, service_env
 from tests.fakes.openai_server import FakeOpenAI, delay, text, tool_calls
 from tests.fakes.slack_api import FakeSlack
-from tests.processes import BotProcess, RedisServer, free_port
+from tests.processes import BotProcess, RedisServer
 from tests.signing import next_ts
 
 #: Far below what a run left behind would wait: arq's in-progress key lives AGENT_MAX_SECONDS + 130 s.
@@ -31,7 +32,7 @@ async def test_a_sigtermed_worker_hands_its_run_to_the_next_one_at_once(
     async with RedisServer(tmp_path / "redis") as redis_server:
         env = service_env(fake_slack, fake_openai, redis_server.url, WORKER_PROCESSES="1")
         async with BotProcess("web", env, tmp_path / "web.log") as web, \
-                BotProcess("worker", {**env, "PORT": str(free_port())}, tmp_path / "a.log") as first:
+                process("worker", env, tmp_path, "a") as first:
             await web.wait_healthy()
             await first.wait_healthy()
             ts = next_ts()
@@ -39,7 +40,7 @@ async def test_a_sigtermed_worker_hands_its_run_to_the_next_one_at_once(
             await fake_openai.wait_for_requests(1)  # the run is in flight on the first worker
             assert await first.stop(signal.SIGTERM) == 0
             handed_over = time.monotonic()
-            async with BotProcess("worker", {**env, "PORT": str(free_port())}, tmp_path / "b.log") as second:
+            async with process("worker", env, tmp_path, "b") as second:
                 await second.wait_healthy()
                 await fake_slack.wait_for(
                     "chat.postMessage", predicate=lambda c: "Finished after the handover." in str(c.params),

@@ -25,6 +25,7 @@ from tests.bot.conftest import BOT_TOKEN, SECRET
 from tests.conftest import session_redis_url
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.fakes.slack_api import FakeSlack
+from tests.processes import free_port
 from tests.signing import event_body, mention, next_ts, signed_headers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -234,9 +235,9 @@ async def test_a_missing_setting_is_one_line_before_any_process_starts(
 async def test_a_child_failing_on_a_setting_stops_the_supervisor_instead_of_looping(
     running: list[BotProcess], tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:
-    # A worker alone cannot use an embedded Redis: each child says so and exits 2.
-    env = bot_env(key_prefix, fake_slack, fake_openai, DATA_DIR=str(tmp_path / "data"))
-    del env["REDIS_URL"]
+    # Only a child finds that its Redis does not answer (the parent connects to none): each says so and exits 2.
+    env = bot_env(key_prefix, fake_slack, fake_openai, REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
+                  REDIS_STARTUP_WAIT_SECONDS="0")
     bot = await BotProcess.start("worker", "--processes", "2", env=env, cwd=tmp_path)
     running.append(bot)
     assert await bot.exited() == 2
