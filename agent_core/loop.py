@@ -80,8 +80,9 @@ def _as_request(request: RunRequest | str, kwargs: dict[str, Any]) -> RunRequest
 _Outcome = LLMResponse | Stop | tuple[context.Prompt, CallPlan]
 
 
-def _is_reply(outcome: object) -> bool:
-    return isinstance(outcome, LLMResponse)
+def _text_stands(outcome: object) -> bool:
+    """Whether a call's streamed text stands: it was a reply, or the start of an answer that stays cut off."""
+    return isinstance(outcome, LLMResponse) or (isinstance(outcome, Stop) and outcome.reason is StopReason.CUT_OFF)
 
 
 class _Deadline(Exception):
@@ -219,7 +220,7 @@ class Agent:
                     break
                 live = self._live(run)                                          # thought (LLM), streamed
                 call = self._guard(run, self._call_llm(run, prompt, plan, live.feed))
-                async for delta in live.start(call, keep=_is_reply):
+                async for delta in live.start(call, keep=_text_stands):
                     yield delta
                 reply = live.result()           # or the budget refused it, the model declined, the answer was cut off
                 if not isinstance(reply, LLMResponse):

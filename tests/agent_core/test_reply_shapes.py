@@ -100,8 +100,10 @@ async def test_an_answer_cut_off_twice_is_posted_marked_as_cut_off(
 ) -> None:
     fake_openai.queue(text("Part one", finish_reason="length"), text("Part one and two", finish_reason="length"))
     store = InMemoryThreadStore()
-    end = stopped(await run(make_agent(stream=stream, store=store), thread="T1"))
+    events = await run(make_agent(stream=stream, store=store), thread="T1")
+    end = stopped(events)
     assert end.reason is StopReason.CUT_OFF
+    assert still_shown(events) == ("Part one and two" if stream else "")  # the second text stands: it is the answer
     assert end.answer.startswith("Part one and two\n\n[cut off: the answer reached its completion cap of 2,048")
     assert "after one retry" in end.answer and "finish_reason length" in end.detail
     assert len(fake_openai.requests) == 2

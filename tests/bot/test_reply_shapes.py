@@ -12,12 +12,14 @@ from tests.fakes.slack_api import FakeSlack
 REFUSAL = "I am sorry, but I cannot help with picking that lock."
 
 
-@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "json"])
+@pytest.mark.parametrize(("stream", "display"), [(True, "replies"), (False, "replies"), (True, "timeline")],
+                         ids=["streamed", "json", "streamed-display"])
 async def test_a_refusal_is_shown_verbatim_in_the_thread_with_its_stop_reason(
-    key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, stream: bool
+    key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, stream: bool, display: str
 ) -> None:
     fake_openai.queue(refusal(REFUSAL))
-    thread, records, _, finals = await run_once(key_prefix, fake_slack, fake_openai, openai_stream=stream)
+    thread, records, _, finals = await run_once(key_prefix, fake_slack, fake_openai, openai_stream=stream,
+                                                agent_display=display)
     assert len(finals) == 1 and REFUSAL in finals[0], thread
     assert "Stop reason: `refused` (the model declined)" in finals[0]
     assert "empty reply" not in "\n".join(thread)
