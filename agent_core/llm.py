@@ -368,6 +368,7 @@ def _to_response(completion: dict[str, Any], *, gateway_usage: bool = False) -> 
         reasoning = _text(message.get("reasoning_content")) or _text(message.get("reasoning"))
         if content and "think>" in content:
             content, thought = split_think(content)
+            content = content or None  # nothing but reasoning: no content, as a server with a parser sends it
             reasoning = "\n\n".join(r for r in (reasoning, thought) if r) or None
         calls = tuple(
             ToolCallRequest(id=str(c["id"]), name=str(c["function"]["name"]),

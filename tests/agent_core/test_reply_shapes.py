@@ -51,13 +51,17 @@ def still_shown(events: list[Event]) -> str:
     return "".join(shown.values())
 
 
+PROTOCOL = pytest.mark.parametrize("protocol", ["tools", "react"])
+
+
 @STREAM
+@PROTOCOL
 async def test_a_refusal_ends_the_run_at_once_and_is_shown_verbatim(
-    fake_openai: FakeOpenAI, make_agent: AgentFactory, stream: bool
+    fake_openai: FakeOpenAI, make_agent: AgentFactory, stream: bool, protocol: str
 ) -> None:
     fake_openai.queue(streamed(refusal(REFUSAL), pieces=4))
     store = InMemoryThreadStore()
-    events = await run(make_agent(stream=stream, store=store), thread="T1")
+    events = await run(make_agent(stream=stream, store=store, protocol=protocol), thread="T1")
     end = stopped(events)
     assert (end.reason, end.answer) == (StopReason.REFUSED, REFUSAL)
     assert "message.refusal" in end.detail
@@ -66,11 +70,12 @@ async def test_a_refusal_ends_the_run_at_once_and_is_shown_verbatim(
 
 
 @STREAM
+@PROTOCOL
 async def test_a_content_filter_stop_names_its_cause_after_one_call(
-    fake_openai: FakeOpenAI, make_agent: AgentFactory, stream: bool
+    fake_openai: FakeOpenAI, make_agent: AgentFactory, stream: bool, protocol: str
 ) -> None:
     fake_openai.queue(text("", finish_reason="content_filter"))
-    end = stopped(await run(make_agent(stream=stream)))
+    end = stopped(await run(make_agent(stream=stream, protocol=protocol)))
     assert end.reason is StopReason.REFUSED and "content_filter" in end.detail
     assert "content filter" in end.answer
     assert len(fake_openai.requests) == 1
@@ -207,3 +212,14 @@ async def test_usage_a_gateway_may_have_made_up_is_an_estimate(
     assert end.reason is StopReason.FINAL_ANSWER
     assert (end.usage.prompt_tokens, end.usage.completion_tokens) == (120, 3)
     assert end.usage.estimated is estimated
+
+
+async def test_text_a_content_filter_cut_is_withdrawn_from_the_stream(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    partial = "Here is a long and detailed explanation of every step you asked about, starting with the first one, "
+    fake_openai.queue(streamed(text(partial * 2, finish_reason="content_filter"), pieces=8, chunk_delay=0.02))
+    events = await run(make_agent())
+    end = stopped(events)
+    assert end.reason is StopReason.REFUSED and "detailed explanation" not in end.answer
+    assert still_shown(events) == ""
