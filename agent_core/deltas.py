@@ -3,7 +3,8 @@
 Three stages, each fed what the previous one let through:
 
 - :class:`StreamRedactor` lets text out only at whitespace, after redacting it with enough context before it,
-  so a secret split across chunks is never shown in part.
+  so a secret split across chunks is never shown in part. A ``<think>`` block in the text (R1-style models on a
+  server without a reasoning parser) is then taken out as reasoning (``reasoning.ThinkFilter``).
 - a splitter says which text is reasoning and which is the answer. With native tool calling, text that a tool
   call follows is reasoning; text is held until it is clearly more than the one-line reason the system prompt
   asks for before a call. In text ReAct, ``Thought:`` starts reasoning, ``Final Answer:`` the answer, and
@@ -23,6 +24,7 @@ from typing import Generic, Literal, TypeVar, cast
 
 from agent_core.cancel import CANCEL_GRACE_SECONDS
 from agent_core.events import AnswerDelta, StreamReset, StreamResetReason, ThoughtDelta
+from agent_core.reasoning import ThinkFilter
 from agent_core.sse import StreamDelta
 
 T = TypeVar("T")
@@ -197,15 +199,19 @@ class LiveText(Generic[T]):
         self._secrets = tuple(secrets)
         self._redactor = StreamRedactor(redact, self._secrets) if redact is not None else None
         self._splitter = self._new_splitter()
+        self._think = ThinkFilter()
         self._delivered = False
         self._pending: list[ThoughtDelta | AnswerDelta | StreamReset] = []
         self._wake = asyncio.Event()
         self._call: Awaitable[T] | None = None
+        self._keep: Callable[[T], bool] | None = None
         self._task: asyncio.Task[T] | None = None
         self._result: T | None = None
         self._ended = False
 
-    def start(self, call: Awaitable[T]) -> LiveText[T]:
+    def start(self, call: Awaitable[T], keep: Callable[[T], bool] | None = None) -> LiveText[T]:
+        """Run ``call``; when ``keep`` says its result is not the step's reply, the text handed out is withdrawn."""
+        self._keep = keep
         if self._redactor is not None:
             self._task = asyncio.ensure_future(call)
             self._task.add_done_callback(lambda _: self._wake.set())
@@ -221,11 +227,22 @@ class LiveText(Generic[T]):
             self._reset("retry")
             self._redactor = StreamRedactor(self._redact, self._secrets)
             self._splitter = self._new_splitter()
+            self._think = ThinkFilter()
             return
         text = self._redactor.feed(delta.text)
         if delta.tool_call:
             text += self._redactor.flush()  # a tool call ends the message's text
-        self._queue(self._splitter.feed(text, delta.tool_call))
+        self._take(text, delta.tool_call)
+
+    def _take(self, text: str, tool_call: bool, *, last: bool = False) -> None:
+        """Released text: its reasoning as thought, the rest split into thought and answer."""
+        thought, text = self._think.feed(text)
+        if self._think.withdrawn:  # a bare </think>: the answer let out so far was reasoning
+            self._think.withdrawn = False
+            self._reset("not_final")
+            self._splitter = self._new_splitter()
+        pieces = self._splitter.feed(text, tool_call)
+        self._queue([("thought", thought), *pieces, *(self._splitter.finish() if last else ())])
 
     def __aiter__(self) -> LiveText[T]:
         return self
@@ -269,7 +286,9 @@ class LiveText(Generic[T]):
         if self._task.cancelled() or self._task.exception() is not None:
             self._reset("failed")
         else:
-            self._queue(self._splitter.feed(self._redactor.flush(), False) + self._splitter.finish())
+            self._take(self._redactor.flush(), False, last=True)
+            if self._keep is not None and not self._keep(self._task.result()):
+                self._reset("not_final")
         self._ended = True
 
     def _reset(self, reason: StreamResetReason) -> None:

@@ -25,6 +25,12 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
     ERROR = "error"
     MAX_TIME = "max_time"
+    #: The model declined (``message.refusal``, shown verbatim as the answer) or the provider's content filter
+    #: stopped its reply (``finish_reason: content_filter``). Asking again the same way gets the same.
+    REFUSED = "refused"
+    #: The answer reached its completion cap (``finish_reason: length``) and no larger call was possible: the
+    #: answer is the text so far, marked as cut off. Also when the cap went on reasoning with no answer.
+    CUT_OFF = "cut_off"
 
 
 @dataclass(frozen=True, slots=True)

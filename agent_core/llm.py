@@ -19,6 +19,7 @@ import yarl
 
 from agent_core import sse
 from agent_core.errors import LLMCause, LLMError
+from agent_core.reasoning import split_think
 from agent_core.sse import DeltaSink, StreamDelta
 from agent_core.store import Message
 
@@ -56,6 +57,14 @@ class LLMResponse:
     completion_tokens: int
     cached_tokens: int = 0
     finish_reason: str = "stop"
+    #: The model declined: ``message.refusal`` (OpenAI's structured refusal), shown verbatim.
+    refusal: str | None = None
+    #: Reasoning that came with the reply: ``reasoning_content`` / ``reasoning`` fields, or a ``<think>`` block
+    #: split off ``content`` (agent_core/reasoning.py). Never part of the answer or of the stored history.
+    reasoning: str | None = None
+    #: The usage may not be the model provider's own count: a gateway that can make it up answered (see
+    #: ``_gateway_counts_usage``).
+    usage_estimated: bool = False
 
     def assistant_message(self) -> Message:
         """The message to append to the history, in Chat Completions form."""
@@ -210,7 +219,7 @@ class OpenAIChatLLM:
                     if status < 300 and resp.content_type == "text/event-stream":
                         completion = await sse.read_completion(
                             resp, limit=stream_body_limit(max_tokens), text_limit=body_limit(max_tokens), on_delta=sink)
-                        return _to_response(completion)
+                        return _to_response(completion, gateway_usage=_gateway_counts_usage(headers))
                     raw = await _read_bounded(resp, body_limit(max_tokens))
             except (aiohttp.ClientError, TimeoutError) as exc:
                 if attempt >= self._max_retries:
@@ -339,11 +348,28 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return data
 
 
-def _to_response(completion: dict[str, Any]) -> LLMResponse:
+def _gateway_counts_usage(headers: Mapping[str, str]) -> bool:
+    """A streamed answer from LiteLLM's proxy (it sends ``x-litellm-*`` headers): when the provider's stream had
+    no usage, LiteLLM counts the tokens itself (``stream_chunk_builder``) and the usage chunk it sends looks the
+    same either way, so its figures cannot be taken as the provider's."""
+    return "x-litellm-call-id" in headers or "x-litellm-version" in headers
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _to_response(completion: dict[str, Any], *, gateway_usage: bool = False) -> LLMResponse:
     """Read a Chat Completions response body (shape checked, so a broken endpoint is an LLMError)."""
     try:
         choice = completion["choices"][0]
         message = choice["message"]
+        content = message.get("content")
+        reasoning = _text(message.get("reasoning_content")) or _text(message.get("reasoning"))
+        if content and "think>" in content:
+            content, thought = split_think(content)
+            content = content or None  # nothing but reasoning: no content, as a server with a parser sends it
+            reasoning = "\n\n".join(r for r in (reasoning, thought) if r) or None
         calls = tuple(
             ToolCallRequest(id=str(c["id"]), name=str(c["function"]["name"]),
                             arguments=str(c["function"].get("arguments") or ""))
@@ -353,12 +379,15 @@ def _to_response(completion: dict[str, Any]) -> LLMResponse:
         usage = completion.get("usage") or {}
         details = usage.get("prompt_tokens_details") or {}
         return LLMResponse(
-            content=message.get("content"),
+            content=content,
             tool_calls=calls,
             prompt_tokens=_token_count(usage, "prompt_tokens"),
             completion_tokens=_token_count(usage, "completion_tokens"),
             cached_tokens=_token_count(details, "cached_tokens"),
             finish_reason=str(choice.get("finish_reason") or "stop"),
+            refusal=_text(message.get("refusal")),
+            reasoning=reasoning,
+            usage_estimated=gateway_usage and bool(usage),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise LLMError(f"the LLM endpoint's answer is not a chat completion ({type(exc).__name__}: {exc})",

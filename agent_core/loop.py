@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import replace
 from typing import Any, Literal, TypeVar, cast
 
-from agent_core import budget_hold, context, deltas, history, progress, reading, step_commit, text_react
+from agent_core import budget_hold, context, deltas, endings, history, progress, reading, step_commit, text_react
 from agent_core.budget import Budget
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.cost import Price
@@ -73,6 +73,16 @@ def _as_request(request: RunRequest | str, kwargs: dict[str, Any]) -> RunRequest
     if kwargs:
         raise TypeError(f"events(RunRequest) takes no other arguments, got {sorted(kwargs)!r}")
     return request
+
+
+#: An LLM call's outcome: the reply; a Stop (the budget refused the call, or the reply ends the run); or the
+#: prompt and plan of one more call (an answer cut off at its cap, asked for again with a larger one).
+_Outcome = LLMResponse | Stop | tuple[context.Prompt, CallPlan]
+
+
+def _text_stands(outcome: object) -> bool:
+    """Whether a call's streamed text stands: it was a reply, or the start of an answer that stays cut off."""
+    return isinstance(outcome, LLMResponse) or (isinstance(outcome, Stop) and outcome.reason is StopReason.CUT_OFF)
 
 
 class _Deadline(Exception):
@@ -208,12 +218,13 @@ class Agent:
                     stop = plan
                     break
                 live = self._live(run)                                          # thought (LLM), streamed
-                async for delta in live.start(self._guard(run, self._call_llm(run, prompt, plan, live.feed))):
+                call = self._guard(run, self._call_llm(run, prompt, plan, live.feed))
+                async for delta in live.start(call, keep=_text_stands):
                     yield delta
-                reply = live.result()
-                if isinstance(reply, Stop):                                     # the budget refused it
-                    stop = reply
-                    break
+                reply = live.result()           # or the budget refused it, the model declined, the answer was cut off
+                if not isinstance(reply, LLMResponse):
+                    stop, upcoming = (reply, None) if isinstance(reply, Stop) else (None, reply)  # or a larger cap
+                    continue
                 step = reading.read(run, reply, protocol=self.protocol, redactor=self._redactor)
                 if step.final is None and live.answered:                        # the streamed text was no answer
                     yield StreamReset(live.step, "not_final")
@@ -322,6 +333,26 @@ class Agent:
                 plan = await self._plan(run, prompt)
         return prompt, plan
 
+    def _ending(self, run: Run, reply: LLMResponse) -> _Outcome:
+        """``reply`` when it is a step. A refusal or a content filter's stop ends the run; an answer cut off at its
+        cap is asked for once more with twice the cap when the run's limits allow it, else ends the run marked
+        as cut off."""
+        if reply.refusal is None and reply.finish_reason not in endings.UNUSUAL:
+            return reply  # the common case: one attribute and one set look-up
+        judged = endings.judge(reply, self.protocol, run.call_cap, self._redactor.redact)
+        if judged is None:
+            return reply
+        if isinstance(judged, Stop):
+            return judged
+        if run.cut_retried:
+            return endings.cut_off(judged, run.call_cap, "it was cut off again after one retry with a larger cap")
+        run.cut_retried = True
+        prompt = self._context(run)
+        plan = run.stopper.plan_call(prompt.tokens + run.tools_tokens, None, completion_cap=2 * run.call_cap)
+        if isinstance(plan, CallPlan) and plan.max_tokens > run.call_cap and not run.cancel.cancelled:
+            return prompt, plan
+        return endings.cut_off(judged, run.call_cap, "a larger call does not fit this run's limits")
+
     def _task_size(self, run: Run) -> tuple[str, int]:
         content = run.task.get("content")
         task = content if isinstance(content, str) else run.progress.task
@@ -349,9 +380,11 @@ class Agent:
             return None
         wait = min(self.budget_wait_seconds, max(run.stopper.seconds_left() - _WAIT_MARGIN_SECONDS, 0.0))
         first, run.first_hold = run.first_hold, None
+        cap = max(plan.max_tokens, run.stopper.limits.max_completion_tokens)  # a cut-off answer's retry asks more
         return await budget_hold.hold_for_call(
             run.budget, self._hold_key(run), plan,
-            lambda left, name: run.stopper.plan_call(plan.prompt_tokens, left, name), wait_seconds=wait, first=first,
+            lambda left, name: run.stopper.plan_call(plan.prompt_tokens, left, name, completion_cap=cap),
+            wait_seconds=wait, first=first,
         )
 
     @staticmethod
@@ -366,18 +399,19 @@ class Agent:
             with contextlib.suppress(StoreError):
                 await asyncio.shield(run.budget.release(first.reservation))
 
-    def _live(self, run: Run) -> deltas.LiveText[LLMResponse | Stop]:
+    def _live(self, run: Run) -> deltas.LiveText[_Outcome]:
         redact = self._redactor.redact if run.streams else None
         return deltas.LiveText(run.stopper.steps + 1, self.protocol, redact, self.secrets,
                                tools_offered=run.tools_spec is not None)
 
     async def _call_llm(
         self, run: Run, prompt: context.Prompt, plan: CallPlan, on_delta: DeltaSink
-    ) -> LLMResponse | Stop:
+    ) -> _Outcome:
         held = await self._reserve(run, plan)
         if isinstance(held, Stop):
             return held
         plan = held.plan if held is not None else plan
+        run.call_cap = plan.max_tokens
         if run.streams:  # the LLM's kind checked once, in __init__ (a protocol isinstance costs ~50 µs)
             call = cast(StreamingLLM, self.llm).complete(
                 prompt.messages, tools=run.tools_spec, max_tokens=plan.max_tokens, on_delta=on_delta)
@@ -397,7 +431,7 @@ class Agent:
             run.progress = replace(run.progress, step=run.stopper.steps, prompt_tokens=total.prompt_tokens,
                                    completion_tokens=total.completion_tokens, cost_micros=total.cost_micros,
                                    usage_estimated=total.estimated)
-            return reply
+            return self._ending(run, reply)
         except LLMError as exc:
             if self.on_llm_call is not None:
                 self.on_llm_call(exc.cause, time.perf_counter() - started)
@@ -421,10 +455,11 @@ class Agent:
         # Our own count is an estimate: it never exceeds what the call asked for (the hold covers that);
         # only the provider's own usage may say more.
         completion = reply.completion_tokens or min(max_tokens, self.counter.count(
-            (reply.content or "") + "".join(c.arguments for c in reply.tool_calls)
+            (reply.content or "") + (reply.reasoning or "") + (reply.refusal or "")
+            + "".join(c.arguments for c in reply.tool_calls)
         ))
         cached = min(reply.cached_tokens, prompt)
-        estimated = not reply.prompt_tokens or not reply.completion_tokens
+        estimated = not reply.prompt_tokens or not reply.completion_tokens or reply.usage_estimated
         return Usage(prompt, completion, cached, self.price.cost_micros(prompt, completion, cached), estimated)
 
     def _check_loops(self, run: Run, step: Step) -> Stop | None:

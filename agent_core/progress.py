@@ -35,6 +35,8 @@ _HUMAN = {
     StopReason.CANCELLED: "the run was stopped",
     StopReason.ERROR: "an error stopped the run",
     StopReason.MAX_TIME: "I ran out of time",
+    StopReason.REFUSED: "the model declined to answer",
+    StopReason.CUT_OFF: "the answer was cut off at its length limit",
 }
 
 

@@ -56,6 +56,9 @@ class Run:
     tools_tokens: int = 0
     #: The next call's budget hold, asked for with the last step's write (``step_commit``), until it is used.
     first_hold: FirstTry | None = None
+    #: The completion cap of the last LLM call made, and whether a cut-off answer was retried with a larger one.
+    call_cap: int = 0
+    cut_retried: bool = False
 
     def remember(self, message: Message) -> None:
         """Add a message to this run's conversation and to what the next persist writes."""

@@ -116,6 +116,8 @@ class _Assembler:
 
     def __init__(self) -> None:
         self.content: list[str] = []
+        self.refusal: list[str] = []  # ``delta.refusal`` pieces: the model declining, shown once whole
+        self.reasoning: list[str] = []  # ``delta.reasoning_content`` / ``delta.reasoning`` pieces
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
         self.usage: Any = None
@@ -161,10 +163,20 @@ class _Assembler:
                 self.content.append(text)
                 self.size += len(text)
                 self._fresh.append(text)
+            elif delta:  # not a content piece: maybe a refusal's or the reasoning's
+                self._add_other(delta)
             for position, call in enumerate(delta.get("tool_calls") or ()):
                 self._add_call(call, position)
             if choice.get("finish_reason") is not None:
                 self.finish_reason = str(choice["finish_reason"])
+
+    def _add_other(self, delta: dict[str, Any]) -> None:
+        for field, pieces in (("refusal", self.refusal), ("reasoning_content", self.reasoning),
+                              ("reasoning", self.reasoning)):
+            text = delta.get(field)
+            if isinstance(text, str) and text:
+                pieces.append(text)
+                self.size += len(text)
 
     def _add_call(self, call: dict[str, Any], position: int) -> None:
         index = int(call.get("index", position))
@@ -189,6 +201,10 @@ class _Assembler:
     def body(self) -> dict[str, Any]:
         """The stream as a non-streamed ``chat.completion`` body."""
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) if self.content else None}
+        if self.refusal:
+            message["refusal"] = "".join(self.refusal)
+        if self.reasoning:
+            message["reasoning_content"] = "".join(self.reasoning)
         if self.calls:
             message["tool_calls"] = [
                 {"id": slot["id"] or f"call_{index}", "type": "function",

@@ -80,11 +80,14 @@ class Stopper:
         return Stop(StopReason.MAX_TIME, f"max_time: {self.limits.max_seconds:g}s cap, {self.elapsed():.1f}s elapsed")
 
     # -- layer 2: hard caps, before every LLM call ----------------------------------------------------
-    def plan_call(self, prompt_tokens: int, budget_left: int | None, budget_name: str = "workspace") -> CallPlan | Stop:
+    def plan_call(self, prompt_tokens: int, budget_left: int | None, budget_name: str = "workspace", *,
+                  completion_cap: int | None = None) -> CallPlan | Stop:
         """Cap the next call's completion by every limit; a Stop when even a useful minimum does not fit.
 
-        ``budget_name`` names the budget ``budget_left`` is about (a workspace's, its org's, one person's)."""
+        ``budget_name`` names the budget ``budget_left`` is about (a workspace's, its org's, one person's).
+        ``completion_cap`` replaces ``max_completion_tokens`` (the one retry of a cut-off answer asks for more)."""
         lim = self.limits
+        cap = lim.max_completion_tokens if completion_cap is None else completion_cap
         if self.seconds_left() <= 0:
             return self.time_stop()
         if self.steps >= lim.max_steps:
@@ -98,13 +101,13 @@ class Stopper:
             )
         cost_left = lim.max_cost_micros - self.usage.cost_micros
         if self.price.affordable_completion_tokens(prompt_tokens, cost_left) < lim.min_completion_tokens:
-            worst = self.price.worst_case_micros(prompt_tokens, min(lim.max_completion_tokens, tokens_left))
+            worst = self.price.worst_case_micros(prompt_tokens, min(cap, tokens_left))
             return Stop(
                 StopReason.MAX_COST,
                 f"max_cost: {format_usd(lim.max_cost_micros)} cap, {format_usd(self.usage.cost_micros)} spent, "
                 f"next call could cost {format_usd(worst)}",
             )
-        max_tokens = min(lim.max_completion_tokens, tokens_left, self.price.affordable_completion_tokens(
+        max_tokens = min(cap, tokens_left, self.price.affordable_completion_tokens(
             prompt_tokens, cost_left
         ))
         if budget_left is not None:

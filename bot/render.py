@@ -50,6 +50,8 @@ STOP_WORDS: dict[StopReason, str] = {
     StopReason.CANCELLED: "stopped on request",
     StopReason.ERROR: "failed",
     StopReason.MAX_TIME: "time limit reached",
+    StopReason.REFUSED: "the model declined",
+    StopReason.CUT_OFF: "answer cut off",
 }
 
 

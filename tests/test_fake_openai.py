@@ -25,6 +25,7 @@ from tests.fakes.openai_server import (
     delay,
     ensure_loopback_url,
     error,
+    refusal,
     streamed,
     text,
     tool_calls,
@@ -523,3 +524,32 @@ async def test_azure_mode_wants_api_key_and_api_version(fake_openai: FakeOpenAI,
         assert response.status == 404  # no api-version
     async with http.post(url, params={"api-version": "2024-10-21"}, json=body, headers={"api-key": "k"}) as response:
         assert response.status == 200 and (await response.json())["choices"][0]["message"]["content"] == "azure"
+
+
+async def test_refusals_parse_as_the_official_client_reads_them(fake_openai: FakeOpenAI, client: AsyncOpenAI) -> None:
+    fake_openai.queue(refusal("I can't help with that."), refusal("I can't help with that."))
+    done = await client.chat.completions.create(model="gpt-test", messages=USER)
+    assert (done.choices[0].message.content, done.choices[0].message.refusal) == (None, "I can't help with that.")
+    stream = await client.chat.completions.create(model="gpt-test", messages=USER, stream=True)
+    pieces = [c.choices[0].delta.refusal for c in [c async for c in stream] if c.choices and c.choices[0].delta.refusal]
+    assert len(pieces) > 1 and "".join(pieces) == "I can't help with that."
+
+
+async def test_reasoning_fields_and_extra_headers_are_sent(
+    fake_openai: FakeOpenAI, http: aiohttp.ClientSession
+) -> None:
+    fake_openai.queue(
+        text("42", reasoning="6 times 7", reasoning_field="reasoning", headers={"x-litellm-version": "1"}),
+        text("42", reasoning="6 times 7"),
+    )
+    url = fake_openai.base_url + "chat/completions"
+    auth = {"Authorization": "Bearer test"}
+    async with http.post(url, json={"messages": [], "model": "m"}, headers=auth) as resp:
+        body = await resp.json()
+        assert resp.headers["x-litellm-version"] == "1"
+    assert body["choices"][0]["message"]["reasoning"] == "6 times 7"
+    async with http.post(url, json={"messages": [], "model": "m", "stream": True}, headers=auth) as resp:
+        raw = (await resp.read()).decode()
+    deltas = [json.loads(line[6:])["choices"][0]["delta"] for line in raw.splitlines()
+              if line.startswith("data: {") and json.loads(line[6:])["choices"]]
+    assert "".join(d.get("reasoning_content") or "" for d in deltas) == "6 times 7"

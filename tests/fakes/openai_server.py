@@ -52,6 +52,7 @@ __all__ = [
     "delay",
     "ensure_loopback_url",
     "error",
+    "refusal",
     "streamed",
     "text",
     "tool_calls",
@@ -93,16 +94,24 @@ class _Usage:
     """Reported ``usage.prompt_tokens_details.cached_tokens``."""
     raw_usage: Any = "auto"
     """Sent verbatim as ``usage`` (e.g. negative counts); None sends no usage at all; "auto" computes it."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers, e.g. the ``x-litellm-*`` ones LiteLLM's proxy sends."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class TextReply(_Usage):
     """An assistant message with text content."""
 
-    content: str
-    """The message content, sent whole or split into a few stream chunks."""
+    content: str | None
+    """The message content, sent whole or split into a few stream chunks (null with a refusal)."""
     finish_reason: FinishReason = "stop"
     """``choices[0].finish_reason``; "length" lets a test act out a truncated answer."""
+    refusal: str | None = None
+    """``message.refusal`` (streamed as ``delta.refusal`` pieces): the model declining, as OpenAI sends it."""
+    reasoning: str | None = None
+    """Reasoning sent beside the content, in the field ``reasoning_field`` names (streamed first)."""
+    reasoning_field: Literal["reasoning_content", "reasoning"] = "reasoning_content"
+    """``reasoning_content`` (vLLM and DeepSeek with a reasoning parser) or ``reasoning`` (OpenRouter, Ollama)."""
 
 
 @dataclass(frozen=True)
@@ -190,8 +199,14 @@ def text(
     cached_tokens: int = 0,
     finish_reason: FinishReason = "stop",
     raw_usage: Any = "auto",
+    reasoning: str | None = None,
+    reasoning_field: Literal["reasoning_content", "reasoning"] = "reasoning_content",
+    headers: dict[str, str] | None = None,
 ) -> TextReply:
-    """A text answer: ``text("Paris", cached_tokens=12)``; usage left as None is estimated."""
+    """A text answer: ``text("Paris", cached_tokens=12)``; usage left as None is estimated.
+
+    ``content`` may hold ``<think>…</think>`` as an R1-style model on a server without a reasoning parser
+    writes it; ``reasoning`` goes in its own field, as servers with a parser send it."""
     _check_usage(prompt_tokens, completion_tokens, cached_tokens)
     return TextReply(
         content=content,
@@ -200,7 +215,17 @@ def text(
         completion_tokens=completion_tokens,
         cached_tokens=cached_tokens,
         raw_usage=raw_usage,
+        reasoning=reasoning,
+        reasoning_field=reasoning_field,
+        headers=dict(headers or {}),
     )
+
+
+def refusal(message: str, *, prompt_tokens: int | None = None, completion_tokens: int | None = None) -> TextReply:
+    """The model declining as OpenAI sends it: ``content`` null, the text in ``message.refusal``."""
+    _check_usage(prompt_tokens, completion_tokens, 0)
+    return TextReply(content=None, refusal=message, prompt_tokens=prompt_tokens,
+                     completion_tokens=completion_tokens)
 
 
 def tool_calls(
@@ -609,7 +634,7 @@ class FakeOpenAI:
         if recorded.stream and not self.ignore_stream:
             return await completion.stream(request, recorded, script)
         await asyncio.sleep(script.chunk_delay * script.pieces)  # the same answer, all at once
-        return web.json_response(completion.body(), headers=_response_headers())
+        return web.json_response(completion.body(), headers={**_response_headers(), **dict(completion.headers)})
 
     def _next_call_id(self) -> str:
         self._call_ids += 1
@@ -630,6 +655,10 @@ class _Completion:
     calls: tuple[tuple[str, ToolCall], ...]  # (id, call)
     finish_reason: str
     usage: Any  # None: no usage sent
+    refusal: str | None = None
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning_content"
+    headers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def build(
@@ -638,11 +667,13 @@ class _Completion:
         content: str | None = reply.content
         calls: tuple[tuple[str, ToolCall], ...] = ()
         finish: str = "tool_calls"
+        said: tuple[str | None, str | None, str] = (None, None, "reasoning_content")
         if isinstance(reply, TextReply):
             finish = reply.finish_reason
+            said = (reply.refusal, reply.reasoning, reply.reasoning_field)
         else:
             calls = tuple((fake._next_call_id(), call) for call in reply.calls)
-        produced = (content or "") + "".join(call.arguments for _, call in calls)
+        produced = (content or "") + (said[0] or "") + (said[1] or "") + "".join(call.arguments for _, call in calls)
         prompt = (
             reply.prompt_tokens if reply.prompt_tokens is not None else _estimate_prompt(recorded.messages)
         )
@@ -658,15 +689,21 @@ class _Completion:
             calls=calls,
             finish_reason=finish,
             usage=_usage(prompt, completion, reply.cached_tokens) if reply.raw_usage == "auto" else reply.raw_usage,
+            refusal=said[0],
+            reasoning=said[1],
+            reasoning_field=said[2],
+            headers=tuple(reply.headers.items()),
         )
 
     def body(self) -> dict[str, Any]:
         message: dict[str, Any] = {
             "role": "assistant",
             "content": self.content,
-            "refusal": None,
+            "refusal": self.refusal,
             "annotations": [],
         }
+        if self.reasoning is not None:
+            message[self.reasoning_field] = self.reasoning
         if self.calls:
             message["tool_calls"] = [
                 {
@@ -688,6 +725,7 @@ class _Completion:
         response = web.StreamResponse(
             headers={
                 **_response_headers(),
+                **dict(self.headers),
                 "Content-Type": "text/event-stream; charset=utf-8",
                 "Cache-Control": "no-cache",
             }
@@ -714,7 +752,9 @@ class _Completion:
 
     def chunks(self, include_usage: bool, pieces: int = STREAM_PIECES) -> list[dict[str, Any]]:
         deltas: list[dict[str, Any]] = [{"role": "assistant", "content": "", "refusal": None}]
+        deltas += [{self.reasoning_field: piece} for piece in _pieces(self.reasoning or "", pieces)]
         deltas += [{"content": piece} for piece in _pieces(self.content or "", pieces)]
+        deltas += [{"content": None, "refusal": piece} for piece in _pieces(self.refusal or "", pieces)]
         for index, (call_id, call) in enumerate(self.calls):
             head = {
                 "index": index,

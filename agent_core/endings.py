@@ -1,0 +1,67 @@
+"""Replies that are no step: a refusal, a content filter's stop, an answer cut off at its completion cap.
+
+Each would otherwise read as an empty reply (asked again, up to ``no_progress``) or as a whole answer. The
+loop looks here only when a reply carries a refusal or an unusual ``finish_reason`` (:data:`UNUSUAL`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from agent_core import text_react
+from agent_core.events import StopReason
+from agent_core.llm import LLMResponse
+from agent_core.stopper import Stop
+
+#: ``finish_reason`` values that may end a run here (``stop`` and ``tool_calls`` never do).
+UNUSUAL = frozenset({"length", "content_filter"})
+
+FILTERED_ANSWER = ("The model provider's content filter stopped this reply, so I have no answer to show. "
+                   "Rephrasing the request may help.")
+
+
+@dataclass(frozen=True, slots=True)
+class CutOff:
+    """An answer cut off at its completion cap: the run goes on once with a larger cap when its limits allow."""
+
+    text: str
+
+
+def judge(reply: LLMResponse, protocol: Literal["tools", "react"], cap: int,
+          redact: Callable[[str], str]) -> Stop | CutOff | None:
+    """What ``reply`` (made with completion cap ``cap``) means for the run; None: read it as a step."""
+    if reply.refusal is not None:
+        return Stop(StopReason.REFUSED, "refused: the model declined to answer (message.refusal)",
+                    answer=redact(reply.refusal))
+    if reply.finish_reason == "content_filter":
+        return Stop(StopReason.REFUSED, "refused: the provider's content filter stopped the reply "
+                    "(finish_reason content_filter)", answer=FILTERED_ANSWER)
+    if reply.finish_reason != "length" or reply.tool_calls:
+        return None  # cut tool arguments are reported to the model as invalid, and the run goes on
+    text = (reply.content or "").strip()
+    if not text:
+        spent = "on reasoning " if reply.reasoning else ""
+        return Stop(
+            StopReason.CUT_OFF,
+            f"cut_off: the model spent its whole {cap:,}-token completion cap {spent}and wrote no answer "
+            "(finish_reason length)",
+            answer=(f"The model used this call's whole completion cap ({cap:,} tokens) {spent}and wrote no answer. "
+                    "Ask a narrower question, or ask an admin to raise AGENT_MAX_COMPLETION_TOKENS."),
+        )
+    if protocol == "react":
+        parsed = text_react.parse(text)
+        if not isinstance(parsed, text_react.ReactFinal):
+            return None  # a cut Action is a format error the model is told about
+        text = parsed.answer
+    return CutOff(redact(text))
+
+
+def cut_off(answer: CutOff, cap: int, why: str) -> Stop:
+    """The stop of an answer that stays cut off: the text so far, marked as such, with the reason."""
+    return Stop(
+        StopReason.CUT_OFF,
+        f"cut_off: the answer reached its {cap:,}-token completion cap (finish_reason length); {why}",
+        answer=f"{answer.text}\n\n[cut off: the answer reached its completion cap of {cap:,} tokens; {why}]",
+    )
