@@ -385,8 +385,10 @@ class Agent:
         else:
             call = self.llm.complete(prompt.messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
         settled, started = False, time.perf_counter()
+        billed = False  # the endpoint answered: its hold is settled, or left to lapse (charged), never given back
         try:
             reply = await (call if held is None else budget_hold.while_held(held, call))  # the hold kept alive
+            billed = True
             if self.on_llm_call is not None:
                 self.on_llm_call("ok", time.perf_counter() - started)
             usage = self._usage(reply, prompt.tokens, plan.max_tokens)
@@ -402,6 +404,7 @@ class Agent:
         except LLMError as exc:
             if self.on_llm_call is not None:
                 self.on_llm_call(exc.cause, time.perf_counter() - started)
+            billed = exc.charged
             if exc.charged:  # the endpoint answered, unusably: it may bill the call, so its worst case counts
                 worst = Usage(plan.prompt_tokens, plan.max_tokens, 0, plan.worst_case_micros, estimated=True)
                 if held is not None:
@@ -410,7 +413,7 @@ class Agent:
                 run.stopper.record_call(worst)
             raise
         finally:
-            if held is not None and not settled:
+            if held is not None and not settled and not billed:
                 # Shielded: a cancelled run must still give its hold back. A store that is down must not mask
                 # why the call failed: the unrenewed hold lapses on its own within one lease period.
                 with contextlib.suppress(StoreError):
