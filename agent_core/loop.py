@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from agent_core import budget_hold, context, deltas, history, progress, reading, step_commit, text_react
 from agent_core.budget import Budget
+from agent_core.calibration import Calibration, scaled, unscaled
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.cost import Price
 from agent_core.errors import ConfigError, LLMError, StoreError
@@ -161,6 +162,7 @@ class Agent:
             secrets=(*settings.secrets(), *secrets), protocol=settings.agent_protocol,
             note_role=settings.agent_note_role, system_prompt=settings.agent_system_prompt,
             history_tokens=settings.agent_history_tokens,
+            counter=counter_for(settings.openai_model, settings.openai_tokenizer),
             observation_max_chars=observation_max_chars, tool_timeouts=tool_timeouts,
             budget_wait_seconds=settings.agent_budget_wait_seconds,
             exfiltration_guard=exfiltration_guard, on_llm_call=on_llm_call,
@@ -298,6 +300,7 @@ class Agent:
             # The run's tools are fixed: its system message and the schemas' tokens are made once.
             system=context.system_message(self.system_prompt, executor.registry.describe(), protocol_text),
             tools_tokens=count_tools(self.counter, tools_spec),
+            calibration=Calibration(getattr(self.counter, "margin", 1.0)),
         )
         run.progress = replace(run.progress, run_id=run.run_id)
         return run
@@ -311,13 +314,16 @@ class Agent:
         # call, a task no call can carry is said as such (by how much); earlier turns are dropped before the run
         # is stopped for them.
         if run.stopper.steps == 0:
-            too_long = run.stopper.too_long(prompt.floor_tokens + run.tools_tokens, *self._task_size(run))
+            task, task_tokens = self._task_size(run)
+            factor = self._factor(run)
+            too_long = run.stopper.too_long(scaled(prompt.floor_tokens + run.tools_tokens, factor), task,
+                                            scaled(task_tokens, factor))
             if too_long is not None:
                 return prompt, too_long
         if prompt.earlier_tokens:
             lim = run.stopper.limits
-            spare = lim.max_tokens - run.stopper.usage.total_tokens - lim.min_completion_tokens - run.tools_tokens
-            room = spare - (prompt.tokens - prompt.earlier_tokens)
+            spare = lim.max_tokens - run.stopper.usage.total_tokens - lim.min_completion_tokens
+            room = unscaled(spare, self._factor(run)) - run.tools_tokens - (prompt.tokens - prompt.earlier_tokens)
             if room < prompt.earlier_tokens:
                 prompt = self._context(run, earlier_tokens=max(room, 0))
                 plan = await self._plan(run, prompt)
@@ -342,7 +348,12 @@ class Agent:
     async def _plan(self, run: Run, prompt: context.Prompt) -> CallPlan | Stop:
         if run.cancel.cancelled:
             return Stop(StopReason.CANCELLED, f"cancelled: {run.cancel.reason}")
-        return run.stopper.plan_call(prompt.tokens + run.tools_tokens, None)
+        return run.stopper.plan_call(scaled(prompt.tokens + run.tools_tokens, self._factor(run)), None)
+
+    @staticmethod
+    def _factor(run: Run) -> float:
+        """The factor from this run's offline counts to the provider's (see ``agent_core.calibration``)."""
+        return run.calibration.factor(run.budget.prompt_factor if run.budget is not None else None)
 
     async def _reserve(self, run: Run, plan: CallPlan) -> budget_hold.Held | Stop | None:
         """Hold the call's worst case; wait for other runs' holds, or shrink the call, when it does not fit."""
@@ -391,9 +402,10 @@ class Agent:
             billed = True
             if self.on_llm_call is not None:
                 self.on_llm_call("ok", time.perf_counter() - started)
-            usage = self._usage(reply, prompt.tokens, plan.max_tokens)
+            usage = self._usage(reply, plan.prompt_tokens, plan.max_tokens)
+            factor = run.calibration.observe(prompt.tokens + run.tools_tokens, reply.prompt_tokens or 0)
             if held is not None:
-                await held.settle(usage.cost_micros)
+                await held.settle(usage.cost_micros, factor)
                 settled = True
             run.stopper.record_call(usage)
             total = run.stopper.usage

@@ -7,6 +7,7 @@ from typing import Any
 
 from agent_core.budget import Budget
 from agent_core.budget_hold import FirstTry
+from agent_core.calibration import Calibration
 from agent_core.cancel import CancelToken
 from agent_core.events import StepFinished
 from agent_core.history import Window
@@ -56,6 +57,8 @@ class Run:
     tools_tokens: int = 0
     #: The next call's budget hold, asked for with the last step's write (``step_commit``), until it is used.
     first_hold: FirstTry | None = None
+    #: The run's factor from offline token counts to the provider's, learned from its calls' usage.
+    calibration: Calibration = field(default_factory=lambda: Calibration(1.0))
 
     def remember(self, message: Message) -> None:
         """Add a message to this run's conversation and to what the next persist writes."""
