@@ -341,7 +341,8 @@ class Agent:
             current = count_messages(self.counter, run.current)
             history_tokens = min(history_tokens, current + earlier_tokens)
         return context.assemble(
-            run.system, run.earlier, run.task, run.current, progress.note(run.progress, run.stopper),
+            run.system, run.earlier, run.task, run.current,
+            progress.note(run.progress, run.stopper, task_sent=run.task.get("content") == run.progress.task),
             history_tokens=history_tokens, counter=self.counter, note_role=self.note_role,
         )
 
