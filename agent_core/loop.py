@@ -356,12 +356,28 @@ class Agent:
         """The factor from this run's offline counts to the provider's (see ``agent_core.calibration``)."""
         return run.calibration.factor(run.budget.prompt_factor if run.budget is not None else None)
 
-    async def _reserve(self, run: Run, plan: CallPlan) -> budget_hold.Held | Stop | None:
-        """Hold the call's worst case; wait for other runs' holds, or shrink the call, when it does not fit."""
+    async def _reserve(self, run: Run, plan: CallPlan, counted: int) -> budget_hold.Held | Stop | None:
+        """Hold the call's worst case; wait for other runs' holds, or shrink the call, when it does not fit.
+        ``counted``: the prompt's offline count, re-scaled when the reserve told of a larger workspace factor."""
         if run.budget is None:
             return None
         wait = min(self.budget_wait_seconds, max(run.stopper.seconds_left() - _WAIT_MARGIN_SECONDS, 0.0))
         first, run.first_hold = run.first_hold, None
+        held = await self._hold(run, plan, wait, first)
+        if isinstance(held, budget_hold.Held) and held.plan.prompt_tokens < scaled(counted, self._factor(run)):
+            # This worker's first call in the workspace: the reserve told it what other runs learned, and the
+            # hold is re-made (under the same key, so it replaces the first) at that worst case.
+            better = run.stopper.plan_call(scaled(counted, self._factor(run)), None)
+            again = better if isinstance(better, Stop) else await self._hold(run, better, wait, None)
+            if isinstance(again, Stop):
+                with contextlib.suppress(StoreError):
+                    await held.release()
+            return again
+        return held
+
+    async def _hold(self, run: Run, plan: CallPlan, wait: float, first: budget_hold.FirstTry | None
+                    ) -> budget_hold.Held | Stop:
+        assert run.budget is not None
         return await budget_hold.hold_for_call(
             run.budget, self._hold_key(run), plan,
             lambda left, name: run.stopper.plan_call(plan.prompt_tokens, left, name), wait_seconds=wait, first=first,
@@ -387,7 +403,7 @@ class Agent:
     async def _call_llm(
         self, run: Run, prompt: context.Prompt, plan: CallPlan, on_delta: DeltaSink
     ) -> LLMResponse | Stop:
-        held = await self._reserve(run, plan)
+        held = await self._reserve(run, plan, prompt.tokens + run.tools_tokens)
         if isinstance(held, Stop):
             return held
         plan = held.plan if held is not None else plan

@@ -10,7 +10,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
 
-from agent_core import Agent, Limits, OpenAIChatLLM, StopReason
+from agent_core import Agent, Limits, OpenAIChatLLM, StopReason, redis_budget
 from agent_core.cost import Price
 from agent_core.redis_budget import RedisBudget
 from agent_core.tokens import count_messages, count_tools, counter_for
@@ -122,3 +122,30 @@ async def test_a_provider_counting_three_times_the_prompt_keeps_ten_runs_within_
     assert spent == billed  # every call recorded at what it cost
     assert spent <= limit + one_call  # before: each run's holds stayed at a third of the prompt's real cost
     assert StopReason.BUDGET_EXHAUSTED.value in reasons
+
+
+async def test_a_workers_first_call_in_a_workspace_holds_what_the_workspaces_runs_learned(
+    redis_client: aioredis.Redis, key_prefix: str, fake_openai: FakeOpenAI
+) -> None:
+    namespace = f"{key_prefix}:ws:T1"
+    ledger = RedisBudget(redis_client, namespace=namespace, limit_micros=10**9, period="monthly")
+    held_during_call: list[int] = []
+
+    async def script(request: RecordedRequest) -> Reply:
+        held_during_call.append((await ledger.usage_summary()).held_micros)
+        return text("done", prompt_tokens=3 * provider_tokens(request), completion_tokens=10)
+
+    fake_openai.script = script
+    llm = OpenAIChatLLM(api_key="test-key", base_url=fake_openai.base_url, model="gpt-4o-mini", timeout=30,
+                        max_retries=0)
+    agent = Agent(llm, Registry([echo]), price=PRICE, limits=Limits(max_cost_micros=10**9, max_completion_tokens=100))
+    try:
+        await agent.run("first run", budget=ledger)  # learns the workspace's factor: 3
+        redis_budget._FACTORS.clear()  # a worker that has not seen this workspace yet
+        await agent.run("second run", budget=RedisBudget(redis_client, namespace=namespace, limit_micros=10**9,
+                                                         period="monthly"))
+    finally:
+        await agent.aclose()
+    second = fake_openai.served[1]
+    cost = PRICE.cost_micros(second["prompt_tokens"], second["completion_tokens"])
+    assert held_during_call[1] >= cost  # before: a third of the prompt's cost was held
