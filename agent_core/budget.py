@@ -79,6 +79,12 @@ class Budget(Protocol):
     #: How often a call in flight renews its hold (unused when ``hold_seconds`` is None).
     renew_seconds: float
 
+    @property
+    def prompt_factor(self) -> float | None:
+        """The provider's prompt tokens over the engine's count, as the budget's settles last reported it (the
+        workspace's, shared by its runs); None until one did."""
+        ...
+
     async def remaining(self) -> int | None:
         """Micro-dollars still available, or None when there is no budget at all."""
         ...
@@ -95,8 +101,9 @@ class Budget(Protocol):
         """Extend a live hold by ``hold_seconds``; False when it is gone (settled, released or lapsed)."""
         ...
 
-    async def settle(self, reservation: Reservation, actual_micros: int) -> None:
-        """Record the real cost of the call and release the rest of the hold."""
+    async def settle(self, reservation: Reservation, actual_micros: int, prompt_factor: float | None = None) -> None:
+        """Record the real cost of the call and release the rest of the hold; ``prompt_factor`` is the call's
+        (the provider's prompt tokens over the engine's count), kept as the budget's."""
         ...
 
     async def release(self, reservation: Reservation) -> None:
@@ -115,6 +122,7 @@ class InMemoryBudget:
         self.spent_micros = 0
         self._held: dict[str, int] = {}
         self._lock = asyncio.Lock()
+        self.prompt_factor: float | None = None
 
     async def remaining(self) -> int | None:
         return (await self.state()).free_micros
@@ -133,10 +141,11 @@ class InMemoryBudget:
     async def renew(self, reservation: Reservation) -> bool:
         return reservation.key in self._held
 
-    async def settle(self, reservation: Reservation, actual_micros: int) -> None:
+    async def settle(self, reservation: Reservation, actual_micros: int, prompt_factor: float | None = None) -> None:
         async with self._lock:
             if self._held.pop(reservation.key, None) is not None:
                 self.spent_micros += actual_micros
+            self.prompt_factor = prompt_factor or self.prompt_factor
 
     async def release(self, reservation: Reservation) -> None:
         async with self._lock:

@@ -70,8 +70,8 @@ class Held:
     sent: float
     waited: float
 
-    async def settle(self, actual_micros: int) -> None:
-        await self.budget.settle(self.reservation, actual_micros)
+    async def settle(self, actual_micros: int, prompt_factor: float | None = None) -> None:
+        await self.budget.settle(self.reservation, actual_micros, prompt_factor)
 
     async def release(self) -> None:
         await self.budget.release(self.reservation)

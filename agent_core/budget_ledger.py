@@ -38,11 +38,12 @@ class BudgetLayer:
         check_limit(self.limit_micros)
 
     def keys(self, period_id: str) -> list[str]:
-        """``spent`` (or the spenders tally), ``held``, ``exp``; one hash tag per namespace."""
+        """``spent`` (or the spenders tally), ``held``, ``exp``, ``lapsed``; one hash tag per namespace."""
         base = f"{{{self.namespace}}}:budget:{period_id}"
         if self.member is None:
-            return [f"{base}:spent", f"{base}:held", f"{base}:exp"]
-        return [f"{base}:spenders", f"{base}:held:{self.member}", f"{base}:exp:{self.member}"]
+            return [f"{base}:spent", f"{base}:held", f"{base}:exp", f"{base}:lapsed"]
+        m = self.member
+        return [f"{base}:spenders", f"{base}:held:{m}", f"{base}:exp:{m}", f"{base}:lapsed:{m}"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,16 @@ Every script reads "now" from the Redis server (``TIME``), never from a worker: 
 worker runs the next script, and workers' clocks may disagree by more than a hold's lifetime. Scripts with
 ``TIME`` need effects replication, the only mode since Redis 7.
 
-KEYS: ``done`` (zset settled key -> forget-at, server ms; the workspace's), then per layer a triplet:
+A hold that lapses (its runner died, or could not reach Redis to renew it) is not given back: the call it
+covered may have been made and billed, so the sweep charges it at its worst case (the held amount) and notes
+that in ``lapsed``. A settle that comes later (a live runner whose renewals failed for a while) replaces that
+charge by the real cost; a release leaves it (the call was cut off in flight, and may be billed whole).
+
+KEYS: ``done`` (zset settled key -> forget-at, server ms; the workspace's), then per layer four keys:
 ``spent`` (string, or a zset of spenders when the layer has a member), ``held`` (hash key -> micros),
-``exp`` (zset key -> expiry, server ms). RENEW and RELEASE take only the (held, exp) pairs.
+``exp`` (zset key -> expiry, server ms), ``lapsed`` (hash key -> micros charged when its hold lapsed); RESERVE
+and SETTLE end with ``calib`` (the workspace's prompt-token factor, per mille: what the provider reports over
+what the engine counts). RENEW and RELEASE take only the (held, exp) pairs, USAGE only the layers' four keys.
 Per-layer ARGV, in layer order after the script's own: limit (-1 = none), key ttl ms, member ('' = a string).
 """
 
@@ -26,12 +33,30 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 _HELPERS = (
     """
-local function sweep(held, exp)
-  local expired = redis.call('ZRANGEBYSCORE', exp, '-inf', now, 'LIMIT', 0, __BATCH__)
-  if #expired > 0 then
-    redis.call('HDEL', held, unpack(expired))
-    redis.call('ZREM', exp, unpack(expired))
+local function charge(s, member, micros)
+  if micros == 0 then return end
+  if member == '' then redis.call('INCRBY', s, micros) else redis.call('ZINCRBY', s, micros, member) end
+end
+local function sweep(s, member, h, e, l)
+  local expired = redis.call('ZRANGEBYSCORE', e, '-inf', now, 'LIMIT', 0, __BATCH__)
+  if #expired == 0 then return end
+  local amounts = redis.call('HMGET', h, unpack(expired))
+  local ttl = redis.call('PTTL', h)
+  local total = 0
+  for j = 1, #expired do
+    local micros = tonumber(amounts[j] or '0')
+    if micros > 0 then
+      redis.call('HSET', l, expired[j], micros)
+      total = total + micros
+    end
   end
+  charge(s, member, total)
+  if total > 0 and ttl > 0 then
+    redis.call('PEXPIRE', l, ttl)
+    redis.call('PEXPIRE', s, ttl)
+  end
+  redis.call('HDEL', h, unpack(expired))
+  redis.call('ZREM', e, unpack(expired))
 end
 local function spent_of(key, member)
   if member == '' then return tonumber(redis.call('GET', key) or '0') end
@@ -47,33 +72,36 @@ end
 )
 
 # ARGV: key, micros, hold_ms, then per layer (limit, ttl, member).
-# Returns {1} when the hold was made in every layer, {0, i} when it does not fit layer i (1-based; nothing held).
+# Returns {1, 0, calib} when the hold was made in every layer, {0, i, calib} when it does not fit layer i
+# (1-based; nothing held); calib is the workspace's prompt-token factor per mille (0: none learned yet).
 # A hold re-made under the same key replaces the old one (a retried step), it is not counted twice.
 RESERVE = (
     _NOW
     + _HELPERS
     + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local layers = (#KEYS - 1) / 3
+local layers = (#KEYS - 2) / 4
 local micros = tonumber(ARGV[2])
+local calib = tonumber(redis.call('GET', KEYS[#KEYS]) or '0')
 for i = 0, layers - 1 do
-  local s, h, e = KEYS[2 + 3 * i], KEYS[3 + 3 * i], KEYS[4 + 3 * i]
-  sweep(h, e)
+  local s, h, e, l = KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i], KEYS[5 + 4 * i]
+  local member = ARGV[6 + 3 * i]
+  sweep(s, member, h, e, l)
   local limit = tonumber(ARGV[4 + 3 * i])
   if limit >= 0 then
     local held = held_of(h) - tonumber(redis.call('HGET', h, ARGV[1]) or '0')
-    if spent_of(s, ARGV[6 + 3 * i]) + held + micros > limit then return {0, i + 1} end
+    if spent_of(s, member) + held + micros > limit then return {0, i + 1, calib} end
   end
 end
 for i = 0, layers - 1 do
   local ttl = ARGV[5 + 3 * i]
-  redis.call('HSET', KEYS[3 + 3 * i], ARGV[1], ARGV[2])
-  redis.call('ZADD', KEYS[4 + 3 * i], now + tonumber(ARGV[3]), ARGV[1])
-  for k = 2, 4 do redis.call('PEXPIRE', KEYS[k + 3 * i], ttl) end
+  redis.call('HSET', KEYS[3 + 4 * i], ARGV[1], ARGV[2])
+  redis.call('ZADD', KEYS[4 + 4 * i], now + tonumber(ARGV[3]), ARGV[1])
+  for k = 2, 4 do redis.call('PEXPIRE', KEYS[k + 4 * i], ttl) end
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return {1}
+return {1, 0, calib}
 """
 )
 
@@ -95,29 +123,40 @@ return 1
 """
 )
 
-# ARGV: key, actual, done_keep_ms, then per layer (limit, ttl, member); the limit is unused here.
-# Returns 2 when the hold was settled, 1 when the hold had already expired (the spend is recorded anyway: the
-# provider charged it), 0 when this key was settled already (a repeated settle records nothing).
+# ARGV: key, actual, done_keep_ms, then per layer (limit, ttl, member) (the limit unused here), then the call's
+# prompt-token factor per mille (0: the provider reported no prompt tokens), kept as the workspace's.
+# Returns 2 when the hold was settled, 1 when the hold had already lapsed (its worst-case charge is replaced by
+# the actual cost) or was never seen (the actual cost is recorded: the provider charged it), 0 when this key
+# was settled already (a repeated settle records nothing).
 SETTLE = (
     _NOW
     + """
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
-local had = redis.call('HDEL', KEYS[3], ARGV[1])
-for i = 0, (#KEYS - 1) / 3 - 1 do
-  local s, h, e = KEYS[2 + 3 * i], KEYS[3 + 3 * i], KEYS[4 + 3 * i]
+local had = redis.call('HEXISTS', KEYS[3], ARGV[1])
+for i = 0, (#KEYS - 2) / 4 - 1 do
+  local s, h, e, l = KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i], KEYS[5 + 4 * i]
   local member = ARGV[6 + 3 * i]
-  redis.call('HDEL', h, ARGV[1])
+  local micros = tonumber(ARGV[2])
   redis.call('ZREM', e, ARGV[1])
-  if member == '' then redis.call('INCRBY', s, ARGV[2]) else redis.call('ZINCRBY', s, ARGV[2], member) end
-  for k = 2, 4 do redis.call('PEXPIRE', KEYS[k + 3 * i], ARGV[5 + 3 * i]) end
+  if redis.call('HDEL', h, ARGV[1]) == 0 then
+    micros = micros - tonumber(redis.call('HGET', l, ARGV[1]) or '0')
+    redis.call('HDEL', l, ARGV[1])
+  end
+  if micros ~= 0 then
+    if member == '' then redis.call('INCRBY', s, micros) else redis.call('ZINCRBY', s, micros, member) end
+  end
+  for k = 2, 4 do redis.call('PEXPIRE', KEYS[k + 4 * i], ARGV[5 + 3 * i]) end
 end
+local factor = tonumber(ARGV[#ARGV])
+if factor > 0 then redis.call('SET', KEYS[#KEYS], factor, 'PX', ARGV[5]) end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 1 + had
 """
 )
 
-# KEYS: (held, exp) per layer.  ARGV: key.  Returns 1 when a hold was released, 0 when there was none.
+# KEYS: (held, exp) per layer.  ARGV: key.  Returns 1 when a hold was released, 0 when there was none (a hold
+# that already lapsed stays charged: see the module's docstring).
 RELEASE = """
 local had = redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -128,16 +167,16 @@ end
 return had
 """
 
-# KEYS: (spent, held, exp) per layer.  ARGV: member per layer.  Sweeps expired holds, then returns
-# {spent, held, holds} for each layer, flat.
+# KEYS: (spent, held, exp, lapsed) per layer.  ARGV: member per layer.  Sweeps expired holds (charging them),
+# then returns {spent, held, holds} for each layer, flat.
 USAGE = (
     _NOW
     + _HELPERS
     + """
 local out = {}
-for i = 0, #KEYS / 3 - 1 do
-  local s, h, e = KEYS[1 + 3 * i], KEYS[2 + 3 * i], KEYS[3 + 3 * i]
-  sweep(h, e)
+for i = 0, #KEYS / 4 - 1 do
+  local s, h, e, l = KEYS[1 + 4 * i], KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i]
+  sweep(s, ARGV[1 + i], h, e, l)
   local held, holds = held_of(h)
   out[#out + 1] = spent_of(s, ARGV[1 + i])
   out[#out + 1] = held

@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from agent_core import budget_hold, context, deltas, endings, history, progress, reading, step_commit, text_react
 from agent_core.budget import Budget
+from agent_core.calibration import Calibration, scaled, unscaled
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.cost import Price
 from agent_core.errors import LLMError, StoreError
@@ -170,6 +171,7 @@ class Agent:
             secrets=(*settings.secrets(), *secrets), protocol=settings.agent_protocol,
             note_role=settings.agent_note_role, system_prompt=settings.agent_system_prompt,
             history_tokens=settings.agent_history_tokens,
+            counter=counter_for(settings.openai_model, settings.openai_tokenizer),
             observation_max_chars=observation_max_chars, tool_timeouts=tool_timeouts,
             budget_wait_seconds=settings.agent_budget_wait_seconds,
             exfiltration_guard=exfiltration_guard, on_llm_call=on_llm_call,
@@ -308,6 +310,7 @@ class Agent:
             # The run's tools are fixed: its system message and the schemas' tokens are made once.
             system=context.system_message(self.system_prompt, executor.registry.describe(), protocol_text),
             tools_tokens=count_tools(self.counter, tools_spec),
+            calibration=Calibration(getattr(self.counter, "margin", 1.0)),
         )
         run.progress = replace(run.progress, run_id=run.run_id)
         return run
@@ -321,13 +324,16 @@ class Agent:
         # call, a task no call can carry is said as such (by how much); earlier turns are dropped before the run
         # is stopped for them.
         if run.stopper.steps == 0:
-            too_long = run.stopper.too_long(prompt.floor_tokens + run.tools_tokens, *self._task_size(run))
+            task, task_tokens = self._task_size(run)
+            factor = self._factor(run)
+            too_long = run.stopper.too_long(scaled(prompt.floor_tokens + run.tools_tokens, factor), task,
+                                            scaled(task_tokens, factor))
             if too_long is not None:
                 return prompt, too_long
         if prompt.earlier_tokens:
             lim = run.stopper.limits
-            spare = lim.max_tokens - run.stopper.usage.total_tokens - lim.min_completion_tokens - run.tools_tokens
-            room = spare - (prompt.tokens - prompt.earlier_tokens)
+            spare = lim.max_tokens - run.stopper.usage.total_tokens - lim.min_completion_tokens
+            room = unscaled(spare, self._factor(run)) - run.tools_tokens - (prompt.tokens - prompt.earlier_tokens)
             if room < prompt.earlier_tokens:
                 prompt = self._context(run, earlier_tokens=max(room, 0))
                 plan = await self._plan(run, prompt)
@@ -365,21 +371,43 @@ class Agent:
             current = count_messages(self.counter, run.current)
             history_tokens = min(history_tokens, current + earlier_tokens)
         return context.assemble(
-            run.system, run.earlier, run.task, run.current, progress.note(run.progress, run.stopper),
+            run.system, run.earlier, run.task, run.current,
+            progress.note(run.progress, run.stopper, task_sent=run.task.get("content") == run.progress.task),
             history_tokens=history_tokens, counter=self.counter, note_role=self.note_role,
         )
 
     async def _plan(self, run: Run, prompt: context.Prompt) -> CallPlan | Stop:
         if run.cancel.cancelled:
             return Stop(StopReason.CANCELLED, f"cancelled: {run.cancel.reason}")
-        return run.stopper.plan_call(prompt.tokens + run.tools_tokens, None)
+        return run.stopper.plan_call(scaled(prompt.tokens + run.tools_tokens, self._factor(run)), None)
 
-    async def _reserve(self, run: Run, plan: CallPlan) -> budget_hold.Held | Stop | None:
-        """Hold the call's worst case; wait for other runs' holds, or shrink the call, when it does not fit."""
+    @staticmethod
+    def _factor(run: Run) -> float:
+        """The factor from this run's offline counts to the provider's (see ``agent_core.calibration``)."""
+        return run.calibration.factor(run.budget.prompt_factor if run.budget is not None else None)
+
+    async def _reserve(self, run: Run, plan: CallPlan, counted: int) -> budget_hold.Held | Stop | None:
+        """Hold the call's worst case; wait for other runs' holds, or shrink the call, when it does not fit.
+        ``counted``: the prompt's offline count, re-scaled when the reserve told of a larger workspace factor."""
         if run.budget is None:
             return None
         wait = min(self.budget_wait_seconds, max(run.stopper.seconds_left() - _WAIT_MARGIN_SECONDS, 0.0))
         first, run.first_hold = run.first_hold, None
+        held = await self._hold(run, plan, wait, first)
+        if isinstance(held, budget_hold.Held) and held.plan.prompt_tokens < scaled(counted, self._factor(run)):
+            # This worker's first call in the workspace: the reserve told it what other runs learned, and the
+            # hold is re-made (under the same key, so it replaces the first) at that worst case.
+            better = run.stopper.plan_call(scaled(counted, self._factor(run)), None, completion_cap=plan.max_tokens)
+            again = better if isinstance(better, Stop) else await self._hold(run, better, wait, None)
+            if isinstance(again, Stop):
+                with contextlib.suppress(StoreError):
+                    await held.release()
+            return again
+        return held
+
+    async def _hold(self, run: Run, plan: CallPlan, wait: float, first: budget_hold.FirstTry | None
+                    ) -> budget_hold.Held | Stop:
+        assert run.budget is not None
         cap = max(plan.max_tokens, run.stopper.limits.max_completion_tokens)  # a cut-off answer's retry asks more
         return await budget_hold.hold_for_call(
             run.budget, self._hold_key(run), plan,
@@ -407,7 +435,7 @@ class Agent:
     async def _call_llm(
         self, run: Run, prompt: context.Prompt, plan: CallPlan, on_delta: DeltaSink
     ) -> _Outcome:
-        held = await self._reserve(run, plan)
+        held = await self._reserve(run, plan, prompt.tokens + run.tools_tokens)
         if isinstance(held, Stop):
             return held
         plan = held.plan if held is not None else plan
@@ -418,13 +446,16 @@ class Agent:
         else:
             call = self.llm.complete(prompt.messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
         settled, started = False, time.perf_counter()
+        billed = False  # the endpoint answered: its hold is settled, or left to lapse (charged), never given back
         try:
             reply = await (call if held is None else budget_hold.while_held(held, call))  # the hold kept alive
+            billed = True
             if self.on_llm_call is not None:
                 self.on_llm_call("ok", time.perf_counter() - started)
-            usage = self._usage(reply, prompt.tokens, plan.max_tokens)
+            usage = self._usage(reply, plan.prompt_tokens, plan.max_tokens)
+            factor = run.calibration.observe(prompt.tokens + run.tools_tokens, reply.prompt_tokens or 0)
             if held is not None:
-                await held.settle(usage.cost_micros)
+                await held.settle(usage.cost_micros, factor)
                 settled = True
             run.stopper.record_call(usage)
             total = run.stopper.usage
@@ -435,6 +466,7 @@ class Agent:
         except LLMError as exc:
             if self.on_llm_call is not None:
                 self.on_llm_call(exc.cause, time.perf_counter() - started)
+            billed = exc.charged
             if exc.charged:  # the endpoint answered, unusably: it may bill the call, so its worst case counts
                 worst = Usage(plan.prompt_tokens, plan.max_tokens, 0, plan.worst_case_micros, estimated=True)
                 if held is not None:
@@ -443,7 +475,7 @@ class Agent:
                 run.stopper.record_call(worst)
             raise
         finally:
-            if held is not None and not settled:
+            if held is not None and not settled and not billed:
                 # Shielded: a cancelled run must still give its hold back. A store that is down must not mask
                 # why the call failed: the unrenewed hold lapses on its own within one lease period.
                 with contextlib.suppress(StoreError):

@@ -19,8 +19,8 @@ MAX_FINDINGS = 8
 FINDING_CHARS = 240
 #: Longest final answer presented; Slack shows it in a few messages. The rest is cut with a marker.
 MAX_ANSWER_CHARS = 40_000
-#: A task longer than this is pinned in the note by its start and end only: the whole task is the run's own
-#: user message, sent with every call, and a second full copy would double a long message's tokens.
+#: A task longer than this is pinned in the note by its start and end only, while the run's own user message,
+#: sent with every call, carries it whole: a second full copy would double a long message's tokens.
 PINNED_TASK_CHARS = 1_000
 _PINNED_HEAD, _PINNED_TAIL = 600, 300
 
@@ -57,12 +57,13 @@ def add_finding(progress: Progress, tool: str, arguments: dict[str, Any], text: 
     return replace(progress, findings=findings, tools_used=tools_used)
 
 
-def note(progress: Progress, stopper: Stopper) -> str:
-    """The text sent with every request, after the history."""
+def note(progress: Progress, stopper: Stopper, *, task_sent: bool = True) -> str:
+    """The text sent with every request, after the history. ``task_sent``: the request carries the run's task
+    message whole (else the note pins the whole task: a resumed run whose task message was not found)."""
     lim, usage = stopper.limits, stopper.usage
     lines = [
         "## Original task (pinned)",
-        pinned_task(progress.task),
+        pinned_task(progress.task) if task_sent else progress.task,
         "",
         "## Progress",
         f"- Step {stopper.steps + 1} of at most {lim.max_steps}.",

@@ -74,6 +74,10 @@ _PERIOD_KEY_GRACE = timedelta(days=1)
 #: How long a settled key is remembered, so a repeated settle (a retried network call) records nothing.
 _SETTLED_KEEP_MS = 3_600_000
 
+#: The prompt-token factor each workspace's ledger last reported to this process (namespace -> factor), so a
+#: new run's first hold starts from what earlier runs learned (see ``agent_core.calibration``).
+_FACTORS: dict[str, float] = {}
+
 
 
 class BudgetUnavailable(StoreError):
@@ -155,13 +159,23 @@ class RedisBudget:
         self._settle = redis.register_script(budget_scripts.SETTLE)
         self._release = redis.register_script(budget_scripts.RELEASE)
         self._usage = redis.register_script(budget_scripts.USAGE)
+        self._calib_key = f"{{{namespace}}}:budget:calib"
+
+    @property
+    def prompt_factor(self) -> float | None:
+        """The workspace's prompt-token factor (the provider's counts over the engine's), None until learned."""
+        return _FACTORS.get(self.namespace)
+
+    def learned(self, per_mille: int) -> None:
+        if per_mille > 0:
+            _FACTORS[self.namespace] = per_mille / 1000
 
     # -- keys ------------------------------------------------------------------------------------------------
     def _keys(self, period_id: str) -> list[str]:
         # The whole namespace is the hash tag: one workspace's period keys share a slot, different workspaces
         # spread. A layer's keys carry its own tag; scripts that span layers need one primary (arq does too).
         base = f"{{{self.namespace}}}:budget:{period_id}"
-        return [f"{base}:spent", f"{base}:held", f"{base}:exp", f"{base}:done"]
+        return [f"{base}:spent", f"{base}:held", f"{base}:exp", f"{base}:lapsed", f"{base}:done"]
 
     def _key_ttl_ms(self, window_end: datetime, now: datetime) -> int:
         # Relative, not an absolute EXPIREAT: an injected clock far from the server's time must not expire
@@ -171,10 +185,10 @@ class RedisBudget:
     def _ledgers(
         self, now: datetime, reservation: Reservation | None = None
     ) -> tuple[list[str], list[int | str], PeriodWindow, tuple[PeriodWindow, ...]]:
-        """KEYS (done, then a triplet per layer) and per-layer ARGV (limit, ttl, member), and the windows."""
+        """KEYS (done, then four per layer) and per-layer ARGV (limit, ttl, member), and the windows."""
         window, windows = self._windows(now, reservation)
         own = self._keys(window.id)
-        keys = [own[3], *own[:3]]
+        keys = [own[4], *own[:4]]
         args: list[int | str] = [_limit_arg(self.limit_micros), self._key_ttl_ms(window.end, now), ""]
         for layer, layer_window in zip(self.layers, windows, strict=True):
             keys += layer.keys(layer_window.id)
@@ -221,7 +235,7 @@ class RedisBudget:
         if not key:
             raise ValueError("reserve needs a non-empty reservation key (run id and step)")
         keys, layer_args, window, windows = self._ledgers(self._clock())
-        call = ScriptCall(self._reserve, keys, [key, micros, self._hold_ms, *layer_args])
+        call = ScriptCall(self._reserve, [*keys, self._calib_key], [key, micros, self._hold_ms, *layer_args])
         return PendingReserve(self, call, RedisReservation(
             key, micros, period_id=window.id, period_end=window.end, layer_windows=windows))
 
@@ -234,20 +248,23 @@ class RedisBudget:
         keys, _, _, _ = self._ledgers(self._clock(), reservation)
         return int(await self._call(self._renew, _held_pairs(keys), [reservation.key, self._hold_ms])) == 1
 
-    async def settle(self, reservation: Reservation, actual_micros: int) -> None:
+    async def settle(self, reservation: Reservation, actual_micros: int, prompt_factor: float | None = None) -> None:
         """Record what the call cost and drop its hold; a second settle of the same hold records nothing.
 
         ``actual_micros`` may exceed the hold (the provider charged more than the estimate): it is recorded as
-        charged, in every layer.
+        charged, in every layer. ``prompt_factor`` (the provider's prompt tokens over the engine's count for this
+        call) becomes the workspace's, for the holds of its next calls.
         """
         if isinstance(actual_micros, bool) or not isinstance(actual_micros, int) or actual_micros < 0:
             raise ValueError(f"settle needs a non-negative integer of micro-dollars, got {actual_micros!r}")
         keys, layer_args, _, _ = self._ledgers(self._clock(), reservation)
-        args = [reservation.key, actual_micros, _SETTLED_KEEP_MS, *layer_args]
-        outcome = await self._shielded(self._call(self._settle, keys, args))
+        per_mille = per_mille_of(prompt_factor)
+        args = [reservation.key, actual_micros, _SETTLED_KEEP_MS, *layer_args, per_mille]
+        outcome = await self._shielded(self._call(self._settle, [*keys, self._calib_key], args))
+        self.learned(per_mille)
         if int(outcome) == 1:
             log.warning(
-                "budget %s: hold %r settled after it expired; its cost (%d µ$) is recorded anyway",
+                "budget %s: hold %r settled after it lapsed; its cost (%d µ$) replaces its worst-case charge",
                 self.namespace,
                 reservation.key,
                 actual_micros,
@@ -280,7 +297,7 @@ class RedisBudget:
         keys = self._ledgers(self._clock())[0]
         for index, layer in enumerate(self.layers):
             if layer.member is not None:
-                tally = keys[4 + 3 * index]
+                tally = keys[5 + 4 * index]
                 try:
                     rows = await self._redis.zrevrange(tally, 0, n - 1, withscores=True)
                 except (RedisError, OSError) as exc:
@@ -324,12 +341,20 @@ class PendingReserve:
         if isinstance(result, (RedisError, OSError)):
             # Fail closed: without the store the engine must not make the call (see BudgetUnavailable).
             raise BudgetUnavailable(self.budget.namespace, result) from result
+        self.budget.learned(int(result[2]))
         return self.hold if int(result[0]) == 1 else None
+
+
+def per_mille_of(factor: float | None) -> int:
+    """A factor as the scripts keep it (0: none); within 1/1000 and 1000 so one odd report cannot run away."""
+    if factor is None or not factor > 0:
+        return 0
+    return min(max(round(factor * 1000), 1), 1_000_000)
 
 
 def _held_pairs(keys: list[str]) -> list[str]:
     """(held, exp) of every layer, from KEYS as ``_ledgers`` builds them."""
-    return [k for i in range(1, len(keys), 3) for k in keys[i + 1 : i + 3]]
+    return [k for i in range(1, len(keys), 4) for k in keys[i + 1 : i + 3]]
 
 
 def _text(value: Any) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 from agent_core.budget import Budget
 from agent_core.budget_hold import FirstTry
+from agent_core.calibration import Calibration
 from agent_core.cancel import CancelToken
 from agent_core.events import StepFinished
 from agent_core.history import Window
@@ -59,6 +60,8 @@ class Run:
     #: The completion cap of the last LLM call made, and whether a cut-off answer was retried with a larger one.
     call_cap: int = 0
     cut_retried: bool = False
+    #: The run's factor from offline token counts to the provider's, learned from its calls' usage.
+    calibration: Calibration = field(default_factory=lambda: Calibration(1.0))
 
     def remember(self, message: Message) -> None:
         """Add a message to this run's conversation and to what the next persist writes."""

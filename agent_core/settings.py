@@ -46,6 +46,11 @@ class AgentSettings(BaseSettings):
         default=0, ge=0,
         description="Connections to the LLM endpoint per process; 0: no cap of its own (one per run in flight).",
     )
+    openai_tokenizer: Literal["auto", "o200k_base", "cl100k_base", "bytes"] = Field(
+        default="auto",
+        description="Tokenizer of the offline counts: `auto` is the model's own for OpenAI models, else o200k_base "
+        "with a 25% margin; the provider's reported usage corrects the counts as a run goes.",
+    )
     agent_max_steps: int = Field(default=15, gt=0, description="LLM calls per run.")
     agent_max_tokens: int = Field(default=50_000, gt=0, description="Prompt + completion tokens per run.")
     agent_max_cost_usd: Decimal = Field(default=Decimal("0.50"), ge=0, description="Cost cap per run, USD.")

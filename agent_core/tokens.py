@@ -1,10 +1,13 @@
-"""Offline token counting: exact where the model's encoding is at hand, a stated upper bound elsewhere.
+"""Offline token counting: exact where the model's encoding is at hand, calibrated elsewhere.
 
 tiktoken downloads its rank files on first use, which fails without a network. The ``bpe-openai``
 package ships the o200k_base and cl100k_base files, so they are loaded from there (hash-checked) and
-given to tiktoken. When neither is available, or the model is not one of OpenAI's, the count falls back
-to the text's UTF-8 byte length: every byte-level BPE token covers at least one byte, so that is a true
-upper bound and budget reservations stay on the safe side.
+given to tiktoken. A model that is not one of OpenAI's (a gateway alias, a self-hosted model) is counted
+with o200k_base, a general-purpose tokenizer, and its counts carry a margin (:data:`GENERAL_MARGIN`) until the
+provider's reported usage corrects them (``agent_core.calibration``). ``OPENAI_TOKENIZER`` names the tokenizer
+instead. When no rank file can be loaded, the count falls back to the text's UTF-8 byte length: every
+byte-level BPE token covers at least one byte, so that is a true upper bound (about four times too high on
+English text, until the provider's usage corrects it).
 """
 
 from __future__ import annotations
@@ -57,8 +60,20 @@ _ENCODINGS = {
 }
 
 
+#: ``OPENAI_TOKENIZER`` values: ``auto`` (the model's own encoding, else o200k_base with a margin), an encoding,
+#: or ``bytes`` (the UTF-8 upper bound).
+TOKENIZERS = ("auto", "o200k_base", "cl100k_base", "bytes")
+#: The margin on counts made with a tokenizer that is not the model's own, until the provider's usage reports
+#: correct it: other tokenizers (Llama 3, Qwen, Mistral's) take up to about a quarter more tokens than
+#: o200k_base on English text and code.
+GENERAL_MARGIN = 1.25
+
+
 class TokenCounter(Protocol):
     exact: bool
+    #: What a count is multiplied by for a budget hold until the provider's usage corrects it (1.0: exact, or
+    #: already an upper bound).
+    margin: float
 
     def count(self, text: str) -> int: ...
 
@@ -68,6 +83,7 @@ class ByteUpperBound:
 
     exact = False
     name = "utf8-bytes-upper-bound"
+    margin = 1.0  # already an upper bound
 
     def count(self, text: str) -> int:
         return len(text.encode("utf-8"))
@@ -77,9 +93,12 @@ class TiktokenCounter:
     """Exact counts with a tiktoken encoding; repeated texts (the history) are counted once."""
 
     exact = True
+    margin = 1.0
 
-    def __init__(self, encoding: Any) -> None:
+    def __init__(self, encoding: Any, *, exact: bool = True) -> None:
         self.name = str(encoding.name)
+        # Another model's tokenizer: a close count, not the model's own.
+        self.exact, self.margin = (True, 1.0) if exact else (False, GENERAL_MARGIN)
         # These two encodings never join a newline to what follows it where _count_by_lines cuts.
         self.splits_at_lines = getattr(encoding, "_pat_str", None) in (_O200K_PATTERN, _CL100K_PATTERN)
         encode = encoding.encode_ordinary
@@ -146,11 +165,18 @@ def _load_encoding(name: str) -> Any | None:
     return tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
 
 
-def counter_for(model: str) -> TokenCounter:
-    """The best offline counter for ``model``: exact for OpenAI models, else the stated upper bound."""
-    name = _encoding_for_model(model)
-    encoding = _load_encoding(name) if name else None
-    return TiktokenCounter(encoding) if encoding is not None else ByteUpperBound()
+def counter_for(model: str, tokenizer: str = "auto") -> TokenCounter:
+    """The best offline counter for ``model``: exact for OpenAI models, o200k_base with :data:`GENERAL_MARGIN` for
+    others; ``tokenizer`` (``OPENAI_TOKENIZER``) names one instead. The UTF-8 upper bound when none loads."""
+    if tokenizer not in TOKENIZERS:
+        raise ValueError(f"OPENAI_TOKENIZER must be one of {', '.join(TOKENIZERS)}, got {tokenizer!r}")
+    if tokenizer == "bytes":
+        return ByteUpperBound()
+    own = _encoding_for_model(model)
+    name = own if tokenizer == "auto" else tokenizer
+    encoding = _load_encoding(name or "o200k_base")
+    exact = name is not None and name == own
+    return TiktokenCounter(encoding, exact=exact) if encoding is not None else ByteUpperBound()
 
 
 def count_messages(counter: TokenCounter, messages: Iterable[Mapping[str, Any]]) -> int:

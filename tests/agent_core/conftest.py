@@ -51,7 +51,8 @@ async def make_agent(fake_openai: FakeOpenAI, registry: Registry) -> AsyncIterat
             api_key="test-key", base_url=fake_openai.base_url, model=kwargs.pop("model", "gpt-4o-mini"),
             timeout=10, max_retries=kwargs.pop("max_retries", 2), stream=kwargs.pop("stream", True),
         )
-        kwargs.setdefault("price", price_for(llm.model))
+        if "price" not in kwargs:  # not setdefault: a model without a known price brings its own
+            kwargs["price"] = price_for(llm.model)
         kwargs.setdefault("limits", Limits())
         agent = Agent(llm, kwargs.pop("registry", registry), **kwargs)
         agents.append(agent)

@@ -23,7 +23,7 @@ from agent_core import Agent, Limits, OpenAIChatLLM, StopReason
 from agent_core.redis_budget import RedisBudget
 from tests.agent_core.budget_holder_process import PRICE
 from tests.conftest import TEST_REDIS_URL
-from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, delay, text
+from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, delay, streamed, text
 from tests.processes import ROOT, RedisServer, until
 from tools import Registry
 
@@ -146,54 +146,58 @@ async def test_a_call_shrinks_to_what_is_left_when_no_one_else_holds_it(
     assert PRICE.worst_case_micros(0, request.max_tokens) <= limit
 
 
-async def test_a_killed_workers_hold_stops_blocking_others_within_one_lease_period(
-    redis_client: aioredis.Redis, key_prefix: str, fake_openai: FakeOpenAI, agents: list[Agent]
+def billed(fake: FakeOpenAI) -> int:
+    """What the provider billed: every completion it began to send, at the tests' prices."""
+    return sum(PRICE.cost_micros(u["prompt_tokens"], u["completion_tokens"]) for u in fake.served)
+
+
+async def test_a_call_billed_to_a_killed_worker_is_recorded_at_its_worst_case_within_one_lease_period(
+    redis_client: aioredis.Redis, key_prefix: str, fake_openai: FakeOpenAI
 ) -> None:
     namespace = f"{key_prefix}:ws:T1"
-    limit = WORST + 100
+    limit = 10 * WORST
     hold_seconds = 1.0
-
-    async def script(request: RecordedRequest) -> Reply:
-        if is_task(request, "crasher"):
-            await asyncio.Event().wait()  # its call never returns: the worker is killed during it
-        return text("answered", prompt_tokens=300, completion_tokens=10)
-
-    fake_openai.script = script
+    # The provider starts answering (and bills the call); the worker is killed before the answer ends.
+    fake_openai.script = lambda request: streamed(text("a long answer " * 20, completion_tokens=900),
+                                                  pieces=20, chunk_delay=30.0)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     worker = subprocess.Popen(
         [sys.executable, "-m", "tests.agent_core.budget_holder_process", TEST_REDIS_URL, namespace, str(limit),
          fake_openai.base_url, str(hold_seconds), "0.3"],
         cwd=ROOT, env=env,
     )
+    ledger = budget(redis_client, namespace, limit)
+    loop = asyncio.get_running_loop()
     try:
         await fake_openai.wait_for_requests(1, timeout=30)
-        waiting = make(agents, fake_openai).run("waiter", budget=budget(redis_client, namespace, limit))
-        waiter = asyncio.ensure_future(waiting)
-        # The live worker renews its hold: for three of its lifetimes the waiter still cannot make its call.
-        loop = asyncio.get_running_loop()
+        # The live worker renews its hold: for three of its lifetimes it stays a hold, not a charge.
         alive_until = loop.time() + 3 * hold_seconds
 
-        async def three_lifetimes_blocked() -> bool:
-            assert len(fake_openai.requests) == 1 and not waiter.done(), "a live worker's hold lapsed"
+        async def three_lifetimes_held() -> bool:
+            usage = await ledger.usage_summary()
+            assert (usage.spent_micros, usage.holds) == (0, 1), "a live worker's hold lapsed"
             return loop.time() > alive_until
 
-        await until(three_lifetimes_blocked, timeout=10, what="three hold lifetimes")
+        await until(three_lifetimes_held, timeout=10, what="three hold lifetimes")
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
         killed = loop.time()
-        await fake_openai.wait_for_requests(2, timeout=10)
-        freed_after = loop.time() - killed
-        print(f"hold freed {freed_after:.2f}s after the SIGKILL (hold lifetime {hold_seconds:g}s)")
-        result = await waiter
+
+        async def charged() -> bool:
+            return (await ledger.usage_summary()).holds == 0
+
+        await until(charged, timeout=10, what="the killed worker's hold to lapse")
+        charged_after = loop.time() - killed
     finally:
         if worker.poll() is None:
             worker.kill()
             worker.wait(timeout=10)
-    assert result.reason is StopReason.FINAL_ANSWER
-    # Within one lease period of the kill (plus one poll and a loaded machine's slack), not minutes.
-    assert freed_after < hold_seconds + 1.5, freed_after
-    usage = await budget(redis_client, namespace, limit).usage_summary()
-    assert (usage.spent_micros, usage.held_micros) == (COST, 0)
+    usage = await ledger.usage_summary()
+    print(f"\nkilled mid-call: billed {billed(fake_openai)} µ$, recorded {usage.spent_micros} µ$ "
+          f"{charged_after:.2f}s after the SIGKILL (hold lifetime {hold_seconds:g}s)")
+    assert billed(fake_openai) > 0
+    assert usage.spent_micros >= billed(fake_openai)  # before: the lapsed hold was given back, $0 recorded
+    assert charged_after < hold_seconds + 1.5, charged_after
 
 
 async def test_a_call_whose_hold_cannot_be_renewed_is_abandoned_before_the_hold_lapses(
@@ -221,6 +225,43 @@ async def test_a_call_whose_hold_cannot_be_renewed_is_abandoned_before_the_hold_
     assert "abandoned before its budget hold could lapse" in result.detail
     await fake_openai.wait_for_cancelled(1)
 
+
+
+async def test_a_call_billed_while_redis_was_down_is_recorded_once_redis_is_back(
+    tmp_path: Path, fake_openai: FakeOpenAI, agents: list[Agent]
+) -> None:
+    serve = asyncio.Event()
+
+    async def script(request: RecordedRequest) -> Reply:
+        await serve.wait()  # answered (and billed) while the budget store is down
+        return text("answered", completion_tokens=500)
+
+    fake_openai.script = script
+    server = RedisServer(tmp_path, appendonly=True)
+    await server.start()
+    client = aioredis.Redis.from_url(server.url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    try:
+        await client.config_set("appendfsync", "always")  # the hold is on disk before the kill
+        ledger = budget(client, "t:ws:T1", 10 * WORST, hold=3.0, renew=0.5)
+        run = asyncio.ensure_future(make(agents, fake_openai).run("q", budget=ledger))
+        await fake_openai.wait_for_requests(1)
+        await server.kill()
+        serve.set()
+        result = await asyncio.wait_for(run, timeout=10)
+        assert result.reason is StopReason.ERROR  # the settle could not be written
+        await server.start()  # same port and folder: replays the AOF, the hold with it
+
+        async def lapsed() -> bool:
+            return (await ledger.usage_summary()).holds == 0
+
+        await until(lapsed, timeout=15, what="the unsettled hold to lapse")
+        recorded = (await ledger.usage_summary()).spent_micros
+    finally:
+        await client.aclose()
+        await server.kill()
+    print(f"\nRedis killed mid-call: billed {billed(fake_openai)} µ$, recorded {recorded} µ$")
+    assert billed(fake_openai) > 0
+    assert recorded >= billed(fake_openai)  # before: the lapsed hold was given back, $0 recorded
 
 
 async def test_a_call_longer_than_its_hold_keeps_the_hold_and_is_settled_once(

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from agent_core import Limits, StopReason
+from agent_core import InMemoryThreadStore, Limits, Progress, StopReason
 from agent_core.tokens import counter_for
 from tests.agent_core.conftest import AgentFactory
-from tests.fakes.openai_server import FakeOpenAI, text
+from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 
 #: Slack's own cap on a message's text.
 SLACK_MAX_CHARS = 40_000
@@ -77,3 +77,49 @@ async def test_earlier_turns_are_left_out_rather_than_stop_the_first_call(
     assert sent[-2]["content"] == "and now a short question?"  # the task, then the note
     assert any("turn 11" in str(m.get("content")) for m in sent)  # the newest earlier turns still fit
     assert not any("turn 0:" in str(m.get("content")) for m in sent)  # the oldest were left out
+
+
+#: A pasted log of about 9 KB: distinct lines, so a cut or a second copy shows.
+LOG = "Please find why the deploy failed:\n" + "\n".join(
+    f"2026-12-04T10:{i // 60:02d}:{i % 60:02d}Z worker-{i % 7} step {i}: retrying upload of chunk {i * 37}"
+    for i in range(120)
+)
+
+
+def _copies(request_text: str) -> int:
+    return request_text.count(LOG)
+
+
+async def test_a_long_task_reaches_every_request_whole_once_however_the_history_is_trimmed(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    assert 8_000 < len(LOG) < 10_000
+    # Observations far over the history budget: the oldest are cut out of the context.
+    fake_openai.queue(*(tool_calls(("echo", {"text": f"line {n}", "times": 600})) for n in range(4)), text("Found it."))
+    stopped = await make_agent(history_tokens=2_000).run(LOG)
+    assert stopped.reason is StopReason.FINAL_ANSWER, stopped.detail
+    assert len(fake_openai.requests) == 5
+    for request in fake_openai.requests:
+        messages = request.messages
+        assert sum(_copies(str(m.get("content"))) for m in messages) == 1  # the task message, never trimmed
+        assert "characters not repeated here" in messages[-1]["content"]  # the note pins an excerpt
+    assert "[observation removed" in str(fake_openai.requests[-1].messages)  # the history was trimmed
+
+
+async def test_a_resumed_run_whose_task_message_is_gone_pins_the_whole_task(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    # The loaded history no longer holds the run's own task message (the store keeps the newest messages only):
+    # the note is then the one place the task is sent, and must carry it whole.
+    store = InMemoryThreadStore()
+    call = {"id": "call_a", "type": "function", "function": {"name": "lookup", "arguments": "{\"key\":\"tokyo\"}"}}
+    await store.append("T1", [
+        {"role": "assistant", "content": "Look it up.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "Asia/Tokyo"},
+    ], Progress(task=LOG, run_id="r1", step=1, status="running"))
+    fake_openai.queue(text("The upload timed out."))
+    stopped = await make_agent(store=store).run("", thread="T1", resume=True)
+    assert stopped.reason is StopReason.FINAL_ANSWER, stopped.detail
+    (request,) = fake_openai.requests
+    assert sum(_copies(str(m.get("content"))) for m in request.messages) == 1
+    assert _copies(request.messages[-1]["content"]) == 1  # in the note, whole

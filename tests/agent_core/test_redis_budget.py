@@ -204,24 +204,43 @@ async def test_concurrent_runs_reserve_and_settle_in_waves_within_budget(
     assert limit - usage.spent_micros < 200
 
 
-async def test_a_hold_nobody_renews_is_given_back_after_its_lifetime(
+async def test_a_hold_nobody_renews_is_charged_at_its_worst_case_after_its_lifetime(
     redis_client: aioredis.Redis, key_prefix: str, clock: Clock
 ):
     # Expiry is judged by the Redis server's clock: the injected clock (fixed here) does not move it.
     budget = make_budget(redis_client, f"{key_prefix}:ws:T1", clock, hold=0.5, renew=0.2)
-    crashed = await budget.reserve("crashed:1", 800)  # a worker that dies before settling
+    crashed = await budget.reserve("crashed:1", 800)  # a worker that dies during its call, before settling
     assert crashed is not None
     assert await budget.reserve("other:1", 300) is None
     assert await budget.remaining() == 200
 
-    async def given_back() -> bool:
-        return await budget.remaining() == 1_000
+    async def lapsed() -> bool:
+        return (await budget.usage_summary()).held_micros == 0
 
-    await until(given_back, timeout=5, what="the unrenewed hold to lapse")
-    assert await budget.reserve("other:1", 300) is not None
+    await until(lapsed, timeout=5, what="the unrenewed hold to lapse")
+    # The call it covered may have been made and billed: its worst case is recorded, never given back.
+    assert (await budget.usage_summary()).spent_micros == 800
     assert await budget.renew(crashed) is False  # a lapsed hold is never brought back
-    await budget.release(crashed)  # releasing an expired hold changes nothing
-    assert (await budget.usage_summary()).held_micros == 300
+    await budget.release(crashed)  # releasing a lapsed hold leaves its charge
+    assert (await budget.usage_summary()).spent_micros == 800
+    assert await budget.reserve("other:1", 300) is None
+    assert await budget.reserve("other:1", 200) is not None
+
+
+async def test_a_settle_after_the_hold_lapsed_replaces_its_worst_case_charge_by_the_real_cost(
+    redis_client: aioredis.Redis, key_prefix: str, clock: Clock
+):
+    budget = make_budget(redis_client, f"{key_prefix}:ws:T1", clock, hold=0.5, renew=0.2)
+    late = await budget.reserve("late:1", 800)  # a live runner that could not reach Redis for a while
+    assert late is not None
+
+    async def charged() -> bool:
+        return (await budget.usage_summary()).spent_micros == 800
+
+    await until(charged, timeout=5, what="the unrenewed hold to be charged")
+    await budget.settle(late, 120)
+    await budget.settle(late, 120)  # a repeated settle records nothing
+    assert (await budget.usage_summary()).spent_micros == 120
 
 
 async def test_a_renewed_hold_outlives_many_lifetimes(redis_client: aioredis.Redis, key_prefix: str, clock: Clock):

@@ -8,7 +8,7 @@ from agent_core import ConfigError, price_for
 from agent_core.cost import Price, format_usd, usd_to_micros
 from agent_core.history import repair, trim
 from agent_core.text_react import ReactAction, ReactFinal, ReactFormatError, parse
-from agent_core.tokens import ByteUpperBound, count_messages, counter_for
+from agent_core.tokens import GENERAL_MARGIN, ByteUpperBound, count_messages, counter_for
 
 
 def test_prices_are_integer_micro_dollars_and_dated_snapshots_match() -> None:
@@ -66,12 +66,22 @@ def test_token_counts_are_exact_offline_for_openai_models() -> None:
     assert counter_for("gpt-4-0613").count("hello world") == 2
 
 
-def test_unknown_models_get_a_stated_upper_bound() -> None:
-    counter = counter_for("mistral-7b")
-    assert isinstance(counter, ByteUpperBound) and not counter.exact
+def test_unknown_models_are_counted_with_a_general_purpose_tokenizer_and_a_margin() -> None:
+    counter = counter_for("my-gateway/llama-3-70b")
+    assert not counter.exact and counter.margin == GENERAL_MARGIN
     text = "héllo wörld, ça va? 東京"
-    assert counter.count(text) >= counter_for("gpt-4o").count(text)
+    assert counter.count(text) == counter_for("gpt-4o").count(text)  # o200k_base, not one token per byte
     assert count_messages(counter, [{"role": "user", "content": text}]) > counter.count(text)
+
+
+def test_openai_tokenizer_names_the_counter() -> None:
+    text = "hello world " * 50
+    assert counter_for("my-model", "cl100k_base").count(text) == counter_for("gpt-4").count(text)
+    bytes_counter = counter_for("gpt-4o", "bytes")
+    assert isinstance(bytes_counter, ByteUpperBound) and bytes_counter.count(text) == len(text)
+    assert counter_for("gpt-4o", "o200k_base").exact  # the model's own encoding named: exact
+    with pytest.raises(ValueError, match="OPENAI_TOKENIZER must be one of"):
+        counter_for("gpt-4o", "llama3")
 
 
 def test_repair_answers_dangling_calls_and_drops_orphans() -> None:

@@ -413,6 +413,9 @@ class FakeOpenAI:
         """Answer one JSON body even when the client asks to stream, as some compatible servers do."""
         self.max_in_flight = 0
         """The most chat completion requests ever being answered at once (held by ``delay`` or a stream)."""
+        self.served: list[dict[str, Any]] = []
+        """The usage of every completion the server began to send: what a provider bills, even when the client
+        is gone before the end (a worker killed mid-stream)."""
         self._queue: deque[Reply] = deque()
         self._queued_total = 0
         self._call_ids = 0
@@ -631,6 +634,8 @@ class FakeOpenAI:
             return _error_response(reply)
         script = reply if isinstance(reply, StreamedReply) else StreamedReply(reply=reply)
         completion = _Completion.build(self, recorded, script.reply)
+        if isinstance(completion.usage, dict):
+            self.served.append(completion.usage)
         if recorded.stream and not self.ignore_stream:
             return await completion.stream(request, recorded, script)
         await asyncio.sleep(script.chunk_delay * script.pieces)  # the same answer, all at once
