@@ -47,9 +47,12 @@ class HttpServer:
 
 
 @asynccontextmanager
-async def connected(servers_json: dict[str, Any], default_timeout: float = 20.0) -> AsyncIterator[McpServers]:
+async def connected(
+    servers_json: dict[str, Any], default_timeout: float = 20.0, **options: Any
+) -> AsyncIterator[McpServers]:
     environ = {"TOKEN": TOKEN, "PATH": os.environ["PATH"]}
-    servers = McpServers(parse_config({"mcpServers": servers_json}, environ), default_timeout=default_timeout)
+    configs = parse_config({"mcpServers": servers_json}, environ)
+    servers = McpServers(configs, default_timeout=default_timeout, **options)
     await servers.start()
     try:
         yield servers
@@ -63,6 +66,20 @@ def http_entry(server: HttpServer, **extra: Any) -> dict[str, Any]:
 
 def stdio_fake(**extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "tests.fakes.mcp_http_server", "--stdio"], **extra}
+
+
+def odd_server(*flags: str, **extra: Any) -> dict[str, Any]:
+    """``tests/fakes/mcp_odd_server.py``: the misbehaving stdio server."""
+    return {"command": sys.executable, "args": ["-m", "tests.fakes.mcp_odd_server", *flags], **extra}
+
+
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 async def call(
