@@ -17,7 +17,7 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI, tool_calls
 from tests.tools.mcp_helpers import alive, call, connected, odd_server, until
 from tools import Outcome
-from tools.mcp.connection import CONNECT_TIMEOUT_SECONDS
+from tools.mcp.connection import CONNECT_TIMEOUT_SECONDS, PING_INTERVAL_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,8 +44,11 @@ async def test_a_tool_that_runs_only_as_a_task_is_not_offered(caplog: pytest.Log
 async def test_a_server_that_dies_mid_call_is_noticed_at_once_and_restarted() -> None:
     # The dying server leaves a child holding its stdout open: no end-of-file tells the client.
     async with connected({"odd": odd_server(timeout=60)}) as servers:
+        started = time.monotonic()
         died = await call(servers, "odd__die", {})
         assert died.outcome is Outcome.ERROR and "unavailable" in died.text  # not a timeout after 60 s
+        # Not at the next ping either (it would time out after CONNECT_TIMEOUT_SECONDS more).
+        assert time.monotonic() - started < PING_INTERVAL_SECONDS
         await until(lambda: servers.connections[0].available)
         assert (await call(servers, "odd__echo", {"text": "again"})).text == "again"
 
