@@ -3,7 +3,8 @@
     python -m tests.fakes.mcp_odd_server            # the tools below
     python -m tests.fakes.mcp_odd_server --silent   # reads its stdin, never answers (a server that hangs at start)
 
-Tools: ``echo``; ``hologram`` (a content type from a newer spec); ``tasked`` (``taskSupport: required``);
+Tools: ``echo``; ``hologram`` (a content type from a newer spec); ``blobs`` (base64 inside
+``structuredContent``); ``tasked`` (``taskSupport: required``);
 ``garbage`` (writes ``lines`` non-JSON lines on stdout, then answers); ``die`` (starts a child that keeps
 stdout open, then exits mid-call); ``spawn`` (starts two sleeping children, which stay when the server exits
 at stdin's end; the answer is ``server <pid>, children <pid>,<pid>``); ``hang`` (says "odd: hanging" on
@@ -13,6 +14,7 @@ and answers with what came back).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -33,6 +35,8 @@ TOOLS: list[dict[str, Any]] = [
      "inputSchema": {"type": "object", "properties": {"lines": {"type": "integer"}}}},
     {"name": "die", "description": "Exit mid-call.", "annotations": {"readOnlyHint": True}, "inputSchema": _OBJECT},
     {"name": "spawn", "description": "Start children.", "annotations": {"readOnlyHint": True},
+     "inputSchema": _OBJECT},
+    {"name": "blobs", "description": "Binary inside structured content.", "annotations": {"readOnlyHint": True},
      "inputSchema": _OBJECT},
     {"name": "hang", "description": "Never answers.", "annotations": {"readOnlyHint": True},
      "inputSchema": _OBJECT},
@@ -55,6 +59,11 @@ def call(request_id: Any, name: str, args: dict[str, Any]) -> None:
         text(request_id, str(args.get("text", "")))
     elif name == "hologram":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "hologram", "frames": 3}]}})
+    elif name == "blobs":
+        payload = base64.b64encode(bytes(range(256)) * 12).decode()  # 3,072 bytes
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [], "structuredContent": {
+            "title": "Report", "attachment": {"mimeType": "application/pdf", "blob": payload},
+            "preview": f"data:image/png;base64,{payload}"}}})
     elif name == "tasked":
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "call it as a task"}})
     elif name == "garbage":

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tools import Executor, ToolContext, ToolResult
 from tools.mcp import McpServers
@@ -95,3 +103,32 @@ async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.02)
+
+
+#: The reference servers from npm the tests run, pinned; installed once into a cache directory.
+NPM_SERVERS = ("@modelcontextprotocol/server-everything@2026.8.31", "@modelcontextprotocol/server-filesystem@2026.8.31")
+
+
+def npm_servers_bin() -> Path:
+    """The ``node_modules/.bin`` holding ``NPM_SERVERS`` (``npm install`` on first use); skips without node."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed: the npm reference MCP servers cannot run")
+    key = hashlib.sha256(" ".join(NPM_SERVERS).encode()).hexdigest()[:12]
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    target = home / "slack-agent-tests" / f"npm-mcp-{key}"
+    if not (target / "node_modules" / ".bin" / "mcp-server-filesystem").exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="npm-mcp-", dir=target.parent))
+        done = subprocess.run(["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", "--no-save",
+                               *NPM_SERVERS], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            pytest.skip(f"npm install of the reference MCP servers failed: {done.stderr.strip()[-300:]}")
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.move(str(staging), target)  # whole or not at all: a cut install is never taken for a good one
+    return target / "node_modules" / ".bin"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

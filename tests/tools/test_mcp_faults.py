@@ -4,6 +4,8 @@ deaths mid-call, children left behind, and a SIGTERM of the terminal runner mid-
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 import os
 import re
@@ -99,8 +101,7 @@ async def test_sigterm_of_the_terminal_runner_mid_call_ends_the_server_and_its_c
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     config = tmp_path / "mcp.json"
-    config.write_text('{"mcpServers": {"odd": {"command": "%s", "args": ["-m", "tests.fakes.mcp_odd_server"]}}}'
-                      % sys.executable)
+    config.write_text(json.dumps({"mcpServers": {"odd": odd_server()}}))
     fake_openai.queue(tool_calls(("odd__spawn", {}), content="Start."), tool_calls(("odd__hang", {}), content="Wait."))
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", ""), "PYTHONPATH": str(ROOT),
@@ -126,3 +127,16 @@ def _pids(text: str) -> tuple[int, list[int]]:
     match = re.search(r"server (\d+), children (\d+),(\d+)", text)
     assert match, text
     return int(match[1]), [int(match[2]), int(match[3])]
+
+
+async def test_binary_payloads_anywhere_in_a_result_are_one_line_descriptions() -> None:
+    payload = base64.b64encode(bytes(range(256)) * 12).decode()
+    async with connected({"odd": odd_server()}) as servers:
+        nested = await call(servers, "odd__blobs", {})
+        in_text = await call(servers, "odd__echo", {"text": f"the file: {payload} (end)"})
+    assert nested.outcome is Outcome.OK
+    assert '"title": "Report"' in nested.full
+    assert '"attachment": "[binary application/pdf, 3,072 bytes, not shown]"' in nested.full
+    assert '"preview": "[3,072 bytes of base64, not shown]"' in nested.full
+    assert in_text.full == "the file: [3,072 bytes of base64, not shown] (end)"
+    assert payload[:100] not in nested.full + in_text.full
