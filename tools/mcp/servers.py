@@ -26,7 +26,7 @@ from tools.tool import Tool
 log = logging.getLogger(__name__)
 
 #: How long start-up waits for the servers, all connecting at once; a slower one joins when it connects.
-STARTUP_WAIT_SECONDS = 10.0
+STARTUP_WAIT_SECONDS = 5.0
 
 
 class McpServers:
