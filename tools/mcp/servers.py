@@ -83,8 +83,8 @@ class McpServers:
         return [s for conn in self.connections for s in conn.config.secrets]
 
     async def aclose(self) -> None:
-        for conn in self.connections:
-            await conn.aclose()
+        # At once: each stdio server gets a grace to exit before its group is ended, and those add up.
+        await asyncio.gather(*(conn.aclose() for conn in self.connections))
 
     def _adopt(self, conn: ServerConnection) -> None:
         adopted: list[Tool] = []
