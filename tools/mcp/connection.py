@@ -191,7 +191,7 @@ class ServerConnection:
 def _is_connection_failure(exc: Exception) -> bool:
     if isinstance(exc, MCPError):
         return exc.code == types.CONNECTION_CLOSED
-    return isinstance(exc, _TRANSPORT_ERRORS)
+    return isinstance(exc, _TRANSPORT_ERRORS) and not isinstance(exc, TimeoutError)  # TimeoutError is an OSError
 
 
 def _first_line(exc: Exception) -> str:
