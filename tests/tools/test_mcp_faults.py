@@ -31,7 +31,8 @@ async def test_a_result_with_an_unknown_content_type_fails_that_call_and_the_con
         conn = servers.connections[0]
         assert (conn.available, conn.restarts) == (True, 0)
     assert odd.outcome is Outcome.ERROR
-    assert "sent a result this client cannot read" in odd.text
+    assert "sent a result this client cannot read (content.0: no shape this client knows matches" in odd.text
+    assert "'hologram'" in odd.text
     assert "\n" not in odd.text and len(odd.text) < 300  # one line, not the validation dump
     assert (after.outcome, after.text) == (Outcome.OK, "still here")
 

@@ -20,6 +20,7 @@ from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from tools.mcp.adapt import McpToolError
 from tools.mcp.config import ServerConfig
@@ -196,11 +197,15 @@ def _is_connection_failure(exc: Exception) -> bool:
 
 def _first_line(exc: Exception) -> str:
     """The gist of an error whose text can run to thousands of characters (a pydantic validation dump)."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        with contextlib.suppress(Exception):
-            first = errors()[0]
-            return f"{first['msg']} at {'.'.join(str(p) for p in first['loc'])}"[:200]
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where: list[str] = []
+        for part in first["loc"]:
+            if isinstance(part, str) and part[:1].isupper():
+                # A union member's name: past it, the error is about a shape the item was never meant to have.
+                return f"{'.'.join(where)}: no shape this client knows matches {first['input']!r:.100}"
+            where.append(str(part))
+        return f"{'.'.join(where)}: {first['msg']}"[:200]
     return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 
 
