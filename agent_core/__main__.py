@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 from typing import TextIO
 
@@ -49,6 +50,10 @@ def render(event: Event, out: TextIO) -> None:
 
 
 async def _main(task: str) -> int:
+    # SIGTERM ends the run like Ctrl-C, through the finally below: the stdio MCP servers end with it.
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     settings = AgentSettings()
     tool_settings = ToolSettings()
     servers = McpServers.from_config(
@@ -107,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except asyncio.CancelledError:  # SIGTERM
+        return 128 + signal.SIGTERM
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +25,11 @@ def ctx() -> ToolContext:
 def make_settings(**values: object) -> ToolSettings:
     """Settings from code only (no .env file, the environment is cleaned by tests/conftest.py)."""
     return ToolSettings(_env_file=None, **values)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def npm_bin() -> Path:
+    """The npm reference MCP servers' executables (installed once per cache; skipped without node)."""
+    from tests.tools.mcp_helpers import npm_servers_bin
+
+    return npm_servers_bin()

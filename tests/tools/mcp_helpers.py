@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tools import Executor, ToolContext, ToolResult
 from tools.mcp import McpServers
@@ -47,9 +55,12 @@ class HttpServer:
 
 
 @asynccontextmanager
-async def connected(servers_json: dict[str, Any], default_timeout: float = 20.0) -> AsyncIterator[McpServers]:
+async def connected(
+    servers_json: dict[str, Any], default_timeout: float = 20.0, **options: Any
+) -> AsyncIterator[McpServers]:
     environ = {"TOKEN": TOKEN, "PATH": os.environ["PATH"]}
-    servers = McpServers(parse_config({"mcpServers": servers_json}, environ), default_timeout=default_timeout)
+    configs = parse_config({"mcpServers": servers_json}, environ)
+    servers = McpServers(configs, default_timeout=default_timeout, **options)
     await servers.start()
     try:
         yield servers
@@ -65,6 +76,20 @@ def stdio_fake(**extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "tests.fakes.mcp_http_server", "--stdio"], **extra}
 
 
+def odd_server(*flags: str, **extra: Any) -> dict[str, Any]:
+    """``tests/fakes/mcp_odd_server.py``: the misbehaving stdio server."""
+    return {"command": sys.executable, "args": ["-m", "tests.fakes.mcp_odd_server", *flags], **extra}
+
+
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 async def call(
     servers: McpServers, tool: str, args: dict[str, Any], *, max_chars: int = 4000, ctx: ToolContext | None = None
 ) -> ToolResult:
@@ -78,3 +103,32 @@ async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.02)
+
+
+#: The reference servers from npm the tests run, pinned; installed once into a cache directory.
+NPM_SERVERS = ("@modelcontextprotocol/server-everything@2026.8.31", "@modelcontextprotocol/server-filesystem@2026.8.31")
+
+
+def npm_servers_bin() -> Path:
+    """The ``node_modules/.bin`` holding ``NPM_SERVERS`` (``npm install`` on first use); skips without node."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed: the npm reference MCP servers cannot run")
+    key = hashlib.sha256(" ".join(NPM_SERVERS).encode()).hexdigest()[:12]
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    target = home / "slack-agent-tests" / f"npm-mcp-{key}"
+    if not (target / "node_modules" / ".bin" / "mcp-server-filesystem").exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="npm-mcp-", dir=target.parent))
+        done = subprocess.run(["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", "--no-save",
+                               *NPM_SERVERS], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            pytest.skip(f"npm install of the reference MCP servers failed: {done.stderr.strip()[-300:]}")
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.move(str(staging), target)  # whole or not at all: a cut install is never taken for a good one
+    return target / "node_modules" / ".bin"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

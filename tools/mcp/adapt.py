@@ -20,6 +20,8 @@ from tools.tool import Tool
 SEPARATOR = "__"
 
 _UNSAFE_RE = re.compile(r"[^A-Za-z0-9_-]")
+#: A run of base64 this long is a binary payload, not words (a data: URL's prefix included).
+_BASE64_RE = re.compile(r"(?:data:[\w.+/-]+;base64,)?[A-Za-z0-9+/]{1024,}={0,2}")
 
 #: ``(tool name on the server, arguments) -> CallToolResult``; raises ``McpUnavailable`` when the server is down.
 CallFn = Callable[[str, dict[str, Any]], Awaitable[types.CallToolResult]]
@@ -103,13 +105,32 @@ def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn, default_time
 
 
 def result_text(result: types.CallToolResult) -> str:
-    """Text and structured content as text; images and binary resources as a one-line description."""
+    """Text and structured content as text; binary payloads (images, audio, blobs, base64 runs), wherever
+    they sit, as a one-line description: neither the model nor the trace gets their bytes as text."""
     parts = [_content_text(item) for item in result.content]
     if result.structured_content is not None and not any(
         isinstance(item, types.TextContent) for item in result.content
     ):
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(p for p in parts if p)
+        parts.append(json.dumps(_without_binary(result.structured_content), ensure_ascii=False))
+    return _BASE64_RE.sub(_base64_line, "\n".join(p for p in parts if p))
+
+
+def _without_binary(value: Any) -> Any:
+    """Structured content with every ``data``/``blob`` payload (a content item's shape) described instead."""
+    if isinstance(value, dict):
+        payload = value.get("data", value.get("blob"))
+        if isinstance(payload, str) and ("mimeType" in value or "type" in value):
+            kind = value.get("type") if value.get("type") in ("image", "audio") else "binary"
+            return f"[{kind} {value.get('mimeType', 'application/octet-stream')}, {_b64_bytes(payload):,} bytes, " \
+                   "not shown]"
+        return {key: _without_binary(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_binary(item) for item in value]
+    return value
+
+
+def _base64_line(match: re.Match[str]) -> str:
+    return f"[{_b64_bytes(match.group().rsplit(',', 1)[-1]):,} bytes of base64, not shown]"
 
 
 def _content_text(item: Any) -> str:

@@ -14,12 +14,17 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
+import httpx
 from mcp import ClientSession, types
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
+from tools.mcp.adapt import McpToolError
 from tools.mcp.config import ServerConfig
+from tools.mcp.stdio import stdio_transport
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +39,11 @@ CONNECT_TIMEOUT_SECONDS = 20.0
 
 class McpUnavailable(Exception):
     """The server is not connected (starting, crashed and restarting, or closed)."""
+
+
+#: Failures of the connection itself; anything else a call raises is that call's failure alone.
+_TRANSPORT_ERRORS = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError,
+                     httpx.TransportError)
 
 
 class ServerConnection:
@@ -54,9 +64,12 @@ class ServerConnection:
     def available(self) -> bool:
         return self._session is not None
 
-    async def start(self) -> None:
-        """Start supervising and wait for the first connection attempt (success or not)."""
+    def start(self) -> None:
+        """Start supervising: connecting, and reconnecting whenever the connection fails."""
         self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.config.name}")
+
+    async def first_attempt(self) -> None:
+        """Return once the first connection attempt has ended, connected or not."""
         await self._first_attempt.wait()
 
     async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -68,13 +81,24 @@ class ServerConnection:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if self._session is session and not _is_server_answer(exc):
-                self._broken.set()  # the transport failed under us: reconnect
-                raise McpUnavailable(f"MCP server {self.config.name!r} became unavailable: {exc}") from exc
-            raise
+            if _is_connection_failure(exc):
+                if self._session is session:
+                    self._lost()  # the transport failed under us: reconnect
+                raise McpUnavailable(f"MCP server {self.config.name!r} became unavailable: {_short(exc)}") from exc
+            if isinstance(exc, MCPError):
+                raise  # the server's own JSON-RPC error (unknown tool...): its message is the observation
+            # A result this client cannot read (a content type from a newer spec...): this call failed, the
+            # connection is fine.
+            raise McpToolError(f"MCP server {self.config.name!r} sent a result this client cannot read "
+                               f"({_first_line(exc)})") from exc
         if not isinstance(result, types.CallToolResult):
             raise McpUnavailable(f"MCP server {self.config.name!r} answered tools/call with {type(result).__name__}")
         return result
+
+    def _lost(self) -> None:
+        """The connection is gone: calls answer "unavailable" from now, and the supervisor reconnects."""
+        self._session = None
+        self._broken.set()
 
     async def aclose(self) -> None:
         if self._task is not None:
@@ -100,13 +124,15 @@ class ServerConnection:
             delay = min(delay * 2, BACKOFF_MAX_SECONDS)
 
     async def _connect_and_serve(self) -> None:
+        self._broken.clear()
         async with self._transport() as (read, write), ClientSession(
             read, write, message_handler=self._on_message
         ) as session:
             async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
                 await session.initialize()
                 await self._list_tools(session)
-            self._broken.clear()
+            if self._broken.is_set():
+                raise McpUnavailable("the server exited while it was being listed")
             self._session = session
             self._first_attempt.set()
             log.info("MCP server %r connected: %d tools", self.config.name, len(self.tools))
@@ -153,11 +179,8 @@ class ServerConnection:
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
         cfg = self.config
         if cfg.command is not None:
-            # Only what the config names, plus PATH (the SDK adds its own short safe list: HOME, USER...).
-            env = {"PATH": cfg.path, **cfg.env}
-            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cfg.cwd)
-            async with stdio_client(params) as streams:
-                yield streams[0], streams[1]
+            async with stdio_transport(cfg, on_exit=self._lost) as streams:
+                yield streams
             return
         assert cfg.url is not None
         async with create_mcp_http_client(headers=dict(cfg.headers)) as http, streamable_http_client(
@@ -166,12 +189,24 @@ class ServerConnection:
             yield streams[0], streams[1]
 
 
-def _is_server_answer(exc: Exception) -> bool:
-    """A JSON-RPC error the server sent (bad tool name...), as opposed to a broken connection."""
-    from mcp.shared.exceptions import MCPError
+def _is_connection_failure(exc: Exception) -> bool:
+    if isinstance(exc, MCPError):
+        return exc.code == types.CONNECTION_CLOSED
+    return isinstance(exc, _TRANSPORT_ERRORS) and not isinstance(exc, TimeoutError)  # TimeoutError is an OSError
 
-    code = getattr(exc, "code", getattr(getattr(exc, "error", None), "code", None))
-    return isinstance(exc, MCPError) and code is not None and code != types.CONNECTION_CLOSED
+
+def _first_line(exc: Exception) -> str:
+    """The gist of an error whose text can run to thousands of characters (a pydantic validation dump)."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where: list[str] = []
+        for part in first["loc"]:
+            if isinstance(part, str) and part[:1].isupper():
+                # A union member's name: past it, the error is about a shape the item was never meant to have.
+                return f"{'.'.join(where)}: no shape this client knows matches {first['input']!r:.100}"
+            where.append(str(part))
+        return f"{'.'.join(where)}: {first['msg']}"[:200]
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 
 
 def _short(exc: BaseException) -> str:

@@ -2,7 +2,8 @@
 
     # ``environ``: the process environment, read by the entry point (${VAR} values and PATH come from it)
     servers = McpServers.from_config(settings.agent_mcp_config, environ, default_timeout=20)
-    await servers.start()                 # connects all (a server that fails keeps retrying in the background)
+    await servers.start()                 # connects all at once; one that is not up in STARTUP_WAIT_SECONDS
+                                          # (or fails) is left out and keeps retrying in the background
     registry = servers.registry(builtins) # built-ins + every server's tools, as they are right now
     ...
     await servers.aclose()
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -23,12 +25,18 @@ from tools.tool import Tool
 
 log = logging.getLogger(__name__)
 
+#: How long start-up waits for the servers, all connecting at once; a slower one joins when it connects.
+STARTUP_WAIT_SECONDS = 5.0
+
 
 class McpServers:
     """The connections, and their tools as ``Tool`` values (rebuilt when a server's list changes)."""
 
-    def __init__(self, configs: Iterable[ServerConfig], *, default_timeout: float) -> None:
+    def __init__(
+        self, configs: Iterable[ServerConfig], *, default_timeout: float, startup_wait: float = STARTUP_WAIT_SECONDS
+    ) -> None:
         self._default_timeout = default_timeout
+        self._startup_wait = startup_wait
         self._tools: dict[str, list[Tool]] = {}
         self._listeners: list[Callable[[], None]] = []
         self.connections = [ServerConnection(cfg, on_tools=self._adopt) for cfg in configs]
@@ -43,9 +51,16 @@ class McpServers:
 
     async def start(self) -> None:
         for conn in self.connections:
-            await conn.start()
+            conn.start()
+        attempts = [asyncio.ensure_future(conn.first_attempt()) for conn in self.connections]
+        if attempts:
+            _, pending = await asyncio.wait(attempts, timeout=self._startup_wait)
+            for waiter in pending:
+                waiter.cancel()
+        for conn in self.connections:
             if not conn.available:
-                log.warning("MCP server %r is not reachable yet; its tools appear once it is", conn.config.name)
+                log.warning("MCP server %r is not reachable yet (left out, retrying in the background); "
+                            "its tools appear once it is", conn.config.name)
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` whenever a server's tools are (re)listed: connected, or ``list_changed``."""
@@ -68,12 +83,17 @@ class McpServers:
         return [s for conn in self.connections for s in conn.config.secrets]
 
     async def aclose(self) -> None:
-        for conn in self.connections:
-            await conn.aclose()
+        # At once: each stdio server gets a grace to exit before its group is ended, and those add up.
+        await asyncio.gather(*(conn.aclose() for conn in self.connections))
 
     def _adopt(self, conn: ServerConnection) -> None:
         adopted: list[Tool] = []
         for spec in conn.tools:
+            if spec.execution is not None and spec.execution.task_support == "required":
+                # Callable only as a task (tasks/*), which this client does not speak: it would always fail.
+                log.warning("MCP server %r: tool %r left out: it runs only as a task, which this client does not "
+                            "support", conn.config.name, spec.name)
+                continue
             try:
                 adopted.append(make_tool(conn.config, spec, conn.call, self._default_timeout))
             except ToolDefinitionError as exc:  # one odd tool must not take the server's others down
