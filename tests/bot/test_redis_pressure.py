@@ -8,14 +8,24 @@ still answers, 503, within a second. No process leaves a task's exception unread
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import OutOfMemoryError
 
-from bot.run import STORE_REFUSED_NOTICE
+from bot.identity import Conversation, Workspace
+from bot.jobs import Runtime
+from bot.redis import RedisHandle
+from bot.run import STORE_REFUSED_NOTICE, lease_id
+from bot.settings import Settings
+from bot.slack_client import make_web_client
+from bot.turns import Turn, enqueue_turn
+from bot.worker import default_agent
 from tests.bot.conftest import SECRET
 from tests.bot.service_processes import (
     assert_no_secrets,
@@ -225,3 +235,32 @@ async def test_healthz_answers_503_within_a_second_while_redis_is_paused(
         slowest = max(took for _, took in answers)
         print(f"\nRedis paused: /healthz 503 in at most {slowest * 1000:.0f} ms")
         assert_no_unread_task_errors(web, worker)
+
+
+async def test_a_resume_that_redis_fails_is_logged_and_left_for_the_next_scan(
+    settings: Settings, fake_slack: FakeSlack, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A takeover whose own write Redis refuses (here: the run's ledger is not a hash) ends in one log line, and
+    the run's lease lapses again for a later scan; the task's exception is never left for the loop to report."""
+    handle = RedisHandle(settings.redis_url or "")
+    redis = handle.client()
+    queue = await handle.arq_pool(settings.arq_queue_name)
+    slack = make_web_client(token=settings.bot_token(), base_url=settings.slack_api_url, max_retry_after=1)
+    runtime = Runtime(settings, redis, queue, slack, default_agent)
+    try:
+        turn = Turn.of(Conversation(Workspace("T0001"), "C1", "1.1"), turn_id="1.1", text="hi", user_id="U1",
+                       reply_thread_ts="1.1", message_ts="1.1")
+        await enqueue_turn(redis, queue, runtime.keys, turn, ttl_seconds=60)
+        lease = await runtime.leases.acquire(lease_id(turn), "a-worker-that-died")
+        assert lease is not None and await runtime.leases.hand_over(lease)
+        await redis.set(runtime.keys.run(turn.thread, turn.run_id), b"not a hash")
+        with caplog.at_level(logging.WARNING, logger="bot.resume"):
+            assert await runtime.resumer.scan() == 1
+            tasks = list(runtime.resumer._tasks)
+            await asyncio.wait(tasks)
+        assert all(task.exception() is None for task in tasks)  # handled in the task, not left for the loop
+        assert any("resume of run" in r.getMessage() and "Redis failed" in r.getMessage() for r in caplog.records)
+        assert await runtime.leases.holder(lease_id(turn)) != "a-worker-that-died"  # taken, to lapse again
+    finally:
+        await runtime.aclose()
+        await handle.close()
