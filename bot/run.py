@@ -291,7 +291,7 @@ class TurnRunner:
                 ))
                 interrupted = await pipelined(events, sink, keeper.valid)
                 if interrupted is not None or not keeper.valid():
-                    if interrupted is not None and interrupted.store_failed:
+                    if (interrupted is not None and interrupted.store_failed) or keeper.unrenewable:
                         with contextlib.suppress(Exception):
                             await sink.poster.post(turn.target, render.notice(STORE_LOST_NOTICE))
                     log.warning("run %s interrupted (%s); left for a resume", run_id,

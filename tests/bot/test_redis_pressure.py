@@ -21,7 +21,7 @@ from redis.exceptions import OutOfMemoryError
 from bot.identity import Conversation, Workspace
 from bot.jobs import Runtime
 from bot.redis import RedisHandle
-from bot.run import STORE_REFUSED_NOTICE, lease_id
+from bot.run import STORE_LOST_NOTICE, STORE_REFUSED_NOTICE, lease_id
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 from bot.turns import Turn, enqueue_turn
@@ -35,7 +35,7 @@ from tests.bot.service_processes import (
     service_env,
     thread_texts,
 )
-from tests.fakes.openai_server import FakeOpenAI, text
+from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, delay, text
 from tests.fakes.slack_api import FakeSlack
 from tests.processes import BotProcess, RedisServer, until
 from tests.signing import event_body, mention, next_ts, signed_headers
@@ -47,6 +47,8 @@ FULL_REDIS = ("--maxmemory", MAXMEMORY, "--maxmemory-policy", "noeviction")
 #: What the issue asks of /healthz: an answer within a second, whatever Redis is doing.
 HEALTH_WITHIN_SECONDS = 1.0
 UNRETRIEVED = "Task exception was never retrieved"
+#: An LLM call longer than the lease (3 s in these processes): its run's lease must be renewed meanwhile.
+LONG_CALL_SECONDS = 8.0
 
 
 class Filler:
@@ -199,6 +201,51 @@ async def test_a_run_whose_first_write_is_refused_says_so_and_answers_once_memor
             assert not [t for t in thread if t.startswith(":x:")], thread  # never "please ask again"
         print(f"\nRedis full before the run's first write: answered {took:.1f}s after memory was freed "
               f"(AGENT_LEASE_SECONDS={env['AGENT_LEASE_SECONDS']})")
+        assert_no_unread_task_errors(web, worker)
+        assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
+
+
+async def test_a_run_whose_llm_call_outlives_its_lease_in_a_full_redis_says_so_and_answers_once_freed(
+    tmp_path: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    """The run's lease cannot be renewed while Redis is full: the run gives up before its lease could lapse, and
+    must say why in its thread rather than fall silent until another worker takes it over."""
+    calls = 0
+
+    def slow_then_quick(request: RecordedRequest) -> Reply:
+        nonlocal calls
+        calls += 1
+        return delay(LONG_CALL_SECONDS, text("The answer.")) if calls == 1 else text("The answer.")
+
+    fake_openai.script = slow_then_quick
+    async with RedisServer(tmp_path / "redis", extra_args=FULL_REDIS) as server:
+        env = service_env(fake_slack, fake_openai, server.url)
+        web, worker = process("web", env, tmp_path, "web"), process("worker", env, tmp_path, "worker")
+        filler = Filler(server.url)
+        async with web, worker:
+            await web.wait_healthy(STARTUP)
+            await worker.wait_healthy(STARTUP)
+            ts = next_ts()
+            assert await deliver(web, event_body(mention(text="<@UBOT> what is 2+2?", ts=ts))) == 200
+            await fake_openai.wait_for_requests(1, timeout=30)
+            await filler.fill()
+
+            async def told() -> bool:
+                worker.check_alive()
+                return STORE_LOST_NOTICE in thread_texts(fake_slack, ts)
+
+            await until(told, timeout=30, what="the thread to be told the run lost its state store")
+            await filler.free()
+            freed = time.monotonic()
+
+            async def answered() -> bool:
+                worker.check_alive()
+                return bool(final_answers(fake_slack, ts))
+
+            await until(answered, timeout=60, what="the run to answer once memory is freed")
+            took = time.monotonic() - freed
+            assert len(final_answers(fake_slack, ts)) == 1, thread_texts(fake_slack, ts)
+        print(f"\nRedis full during an LLM call longer than the lease: answered {took:.1f}s after memory was freed")
         assert_no_unread_task_errors(web, worker)
         assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
 
