@@ -36,7 +36,7 @@ class RedisProbe:
         self._timeout = timeout
         self._every = every
         self._answer = ""
-        self._asked = -every
+        self._asked = float("-inf")
         self._probe: asyncio.Task[str] | None = None
 
     async def problem(self) -> str:
@@ -68,6 +68,8 @@ class RedisProbe:
             return f"redis refuses writes: {_first_line(exc)}"
         except (RedisError, OSError) as exc:
             return f"redis is not answering ({_first_line(exc)})"
+        except Exception as exc:  # the probe's answer is all anyone reads of it: a surprise is a 503, not a 500
+            return f"the redis check failed ({type(exc).__name__}: {_first_line(exc)})"
         return ""
 
 
