@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
 
 #: The longest a probe may take: a check within it, the health answer within a second.
-PROBE_TIMEOUT_SECONDS = 0.8
+PROBE_TIMEOUT_SECONDS = 0.5
 #: How long one probe's answer stands; so each process writes the probe key at most this often.
 PROBE_EVERY_SECONDS = 1.0
 #: The probe key's life: long enough to outlive the next probe, short enough to leave nothing behind.

@@ -192,7 +192,7 @@ class TurnRunner:
             resume = mine and progress.status == "running"
             parts = await self._prepare(turn, poster, job_id)
         except (StoreError, RedisError, OSError) as exc:
-            return await self._wait_for_store(turn, lease, poster, exc)
+            return await self._wait_for_store(turn, lease, poster, exc, told=resumed)
         if parts is None:
             return await self._let_go(lease)
         # Said where the run had shown something; one that never got as far has said it was waiting.
@@ -211,14 +211,18 @@ class TurnRunner:
             await self._record(turn, await self._unwritable_stop(turn, unwritable), poster.client, note=unwritable)
         return "done"
 
-    async def _wait_for_store(self, turn: Turn, lease: Lease, poster: Poster, exc: Exception) -> RunOutcome:
+    async def _wait_for_store(
+        self, turn: Turn, lease: Lease, poster: Poster, exc: Exception, *, told: bool
+    ) -> RunOutcome:
         """Redis refused (out of memory) or dropped a write before the run's first step: the turn is kept, the
-        asker told, and the lease lapsed, so a worker starts the run once Redis takes writes again (the resumer's
-        takeover is itself a write: none happens before then)."""
+        asker told (unless ``told``: a resume, whose thread heard when the run first stopped), and the lease
+        lapsed, so a worker starts the run once Redis takes writes again (the resumer's takeover is itself a
+        write: none happens before then)."""
         log.warning("run %s in %s could not start: Redis refused its state (%s); left for a resume",
                     turn.run_id, turn.thread, exc)
-        with contextlib.suppress(Exception):
-            await poster.post(turn.target, render.notice(STORE_REFUSED_NOTICE))
+        if not told:
+            with contextlib.suppress(Exception):
+                await poster.post(turn.target, render.notice(STORE_REFUSED_NOTICE))
         with contextlib.suppress(Exception):
             await self.leases.hand_over(lease)  # refused too while Redis is full: then it lapses by itself
         return "interrupted"
