@@ -20,13 +20,14 @@ from redis.exceptions import OutOfMemoryError
 
 from bot.identity import Conversation, Workspace
 from bot.jobs import Runtime
+from bot.keys import AppKeys
 from bot.redis import RedisHandle
 from bot.run import STORE_LOST_NOTICE, STORE_REFUSED_NOTICE, lease_id
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 from bot.turns import Turn, enqueue_turn
 from bot.worker import default_agent
-from tests.bot.conftest import SECRET
+from tests.bot.conftest import SECRET, App, burst_worker
 from tests.bot.service_processes import (
     assert_no_secrets,
     final_answers,
@@ -311,3 +312,26 @@ async def test_a_resume_that_redis_fails_is_logged_and_left_for_the_next_scan(
     finally:
         await runtime.aclose()
         await handle.close()
+
+
+async def test_a_job_whose_start_redis_refuses_is_tried_again_and_answers(
+    app: App, settings: Settings, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis
+) -> None:
+    """Redis fails the job's first commands (taking the thread's run slot; here the slot's key is made the wrong
+    type): the job is tried again a moment later instead of failing for good with its turn left unanswered."""
+    fake_openai.queue(text("The answer."))
+    ts = next_ts()
+    slot = AppKeys(settings.redis_key_prefix).lock(Conversation(Workspace("T0001"), "C1", ts).id)
+    await redis_client.hset(slot, "not", "a lock")  # type: ignore[misc]
+    assert (await app.post_event(event_body(mention(text="<@UBOT> what is 2+2?", ts=ts)))).status == 200
+    async with burst_worker(settings) as worker:
+        draining = asyncio.create_task(worker.main())
+
+        async def tried() -> bool:
+            return worker.jobs_retried + worker.jobs_failed >= 1
+
+        await until(tried, timeout=30, what="the job's first try")
+        await redis_client.delete(slot)  # Redis takes the job's commands again
+        await asyncio.wait_for(draining, 60)
+    answers = [m for m in fake_slack.thread_messages("C1", ts) if "Stop reason" in m.block_text()]
+    assert len(answers) == 1 and "The answer." in answers[0].block_text()
