@@ -2,8 +2,9 @@
 
 A full Redis answers reads and PING but refuses every write that could grow it. While it does, the web process
 answers a mention 500 (Slack retries it) and ``/healthz`` says 503 within a second; a run that could not save its
-first state says so in its thread and starts once memory is freed. A paused Redis answers nothing: ``/healthz``
-still answers, 503, within a second. No process leaves a task's exception unread.
+first state, or whose lease it would not renew, says so in its thread and goes on once memory is freed; a job
+whose first commands Redis fails is tried again. A paused Redis answers nothing: ``/healthz`` still answers, 503,
+within a second. No process leaves a task's exception unread.
 """
 
 from __future__ import annotations
