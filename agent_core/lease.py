@@ -190,6 +190,13 @@ class LeaseKeeper:
     def lost(self) -> bool:
         return not self.valid()
 
+    @property
+    def unrenewable(self) -> bool:
+        """Lost because Redis failed every renewal (down, full, paused, or out of this worker's reach), not
+        taken by another holder. The run may then still say why it stopped (a notice, never a step or an
+        answer: out of reach of this worker only, another one may resume the run meanwhile)."""
+        return bool(self.lost_reason) and not self._renewal.taken
+
     async def _keep(self) -> None:
         reason = await self._renewal.run()
         self.lost_reason = f"lease_lost: {reason}"

@@ -78,6 +78,9 @@ class Renewal:
         self.deadline = (clock() if since is None else since) + seconds - margin(seconds)
         """Monotonic time at which the claim counts as lost unless renewed before; ``since`` is when the
         claim was made (sent), the conservative start."""
+        self.taken = False
+        """Set when the claim was lost because someone else holds it (or it was swept), not because renewals
+        failed: then the store was reachable, and another holder may be acting on it."""
 
     def renewed(self, sent: float) -> None:
         """Record a successful renewal (or acquisition) sent at ``sent``."""
@@ -106,5 +109,6 @@ class Renewal:
                 log.warning("%s: renewal failed (%s: %s); retrying", self.what, type(exc).__name__, exc)
                 continue
             if not ok:
+                self.taken = True
                 return f"{self.what} was lost: another worker holds it now, or it lapsed"
             self.renewed(sent)

@@ -17,8 +17,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from arq import Retry
 from arq.connections import ArqRedis
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import RedisThreadStore, RedisTraceSink, RunLeases
@@ -62,6 +64,8 @@ JOB_KEEP_RESULT_SECONDS = 24 * 3600
 MAX_PENDING_NOTICES = 1000
 #: How long a stopping worker lets its notices on their way finish.
 NOTICE_DRAIN_SECONDS = 5.0
+#: How long a job whose first Redis commands failed waits before its next try.
+ENTER_RETRY_SECONDS = 2.0
 
 
 class Runtime:
@@ -136,7 +140,17 @@ class Runtime:
             await self.agent.aclose()
 
     async def run_thread(self, thread: str, turn_id: str, *, job_id: str, job_try: int, last_try: bool) -> str:
-        entered = await self._enter(thread, turn_id, job_id)
+        try:
+            entered = await self._enter(thread, turn_id, job_id)
+        except (RedisError, OSError) as exc:
+            # Redis failed the job's first commands (full, dropped): nothing of the run exists yet, so the job is
+            # simply tried again; failing for good would leave its turn in the inbox with nobody told.
+            if last_try:
+                await self._give_up(thread, turn_id, exc)
+                raise
+            log.warning("thread %s: Redis failed as job %s started (%s); trying again in %.0fs", thread, job_id,
+                        exc, ENTER_RETRY_SECONDS)
+            raise Retry(defer=ENTER_RETRY_SECONDS) from exc
         if isinstance(entered, str):
             return entered
         head = entered.head
@@ -191,6 +205,13 @@ class Runtime:
         # Giving it back here could take it from under that job.
         await self._tell_queued(thread, turn_id, job_id)
         return "queued"
+
+    async def _give_up(self, thread: str, turn_id: str, exc: Exception) -> None:
+        """The job's last try could not even start: its asker is told, as a failed run's is."""
+        with contextlib.suppress(Exception):
+            turn = await self.threads.turn(thread, turn_id)
+            if turn is not None:
+                await self._fail(turn, exc)
 
     async def _fail(self, turn: Turn, exc: Exception) -> None:
         with contextlib.suppress(Exception):

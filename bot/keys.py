@@ -206,6 +206,11 @@ class AppKeys(Keys):
         them without starting MCP servers; rewritten by each worker at start-up and when a server's list changes."""
         return f"{self.prefix}:tools:catalog"
 
+    def health_probe(self) -> str:
+        """String: what ``/healthz`` writes (a few seconds' expiry) to learn that Redis still takes writes; one
+        key for every process, each writing it at most once a second."""
+        return f"{self.prefix}:health:probe"
+
 
 def worker_health_key(queue_name: str, host: str, pid: int) -> str:
     """arq's heartbeat key of one worker process: per process, so each has a health signal of its own."""

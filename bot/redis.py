@@ -79,9 +79,10 @@ class RedisHandle:
     _clients: list[aioredis.Redis] = field(default_factory=list)
     _sentinels: list[Sentinel] = field(default_factory=list)
 
-    def client(self) -> aioredis.Redis:
-        """A new client of this Redis (bytes in, bytes out); closed by ``close``."""
-        client = self._new_client()
+    def client(self, *, timeout: float | None = None) -> aioredis.Redis:
+        """A new client of this Redis (bytes in, bytes out), giving up on a silent server after ``timeout``
+        seconds if given; closed by ``close``."""
+        client = self._new_client(socket_timeout=timeout)
         self._clients.append(client)
         return client
 
@@ -232,11 +233,3 @@ async def awaited(result: Awaitable[T] | T) -> T:
 def as_text(raw: bytes | str | None) -> str | None:
     """A reply of the bytes client as text (the stubs say str, the client gives bytes)."""
     return raw.decode() if isinstance(raw, bytes) else raw
-
-
-async def redis_ok(client: aioredis.Redis) -> bool:
-    """True when Redis answers PING (the /healthz check)."""
-    try:
-        return bool(await client.ping())
-    except (RedisError, OSError):
-        return False

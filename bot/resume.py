@@ -16,7 +16,7 @@ import uuid
 
 from redis.exceptions import RedisError
 
-from agent_core import Lease, RunLeases
+from agent_core import Lease, RunLeases, StoreError
 from bot import render
 from bot.keys import AppKeys
 from bot.run import TurnRunner
@@ -63,7 +63,7 @@ class Resumer:
                     await self.threads.sweep_lines()
                     await self.runner.open_streams.sweep()  # streams their runs could not stop
                 except (RedisError, OSError) as exc:
-                    log.warning("resume scan skipped: Redis is not answering (%s)", exc)
+                    log.warning("resume scan skipped: Redis failed (%s)", exc)
                 await asyncio.sleep(self.scan_seconds)
         finally:
             for task in list(self._tasks):
@@ -86,6 +86,17 @@ class Resumer:
         return started
 
     async def _resume(self, lease: Lease) -> None:
+        """Resume one run; a failure is logged here (the task's exception is nobody else's to read), and a run
+        Redis failed under is left to lapse again, for a later scan."""
+        try:
+            await self._take_over(lease)
+        except (StoreError, RedisError, OSError) as exc:
+            log.warning("resume of run %s stopped: Redis failed (%s); resumed again once its lease lapses",
+                        lease.run_id, exc)
+        except Exception:
+            log.exception("resume of run %s failed; resumed again once its lease lapses", lease.run_id)
+
+    async def _take_over(self, lease: Lease) -> None:
         async with self._slots:
             thread, _, turn_id = lease.run_id.rpartition("|")
             turn = await self.threads.turn(thread, turn_id)

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Literal, Protocol
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import (
@@ -83,6 +84,11 @@ AgentFactory = Callable[[Settings, RedisThreadStore, RedisTraceSink], EventSourc
 RunOutcome = Literal["done", "elsewhere", "interrupted"]
 STORE_LOST_NOTICE = (
     ":warning: I lost my state store (Redis) mid-run. I'll pick up from the last saved step as soon as it is back."
+)
+
+STORE_REFUSED_NOTICE = (
+    ":warning: I can't save this run's state right now (Redis refused the write), so I haven't started. "
+    "I'll start as soon as Redis accepts writes again."
 )
 
 
@@ -173,20 +179,24 @@ class TurnRunner:
             # Nowhere to reply: the admin sees it in the log (App Home needs the token too).
             log.error("run %s in %s not started: %s", turn.run_id, turn.thread, exc)
             return await self._let_go(lease)
-        # Read once, here: the run starts from it (RunRequest.loaded) rather than reading it again.
-        state = await self.store.load(turn.thread)
-        progress = state.progress
-        mine = progress.run_id == turn.run_id
-        if mine and progress.status == "stopped":
-            # Finished just before a restart. The end is saved before it is posted, so the answer may not be
-            # out yet: the ledger, not the progress, says whether it is.
-            await self._post_missing_final(turn, progress, poster)
-            return await self._let_go(lease)
-        resume = mine and progress.status == "running"
-        parts = await self._prepare(turn, poster, job_id)
+        try:
+            # Read once, here: the run starts from it (RunRequest.loaded) rather than reading it again.
+            state = await self.store.load(turn.thread)
+            progress = state.progress
+            mine = progress.run_id == turn.run_id
+            if mine and progress.status == "stopped":
+                # Finished just before a restart. The end is saved before it is posted, so the answer may not be
+                # out yet: the ledger, not the progress, says whether it is.
+                await self._post_missing_final(turn, progress, poster)
+                return await self._let_go(lease)
+            resume = mine and progress.status == "running"
+            parts = await self._prepare(turn, poster, job_id)
+        except (StoreError, RedisError, OSError) as exc:
+            return await self._wait_for_store(turn, lease, poster, exc, told=resumed)
         if parts is None:
             return await self._let_go(lease)
-        if resume or resumed:
+        # Said where the run had shown something; one that never got as far has said it was waiting.
+        if resume or (resumed and (await parts.ledger.get()).get("first_ts")):
             await parts.sink.poster.post(turn.target, render.notice(
                 ":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step."
             ))
@@ -200,6 +210,22 @@ class TurnRunner:
         elif unwritable:
             await self._record(turn, await self._unwritable_stop(turn, unwritable), poster.client, note=unwritable)
         return "done"
+
+    async def _wait_for_store(
+        self, turn: Turn, lease: Lease, poster: Poster, exc: Exception, *, told: bool
+    ) -> RunOutcome:
+        """Redis refused (out of memory) or dropped a write before the run's first step: the turn is kept, the
+        asker told (unless ``told``: a resume, whose thread heard when the run first stopped), and the lease
+        lapsed, so a worker starts the run once Redis takes writes again (the resumer's takeover is itself a
+        write: none happens before then)."""
+        log.warning("run %s in %s could not start: Redis refused its state (%s); left for a resume",
+                    turn.run_id, turn.thread, exc)
+        if not told:
+            with contextlib.suppress(Exception):
+                await poster.post(turn.target, render.notice(STORE_REFUSED_NOTICE))
+        with contextlib.suppress(Exception):
+            await self.leases.hand_over(lease)  # refused too while Redis is full: then it lapses by itself
+        return "interrupted"
 
     async def _let_go(self, lease: Lease) -> RunOutcome:
         """The end of a run that never got as far as its LeaseKeeper (which releases the lease of the others)."""
@@ -269,7 +295,7 @@ class TurnRunner:
                 ))
                 interrupted = await pipelined(events, sink, keeper.valid)
                 if interrupted is not None or not keeper.valid():
-                    if interrupted is not None and interrupted.store_failed:
+                    if (interrupted is not None and interrupted.store_failed) or keeper.unrenewable:
                         with contextlib.suppress(Exception):
                             await sink.poster.post(turn.target, render.notice(STORE_LOST_NOTICE))
                     log.warning("run %s interrupted (%s); left for a resume", run_id,

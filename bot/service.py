@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 from bot import metrics, socket_mode, startup
 from bot.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
 from bot.deps import Services
+from bot.health import PROBE_TIMEOUT_SECONDS, RedisProbe
 from bot.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
 from bot.jobs import AgentFactory, Runtime
 from bot.keys import AppKeys
@@ -173,8 +174,11 @@ class Service:
     async def _start_web(self, services: Services) -> None:
         """``/slack/events`` and ``/healthz`` for web roles on PORT; ``/healthz`` alone for a worker, on
         WORKER_HEALTH_PORT."""
-        web_app = (create_web_app(create_app(services), services, health=self.problem)
-                   if self.role in ("all", "web") else create_health_app(services, self.worker_problem))
+        assert self.redis is not None
+        # A client of its own, which gives up on a silent Redis: /healthz answers within a second regardless.
+        probe = RedisProbe(self.redis.client(timeout=PROBE_TIMEOUT_SECONDS), services.keys.health_probe())
+        web_app = (create_web_app(create_app(services), services, health=self.problem, probe=probe)
+                   if self.role in ("all", "web") else create_health_app(services, self.worker_problem, probe))
         settings = self.settings
         guard = ConnectionGuard(max_connections(), per_peer=settings.http_max_connections_per_ip)
         web_app[GUARD_KEY] = guard

@@ -81,6 +81,15 @@ class _ServerProcess:
             await asyncio.to_thread(self.process.wait)
         self.process = None
 
+    def pause(self) -> None:
+        """SIGSTOP: the server keeps its connections but answers nothing (a stalled host, a long fork)."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+
     async def __aenter__(self) -> Self:
         await self.start()
         return self
@@ -93,9 +102,11 @@ class RedisServer(_ServerProcess):
     """A redis-server of the test's own, on a free port, with its files in ``folder``."""
 
     def __init__(
-        self, folder: Path, *, appendonly: bool = False, port: int | None = None, replica_of: int | None = None
+        self, folder: Path, *, appendonly: bool = False, port: int | None = None, replica_of: int | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.folder = folder
+        self.extra_args = extra_args
         self.port = port or free_port()
         self.appendonly = appendonly
         self.replica_of = replica_of
@@ -112,6 +123,7 @@ class RedisServer(_ServerProcess):
                 "--appendfsync", "everysec"]
         if self.replica_of is not None:
             args += ["--replicaof", "127.0.0.1", str(self.replica_of)]
+        args += self.extra_args
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         preexec_fn=die_with_parent)
         await until(self.answers, what=f"redis-server on port {self.port}")
@@ -253,10 +265,10 @@ class BotProcess:
         if self.cpus is not None:
             os.sched_setaffinity(0, self.cpus)
 
-    async def health(self) -> int:
-        """The status of GET /healthz, or 0 when nothing answers."""
+    async def health(self, timeout: float = 2.0) -> int:
+        """The status of GET /healthz, or 0 when nothing answers within ``timeout``."""
         try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http:
                 async with http.get(f"{self.url}/healthz") as resp:
                     return resp.status
         except (aiohttp.ClientError, OSError, TimeoutError):

@@ -16,6 +16,7 @@ from bot.settings import Settings
 from tests.bot.conftest import SECRET, App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.slack_api import FakeSlack
+from tests.processes import until
 from tests.signing import event_body, mention, message, next_ts, signed_headers
 
 
@@ -135,8 +136,13 @@ async def test_healthz_is_503_when_redis_is_down(key_prefix: str, fake_slack: Fa
                 assert resp.status == 200
             server.terminate()
             await server.wait()
-            async with http.get(f"http://127.0.0.1:{service.port}/healthz") as resp:
-                assert resp.status == 503
+
+            async def unhealthy() -> bool:
+                # The last good probe's answer stands for a second (bot.health), then each check says 503.
+                async with http.get(f"http://127.0.0.1:{service.port}/healthz") as resp:
+                    return resp.status == 503
+
+            await until(unhealthy, timeout=5, what="/healthz to say 503 once Redis is gone")
     finally:
         if server.returncode is None:
             server.terminate()
