@@ -26,12 +26,18 @@ def service_env(slack: FakeSlack, openai: FakeOpenAI, redis_url: str | None, **e
         "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": slack.base_url,
         "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": openai.base_url, "OPENAI_MAX_RETRIES": "0",
         "LLM_PRICE_PROMPT_PER_1M": "1", "LLM_PRICE_COMPLETION_PER_1M": "2", "SLACK_POSTS_PER_SECOND": "0",
-        "SLACK_UPDATES_PER_MINUTE": "0", "HOST": "127.0.0.1", "PORT": str(free_port()),
+        "SLACK_UPDATES_PER_MINUTE": "0", "HOST": "127.0.0.1", **ports(),
     }
     if redis_url:
         env["REDIS_URL"] = redis_url
     env.update(extra)
     return env
+
+
+def ports() -> dict[str, str]:
+    """A free PORT, and a free WORKER_HEALTH_PORT for the supervisor's workers: its default, PORT + 1, is free
+    only by chance on a busy machine, and a taken one (rightly) stops the service."""
+    return {"PORT": str(free_port()), "WORKER_HEALTH_PORT": str(free_port())}
 
 
 async def post_mention(bot: BotProcess, task: str, ts: str) -> int:
@@ -116,7 +122,7 @@ async def test_a_killed_service_leaves_no_second_embedded_redis(
 
     # The server was tied to its parent's life: it goes when the parent is killed.
     await until(orphan_gone, what="the embedded Redis to stop with its parent")
-    env["PORT"] = str(free_port())
+    env.update(ports())
     async with BotProcess("all", env, tmp_path / "second.log") as second:
         await second.wait_healthy()
         servers = [p for p in os.listdir("/proc") if p.isdigit() and _is_valkey_on(int(p), tmp_path / "data")]
@@ -129,7 +135,7 @@ async def test_a_second_service_on_the_same_data_dir_is_refused(
     env = service_env(fake_slack, fake_openai, None, DATA_DIR=str(tmp_path / "data"))
     async with BotProcess("all", env, tmp_path / "first.log") as first:
         await first.wait_healthy()
-        second = BotProcess("all", {**env, "PORT": str(free_port())}, tmp_path / "second.log")
+        second = BotProcess("all", {**env, **ports()}, tmp_path / "second.log")
         second.start()
         assert second.process is not None
         code = await asyncio.to_thread(second.process.wait, 60)

@@ -120,6 +120,8 @@ def bot_env(key_prefix: str, slack: FakeSlack, openai: FakeOpenAI, **overrides: 
         HOST="127.0.0.1", PORT="0", SLACK_POSTS_PER_SECOND="0", SLACK_UPDATES_PER_MINUTE="0",
         OPENAI_API_KEY="sk-test-key-for-the-fake-0000", OPENAI_BASE_URL=openai.base_url, OPENAI_MAX_RETRIES="0",
         LLM_PRICE_PROMPT_PER_1M="1", LLM_PRICE_COMPLETION_PER_1M="2", LOG_FORMAT="json", LOG_LEVEL="INFO",
+        # Its default, PORT + 1, is free only by chance on a busy machine (and a taken one stops the service).
+        WORKER_HEALTH_PORT=str(free_port()),
     )
     env.update(overrides)
     return env
