@@ -28,6 +28,7 @@ from typing import Any
 
 from yarl import URL
 
+from tools.answer_links import neutralise
 from tools.context import ToolContext
 from tools.egress import (
     DEFAULT_GUARD_MODE,
@@ -134,6 +135,18 @@ class ExfiltrationGuard:
             raise EgressHeld(self._held(tool, HoldReason.REDIRECT, raw, ctx))
 
         return check
+
+    def answer(self, text: str, ctx: ToolContext) -> str:
+        """``text`` as the run may show it: armed, a link to a destination the run may not reach (``_allowed``)
+        is shown as text (``tools.answer_links``), so no click, unfurl or image load carries data out."""
+        if not self.armed(ctx.egress):
+            return text
+
+        def reachable(raw: str) -> bool:
+            dest = _destination(raw)
+            return dest is not None and not _listed(dest[1], ctx.egress.denied_domains) and self._allowed(*dest, ctx)
+
+        return neutralise(text, reachable)
 
     async def notify(self, held: HeldBack, ctx: ToolContext) -> None:
         """Log (host only: a URL may carry the data) and tell the caller's sink; a broken sink is logged."""
