@@ -40,6 +40,7 @@ from tools.egress import (
     HeldBack,
     HoldReason,
 )
+from tools.leak_split import SplitWatch
 from tools.leaks import Leak, LeakIndex
 from tools.registry import Registry
 from tools.result import ToolResult
@@ -67,6 +68,7 @@ class ExfiltrationGuard:
         self._approved: set[str] = set()
         self._index_key: tuple[Any, ...] | None = None
         self._index = LeakIndex(())
+        self._split = SplitWatch()  # pieces of private text spread over this run's calls
 
     def armed(self, policy: EgressPolicy) -> bool:
         """True once the run has read private data (or was given some)."""
@@ -169,7 +171,7 @@ class ExfiltrationGuard:
             dest = _destination(raw)
             if dest is not None and _listed(dest[1], policy.denied_domains):
                 return self._held(tool, HoldReason.DENIED_DOMAIN, raw, ctx), []
-        leak = self._leak(arguments, requester_urls, ctx)
+        leak = self._leak(tool, arguments, requester_urls, ctx)
         if leak is not None:
             where, found = leak
             return self._held(tool, HoldReason.LEAK, where, ctx, found), []
@@ -200,21 +202,24 @@ class ExfiltrationGuard:
             yield from _urls_in(text)
 
     def _leak(
-        self, arguments: Mapping[str, Any], requester_urls: set[str], ctx: ToolContext
+        self, tool: Tool, arguments: Mapping[str, Any], requester_urls: set[str], ctx: ToolContext
     ) -> tuple[str, Leak] | None:
         index = self._leak_index(ctx)
         # A URL the requester gave, or one that stands in the private text itself, is not a carrier: it goes
         # where it always pointed (the destination rule still applies to it).
         exempt = requester_urls | self._private_urls(ctx)
-        for text in _strings(arguments):
-            surface = text
+
+        def scrub(text: str) -> str:
             for url in _urls_in(text):
                 if _normal(url) in exempt:
-                    surface = surface.replace(url, " ")
-            found = index.find(surface)
+                    text = text.replace(url, " ")
+            return text
+
+        for text in _strings(arguments):
+            found = index.find(scrub(text))
             if found is not None:
                 return text, found
-        return None
+        return self._split.find(index, tool.name, arguments, scrub)
 
     def _leak_index(self, ctx: ToolContext) -> LeakIndex:
         policy = ctx.egress
