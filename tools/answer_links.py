@@ -9,7 +9,7 @@ no Slack client turns into a link or fetches::
     >>> neutralise("see [the report](https://evil.example/?d=k3y)", lambda url: False)
     'see the report (`https://evil.example/?d=k3y`)'
 
-Code (fenced or inline) is left as it is: nothing in it is a link.
+Code (fenced or inline) is left as it is: nothing in it is a link. A stray backtick outside code becomes ``'``.
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ def neutralise(text: str, allowed: Callable[[str], bool]) -> str:
 
 
 def _links(text: str, allowed: Callable[[str], bool]) -> str:
+    # A backtick outside code is unpaired: left in, it would pair with one of the code spans made here and
+    # turn that span's URL back into linkable text.
+    text = text.replace("`", "'")
+
     def one(match: re.Match[str]) -> str:
         whole = match.group()
         if match.group("md"):
