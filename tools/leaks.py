@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote_plus
 
-from tools.leak_decoders import rewritings, transcodings
+from tools.leak_decoders import transcodings, variants
 from tools.leak_shapes import secret_values
 
 #: Shortest token (letters and digits, separators dropped) that counts as private.
@@ -90,6 +90,13 @@ class LeakIndex:
             for value in secret_values(text):
                 if not any(value in mine for mine in exempt_squashed):  # the requester's own words never count
                     (self._tokens if len(value) >= MIN_TOKEN_CHARS else self._short).add(value)
+        #: A token's disguises (reversed, ROT13) -> (the token, the disguise's name), matched like tokens.
+        self._variants: dict[str, tuple[str, str]] = {}
+        for kept in (self._tokens, self._short):
+            for token in list(kept):
+                for variant, name in variants(token):
+                    self._variants.setdefault(variant, (token, name))
+                    kept.add(variant)
         # Lookups by window: the first MIN_TOKEN_CHARS characters of each token find it in O(1).
         self._by_prefix: dict[str, list[str]] = {}
         self._windows: dict[str, str] = {}
@@ -112,7 +119,10 @@ class LeakIndex:
                 return Leak("", TOO_MANY)
             found = self._match(surface)
             if found is not None:
-                return Leak(_mask(found), encoding)
+                token, disguise = self._variants.get(found, (found, ""))
+                if disguise:
+                    encoding = disguise if encoding == "plain" else f"{encoding}, {disguise}"
+                return Leak(_mask(token), encoding)
         return None
 
     def _match(self, surface: str) -> str | None:
@@ -179,8 +189,6 @@ def decodings(text: str) -> Iterator[tuple[str, str]]:
             layers.append((values, "split over parameters"))
         for decoded, name in layers:
             queue.append((decoded, name if encoding == "plain" else f"{encoding}, {name}", depth + 1))
-        for rewritten, name in rewritings(surface):  # matched, never decoded further
-            queue.append((rewritten, name if encoding == "plain" else f"{encoding}, {name}", MAX_DEPTH))
 
 
 def _base64_decodings(surface: str) -> Iterator[str]:
