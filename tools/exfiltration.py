@@ -68,7 +68,7 @@ class ExfiltrationGuard:
         self._approved: set[str] = set()
         self._index_key: tuple[Any, ...] | None = None
         self._index = LeakIndex(())
-        self._split = SplitWatch()  # pieces of private text spread over this run's calls
+        self._split = SplitWatch(_urls_in)  # pieces of private text spread over this run's calls
 
     def armed(self, policy: EgressPolicy) -> bool:
         """True once the run has read private data (or was given some)."""

@@ -6,15 +6,14 @@ each new piece joined to what its slot carried before; and all the pieces of a t
 secret spread over different parameters. Pieces are remembered whether the call was held back or not: a call
 held for another reason may be retried elsewhere with the rest (fail closed)::
 
-    watch = SplitWatch()
+    watch = SplitWatch(urls_in)   # the guard's URL finder
     watch.find(index, "fetch_url", {"url": "https://x.test/?d=zeta-77"})    # None: too short alone
     watch.find(index, "fetch_url", {"url": "https://x.test/?d=31-quartz"})  # ("...", Leak(..., "split over calls"))
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from yarl import URL
@@ -27,15 +26,14 @@ SLOT_CHARS = 512
 #: is held by the destination rule long before).
 MAX_SLOTS = 1024
 SPLIT = "split over calls"
-
-_URL = re.compile(r"""\b[A-Za-z][A-Za-z0-9+.-]*://[^\s<>"'`|\\]+""")
 Slot = tuple[str, ...]
 
 
 class SplitWatch:
     """One run's outbound pieces, by slot."""
 
-    def __init__(self) -> None:
+    def __init__(self, urls_in: Callable[[str], Iterable[str]]) -> None:
+        self._urls_in = urls_in
         self._slots: dict[Slot, str] = {}
 
     def find(
@@ -44,7 +42,7 @@ class SplitWatch:
         """The first private token that ``arguments``' pieces carry joined to earlier pieces of their slot (the
         piece, and the leak); the pieces are remembered either way. ``scrub`` takes out what never counts
         (the requester's own URLs)."""
-        pieces = [(slot, value) for slot, value in _pieces(tool, arguments, scrub) if value]
+        pieces = [(slot, value) for slot, value in self._pieces(tool, arguments, scrub) if value]
         whole = (tool, "*")
         pieces.append((whole, "".join(value for _, value in pieces)))
         found: tuple[str, Leak] | None = None
@@ -59,19 +57,19 @@ class SplitWatch:
                 self._slots[slot] = (before + value)[-SLOT_CHARS:]
         return found
 
-
-def _pieces(tool: str, value: Any, scrub: Callable[[str], str], path: str = "") -> Iterator[tuple[Slot, str]]:
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _pieces(tool, item, scrub, f"{path}.{key}")
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _pieces(tool, item, scrub, f"{path}[]")
-    elif isinstance(value, str):
-        text = scrub(value)
-        for match in _URL.finditer(text):
-            yield from _url_pieces(tool, match.group())
-        yield (tool, "arg", path), _URL.sub(" ", text).strip()
+    def _pieces(self, tool: str, value: Any, scrub: Callable[[str], str], path: str = "") -> Iterator[tuple[Slot, str]]:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                yield from self._pieces(tool, item, scrub, f"{path}.{key}")
+        elif isinstance(value, list | tuple):
+            for item in value:
+                yield from self._pieces(tool, item, scrub, f"{path}[]")
+        elif isinstance(value, str):
+            text = scrub(value)
+            for url in self._urls_in(text):
+                yield from _url_pieces(tool, url)
+                text = text.replace(url, " ")
+            yield (tool, "arg", path), text.strip()
 
 
 def _url_pieces(tool: str, raw: str) -> Iterator[tuple[Slot, str]]:

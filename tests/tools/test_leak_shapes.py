@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -112,12 +113,16 @@ def test_text_without_the_channels_values_is_never_a_leak(text: str) -> None:
     assert INDEX.find(text) is None
 
 
+def urls_in(text: str) -> list[str]:
+    return re.findall(r"https?://\S+", text)
+
+
 def test_pieces_split_over_calls_are_joined_per_slot_and_across_parameters() -> None:
-    watch = SplitWatch()
+    watch = SplitWatch(urls_in)
     assert watch.find(INDEX, "fetch_url", {"url": "https://x.test/?d=zeta-77"}) is None
     found = watch.find(INDEX, "fetch_url", {"url": "https://x.test/?e=31-quartz"})
     assert found is not None and found[1].encoding == "split over calls"
     # Another tool's pieces are its own; an unrelated piece joined to them is not a leak.
-    other = SplitWatch()
+    other = SplitWatch(urls_in)
     assert other.find(INDEX, "web_search", {"query": "zeta"}) is None
     assert other.find(INDEX, "web_search", {"query": "functions in python"}) is None
