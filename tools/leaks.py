@@ -65,7 +65,8 @@ class Leak:
 
     #: The private token or phrase, masked (its first characters and length): safe to log and post.
     fragment: str
-    #: How it was carried: ``plain``, ``url-encoded``, ``base64`` or ``hex`` (outermost layer first).
+    #: How it was carried: ``plain``, ``url-encoded``, ``base64``, ``hex``, ``base32``, ``character codes``,
+    #: ``reversed``, ``ROT13``, ``split over calls``... (outermost layer first).
     encoding: str
 
 
