@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Literal, TypeVar, cast
 
@@ -17,6 +17,7 @@ from agent_core.cancel import Cancelled, CancelToken
 from agent_core.cost import Price
 from agent_core.errors import LLMError, StoreError
 from agent_core.events import (
+    AnswerDelta,
     Event,
     FinalAnswer,
     Observed,
@@ -79,6 +80,13 @@ def _as_request(request: RunRequest | str, kwargs: dict[str, Any]) -> RunRequest
 #: An LLM call's outcome: the reply; a Stop (the budget refused the call, or the reply ends the run); or the
 #: prompt and plan of one more call (an answer cut off at its cap, asked for again with a larger one).
 _Outcome = LLMResponse | Stop | tuple[context.Prompt, CallPlan]
+
+
+async def _unless_quiet(deltas: AsyncIterable[Event], quiet: bool) -> AsyncIterator[Event]:
+    """The call's streamed events, without the answer's text when ``quiet``."""
+    async for delta in deltas:
+        if not (quiet and isinstance(delta, AnswerDelta)):
+            yield delta
 
 
 def _text_stands(outcome: object) -> bool:
@@ -221,19 +229,21 @@ class Agent:
                     break
                 live = self._live(run)                                          # thought (LLM), streamed
                 call = self._guard(run, self._call_llm(run, prompt, plan, live.feed))
-                async for delta in live.start(call, keep=_text_stands):
+                # Armed, the answer is shown whole once its links are checked (``_shown``), never as written.
+                quiet = run.executor.guard.armed(run.scope.egress)
+                async for delta in _unless_quiet(live.start(call, keep=_text_stands), quiet):
                     yield delta
                 reply = live.result()           # or the budget refused it, the model declined, the answer was cut off
                 if not isinstance(reply, LLMResponse):
                     stop, upcoming = (reply, None) if isinstance(reply, Stop) else (None, reply)  # or a larger cap
                     continue
                 step = reading.read(run, reply, protocol=self.protocol, redactor=self._redactor)
-                if step.final is None and live.answered:                        # the streamed text was no answer
+                if step.final is None and live.answered and not quiet:          # the streamed text was no answer
                     yield StreamReset(live.step, "not_final")
                 number = run.stopper.steps
                 yield Thought(number, step.thought)
                 if step.final is not None:                                      # layer 1: final answer
-                    answer = progress.cap_answer(step.final)
+                    answer = self._shown(run, progress.cap_answer(step.final), remembered=True)
                     stop = Stop(StopReason.FINAL_ANSWER, "final_answer: the model answered")
                     yield FinalAnswer(number, answer)
                     break
@@ -517,6 +527,16 @@ class Agent:
                 run.progress = progress.add_finding(run.progress, call.tool, call.arguments, result.text)
         return results
 
+    def _shown(self, run: Run, answer: str, *, remembered: bool = False) -> str:
+        """The answer as every display and the history get it: armed, links the run may not reach are text.
+        ``remembered``: the model's reply holding it is the last message remembered, and is rewritten too."""
+        ctx = replace(run.scope, run_id=run.run_id, step=run.stopper.steps, task=run.progress.task)
+        shown = run.executor.guard.answer(answer, ctx)
+        last = run.current[-1] if remembered and run.current else None
+        if shown != answer and last is not None and isinstance(last.get("content"), str):
+            last["content"] = run.executor.guard.answer(last["content"], ctx)
+        return shown
+
     async def _guard(self, run: Run, work: Awaitable[T]) -> T:
         """Race ``work`` against the cancel token and the wall-clock cap."""
         try:
@@ -554,7 +574,7 @@ class Agent:
         if reason is not StopReason.FINAL_ANSWER:
             for call_id in history.unanswered(run.current):
                 run.remember(history.not_executed(call_id, f"{reason.value}, the run stopped first"))
-            answer = stop.answer or progress.graceful_answer(reason, stop.detail, run.progress)
+            answer = self._shown(run, stop.answer or progress.graceful_answer(reason, stop.detail, run.progress))
             run.remember({"role": "assistant", "content": answer})
         run.progress = replace(run.progress, status="stopped", stop_reason=reason.value, step=run.stopper.steps,
                                answer=answer)

@@ -198,8 +198,10 @@ class Poster:
         if not await self._updates.wait(f"{self._rate_key}:update", try_only=best_effort):
             return False
         try:
+            # slack_sdk's chat_update has no unfurl arguments, but an edit is a post like any other: flags off.
             await self.client.chat_update(
-                channel=target.channel_id, ts=ts, text=message.text, blocks=list(message.blocks)
+                channel=target.channel_id, ts=ts, text=message.text, blocks=list(message.blocks),
+                unfurl_links=False, unfurl_media=False,
             )
         except SlackApiError as exc:
             log.warning("chat.update refused (%s)", exc.response.get("error"))

@@ -28,6 +28,7 @@ from typing import Any
 
 from yarl import URL
 
+from tools.answer_links import neutralise
 from tools.context import ToolContext
 from tools.egress import (
     DEFAULT_GUARD_MODE,
@@ -39,6 +40,7 @@ from tools.egress import (
     HeldBack,
     HoldReason,
 )
+from tools.leak_split import SplitWatch
 from tools.leaks import Leak, LeakIndex
 from tools.registry import Registry
 from tools.result import ToolResult
@@ -66,6 +68,7 @@ class ExfiltrationGuard:
         self._approved: set[str] = set()
         self._index_key: tuple[Any, ...] | None = None
         self._index = LeakIndex(())
+        self._split = SplitWatch(_urls_in)  # pieces of private text spread over this run's calls
 
     def armed(self, policy: EgressPolicy) -> bool:
         """True once the run has read private data (or was given some)."""
@@ -135,6 +138,18 @@ class ExfiltrationGuard:
 
         return check
 
+    def answer(self, text: str, ctx: ToolContext) -> str:
+        """``text`` as the run may show it: armed, a link to a destination the run may not reach (``_allowed``)
+        is shown as text (``tools.answer_links``), so no click, unfurl or image load carries data out."""
+        if not self.armed(ctx.egress):
+            return text
+
+        def reachable(raw: str) -> bool:
+            dest = _destination(raw)
+            return dest is not None and not _listed(dest[1], ctx.egress.denied_domains) and self._allowed(*dest, ctx)
+
+        return neutralise(text, reachable)
+
     async def notify(self, held: HeldBack, ctx: ToolContext) -> None:
         """Log (host only: a URL may carry the data) and tell the caller's sink; a broken sink is logged."""
         log.info("exfiltration guard held back %s to %r in run %s: %s", held.tool, held.host, held.run_id,
@@ -156,7 +171,7 @@ class ExfiltrationGuard:
             dest = _destination(raw)
             if dest is not None and _listed(dest[1], policy.denied_domains):
                 return self._held(tool, HoldReason.DENIED_DOMAIN, raw, ctx), []
-        leak = self._leak(arguments, requester_urls, ctx)
+        leak = self._leak(tool, arguments, requester_urls, ctx)
         if leak is not None:
             where, found = leak
             return self._held(tool, HoldReason.LEAK, where, ctx, found), []
@@ -187,21 +202,24 @@ class ExfiltrationGuard:
             yield from _urls_in(text)
 
     def _leak(
-        self, arguments: Mapping[str, Any], requester_urls: set[str], ctx: ToolContext
+        self, tool: Tool, arguments: Mapping[str, Any], requester_urls: set[str], ctx: ToolContext
     ) -> tuple[str, Leak] | None:
         index = self._leak_index(ctx)
         # A URL the requester gave, or one that stands in the private text itself, is not a carrier: it goes
         # where it always pointed (the destination rule still applies to it).
         exempt = requester_urls | self._private_urls(ctx)
-        for text in _strings(arguments):
-            surface = text
+
+        def scrub(text: str) -> str:
             for url in _urls_in(text):
                 if _normal(url) in exempt:
-                    surface = surface.replace(url, " ")
-            found = index.find(surface)
+                    text = text.replace(url, " ")
+            return text
+
+        for text in _strings(arguments):
+            found = index.find(scrub(text))
             if found is not None:
                 return text, found
-        return None
+        return self._split.find(index, tool.name, arguments, scrub)
 
     def _leak_index(self, ctx: ToolContext) -> LeakIndex:
         policy = ctx.egress

