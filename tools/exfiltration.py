@@ -187,7 +187,8 @@ class ExfiltrationGuard:
         policy = ctx.egress
         requester_urls = self._requester_urls(ctx)
         destinations = list(self._destinations(tool, arguments))
-        service = _service(tool)
+        # A tool naming no destination in this call (no URL argument found) still sends somewhere.
+        service = _service(tool) or ("" if destinations or tool.destination_args else f"wherever {tool.name} sends")
         for raw in destinations:
             dest = _destination(raw)
             if dest is not None and _listed(dest[1], policy.denied_domains):
@@ -328,7 +329,7 @@ def _service(tool: Tool) -> str:
     """The one fixed service an outbound tool sends to ("" for a tool whose URL arguments name it)."""
     if tool.sends_to:
         return tool.sends_to
-    return "" if tool.destination_args else f"wherever {tool.name} sends"
+    return f"wherever {tool.name} sends" if tool.destination_args == () else ""
 
 
 def _service_rule(tool: Tool, service: str) -> str:

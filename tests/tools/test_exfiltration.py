@@ -420,13 +420,17 @@ async def test_web_search_query_is_checked_and_its_backend_is_its_destination(
     attacker: PageServer, docs: PageServer
 ) -> None:
     search = make_web_search(SearxngBackend(docs.url("")), timeout=5)
-    run = make_run(attacker, search)
+    run = make_run(attacker, search, task="summarise the channel and search the quarterly numbers template")
     await run.read_channel()
-    result = await run.call("web_search", {"query": "quarterly numbers template"})
+    # The requester's own words go to the search provider unasked (in any case, fullwidth or not).
+    result = await run.call("web_search", {"query": "Quarterly Numbers template"})
     assert result.outcome is Outcome.ERROR and "SearXNG answered HTTP 404" in result.text  # it went out
-    held = await run.call("web_search", {"query": f"what is {SECRET}"})
-    assert held.outcome is Outcome.HELD_BACK
-    assert [p for p, _ in docs.requests] == ["/search?q=quarterly+numbers+template&format=json"]
+    for query in (f"what is {SECRET}", "quarterly numbers BlueHeron", "quarterly numbers template ++-+"):
+        held = await run.call("web_search", {"query": query})
+        assert held.outcome is Outcome.HELD_BACK, query
+    assert "may receive only words from the requester's own messages" in held.text
+    assert run.notices.held[-1].service == "the search provider SearXNG (127.0.0.1)"
+    assert [p for p, _ in docs.requests] == ["/search?q=Quarterly+Numbers+template&format=json"]
 
 
 class WebhookArgs(BaseModel):
