@@ -10,6 +10,7 @@ Routes:
 * ``/chain/N`` — N redirects, then ``/page``
 * ``/slow`` — answers only when the server closes (for timeouts; nothing sleeps)
 * ``/status/CODE`` — an empty answer with that status
+* ``/search?q=…&format=json`` — a SearXNG answer: one result naming the query
 * ``/doc/NAME`` — the plain text the test put in ``docs[NAME]`` (a runbook, a page handing out the next URL)
 
 Every request is recorded in ``requests`` as (path, headers).
@@ -81,6 +82,7 @@ class PageServer:
         app.router.add_get("/slow", self._slow)
         app.router.add_get("/status/{code}", self._status)
         app.router.add_get("/doc/{name}", self._doc)
+        app.router.add_get("/search", self._search)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -115,6 +117,12 @@ class PageServer:
         size = int(request.query.get("size", "2000000"))
         unit = HOSTILE[request.match_info["shape"]]
         return web.Response(text=(unit * (size // len(unit) + 1))[:size], content_type="text/html")
+
+    async def _search(self, request: web.Request) -> web.Response:
+        query = request.query.get("q", "")
+        return web.json_response({"results": [
+            {"title": f"About {query}", "url": f"http://127.0.0.1:{self.port}/page", "content": f"All on {query}."},
+        ]})
 
     async def _doc(self, request: web.Request) -> web.Response:
         text = self.docs.get(request.match_info["name"])

@@ -424,7 +424,7 @@ async def test_web_search_query_is_checked_and_its_backend_is_its_destination(
     await run.read_channel()
     # The requester's own words go to the search provider unasked (in any case, fullwidth or not).
     result = await run.call("web_search", {"query": "Quarterly Numbers template"})
-    assert result.outcome is Outcome.ERROR and "SearXNG answered HTTP 404" in result.text  # it went out
+    assert result.ok and "About Quarterly Numbers template" in result.text  # it went out
     for query in (f"what is {SECRET}", "quarterly numbers BlueHeron", "quarterly numbers template ++-+"):
         held = await run.call("web_search", {"query": query})
         assert held.outcome is Outcome.HELD_BACK, query
