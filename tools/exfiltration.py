@@ -25,17 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import html
-import json
 import logging
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from yarl import URL
 
 from tools.context import ToolContext
+from tools.destinations import Ask, payload, private_source, requester_words_only, service_of, service_rule
 from tools.egress import (
     DEFAULT_GUARD_MODE,
     EgressAnswer,
@@ -62,28 +60,6 @@ _BARE_URL = re.compile(r"(?<![\w@./:-])(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}/[^\s<>\"
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}")
 _WRAPPED = re.compile(r'<<<tool_output name="([A-Za-z0-9_.-]+)">>>\n(.*?)\n<<<end_tool_output>>>', re.DOTALL)
 _TRAILING = ".,;:!?)]}>'\""
-_WORD = re.compile(r"\w+")
-#: Besides the requester's words, a query passing unasked may hold only spaces and this punctuation.
-_PLAIN_PUNCTUATION = frozenset(" \t\n\"'.,:;!?()-")
-#: The source named for internal pages (``Tool.private_result``).
-INTERNAL_SOURCE = "internal pages"
-
-
-@dataclass(frozen=True, slots=True)
-class _Ask:
-    """One destination of a call that needs the requester's approval."""
-
-    #: The URL ("" for a fixed service).
-    url: str
-    #: Where to, as the requester knows it: the host, or ``Tool.sends_to``.
-    destination: str
-    #: Exactly what would be sent.
-    payload: str
-    #: What approving for the run approves (``host:…`` or ``service:…``).
-    scope: str
-    why: str
-
-
 class ExfiltrationGuard:
     """One run's guard state: the private data read so far, and the URLs the requester approved."""
 
@@ -105,7 +81,7 @@ class ExfiltrationGuard:
 
     def observe(self, tool: Tool, result: ToolResult) -> None:
         """Remember what a private tool returned (called after every call)."""
-        if result.ok and result.full.strip() and (source := _private_source(tool, result.full)):
+        if result.ok and result.full.strip() and (source := private_source(tool, result.full)):
             self._add(source, result.full)
 
     def remember_transcript(self, texts: Iterable[object], registry: Registry) -> None:
@@ -120,7 +96,7 @@ class ExfiltrationGuard:
                 continue
             for name, body in _WRAPPED.findall(text):
                 tool = registry.get(name)
-                source = (name if "__" in name else None) if tool is None else _private_source(tool, body)
+                source = (name if "__" in name else None) if tool is None else private_source(tool, body)
                 if source and body.strip():
                     self._add(source, body)
 
@@ -146,7 +122,8 @@ class ExfiltrationGuard:
                 if ask.url:
                     self._approved.add(ask.url)
             else:
-                held = self._held(tool, HoldReason.NOT_APPROVED, ask.url, ctx, service=_service(tool))
+                service = "" if ask.url else ask.destination
+                held = self._held(tool, HoldReason.NOT_APPROVED, ask.url, ctx, service=service)
                 break
         if held is not None:
             await self.notify(held, ctx)
@@ -182,13 +159,13 @@ class ExfiltrationGuard:
     # -- the review -----------------------------------------------------------------------------------
     def _review(
         self, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext
-    ) -> tuple[HeldBack | None, list[_Ask]]:
+    ) -> tuple[HeldBack | None, list[Ask]]:
         """(what holds the call back, or None with the destinations that need the requester's approval)."""
         policy = ctx.egress
         requester_urls = self._requester_urls(ctx)
         destinations = list(self._destinations(tool, arguments))
         # A tool naming no destination in this call (no URL argument found) still sends somewhere.
-        service = _service(tool) or ("" if destinations or tool.destination_args else f"wherever {tool.name} sends")
+        service = service_of(tool, urls_found=bool(destinations))
         for raw in destinations:
             dest = _destination(raw)
             if dest is not None and _listed(dest[1], policy.denied_domains):
@@ -200,30 +177,21 @@ class ExfiltrationGuard:
         if service:  # one fixed service receives the whole call: it is the destination (URLs in it are payload)
             scope = f"service:{service}"
             if scope in self._approved_scopes or (
-                tool.requester_words_pass and self._requester_words_only(arguments, ctx)
+                tool.requester_words_pass and requester_words_only(arguments, ctx)
             ):
                 return None, []
             if self.mode is not GuardMode.APPROVE:
                 return self._held(tool, HoldReason.NOT_ALLOWED, "", ctx, service=service), []
-            return None, [_Ask("", service, _payload(arguments), scope, _service_rule(tool, service))]
+            return None, [Ask("", service, payload(arguments), scope, service_rule(tool, service))]
         asks = []
         for raw in destinations:
             dest = _destination(raw)
             if dest is None or not self._allowed(*dest, ctx):
                 if self.mode is not GuardMode.APPROVE or dest is None:
                     return self._held(tool, HoldReason.NOT_ALLOWED, raw, ctx), []
-                asks.append(_Ask(dest[0], dest[1], dest[0], f"host:{dest[1]}",
+                asks.append(Ask(dest[0], dest[1], dest[0], f"host:{dest[1]}",
                                  f"{dest[1]} is not on the workspace allow-list"))
         return None, asks
-
-    def _requester_words_only(self, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
-        """Every word of the arguments' values is in the requester's own messages (or the task), and nothing
-        else but spaces and plain punctuation is: nothing read from private data can ride along."""
-        own = {w for text in (*ctx.egress.requester_texts, ctx.task) for w in _WORD.findall(_fold(text))}
-        texts = [_fold(text) for value in arguments.values() for text in _strings(value)]
-        words = [w for text in texts for w in _WORD.findall(text)]
-        rest = {c for text in texts for c in _WORD.sub("", text)}
-        return bool(words) and set(words) <= own and rest <= _PLAIN_PUNCTUATION
 
     def _allowed(self, url: str, host: str, ctx: ToolContext) -> bool:
         return (
@@ -279,7 +247,7 @@ class ExfiltrationGuard:
         self._sources[source] = None
         self._private.append(text)
 
-    async def _ask(self, tool: Tool, arguments: Mapping[str, Any], ask: _Ask, ctx: ToolContext) -> EgressAnswer:
+    async def _ask(self, tool: Tool, arguments: Mapping[str, Any], ask: Ask, ctx: ToolContext) -> EgressAnswer:
         location, _, query = ask.url.partition("?")
         request = EgressRequest(
             tool=tool.name, url=ask.url, host=ask.destination if ask.url else "", location=location, query=query,
@@ -308,49 +276,12 @@ class ExfiltrationGuard:
             return HeldBack(tool.name, reason, "", "", explain(tool.name, reason, "", sources, self.mode, leak),
                             sources, ctx.run_id, ctx.step)
         if service:
-            detail = explain(tool.name, reason, "", sources, self.mode, None, _service_rule(tool, service))
+            detail = explain(tool.name, reason, "", sources, self.mode, None, service_rule(tool, service))
             return HeldBack(tool.name, reason, "", "", detail, sources, ctx.run_id, ctx.step, service)
         dest = _destination(url)
         host = dest[1] if dest is not None else ""
         detail = explain(tool.name, reason, host or url[:80], sources, self.mode, None)
         return HeldBack(tool.name, reason, url, host, detail, sources, ctx.run_id, ctx.step)
-
-
-def _private_source(tool: Tool, text: str) -> str | None:
-    """The source a result of ``tool`` arms the guard as, or None when it is not private."""
-    if tool.reads_private_data:
-        return tool.name
-    if tool.private_result is not None and tool.private_result(text):
-        return f"{INTERNAL_SOURCE} ({tool.name})"
-    return None
-
-
-def _service(tool: Tool) -> str:
-    """The one fixed service an outbound tool sends to ("" for a tool whose URL arguments name it)."""
-    if tool.sends_to:
-        return tool.sends_to
-    return f"wherever {tool.name} sends" if tool.destination_args == () else ""
-
-
-def _service_rule(tool: Tool, service: str) -> str:
-    """Why a call to a fixed service needs the requester, as the rest of a sentence."""
-    if tool.requester_words_pass:
-        return (f"{service} may receive only words from the requester's own messages without the requester's "
-                "approval")
-    return f"{service} is not trusted with the workspace's data, so each call needs the requester's approval"
-
-
-def _payload(arguments: Mapping[str, Any]) -> str:
-    """Exactly what a call to a fixed service sends: its one text argument, else the arguments as JSON."""
-    values = list(arguments.values())
-    if len(values) == 1 and isinstance(values[0], str):
-        return values[0]
-    return json.dumps(dict(arguments), ensure_ascii=False, indent=2, sort_keys=True, default=str)
-
-
-def _fold(text: str) -> str:
-    """Text compared by its words: fullwidth and other compatibility forms folded, case ignored."""
-    return unicodedata.normalize("NFKC", text).casefold()
 
 
 def explain(
