@@ -62,7 +62,10 @@ def service_rule(tool: Tool, service: str) -> str:
     if tool.requester_words_pass:
         return (f"{service} may receive only words from the requester's own messages without the requester's "
                 "approval")
-    return f"{service} is not trusted with the workspace's data, so each call needs the requester's approval"
+    rule = f"{service} is not trusted with the workspace's data, so each call needs the requester's approval"
+    if tool.server is not None:  # the operator's way out, for a server that is the company's own
+        rule += ' (an operator can mark the server "trust": "internal" in AGENT_MCP_CONFIG if it may receive it)'
+    return rule
 
 
 def payload(arguments: Mapping[str, Any]) -> str:

@@ -63,8 +63,9 @@ class Tool:
     #: ``sends_to`` without approval (web_search: the requester's own search terms).
     requester_words_pass: bool = False
     #: For an ``outbound`` tool, the arguments naming where it sends (``("url",)``), checked by the
-    #: exfiltration guard; ``()`` when it sends only to an operator-configured service (web_search's backend);
-    #: None (MCP tools): every URL and e-mail address found in any argument. All arguments are leak-checked.
+    #: exfiltration guard; ``()`` when it sends only to one service (``sends_to``: web_search's backend);
+    #: None: every URL and e-mail address found in any argument (none found: the call still needs approval).
+    #: All arguments are leak-checked.
     destination_args: tuple[str, ...] | None = None
     #: The raw JSON schema sent to the model instead of the strict one (MCP tools: the server's own schema,
     #: which need not fit the strict subset; ``args_model`` then validates against it).

@@ -147,6 +147,8 @@ async def test_no_shape_of_the_data_reaches_a_destination_nobody_allowed(
     assert len(told) == 1 + len(leaky_calls(tool, dest)) + len(PIECES)
     assert all("\nHeld back:" in t for t in told[1:]), told
     assert dest.requests == []  # neither the pages nor the search backend saw a single request
+    if tool == "fake__echo":  # the model (and the thread) are told how an operator would allow it
+        assert 'MCP server fake (external) is not trusted' in told[1] and '"trust": "internal"' in told[1]
     thread = "\n".join(m.block_text() for m in fake_slack.thread_messages("C1", ts))
     assert f":shield: I held back a `{tool}` call" in thread
 
