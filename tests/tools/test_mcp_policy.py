@@ -84,7 +84,8 @@ def test_annotations_decide_the_policy() -> None:
 def test_an_internal_server_may_receive_private_data_and_a_bad_trust_says_what_to_write() -> None:
     (server,) = parse_config({"mcpServers": {"jira": {"url": "http://127.0.0.1:1/mcp", "trust": "internal"}}}, {})
     spec = types.Tool(name="comment", input_schema={"type": "object"})
-    assert server.trust == "internal" and not make_tool(server, spec, _never, 5.0).outbound
+    internal = make_tool(server, spec, _never, 5.0)
+    assert server.trust == "internal" and not internal.outbound and internal.reads_private_data
     with pytest.raises(McpConfigError, match="MCP server 'jira': field 'trust' must be \"internal\""):
         parse_config({"mcpServers": {"jira": {"command": "x", "trust": "yes"}}}, {})
 

@@ -101,7 +101,8 @@ def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn, default_time
         # private data, an external one is asked about once the run has read some.
         outbound=server.trust != "internal",
         sends_to=f"MCP server {server.name} (external)",
-        reads_private_data=bool(override and override.reads_private_data),
+        # Internal means private: what the company's own service returns is the company's data.
+        reads_private_data=server.trust == "internal" or bool(override and override.reads_private_data),
         input_schema=dict(spec.input_schema),
         server=server.name,
     )
