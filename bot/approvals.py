@@ -38,12 +38,14 @@ from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.poster import Poster, Target
 from bot.render import ARGUMENTS_LIMIT, SlackMessage
-from tools import EgressRequest, ToolContext
+from tools import EgressAnswer, EgressRequest, ToolContext
 
 log = logging.getLogger(__name__)
 
-#: action_ids of the two buttons (matched by bot.listeners.actions).
+#: action_ids of the buttons (matched by bot.listeners.actions). "Approve for this run" is offered on the
+#: exfiltration guard's questions: every later call of the run to the same destination goes out unasked.
 APPROVE_ACTION_ID = "agent_approve"
+APPROVE_RUN_ACTION_ID = "agent_approve_run"
 DENY_ACTION_ID = "agent_deny"
 #: How long a request waits for a press when ``AGENT_APPROVAL_TIMEOUT_SECONDS`` is not set.
 DEFAULT_TIMEOUT_SECONDS = 300.0
@@ -71,6 +73,8 @@ class Verdict(StrEnum):
     """What became of a request; only ``approved`` lets the call run."""
 
     APPROVED = "approved"
+    #: Approved, and the same destination for the rest of the run (the guard's questions only).
+    APPROVED_FOR_RUN = "approved_for_run"
     DENIED = "denied"
     TIMED_OUT = "timed_out"
     STOPPED = "stopped"
@@ -87,7 +91,7 @@ class Decision:
 
     @property
     def approved(self) -> bool:
-        return self.verdict is Verdict.APPROVED
+        return self.verdict in (Verdict.APPROVED, Verdict.APPROVED_FOR_RUN)
 
     def to_json(self) -> str:
         return json.dumps({"verdict": self.verdict.value, "user": self.user})
@@ -173,19 +177,24 @@ class SlackApprover:
         self._open: set[asyncio.Future[None]] = set()
 
     async def approve(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
-        return await self._ask(tool, arguments, lambda ref: request_message(tool, arguments, ref, self._requester))
+        decision = await self._ask(tool, arguments,
+                                   lambda ref: request_message(tool, arguments, ref, self._requester))
+        return decision.verdict is Verdict.APPROVED  # "for this run" is never offered here
 
-    async def approve_egress(self, request: EgressRequest, ctx: ToolContext) -> bool:
-        """The exfiltration guard's question (mode ``approve``): the URL, its query string set apart."""
-        return await self._ask(request.tool, request.arguments,
-                               lambda ref: egress_message(request, ref, self._requester))
+    async def approve_egress(self, request: EgressRequest, ctx: ToolContext) -> EgressAnswer:
+        """The exfiltration guard's question (mode ``approve``): the destination, exactly what would be sent,
+        and Approve / Approve for this run / Deny."""
+        decision = await self._ask(request.tool, request.arguments,
+                                   lambda ref: egress_message(request, ref, self._requester))
+        return {Verdict.APPROVED: EgressAnswer.ONCE,
+                Verdict.APPROVED_FOR_RUN: EgressAnswer.RUN}.get(decision.verdict, EgressAnswer.DENY)
 
     async def _ask(
         self, tool: str, arguments: Mapping[str, Any], message: Callable[[ApprovalRef], SlackMessage]
-    ) -> bool:
+    ) -> Decision:
         timeout = min(self._timeout, self._deadline - time.monotonic())
         if timeout <= 0 or self._closed.is_set():
-            return False
+            return Decision(Verdict.FAILED)
         ref = ApprovalRef(self._thread, self._run_id, secrets.token_hex(8))
         finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._open.add(finished)
@@ -198,7 +207,7 @@ class SlackApprover:
                     ts = await self._poster.post(self._target, message(ref))
                 if ts is None:
                     log.warning("approval request for %s could not be posted: refused", tool)
-                    return False
+                    return Decision(Verdict.FAILED)
                 decision = await self._wait(ref, pubsub, timeout)
         except (RedisError, OSError) as exc:
             log.warning("approval of %s failed (%s): refused", tool, exc)
@@ -212,7 +221,7 @@ class SlackApprover:
             finally:
                 finished.set_result(None)
                 self._open.discard(finished)
-        return decision.approved
+        return decision
 
     async def aclose(self) -> None:
         """The run ended: close open requests (refused) and wait briefly for their replies to be edited."""
@@ -276,26 +285,37 @@ def request_message(tool: str, arguments: Mapping[str, Any], ref: ApprovalRef, r
 
 
 def egress_message(request: EgressRequest, ref: ApprovalRef, requester: str) -> SlackMessage:
-    """The exfiltration guard's question: why, where to (plainly), and the query string on a line of its own."""
-    head = f":raised_hand: Approval needed: {mrkdwn.inline_code(request.tool)} wants to reach a host this run may not"
-    lines = [head, mrkdwn.escape(request.reason), f"Where: {mrkdwn.inline_code(request.location)}"]
-    if request.query:
-        lines.append(f":warning: *Query string* (what it sends): {mrkdwn.inline_code('?' + request.query)}")
-    return _asking(head, "\n".join(lines), ref, requester)
+    """The exfiltration guard's question: why, the destination by name, exactly what would be sent (a URL's query
+    string on a line of its own), and Approve / Approve for this run / Deny."""
+    where = request.destination or request.host
+    head = (f":raised_hand: Approval needed: {mrkdwn.inline_code(request.tool)} wants to send data to "
+            f"{mrkdwn.escape(where)}")
+    lines = [head, mrkdwn.escape(request.reason)]
+    if request.url:
+        lines.append(f"Where: {mrkdwn.inline_code(request.location)}")
+        if request.query:
+            lines.append(f":warning: *Query string* (what it sends): {mrkdwn.inline_code('?' + request.query)}")
+    else:
+        lines.append(f"*What it would send* to {mrkdwn.escape(where)}:")
+        lines.append(mrkdwn.code_block(mrkdwn.shorten(request.payload, ARGUMENTS_LIMIT)))
+    run_label = mrkdwn.shorten(f"Approve {where} for this run", 75)
+    lines.append(f"_{mrkdwn.escape(run_label)}_ lets every later call of this run to {mrkdwn.escape(where)} "
+                 "go out without asking.")
+    return _asking(head, "\n".join(lines), ref, requester, run_label=run_label)
 
 
-def _asking(head: str, text: str, ref: ApprovalRef, requester: str) -> SlackMessage:
+def _asking(head: str, text: str, ref: ApprovalRef, requester: str, *, run_label: str = "") -> SlackMessage:
     who = f"<@{requester}>" if requester else "the person who asked"
-    buttons = {
-        "type": "actions",
-        "block_id": "agent_approval",
-        "elements": [
-            {"type": "button", "action_id": APPROVE_ACTION_ID, "style": "primary",
-             "text": {"type": "plain_text", "text": "Approve"}, "value": ref.value()},
-            {"type": "button", "action_id": DENY_ACTION_ID, "style": "danger",
-             "text": {"type": "plain_text", "text": "Deny"}, "value": ref.value()},
-        ],
-    }
+    elements: list[dict[str, Any]] = [
+        {"type": "button", "action_id": APPROVE_ACTION_ID, "style": "primary",
+         "text": {"type": "plain_text", "text": "Approve once" if run_label else "Approve"}, "value": ref.value()},
+    ]
+    if run_label:
+        elements.append({"type": "button", "action_id": APPROVE_RUN_ACTION_ID,
+                         "text": {"type": "plain_text", "text": run_label}, "value": ref.value()})
+    elements.append({"type": "button", "action_id": DENY_ACTION_ID, "style": "danger",
+                     "text": {"type": "plain_text", "text": "Deny"}, "value": ref.value()})
+    buttons = {"type": "actions", "block_id": "agent_approval", "elements": elements}
     note = f"Only {who} or a workspace admin can decide."
     return SlackMessage(
         mrkdwn.shorten(f"{head} (approve or deny in Slack)", 1_500),
@@ -312,6 +332,8 @@ def decided_message(
     match decision.verdict:
         case Verdict.APPROVED:
             head = f":white_check_mark: {name} approved{by}"
+        case Verdict.APPROVED_FOR_RUN:
+            head = f":white_check_mark: {name} approved for the rest of this run{by}"
         case Verdict.DENIED:
             head = f":no_entry_sign: {name} denied{by}"
         case Verdict.TIMED_OUT:
@@ -337,6 +359,7 @@ def describe(decision: Decision) -> str:
     by = f" by <@{decision.user}>" if decision.user else ""
     words = {
         Verdict.APPROVED: f"was already approved{by}",
+        Verdict.APPROVED_FOR_RUN: f"was already approved for the run{by}",
         Verdict.DENIED: f"was already denied{by}",
         Verdict.TIMED_OUT: "timed out and was denied",
         Verdict.STOPPED: "ended with its run",

@@ -34,7 +34,7 @@ class ThreadNotices:
         self.target = target
 
     async def held_back(self, event: HeldBack) -> None:
-        where = f" to `{event.host}`" if event.host else ""
+        where = f" to `{event.host}`" if event.host else (f" to {event.service}" if event.service else "")
         read = f" after reading {', '.join(event.sources)}" if event.sources else " after reading private data"
         allow = (f" An admin can allow the host with `/agent-limits allow-domain {event.host}`."
                  if event.host and event.reason.value == "not_allowed" else "")

@@ -8,6 +8,7 @@ from tools.builtins import builtin_registry
 from tools.context import Approver, RefuseAll, SlackReader, ToolContext
 from tools.egress import (
     DEFAULT_GUARD_MODE,
+    EgressAnswer,
     EgressApprover,
     EgressPolicy,
     EgressRequest,
@@ -50,6 +51,7 @@ __all__ = [
     "RefuseAll",
     "TraceSink",
     "InMemoryTraceSink",
+    "EgressAnswer",
     "EgressApprover",
     "HeldBackSink",
     # building and running tools

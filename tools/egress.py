@@ -44,7 +44,8 @@ DEFAULT_GUARD_MODE = GuardMode.ON
 class HoldReason(StrEnum):
     """Why an outbound call was held back."""
 
-    #: The destination is none of: a URL from the requester's messages, an allow-listed host, an approved URL.
+    #: The destination is none of: a URL from the requester's messages, an allow-listed host, an approved URL
+    #: (or, for a fixed service such as web_search's provider or an external MCP server, it needs approval).
     NOT_ALLOWED = "not_allowed"
     #: Asked (mode ``approve``), and the requester denied it, or nobody answered.
     NOT_APPROVED = "not_approved"
@@ -73,6 +74,18 @@ class HeldBack:
     sources: tuple[str, ...] = ()
     run_id: str = ""
     step: int = 0
+    #: A fixed service the call would have sent to ("the search provider …", "MCP server …"): safe to show.
+    service: str = ""
+
+
+class EgressAnswer(StrEnum):
+    """The requester's answer to a guard question (an approver may also answer True/False: once/deny)."""
+
+    DENY = "deny"
+    #: This call only.
+    ONCE = "once"
+    #: This call, and every later call of the run to the same destination (``EgressRequest.scope``).
+    RUN = "run"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +93,7 @@ class EgressRequest:
     """An outbound call to put to the requester (mode ``approve``): the pieces of its approval prompt."""
 
     tool: str
-    #: The full URL asked about.
+    #: The full URL asked about ("" for a call to a fixed service: web_search's provider, an MCP server).
     url: str
     host: str
     #: The URL without its query string (scheme, host, port, path): shown plainly.
@@ -90,10 +103,17 @@ class EgressRequest:
     #: Why the requester is asked, one sentence naming the private data read.
     reason: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    #: Where the data would go, as the requester knows it: a host, "the search provider …", "MCP server …".
+    destination: str = ""
+    #: Exactly what would be sent there: the URL, the search query, the arguments as JSON.
+    payload: str = ""
+    #: What "approve for this run" approves: every later call of the run to this destination.
+    scope: str = ""
 
     def prompt(self) -> str:
-        """A plain-text prompt: the reason, the URL, and its query string on a line of its own."""
-        lines = [self.reason, f"{self.tool} wants to reach: {self.url}"]
+        """A plain-text prompt: the reason, the destination, and exactly what would be sent."""
+        lines = [self.reason, f"{self.tool} wants to send to: {self.destination or self.host}",
+                 f"What it sends: {self.payload or self.url}"]
         if self.query:
             lines.append(f"Its query string (check what it sends): ?{self.query}")
         return "\n".join(lines)
@@ -101,10 +121,11 @@ class EgressRequest:
 
 @runtime_checkable
 class EgressApprover(Protocol):
-    """An ``Approver`` that can also render a guard question (the full URL, the query string highlighted)."""
+    """An ``Approver`` that can also render a guard question (the destination, exactly what is sent) and
+    offer "approve for this run"."""
 
-    async def approve_egress(self, request: EgressRequest, ctx: ToolContext) -> bool:
-        """True to let the call reach ``request.url``."""
+    async def approve_egress(self, request: EgressRequest, ctx: ToolContext) -> EgressAnswer | bool:
+        """``EgressAnswer`` (or True for once, False to deny) for sending ``request.payload``."""
         ...
 
 

@@ -1,19 +1,23 @@
-"""The exfiltration guard: once a run has read private data, outbound calls reach only allowed places and
-carry none of that data.
+"""The exfiltration guard: once a run has read private data, data goes only where the requester or an admin
+said it may go.
 
 Three things make a leak: private data, untrusted instructions (a channel message, a page), and an
-outbound channel. The guard watches the first and holds back the third. It arms when a tool marked
-``reads_private_data`` returns (``channel_history``, flagged MCP tools), when the caller passes thread text
-by others (``EgressPolicy.private_texts``), or when the conversation it resumes holds such a tool's output.
-Armed, each call of a tool marked ``outbound`` is checked before it runs:
+outbound channel. The guard watches the first and holds back the third, deciding by destination: a hijacked
+model can reshape the data at will (reversed, encoded, split, paraphrased), but not where it sends it.
+It arms when a tool marked ``reads_private_data`` returns (``channel_history``, flagged MCP tools), when a
+tool's ``private_result`` says so (fetch_url: a page from a ``FETCH_URL_ALLOWED_HOSTS`` host, internal means
+private), when the caller passes thread text by others (``EgressPolicy.private_texts``), or when the
+conversation it resumes holds such output. Armed, each call of a tool marked ``outbound`` is checked first:
 
 1. a destination on the deny-list: held back, whatever else would allow it;
-2. any argument carrying private text (``tools.leaks``): held back, even to an allowed host or approved;
-3. each destination (``Tool.destination_args``; any URL or e-mail address in the arguments when unset)
-   must be a URL from the requester's own messages, on an allow-listed host, or already approved;
-4. otherwise: held back (mode ``on``), or put to the requester (mode ``approve``).
+2. any argument carrying private text (``tools.leaks``, the second layer): held back, even where allowed;
+3. a tool sending to one fixed service (``Tool.sends_to``: web_search's provider, an external MCP server; any
+   outbound tool without URL arguments) needs the requester's approval, unless the requester already approved
+   that service for this run or (``requester_words_pass``: web_search) every word sent is the requester's own;
+4. a URL destination (``Tool.destination_args``) must be a URL from the requester's own messages, on an
+   allow-listed host, or approved (that URL once, or its host for the run);
+5. otherwise: held back with the reason (mode ``on``), or put to the requester (mode ``approve``).
 
-``FETCH_URL_ALLOWED_HOSTS`` plays no part: it lifts the SSRF rule for internal hosts, nothing here.
 One guard per ``Executor``, and the engine builds one executor per run, so the state is the run's.
 """
 
@@ -30,8 +34,10 @@ from yarl import URL
 
 from tools.answer_links import neutralise
 from tools.context import ToolContext
+from tools.destinations import Ask, payload, private_source, requester_words_only, service_of, service_rule
 from tools.egress import (
     DEFAULT_GUARD_MODE,
+    EgressAnswer,
     EgressApprover,
     EgressHeld,
     EgressPolicy,
@@ -56,8 +62,6 @@ _BARE_URL = re.compile(r"(?<![\w@./:-])(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}/[^\s<>\"
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}")
 _WRAPPED = re.compile(r'<<<tool_output name="([A-Za-z0-9_.-]+)">>>\n(.*?)\n<<<end_tool_output>>>', re.DOTALL)
 _TRAILING = ".,;:!?)]}>'\""
-
-
 class ExfiltrationGuard:
     """One run's guard state: the private data read so far, and the URLs the requester approved."""
 
@@ -65,7 +69,8 @@ class ExfiltrationGuard:
         self.mode = GuardMode(mode)
         self._sources: dict[str, None] = {}  # ordered set of what armed it
         self._private: list[str] = []
-        self._approved: set[str] = set()
+        self._approved: set[str] = set()  # URLs approved once
+        self._approved_scopes: set[str] = set()  # destinations approved for the run (_Ask.scope)
         self._index_key: tuple[Any, ...] | None = None
         self._index = LeakIndex(())
         self._split = SplitWatch(_urls_in)  # pieces of private text spread over this run's calls
@@ -79,8 +84,8 @@ class ExfiltrationGuard:
 
     def observe(self, tool: Tool, result: ToolResult) -> None:
         """Remember what a private tool returned (called after every call)."""
-        if tool.reads_private_data and result.ok and result.full.strip():
-            self._add(tool.name, result.full)
+        if result.ok and result.full.strip() and (source := private_source(tool, result.full)):
+            self._add(source, result.full)
 
     def remember_transcript(self, texts: Iterable[object], registry: Registry) -> None:
         """Arm from a conversation loaded from the store: earlier runs' (or a crashed run's) tool outputs.
@@ -94,9 +99,9 @@ class ExfiltrationGuard:
                 continue
             for name, body in _WRAPPED.findall(text):
                 tool = registry.get(name)
-                private = "__" in name if tool is None else tool.reads_private_data
-                if private and body.strip():
-                    self._add(name, body)
+                source = (name if "__" in name else None) if tool is None else private_source(tool, body)
+                if source and body.strip():
+                    self._add(source, body)
 
     async def clear(self, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext) -> HeldBack | None:
         """None when ``tool`` may run with ``arguments``; else what was held back (the sink is told)."""
@@ -112,11 +117,16 @@ class ExfiltrationGuard:
             detail = f"Held back: {tool.name} did not run: the exfiltration guard could not check it ({exc!r:.80})."
             held, asks = HeldBack(tool.name, HoldReason.NOT_ALLOWED, "", "", detail, self.sources(policy),
                                   ctx.run_id, ctx.step), []
-        for url in asks if held is None else ():
-            if await self._ask(tool, arguments, url, ctx):
-                self._approved.add(url)
+        for ask in asks if held is None else ():
+            answer = await self._ask(tool, arguments, ask, ctx)
+            if answer is EgressAnswer.RUN:
+                self._approved_scopes.add(ask.scope)
+            elif answer is EgressAnswer.ONCE:
+                if ask.url:
+                    self._approved.add(ask.url)
             else:
-                held = self._held(tool, HoldReason.NOT_APPROVED, url, ctx)
+                service = "" if ask.url else ask.destination
+                held = self._held(tool, HoldReason.NOT_APPROVED, ask.url, ctx, service=service)
                 break
         if held is not None:
             await self.notify(held, ctx)
@@ -162,11 +172,15 @@ class ExfiltrationGuard:
             log.exception("held-back notice failed for run %s", held.run_id)
 
     # -- the review -----------------------------------------------------------------------------------
-    def _review(self, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext) -> tuple[HeldBack | None, list[str]]:
+    def _review(
+        self, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext
+    ) -> tuple[HeldBack | None, list[Ask]]:
         """(what holds the call back, or None with the destinations that need the requester's approval)."""
         policy = ctx.egress
         requester_urls = self._requester_urls(ctx)
         destinations = list(self._destinations(tool, arguments))
+        # A tool naming no destination in this call (no URL argument found) still sends somewhere.
+        service = service_of(tool, urls_found=bool(destinations))
         for raw in destinations:
             dest = _destination(raw)
             if dest is not None and _listed(dest[1], policy.denied_domains):
@@ -175,19 +189,30 @@ class ExfiltrationGuard:
         if leak is not None:
             where, found = leak
             return self._held(tool, HoldReason.LEAK, where, ctx, found), []
+        if service:  # one fixed service receives the whole call: it is the destination (URLs in it are payload)
+            scope = f"service:{service}"
+            if scope in self._approved_scopes or (
+                tool.requester_words_pass and requester_words_only(arguments, ctx)
+            ):
+                return None, []
+            if self.mode is not GuardMode.APPROVE:
+                return self._held(tool, HoldReason.NOT_ALLOWED, "", ctx, service=service), []
+            return None, [Ask("", service, payload(arguments), scope, service_rule(tool, service))]
         asks = []
         for raw in destinations:
             dest = _destination(raw)
             if dest is None or not self._allowed(*dest, ctx):
                 if self.mode is not GuardMode.APPROVE or dest is None:
                     return self._held(tool, HoldReason.NOT_ALLOWED, raw, ctx), []
-                asks.append(dest[0])
+                asks.append(Ask(dest[0], dest[1], dest[0], f"host:{dest[1]}",
+                                 f"{dest[1]} is not on the workspace allow-list"))
         return None, asks
 
     def _allowed(self, url: str, host: str, ctx: ToolContext) -> bool:
         return (
             url in self._requester_urls(ctx)
             or url in self._approved
+            or f"host:{host}" in self._approved_scopes
             or _listed(host, ctx.egress.allowed_domains)
         )
 
@@ -240,28 +265,37 @@ class ExfiltrationGuard:
         self._sources[source] = None
         self._private.append(text)
 
-    async def _ask(self, tool: Tool, arguments: Mapping[str, Any], url: str, ctx: ToolContext) -> bool:
-        location, _, query = url.partition("?")
-        host = dest[1] if (dest := _destination(url)) is not None else url
+    async def _ask(self, tool: Tool, arguments: Mapping[str, Any], ask: Ask, ctx: ToolContext) -> EgressAnswer:
+        location, _, query = ask.url.partition("?")
         request = EgressRequest(
-            tool=tool.name, url=url, host=host, location=location, query=query, arguments=dict(arguments),
-            reason=f"This run has read private data ({', '.join(self.sources(ctx.egress))}), and "
-            f"{host} is not on the workspace allow-list.",
+            tool=tool.name, url=ask.url, host=ask.destination if ask.url else "", location=location, query=query,
+            arguments=dict(arguments),
+            reason=f"This run has read private data ({', '.join(self.sources(ctx.egress))}), and {ask.why}.",
+            destination=ask.destination, payload=ask.payload, scope=ask.scope,
         )
         approver = ctx.approver
         try:
             if isinstance(approver, EgressApprover):
-                return bool(await approver.approve_egress(request, ctx))
-            return bool(await approver.approve(tool.name, arguments, ctx))
+                answer = await approver.approve_egress(request, ctx)
+            else:
+                answer = await approver.approve(tool.name, arguments, ctx)
         except Exception as exc:  # fail closed: no answer is a refusal
             log.warning("approver failed for %s: %s", tool.name, type(exc).__name__)
-            return False
+            return EgressAnswer.DENY
+        if isinstance(answer, EgressAnswer):
+            return answer
+        return EgressAnswer.ONCE if answer is True else EgressAnswer.DENY
 
-    def _held(self, tool: Tool, reason: HoldReason, url: str, ctx: ToolContext, leak: Leak | None = None) -> HeldBack:
+    def _held(
+        self, tool: Tool, reason: HoldReason, url: str, ctx: ToolContext, leak: Leak | None = None, service: str = ""
+    ) -> HeldBack:
         sources = self.sources(ctx.egress)
         if leak is not None:  # the argument is the private data: it goes nowhere, not even into the notice
             return HeldBack(tool.name, reason, "", "", explain(tool.name, reason, "", sources, self.mode, leak),
                             sources, ctx.run_id, ctx.step)
+        if service:
+            detail = explain(tool.name, reason, "", sources, self.mode, None, service_rule(tool, service))
+            return HeldBack(tool.name, reason, "", "", detail, sources, ctx.run_id, ctx.step, service)
         dest = _destination(url)
         host = dest[1] if dest is not None else ""
         detail = explain(tool.name, reason, host or url[:80], sources, self.mode, None)
@@ -269,9 +303,10 @@ class ExfiltrationGuard:
 
 
 def explain(
-    tool: str, reason: HoldReason, host: str, sources: tuple[str, ...], mode: GuardMode, leak: Leak | None
+    tool: str, reason: HoldReason, host: str, sources: tuple[str, ...], mode: GuardMode, leak: Leak | None,
+    service_rule: str = "",
 ) -> str:
-    """The observation of a held-back call: why, and how to allow it."""
+    """The observation of a held-back call: why, and how to allow it (``service_rule``: a fixed service's)."""
     read = f"This run has read private data ({', '.join(sources)})"
     rule = ("so outbound calls may reach only URLs from the requester's own messages in this thread, hosts on "
             "the workspace allow-list, or URLs the requester approves")
@@ -280,6 +315,12 @@ def explain(
     allow = (f"To allow it, a workspace admin can run `/agent-limits allow-domain {host}`"
              + ("." if mode is GuardMode.APPROVE else
                 ", or the operator can set AGENT_EXFILTRATION_GUARD=approve so the requester is asked."))
+    if service_rule and reason is not HoldReason.LEAK:
+        ask = ("" if mode is GuardMode.APPROVE else
+               " The operator can set AGENT_EXFILTRATION_GUARD=approve so the requester is asked.")
+        outcome = ("and the requester did not approve it" if reason is HoldReason.NOT_APPROVED
+                   else "so it was held back")
+        return f"Held back: {tool} did not run. {read}, and {service_rule}; {outcome}. {injection}{ask}"
     match reason:
         case HoldReason.LEAK:
             assert leak is not None

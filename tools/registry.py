@@ -29,6 +29,8 @@ def tool(
     outbound: bool = False,
     reads_private_data: bool = False,
     destination_args: tuple[str, ...] | None = None,
+    sends_to: str = "",
+    requester_words_pass: bool = False,
 ) -> Callable[[Handler], Tool]:
     """Turn ``fn(args: SomeModel, ctx: ToolContext)`` into a ``Tool``.
 
@@ -52,6 +54,8 @@ def tool(
             outbound=outbound,
             reads_private_data=reads_private_data,
             destination_args=destination_args,
+            sends_to=sends_to,
+            requester_words_pass=requester_words_pass,
         )
 
     return decorate

@@ -82,9 +82,9 @@ class ToolSettings(BaseSettings):
     )
     agent_exfiltration_guard: GuardMode = Field(
         DEFAULT_GUARD_MODE,
-        description="Once a run has read private data, outbound calls may reach only the requester's URLs, "
-        "allow-listed hosts or approved URLs, and never carry that data: on (refuse the rest), approve (ask the "
-        "requester instead), off.",
+        description="Once a run has read private data, data goes only where the requester or an admin said it "
+        "may go (the requester's URLs and words, allow-listed hosts, internal MCP servers, approved destinations): "
+        "on (hold back the rest, saying why), approve (ask the requester instead), off.",
     )
     searxng_url: str | None = Field(
         None, description="Base URL of a SearXNG instance (JSON format enabled); enables web_search."

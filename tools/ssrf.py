@@ -186,6 +186,9 @@ class CheckedTarget:
     host: str
     port: int
     addresses: tuple[str, ...]
+    #: Reached through FETCH_URL_ALLOWED_HOSTS (listed by name, or an internal address listed): an internal
+    #: host, whose pages are the company's private data.
+    internal: bool = False
 
 
 async def system_resolve(host: str, port: int) -> list[IPAddress]:
@@ -227,16 +230,18 @@ class URLGuard:
         addresses = [literal] if literal is not None else await self._resolve(host, port)
         if not addresses:
             raise FetchError(f"host {host!r} has no address")
-        if not self._allow.allows_name(host, port):
+        internal = self._allow.allows_name(host, port)
+        if not internal:
             for ip in addresses:
                 reason = refusal_reason(ip)
+                internal = internal or reason is not None or self._allow.allows_address(ip, port)
                 if reason is not None and not self._allow.allows_address(ip, port):
                     shown = host if literal is None else str(url.host)
                     raise BlockedURLError(
                         f"refused {str(url)!r}: {shown} is {ip}, a {reason} address, which fetch_url "
                         "does not reach (operators can allow it in FETCH_URL_ALLOWED_HOSTS)"
                     )
-        return CheckedTarget(url, host, port, tuple(str(ip) for ip in addresses))
+        return CheckedTarget(url, host, port, tuple(str(ip) for ip in addresses), internal)
 
 
 class PinnedResolver(AbstractResolver):

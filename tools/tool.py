@@ -53,9 +53,19 @@ class Tool:
     outbound: bool = False
     #: Returns data private to the workspace (channel messages, internal documents): arms the exfiltration guard.
     reads_private_data: bool = False
+    #: For a tool whose results are private only sometimes, decides from one result's text (fetch_url: a page
+    #: from a FETCH_URL_ALLOWED_HOSTS host is internal, so private): True arms the exfiltration guard.
+    private_result: Callable[[str], bool] | None = None
+    #: For an ``outbound`` tool that sends to one fixed service, that service as the requester knows it
+    #: ("the search provider search.example.com", "MCP server jira"): the destination an approval names.
+    sends_to: str = ""
+    #: Once the guard is armed, a call whose every word comes from the requester's own messages may go to
+    #: ``sends_to`` without approval (web_search: the requester's own search terms).
+    requester_words_pass: bool = False
     #: For an ``outbound`` tool, the arguments naming where it sends (``("url",)``), checked by the
-    #: exfiltration guard; ``()`` when it sends only to an operator-configured service (web_search's backend);
-    #: None (MCP tools): every URL and e-mail address found in any argument. All arguments are leak-checked.
+    #: exfiltration guard; ``()`` when it sends only to one service (``sends_to``: web_search's backend);
+    #: None: every URL and e-mail address found in any argument (none found: the call still needs approval).
+    #: All arguments are leak-checked.
     destination_args: tuple[str, ...] | None = None
     #: The raw JSON schema sent to the model instead of the strict one (MCP tools: the server's own schema,
     #: which need not fit the strict subset; ``args_model`` then validates against it).

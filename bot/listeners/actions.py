@@ -15,7 +15,16 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot import identity
-from bot.approvals import APPROVE_ACTION_ID, DENY_ACTION_ID, ApprovalRef, Decision, Verdict, decide, describe
+from bot.approvals import (
+    APPROVE_ACTION_ID,
+    APPROVE_RUN_ACTION_ID,
+    DENY_ACTION_ID,
+    ApprovalRef,
+    Decision,
+    Verdict,
+    decide,
+    describe,
+)
 from bot.deps import Services
 from bot.identity import Conversation
 from bot.listeners.control import may_control
@@ -61,7 +70,8 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         if Conversation.parse(ref.thread).workspace != identity.workspace(context):
             await _tell(context, channel, user, "This approval belongs to another workspace; nothing was decided.")
             return
-        verdict = Verdict.APPROVED if action.get("action_id") == APPROVE_ACTION_ID else Verdict.DENIED
+        verdict = {APPROVE_ACTION_ID: Verdict.APPROVED, APPROVE_RUN_ACTION_ID: Verdict.APPROVED_FOR_RUN}.get(
+            str(action.get("action_id")), Verdict.DENIED)
         try:
             if not await _may_control(
                 services, users, context, ref.thread, ref.run_id, user, channel, "approve or deny this tool call"
@@ -76,6 +86,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
             await _tell(context, channel, user, describe(standing))
 
     app.action(APPROVE_ACTION_ID)(on_decision)
+    app.action(APPROVE_RUN_ACTION_ID)(on_decision)
     app.action(DENY_ACTION_ID)(on_decision)
 
 

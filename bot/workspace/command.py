@@ -53,8 +53,8 @@ a server's name then `__*` (like `time__*`) covers all its tools, and a tool's o
 • `/agent-limits display replies|timeline|plan` replies: a thread reply per step; timeline: one streamed reply \
 with a task card per tool call; plan: the same, the cards grouped in a plan
 • `/agent-limits allow-domain|deny-domain|clear-domain <host>` once a run has read private data \
-(channel history, others' messages), its fetches reach only the requester's own URLs and allowed hosts; \
-denied hosts never
+(channel history, others' messages, internal pages), it sends data only to the requester's own URLs and allowed \
+hosts (allowing a host means it may receive the workspace's data); denied hosts never
 Amounts are plain dollars with at most two decimals, like `25` or `0.50`."""
 
 

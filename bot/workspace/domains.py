@@ -89,7 +89,9 @@ def domain_reply(host: str, action: DomainAction, change: Change | None) -> str:
         state = {"allow": "allowed", "deny": "denied", "clear": "on no list"}[action]
         return f"`{host}` is {state} already; nothing changed."
     what = {
-        "allow": "allowed: once a run has read private data, its fetches may still reach it (and its subdomains)",
+        "allow": "allowed: it (and its subdomains) may receive this workspace's data. Once a run has read private "
+                 "data (channel history, others' messages, internal pages), its calls may still send to it, "
+                 "whatever they carry",
         "deny": "denied: once a run has read private data, nothing reaches it, whatever else allows it",
         "clear": "off both lists",
     }[action]

@@ -65,7 +65,8 @@ async def test_an_allowed_host_is_reachable_after_private_data_and_show_lists_it
     host = pages.host_port.split(":")[0]
     body = command_body(command="/agent-limits", text=f"allow-domain {host}", user="UADMIN", team_id="T0001")
     async with guarded.http.post(f"{guarded.url}/slack/events", data=body, headers=_form_headers(body)) as resp:
-        assert "is now allowed" in (await resp.json())["text"]
+        answer = (await resp.json())["text"]
+    assert "is now allowed" in answer and "may receive this workspace's data" in answer
     body = command_body(command="/agent-limits", text="show", user="U1", team_id="T0001")
     async with guarded.http.post(f"{guarded.url}/slack/events", data=body, headers=_form_headers(body)) as resp:
         assert f"allowed after reading private data: `{host}`" in (await resp.json())["text"]

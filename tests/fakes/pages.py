@@ -10,6 +10,8 @@ Routes:
 * ``/chain/N`` — N redirects, then ``/page``
 * ``/slow`` — answers only when the server closes (for timeouts; nothing sleeps)
 * ``/status/CODE`` — an empty answer with that status
+* ``/search?q=…&format=json`` — a SearXNG answer: one result naming the query
+* ``/doc/NAME`` — the plain text the test put in ``docs[NAME]`` (a runbook, a page handing out the next URL)
 
 Every request is recorded in ``requests`` as (path, headers).
 """
@@ -52,6 +54,7 @@ class PageServer:
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, CIMultiDictProxy[str]]] = []
+        self.docs: dict[str, str] = {}
         self._release = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -78,6 +81,8 @@ class PageServer:
         app.router.add_get("/chain/{n}", self._chain)
         app.router.add_get("/slow", self._slow)
         app.router.add_get("/status/{code}", self._status)
+        app.router.add_get("/doc/{name}", self._doc)
+        app.router.add_get("/search", self._search)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -112,6 +117,18 @@ class PageServer:
         size = int(request.query.get("size", "2000000"))
         unit = HOSTILE[request.match_info["shape"]]
         return web.Response(text=(unit * (size // len(unit) + 1))[:size], content_type="text/html")
+
+    async def _search(self, request: web.Request) -> web.Response:
+        query = request.query.get("q", "")
+        return web.json_response({"results": [
+            {"title": f"About {query}", "url": f"http://127.0.0.1:{self.port}/page", "content": f"All on {query}."},
+        ]})
+
+    async def _doc(self, request: web.Request) -> web.Response:
+        text = self.docs.get(request.match_info["name"])
+        if text is None:
+            return web.Response(status=404)
+        return web.Response(text=text, content_type="text/plain")
 
     async def _text(self, request: web.Request) -> web.Response:
         return web.Response(text="just plain text\nsecond line", content_type="text/plain")

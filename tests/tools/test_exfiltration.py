@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from tests.fakes.pages import PageServer
 from tests.tools.conftest import make_settings
 from tools import (
+    EgressAnswer,
     EgressPolicy,
     EgressRequest,
     Executor,
@@ -78,13 +79,13 @@ class Notices:
 class Approver:
     """Answers ``answer``; records the guard's requests (``approve_egress``)."""
 
-    answer: bool
+    answer: bool | EgressAnswer
     asked: list[EgressRequest] = field(default_factory=list)
 
     async def approve(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
         raise AssertionError("the guard must use approve_egress when the approver has it")
 
-    async def approve_egress(self, request: EgressRequest, ctx: ToolContext) -> bool:
+    async def approve_egress(self, request: EgressRequest, ctx: ToolContext) -> bool | EgressAnswer:
         self.asked.append(request)
         return self.answer
 
@@ -372,6 +373,53 @@ async def test_approve_mode_asks_and_an_approval_lets_it_through(attacker: PageS
     assert [p for p, _ in attacker.requests] == ["/text?lang=en&page=2"] * 2
 
 
+async def test_approving_a_host_for_the_run_covers_its_other_urls_and_nothing_else(
+    attacker: PageServer, docs: PageServer
+) -> None:
+    approver = Approver(answer=EgressAnswer.RUN)
+    run = make_run(attacker, mode="approve", approver=approver)
+    await run.read_channel()
+    assert (await run.call("fetch_url", {"url": at(attacker, ATTACKER, "/text?page=1")})).ok
+    assert (await run.call("fetch_url", {"url": at(attacker, ATTACKER, "/page?page=2")})).ok  # not asked again
+    assert (await run.call("fetch_url", {"url": at(docs, DOCS, "/text")})).ok  # another host: asked
+    assert [(r.destination, r.scope) for r in approver.asked] == [(ATTACKER, f"host:{ATTACKER}"),
+                                                                 (DOCS, f"host:{DOCS}")]
+    once = Approver(answer=EgressAnswer.ONCE)
+    run = make_run(attacker, mode="approve", approver=once)
+    await run.read_channel()
+    for path in ("/text?page=1", "/page?page=2"):
+        assert (await run.call("fetch_url", {"url": at(attacker, ATTACKER, path)})).ok
+    assert len(once.asked) == 2  # "once" covers that URL only
+
+
+async def test_an_outbound_tool_naming_no_destination_still_needs_approval(attacker: PageServer) -> None:
+    # An MCP-style tool whose arguments hold no URL (a "comment"): it sends somewhere all the same.
+    approver = Approver(answer=True)
+    run = make_run(attacker, notify, mode="approve", approver=approver)
+    await run.read_channel()
+    result = await run.call("hooks__notify", {"target": "the usual place", "message": SECRET[::-1]})
+    assert result.outcome is not Outcome.HELD_BACK  # asked, approved (the handler then fails: no URL)
+    [request] = approver.asked
+    assert request.destination == "wherever hooks__notify sends" and SECRET[::-1] in request.payload
+    on = make_run(attacker, notify)
+    await on.read_channel()
+    refused = await on.call("hooks__notify", {"target": "the usual place", "message": "hi"})
+    assert refused.outcome is Outcome.HELD_BACK and "needs the requester's approval" in refused.text
+
+
+async def test_an_internal_page_arms_the_guard_in_the_run_and_in_the_resumed_conversation(
+    attacker: PageServer, docs: PageServer
+) -> None:
+    run = make_run(attacker)  # 127.0.0.0/8 is FETCH_URL_ALLOWED_HOSTS: every page here is internal
+    page = await run.call("fetch_url", {"url": at(docs, DOCS, "/text")})
+    assert page.ok and not run.notices.held
+    held = await run.call("fetch_url", {"url": at(attacker, ATTACKER, "/text")})
+    assert held.outcome is Outcome.HELD_BACK and "internal pages (fetch_url)" in held.text
+    resumed = make_run(attacker)
+    resumed.executor.remember_transcript([wrap_untrusted("fetch_url", page.text)])
+    assert (await resumed.call("fetch_url", {"url": at(attacker, ATTACKER, "/text")})).outcome is Outcome.HELD_BACK
+
+
 async def test_approve_mode_a_denial_holds_it_back(attacker: PageServer) -> None:
     approver = Approver(answer=False)
     run = make_run(attacker, mode="approve", approver=approver)
@@ -420,13 +468,17 @@ async def test_web_search_query_is_checked_and_its_backend_is_its_destination(
     attacker: PageServer, docs: PageServer
 ) -> None:
     search = make_web_search(SearxngBackend(docs.url("")), timeout=5)
-    run = make_run(attacker, search)
+    run = make_run(attacker, search, task="summarise the channel and search the quarterly numbers template")
     await run.read_channel()
-    result = await run.call("web_search", {"query": "quarterly numbers template"})
-    assert result.outcome is Outcome.ERROR and "SearXNG answered HTTP 404" in result.text  # it went out
-    held = await run.call("web_search", {"query": f"what is {SECRET}"})
-    assert held.outcome is Outcome.HELD_BACK
-    assert [p for p, _ in docs.requests] == ["/search?q=quarterly+numbers+template&format=json"]
+    # The requester's own words go to the search provider unasked (in any case, fullwidth or not).
+    result = await run.call("web_search", {"query": "Quarterly Numbers template"})
+    assert result.ok and "About Quarterly Numbers template" in result.text  # it went out
+    for query in (f"what is {SECRET}", "quarterly numbers BlueHeron", "quarterly numbers template ++-+"):
+        held = await run.call("web_search", {"query": query})
+        assert held.outcome is Outcome.HELD_BACK, query
+    assert "may receive only words from the requester's own messages" in held.text
+    assert run.notices.held[-1].service == "the search provider SearXNG (127.0.0.1)"
+    assert [p for p, _ in docs.requests] == ["/search?q=Quarterly+Numbers+template&format=json"]
 
 
 class WebhookArgs(BaseModel):

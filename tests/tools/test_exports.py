@@ -43,6 +43,7 @@ def test_public_names() -> None:
         # the exfiltration guard's ports
         "EgressPolicy",
         "EgressRequest",
+        "EgressAnswer",
         "EgressApprover",
         "HeldBack",
         "HeldBackSink",

@@ -10,7 +10,7 @@ import pytest
 from tests.fakes.pages import PageServer
 from tests.tools.conftest import make_settings
 from tools import Executor, Outcome, Registry, ToolContext, ToolResult, builtin_registry
-from tools.builtins.fetch_url import make_fetch_url
+from tools.builtins.fetch_url import INTERNAL_LINE, make_fetch_url
 from tools.ssrf import IPAddress
 
 
@@ -26,7 +26,8 @@ async def test_allowed_local_page_is_fetched_as_text(pages: PageServer, ctx: Too
     result = await fetch(pages.url("/page"), ctx, fetch_url_allowed_hosts=pages.host_port)
     assert result.outcome is Outcome.OK, result.text
     text = result.text
-    assert text.startswith(f"URL: {pages.url('/page')}\nTitle: The Fake Article\n")
+    # A FETCH_URL_ALLOWED_HOSTS page is internal: the header says so (it arms the exfiltration guard).
+    assert text.startswith(f"URL: {pages.url('/page')}\n{INTERNAL_LINE}\nTitle: The Fake Article\n")
     assert "# Quarterly numbers" in text
     assert "Revenue grew by twelve percent & costs fell." in text
     assert f"[details page]({pages.url('/details')})" in text

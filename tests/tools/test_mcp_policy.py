@@ -75,9 +75,19 @@ def test_annotations_decide_the_policy() -> None:
     reader = build("search", read_only_hint=True, open_world_hint=False)
     unmarked = build("anything")
     wiper = build("wipe", read_only_hint=True, destructive_hint=True)
-    assert (reader.needs_approval, reader.outbound, reader.reads_private_data) == (False, False, True)
-    assert (unmarked.needs_approval, unmarked.outbound) == (True, True)
-    assert wiper.needs_approval
+    assert (reader.needs_approval, reader.reads_private_data) == (False, True)
+    assert unmarked.needs_approval and wiper.needs_approval
+    # The server is external (the default): every tool's arguments go to it, whatever its annotations say.
+    assert reader.outbound and unmarked.outbound and reader.sends_to == "MCP server s (external)"
+
+
+def test_an_internal_server_may_receive_private_data_and_a_bad_trust_says_what_to_write() -> None:
+    (server,) = parse_config({"mcpServers": {"jira": {"url": "http://127.0.0.1:1/mcp", "trust": "internal"}}}, {})
+    spec = types.Tool(name="comment", input_schema={"type": "object"})
+    internal = make_tool(server, spec, _never, 5.0)
+    assert server.trust == "internal" and not internal.outbound and internal.reads_private_data
+    with pytest.raises(McpConfigError, match="MCP server 'jira': field 'trust' must be \"internal\""):
+        parse_config({"mcpServers": {"jira": {"command": "x", "trust": "yes"}}}, {})
 
 
 def test_server_patterns_and_listing() -> None:

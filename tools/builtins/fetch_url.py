@@ -6,6 +6,7 @@ import asyncio
 import codecs
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +30,8 @@ _TEXT_TYPES = frozenset(
 )
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _READ_CHUNK = 64 * 1024
+#: The observation header line of a page from a FETCH_URL_ALLOWED_HOSTS host.
+INTERNAL_LINE = "Source: internal host (FETCH_URL_ALLOWED_HOSTS): private data"
 
 
 class FetchURLArgs(BaseModel):
@@ -56,7 +59,15 @@ def make_fetch_url(settings: ToolSettings, *, resolve: HostResolver = system_res
         """
         return await fetcher.fetch(args.url, hop=ctx.egress_hop)
 
-    return fetch_url
+    # Internal means private: a page from a FETCH_URL_ALLOWED_HOSTS host arms the exfiltration guard.
+    return replace(fetch_url, private_result=is_internal_page)
+
+
+def is_internal_page(observation: str) -> bool:
+    """True for a fetch_url observation of an internal page (its header says so; the page's own text comes
+    after the header, so a page cannot unsay it)."""
+    header = observation.partition("\n\n")[0]
+    return INTERNAL_LINE in header.splitlines()
 
 
 class Fetcher:
@@ -81,7 +92,8 @@ class Fetcher:
         timeout = aiohttp.ClientTimeout(total=self.timeout, sock_connect=self.timeout)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False) as session:
             for _hop in range(self.max_redirects + 1):
-                resolver.pin(await self.guard.check(url))
+                target = await self.guard.check(url)
+                resolver.pin(target)
                 try:
                     async with session.get(url, allow_redirects=False, headers=_HEADERS) as resp:
                         if resp.status in REDIRECT_STATUSES:
@@ -89,7 +101,7 @@ class Fetcher:
                             if hop is not None:
                                 hop(str(url))
                             continue
-                        return await self._read(url, resp)
+                        return await self._read(url, resp, target.internal)
                 except aiohttp.ClientConnectionError as exc:
                     if isinstance(exc, TimeoutError):
                         raise
@@ -100,7 +112,7 @@ class Fetcher:
             f"{raw_url!r} redirected more than {self.max_redirects} times (last hop: {str(url)!r})"
         )
 
-    async def _read(self, url: URL, resp: aiohttp.ClientResponse) -> str:
+    async def _read(self, url: URL, resp: aiohttp.ClientResponse, internal: bool = False) -> str:
         if resp.status >= 400:
             raise FetchError(f"{str(url)!r} answered HTTP {resp.status} {resp.reason or ''}".rstrip())
         declared = resp.headers.get(aiohttp.hdrs.CONTENT_TYPE)
@@ -119,7 +131,7 @@ class Fetcher:
         if content_type in _HTML_TYPES or (not declared and "<html" in text[:1024].lower()):
             # Off the event loop: linear, but a 2 MB page still takes most of a second of CPU.
             title, text = await asyncio.to_thread(html_to_text, text, str(url))
-        return render(url, title, text, truncated, self.max_bytes)
+        return render(url, title, text, truncated, self.max_bytes, internal)
 
 
 _HEADERS = {
@@ -147,9 +159,12 @@ def parse_url(raw: str) -> URL:
 MAX_TEXT_CHARS = 200_000
 
 
-def render(url: URL, title: str, text: str, truncated: bool, max_bytes: int) -> str:
-    """The observation: final URL, title, a truncation note, then the text (at most ``MAX_TEXT_CHARS``)."""
+def render(url: URL, title: str, text: str, truncated: bool, max_bytes: int, internal: bool = False) -> str:
+    """The observation: final URL, whether it is internal, title, a truncation note, then the text (at most
+    ``MAX_TEXT_CHARS``)."""
     lines = [f"URL: {url}"]
+    if internal:
+        lines.append(INTERNAL_LINE)
     if title:
         lines.append(f"Title: {title}")
     if truncated:

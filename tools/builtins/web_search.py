@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
+from yarl import URL
 
 from tools.context import ToolContext
 from tools.errors import SearchError
@@ -119,6 +120,12 @@ async def search(backend: SearchBackend, session: aiohttp.ClientSession, query: 
     return [r for r in backend.results(payload) if r["url"]][:TOP_RESULTS]
 
 
+def provider_name(backend: SearchBackend) -> str:
+    """The search provider as an approval names it: "the search provider SearXNG (search.example.com)"."""
+    host = URL(backend.request("")[0]).host or "?"
+    return f"the search provider {backend.name} ({host})"
+
+
 def make_web_search(
     backend: SearchBackend, *, http: aiohttp.ClientSession | None = None, timeout: float = 20.0
 ) -> Tool:
@@ -132,9 +139,11 @@ def make_web_search(
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as own:
             yield own
 
-    # The backend is the operator's choice, not the model's: it is the only destination, and the query is
-    # what the exfiltration guard checks for private text.
-    @tool(name="web_search", timeout=timeout, outbound=True, destination_args=())
+    # The backend is the operator's choice, not the model's: it is the only destination, and it is a destination
+    # like any other. Once the run has read private data, a query goes out unasked only when every word of it
+    # is the requester's own.
+    @tool(name="web_search", timeout=timeout, outbound=True, destination_args=(),
+          sends_to=provider_name(backend), requester_words_pass=True)
     async def web_search(args: WebSearchArgs, ctx: ToolContext) -> list[dict[str, str]]:
         """Search the web; returns the top results as title, url and snippet. Read a result with fetch_url."""
         async with session() as s:

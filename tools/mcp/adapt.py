@@ -96,9 +96,13 @@ def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn, default_time
         handler=handler,
         timeout_seconds=server.timeout or default_timeout,
         needs_approval=needs_approval,
-        # The spec's default for a missing openWorldHint is true: assume it reaches outside.
-        outbound=hints.open_world_hint is not False,
-        reads_private_data=bool(override and override.reads_private_data),
+        # The server is the destination of every argument, whatever the annotations say (readOnlyHint or
+        # openWorldHint=false say nothing about what the arguments carry): an internal server may receive
+        # private data, an external one is asked about once the run has read some.
+        outbound=server.trust != "internal",
+        sends_to=f"MCP server {server.name} (external)",
+        # Internal means private: what the company's own service returns is the company's data.
+        reads_private_data=server.trust == "internal" or bool(override and override.reads_private_data),
         input_schema=dict(spec.input_schema),
         server=server.name,
     )

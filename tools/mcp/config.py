@@ -3,7 +3,7 @@
     {"mcpServers": {
         "time": {"command": "python", "args": ["-m", "mcp_server_time"]},
         "docs": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"},
-                 "timeout": 30, "tools": {"delete_page": {"approval": "always"}}}}}
+                 "timeout": 30, "trust": "internal", "tools": {"delete_page": {"approval": "always"}}}}}
 
 ``${VAR}`` in ``env``, ``headers`` and ``url`` is expanded from the environment; the expanded values are
 secrets (never logged, redacted from observations).
@@ -22,11 +22,13 @@ from tools.errors import ToolDefinitionError
 
 Approval = Literal["always", "never", "default"]
 _APPROVALS: tuple[str, ...] = ("always", "never", "default")
+Trust = Literal["internal", "external"]
+_TRUSTS: tuple[str, ...] = ("internal", "external")
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: Server names become the prefix of tool names (``<server>__<tool>``), so they follow the same alphabet.
 _SERVER_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
-_STDIO_KEYS = {"command", "args", "env", "cwd", "timeout", "tools", "type"}
-_HTTP_KEYS = {"url", "headers", "timeout", "tools", "type"}
+_STDIO_KEYS = {"command", "args", "env", "cwd", "timeout", "tools", "type", "trust"}
+_HTTP_KEYS = {"url", "headers", "timeout", "tools", "type", "trust"}
 
 
 class McpConfigError(ToolDefinitionError):
@@ -55,6 +57,10 @@ class ServerConfig:
     #: Seconds one call may take; None: the service's AGENT_TOOL_TIMEOUT_SECONDS.
     timeout: float | None = None
     tools: Mapping[str, ToolOverride] = field(default_factory=dict)
+    #: ``"internal"``: the company's own service, which may receive private data (the exfiltration guard lets
+    #: its calls through); ``"external"`` (the default): once a run has read private data, each call needs the
+    #: requester's approval, whatever its arguments and annotations.
+    trust: Trust = "external"
     #: The service's PATH, the one variable a stdio server inherits besides its own ``env``.
     path: str = ""
     #: Values that came from ``${VAR}`` expansion: redacted everywhere.
@@ -100,7 +106,8 @@ def _server(name: str, entry: Any, environ: Mapping[str, str]) -> ServerConfig:
         raise McpConfigError(f"{where}: unknown field {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
     secrets: list[str] = []
     expand = _Expander(where, environ, secrets)
-    common: dict[str, Any] = {"name": name, "timeout": _timeout(where, entry), "tools": _overrides(where, entry)}
+    common: dict[str, Any] = {"name": name, "timeout": _timeout(where, entry), "tools": _overrides(where, entry),
+                              "trust": _trust(where, entry)}
     if has_command:
         server = ServerConfig(
             command=_string(where, "command", entry["command"]),
@@ -148,6 +155,14 @@ def _timeout(where: str, entry: dict[str, Any]) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise McpConfigError(f"{where}: field 'timeout' must be a number of seconds > 0")
     return float(value)
+
+
+def _trust(where: str, entry: dict[str, Any]) -> Trust:
+    value = entry.get("trust", "external")
+    if value not in _TRUSTS:
+        raise McpConfigError(f"{where}: field 'trust' must be \"internal\" (may receive private data) or "
+                             "\"external\" (the default: needs approval once a run has read private data)")
+    return "internal" if value == "internal" else "external"
 
 
 def _overrides(where: str, entry: dict[str, Any]) -> dict[str, ToolOverride]:
