@@ -46,6 +46,17 @@ def private_source(tool: Tool, text: str) -> str | None:
     return None
 
 
+def private_text(tool: Tool, text: str) -> str:
+    """What of a private result is data read: all of a private tool's output; of an internal page, all but its
+    ``URL:`` header line. That URL is the one the model asked for, no data read, and counted as private it
+    would hold back the next page of the same (allow-listed) host."""
+    if tool.reads_private_data:
+        return text
+    header, gap, body = text.partition("\n\n")
+    kept = [line for line in header.splitlines() if not line.startswith("URL: ")]
+    return "\n".join(kept) + gap + body
+
+
 def service_of(tool: Tool, *, urls_found: bool) -> str:
     """The one fixed service an outbound call sends to, or "" when URLs in its arguments name where it goes:
     ``fetch_url``'s ``url``, or (a tool without ``destination_args``) URLs found in this call. A call naming no

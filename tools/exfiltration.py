@@ -34,7 +34,15 @@ from yarl import URL
 
 from tools.answer_links import neutralise
 from tools.context import ToolContext
-from tools.destinations import Ask, payload, private_source, requester_words_only, service_of, service_rule
+from tools.destinations import (
+    Ask,
+    payload,
+    private_source,
+    private_text,
+    requester_words_only,
+    service_of,
+    service_rule,
+)
 from tools.egress import (
     DEFAULT_GUARD_MODE,
     EgressAnswer,
@@ -85,7 +93,7 @@ class ExfiltrationGuard:
     def observe(self, tool: Tool, result: ToolResult) -> None:
         """Remember what a private tool returned (called after every call)."""
         if result.ok and result.full.strip() and (source := private_source(tool, result.full)):
-            self._add(source, result.full)
+            self._add(source, private_text(tool, result.full))
 
     def remember_transcript(self, texts: Iterable[object], registry: Registry) -> None:
         """Arm from a conversation loaded from the store: earlier runs' (or a crashed run's) tool outputs.
@@ -101,7 +109,7 @@ class ExfiltrationGuard:
                 tool = registry.get(name)
                 source = (name if "__" in name else None) if tool is None else private_source(tool, body)
                 if source and body.strip():
-                    self._add(source, body)
+                    self._add(source, body if tool is None else private_text(tool, body))
 
     async def clear(self, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext) -> HeldBack | None:
         """None when ``tool`` may run with ``arguments``; else what was held back (the sink is told)."""

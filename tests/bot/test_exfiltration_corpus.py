@@ -147,8 +147,9 @@ async def test_no_shape_of_the_data_reaches_a_destination_nobody_allowed(
     assert len(told) == 1 + len(leaky_calls(tool, dest)) + len(PIECES)
     assert all("\nHeld back:" in t for t in told[1:]), told
     assert dest.requests == []  # neither the pages nor the search backend saw a single request
-    if tool == "fake__echo":  # the model (and the thread) are told how an operator would allow it
-        assert 'MCP server fake (external) is not trusted' in told[1] and '"trust": "internal"' in told[1]
+    if tool == "fake__echo":  # told how an operator would allow it, or that it carries the channel's data
+        assert ('MCP server fake (external) is not trusted' in told[1] and '"trust": "internal"' in told[1]
+                or "carry text read from private data" in told[1]), told[1]
     thread = "\n".join(m.block_text() for m in fake_slack.thread_messages("C1", ts))
     assert f":shield: I held back a `{tool}` call" in thread
 
@@ -250,10 +251,12 @@ async def press(app: App, message: PostedMessage, action_id: str, ts: str) -> No
 async def test_approvals_name_the_destination_show_what_is_sent_and_can_cover_the_run(
     key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, tmp_path: Path, dest: PageServer
 ) -> None:
-    reversed_code = SECRET[::-1]
+    # Words no detector ties to the channel (a copy it recognises, such as the reversed code, is held back
+    # without asking), and not the requester's: the destination alone asks.
+    denied = "weather where the vault is"
     fake_openai.queue(
         tool_calls(("channel_history", {})),
-        tool_calls(("web_search", {"query": f"weather {reversed_code}"})),  # denied
+        tool_calls(("web_search", {"query": denied})),  # denied
         tool_calls(("web_search", {"query": "weather in Lisbon"})),  # approved for the run...
         tool_calls(("web_search", {"query": "weather in Porto"})),  # ...so this one goes out unasked
         tool_calls(("fake__echo", {"text": "hello"})),  # an external MCP server: asked, readOnlyHint or not
@@ -264,7 +267,7 @@ async def test_approvals_name_the_destination_show_what_is_sent_and_can_cover_th
         ts = await ask(app, "summarise the channel")
         first = await question(fake_slack, 0)
         shown = first.block_text()
-        assert "the search provider SearXNG (127.0.0.1)" in shown and f"weather {reversed_code}" in shown
+        assert "the search provider SearXNG (127.0.0.1)" in shown and denied in shown
         assert {b["action_id"] for b in first.buttons()} == {APPROVE_ACTION_ID, APPROVE_RUN_ACTION_ID,
                                                               DENY_ACTION_ID}
         await press(app, first, DENY_ACTION_ID, ts)
@@ -280,4 +283,4 @@ async def test_approvals_name_the_destination_show_what_is_sent_and_can_cover_th
     told = observations(fake_openai)
     assert "\nHeld back:" in told[1] and "did not approve" in told[1]
     assert "\nhello\n" in told[4]
-    assert not [p for p, _ in dest.requests if reversed_code in p]
+    assert not [p for p, _ in dest.requests if "vault" in p]

@@ -397,10 +397,15 @@ async def test_an_outbound_tool_naming_no_destination_still_needs_approval(attac
     approver = Approver(answer=True)
     run = make_run(attacker, notify, mode="approve", approver=approver)
     await run.read_channel()
-    result = await run.call("hooks__notify", {"target": "the usual place", "message": SECRET[::-1]})
+    # A message no detector could tie to the private data (the detector knows the reversed secret: that call is
+    # held back without asking): the destination alone decides.
+    message = "the figures you read, in other words"
+    result = await run.call("hooks__notify", {"target": "the usual place", "message": message})
     assert result.outcome is not Outcome.HELD_BACK  # asked, approved (the handler then fails: no URL)
     [request] = approver.asked
-    assert request.destination == "wherever hooks__notify sends" and SECRET[::-1] in request.payload
+    assert request.destination == "wherever hooks__notify sends" and message in request.payload
+    reversed_secret = await run.call("hooks__notify", {"target": "the usual place", "message": SECRET[::-1]})
+    assert reversed_secret.outcome is Outcome.HELD_BACK and len(approver.asked) == 1
     on = make_run(attacker, notify)
     await on.read_channel()
     refused = await on.call("hooks__notify", {"target": "the usual place", "message": "hi"})
