@@ -10,8 +10,10 @@ within a second. No process leaves a task's exception unread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -113,6 +115,21 @@ async def timed_health(bot: BotProcess) -> tuple[int, float]:
     return status, time.monotonic() - asked
 
 
+@contextlib.asynccontextmanager
+async def web_and_worker(
+    tmp_path: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI, *, full: bool
+) -> AsyncIterator[tuple[RedisServer, BotProcess, BotProcess]]:
+    """``web`` and ``worker`` on a redis-server of the test's own (``full``: one that refuses writes once full),
+    both answering /healthz. The processes' logs stay readable after the block."""
+    async with RedisServer(tmp_path / "redis", extra_args=FULL_REDIS if full else ()) as server:
+        env = service_env(fake_slack, fake_openai, server.url)
+        web, worker = process("web", env, tmp_path, "web"), process("worker", env, tmp_path, "worker")
+        async with web, worker:
+            await web.wait_healthy(STARTUP)
+            await worker.wait_healthy(STARTUP)
+            yield server, web, worker
+
+
 def assert_no_unread_task_errors(*processes: BotProcess) -> None:
     lines = [line for line in log_lines(*processes) if UNRETRIEVED in line]
     assert not lines, lines[0][:500]
@@ -122,89 +139,79 @@ async def test_a_full_redis_gets_mentions_500_and_healthz_503_until_memory_is_fr
     tmp_path: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script = lambda request: text("The answer.")
-    async with RedisServer(tmp_path / "redis", extra_args=FULL_REDIS) as server:
-        env = service_env(fake_slack, fake_openai, server.url)
-        web, worker = process("web", env, tmp_path, "web"), process("worker", env, tmp_path, "worker")
+    async with web_and_worker(tmp_path, fake_slack, fake_openai, full=True) as (server, web, worker):
         filler = Filler(server.url)
-        async with web, worker:
-            await web.wait_healthy(STARTUP)
-            await worker.wait_healthy(STARTUP)
-            await filler.fill()
+        await filler.fill()
 
-            async def unhealthy() -> bool:
-                return await web.health() == 503 and await worker.health() == 503
+        async def unhealthy() -> bool:
+            return await web.health() == 503 and await worker.health() == 503
 
-            await until(unhealthy, timeout=10, what="/healthz to say 503 while Redis refuses writes")
-            (web_status, web_took), (worker_status, worker_took) = await timed_health(web), await timed_health(worker)
-            assert (web_status, worker_status) == (503, 503)
+        await until(unhealthy, timeout=10, what="/healthz to say 503 while Redis refuses writes")
+        (web_status, web_took), (worker_status, worker_took) = await timed_health(web), await timed_health(worker)
+        assert (web_status, worker_status) == (503, 503)
 
-            ts = next_ts()
-            body = event_body(mention(text="<@UBOT> are you there?", ts=ts))
-            assert await deliver(web, body) == 500  # not recorded: Slack retries it
-            assert await deliver(web, body, retry_num=1) == 500
-            await filler.free()
-            freed = time.monotonic()
+        ts = next_ts()
+        body = event_body(mention(text="<@UBOT> are you there?", ts=ts))
+        assert await deliver(web, body) == 500  # not recorded: Slack retries it
+        assert await deliver(web, body, retry_num=1) == 500
+        await filler.free()
+        freed = time.monotonic()
 
-            async def healthy() -> bool:
-                return await web.health() == 200 and await worker.health() == 200
+        async def healthy() -> bool:
+            return await web.health() == 200 and await worker.health() == 200
 
-            await until(healthy, timeout=30, what="/healthz to say 200 once memory is freed")
-            assert await deliver(web, body, retry_num=2) == 200  # Slack's next retry is taken, not a duplicate
+        await until(healthy, timeout=30, what="/healthz to say 200 once memory is freed")
+        assert await deliver(web, body, retry_num=2) == 200  # Slack's next retry is taken, not a duplicate
 
-            async def answered() -> bool:
-                return bool(final_answers(fake_slack, ts))
+        async def answered() -> bool:
+            return bool(final_answers(fake_slack, ts))
 
-            await until(answered, timeout=60, what="the retried mention to be answered")
-            took = time.monotonic() - freed
-            assert len(final_answers(fake_slack, ts)) == 1, thread_texts(fake_slack, ts)
-        print(f"\nRedis full: /healthz 503 in {web_took * 1000:.0f} ms (web), {worker_took * 1000:.0f} ms (worker); "
-              f"retried mention answered {took:.1f}s after memory was freed")
-        assert_no_unread_task_errors(web, worker)
-        assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
+        await until(answered, timeout=60, what="the retried mention to be answered")
+        took = time.monotonic() - freed
+        assert len(final_answers(fake_slack, ts)) == 1, thread_texts(fake_slack, ts)
+    print(f"\nRedis full: /healthz 503 in {web_took * 1000:.0f} ms (web), {worker_took * 1000:.0f} ms (worker); "
+          f"retried mention answered {took:.1f}s after memory was freed")
+    assert_no_unread_task_errors(web, worker)
+    assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
 
 
 async def test_a_run_whose_first_write_is_refused_says_so_and_answers_once_memory_is_freed(
     tmp_path: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script = lambda request: text("The answer.")
-    async with RedisServer(tmp_path / "redis", extra_args=FULL_REDIS) as server:
-        env = service_env(fake_slack, fake_openai, server.url)
-        web, worker = process("web", env, tmp_path, "web"), process("worker", env, tmp_path, "worker")
+    async with web_and_worker(tmp_path, fake_slack, fake_openai, full=True) as (server, web, worker):
         filler = Filler(server.url)
-        async with web, worker:
-            await web.wait_healthy(STARTUP)
-            await worker.wait_healthy(STARTUP)
-            # The run's limits check asks Slack who the asker is: Redis fills up while the answer is on its way,
-            # after the mention was recorded (200) and before the run has written anything of its own.
-            fake_slack.fail("users.info", delay=2)
-            ts = next_ts()
-            assert await deliver(web, event_body(mention(text="<@UBOT> what is 2+2?", ts=ts))) == 200
-            await fake_slack.wait_for("users.info", timeout=30)
-            await filler.fill()
+        # The run's limits check asks Slack who the asker is: Redis fills up while the answer is on its way,
+        # after the mention was recorded (200) and before the run has written anything of its own.
+        fake_slack.fail("users.info", delay=2)
+        ts = next_ts()
+        assert await deliver(web, event_body(mention(text="<@UBOT> what is 2+2?", ts=ts))) == 200
+        await fake_slack.wait_for("users.info", timeout=30)
+        await filler.fill()
 
-            async def told() -> bool:
-                worker.check_alive()
-                return STORE_REFUSED_NOTICE in thread_texts(fake_slack, ts)
+        async def told() -> bool:
+            worker.check_alive()
+            return STORE_REFUSED_NOTICE in thread_texts(fake_slack, ts)
 
-            await until(told, timeout=30, what="the thread to be told the run could not save its state")
-            assert not final_answers(fake_slack, ts)
-            await filler.free()
-            freed = time.monotonic()
+        await until(told, timeout=30, what="the thread to be told the run could not save its state")
+        assert not final_answers(fake_slack, ts)
+        await filler.free()
+        freed = time.monotonic()
 
-            async def answered() -> bool:
-                worker.check_alive()
-                return bool(final_answers(fake_slack, ts))
+        async def answered() -> bool:
+            worker.check_alive()
+            return bool(final_answers(fake_slack, ts))
 
-            await until(answered, timeout=60, what="the run to answer once memory is freed")
-            took = time.monotonic() - freed
-            thread = thread_texts(fake_slack, ts)
-            assert len(final_answers(fake_slack, ts)) == 1, thread
-            assert "The answer." in final_answers(fake_slack, ts)[0]
-            assert not [t for t in thread if t.startswith(":x:")], thread  # never "please ask again"
-        print(f"\nRedis full before the run's first write: answered {took:.1f}s after memory was freed "
-              f"(AGENT_LEASE_SECONDS={env['AGENT_LEASE_SECONDS']})")
-        assert_no_unread_task_errors(web, worker)
-        assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
+        await until(answered, timeout=60, what="the run to answer once memory is freed")
+        took = time.monotonic() - freed
+        thread = thread_texts(fake_slack, ts)
+        assert len(final_answers(fake_slack, ts)) == 1, thread
+        assert "The answer." in final_answers(fake_slack, ts)[0]
+        assert not [t for t in thread if t.startswith(":x:")], thread  # never "please ask again"
+    print(f"\nRedis full before the run's first write: answered {took:.1f}s after memory was freed "
+          f"(AGENT_LEASE_SECONDS={worker.env['AGENT_LEASE_SECONDS']})")
+    assert_no_unread_task_errors(web, worker)
+    assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
 
 
 async def test_a_run_whose_llm_call_outlives_its_lease_in_a_full_redis_says_so_and_answers_once_freed(
@@ -220,70 +227,60 @@ async def test_a_run_whose_llm_call_outlives_its_lease_in_a_full_redis_says_so_a
         return delay(LONG_CALL_SECONDS, text("The answer.")) if calls == 1 else text("The answer.")
 
     fake_openai.script = slow_then_quick
-    async with RedisServer(tmp_path / "redis", extra_args=FULL_REDIS) as server:
-        env = service_env(fake_slack, fake_openai, server.url)
-        web, worker = process("web", env, tmp_path, "web"), process("worker", env, tmp_path, "worker")
+    async with web_and_worker(tmp_path, fake_slack, fake_openai, full=True) as (server, web, worker):
         filler = Filler(server.url)
-        async with web, worker:
-            await web.wait_healthy(STARTUP)
-            await worker.wait_healthy(STARTUP)
-            ts = next_ts()
-            assert await deliver(web, event_body(mention(text="<@UBOT> what is 2+2?", ts=ts))) == 200
-            await fake_openai.wait_for_requests(1, timeout=30)
-            await filler.fill()
+        ts = next_ts()
+        assert await deliver(web, event_body(mention(text="<@UBOT> what is 2+2?", ts=ts))) == 200
+        await fake_openai.wait_for_requests(1, timeout=30)
+        await filler.fill()
 
-            async def told() -> bool:
-                worker.check_alive()
-                return STORE_LOST_NOTICE in thread_texts(fake_slack, ts)
+        async def told() -> bool:
+            worker.check_alive()
+            return STORE_LOST_NOTICE in thread_texts(fake_slack, ts)
 
-            await until(told, timeout=30, what="the thread to be told the run lost its state store")
-            await filler.free()
-            freed = time.monotonic()
+        await until(told, timeout=30, what="the thread to be told the run lost its state store")
+        await filler.free()
+        freed = time.monotonic()
 
-            async def answered() -> bool:
-                worker.check_alive()
-                return bool(final_answers(fake_slack, ts))
+        async def answered() -> bool:
+            worker.check_alive()
+            return bool(final_answers(fake_slack, ts))
 
-            await until(answered, timeout=60, what="the run to answer once memory is freed")
-            took = time.monotonic() - freed
-            assert len(final_answers(fake_slack, ts)) == 1, thread_texts(fake_slack, ts)
-        print(f"\nRedis full during an LLM call longer than the lease: answered {took:.1f}s after memory was freed")
-        assert_no_unread_task_errors(web, worker)
-        assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
+        await until(answered, timeout=60, what="the run to answer once memory is freed")
+        took = time.monotonic() - freed
+        assert len(final_answers(fake_slack, ts)) == 1, thread_texts(fake_slack, ts)
+    print(f"\nRedis full during an LLM call longer than the lease: answered {took:.1f}s after memory was freed")
+    assert_no_unread_task_errors(web, worker)
+    assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
 
 
 async def test_healthz_answers_503_within_a_second_while_redis_is_paused(
     tmp_path: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:
-    async with RedisServer(tmp_path / "redis") as server:
-        env = service_env(fake_slack, fake_openai, server.url)
-        web, worker = process("web", env, tmp_path, "web"), process("worker", env, tmp_path, "worker")
-        async with web, worker:
-            await web.wait_healthy(STARTUP)
-            await worker.wait_healthy(STARTUP)
-            server.pause()
-            answers: list[tuple[int, float]] = []
+    async with web_and_worker(tmp_path, fake_slack, fake_openai, full=False) as (server, web, worker):
+        server.pause()
+        answers: list[tuple[int, float]] = []
 
-            async def unhealthy() -> bool:
-                # Each check answers within the second, paused or not; the first after the last good probe's
-                # second is over says 503.
-                now = [await timed_health(web), await timed_health(worker)]
-                answers.extend(now)
-                return all(status == 503 for status, _ in now)
+        async def unhealthy() -> bool:
+            # Each check answers within the second, paused or not; the first after the last good probe's
+            # second is over says 503.
+            now = [await timed_health(web), await timed_health(worker)]
+            answers.extend(now)
+            return all(status == 503 for status, _ in now)
 
-            try:
-                await until(unhealthy, timeout=10, what="/healthz to say 503 while Redis is paused")
-            finally:
-                server.resume()
-            assert all(status in (200, 503) for status, _ in answers), answers  # never left unanswered
+        try:
+            await until(unhealthy, timeout=10, what="/healthz to say 503 while Redis is paused")
+        finally:
+            server.resume()
+        assert all(status in (200, 503) for status, _ in answers), answers  # never left unanswered
 
-            async def healthy() -> bool:
-                return await web.health() == 200 and await worker.health() == 200
+        async def healthy() -> bool:
+            return await web.health() == 200 and await worker.health() == 200
 
-            await until(healthy, timeout=30, what="/healthz to say 200 once Redis is resumed")
-        slowest = max(took for _, took in answers)
-        print(f"\nRedis paused: /healthz 503 in at most {slowest * 1000:.0f} ms")
-        assert_no_unread_task_errors(web, worker)
+        await until(healthy, timeout=30, what="/healthz to say 200 once Redis is resumed")
+    slowest = max(took for _, took in answers)
+    print(f"\nRedis paused: /healthz 503 in at most {slowest * 1000:.0f} ms")
+    assert_no_unread_task_errors(web, worker)
 
 
 async def test_a_resume_that_redis_fails_is_logged_and_left_for_the_next_scan(
