@@ -135,6 +135,12 @@ def assert_no_unread_task_errors(*processes: BotProcess) -> None:
     assert not lines, lines[0][:500]
 
 
+def assert_logs_clean(web: BotProcess, worker: BotProcess, fake_slack: FakeSlack, fake_openai: FakeOpenAI) -> None:
+    """No task's exception left unread, and no secret in any log line or Slack payload."""
+    assert_no_unread_task_errors(web, worker)
+    assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
+
+
 async def test_a_full_redis_gets_mentions_500_and_healthz_503_until_memory_is_freed(
     tmp_path: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:
@@ -171,8 +177,7 @@ async def test_a_full_redis_gets_mentions_500_and_healthz_503_until_memory_is_fr
         assert len(final_answers(fake_slack, ts)) == 1, thread_texts(fake_slack, ts)
     print(f"\nRedis full: /healthz 503 in {web_took * 1000:.0f} ms (web), {worker_took * 1000:.0f} ms (worker); "
           f"retried mention answered {took:.1f}s after memory was freed")
-    assert_no_unread_task_errors(web, worker)
-    assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
+    assert_logs_clean(web, worker, fake_slack, fake_openai)
 
 
 async def test_a_run_whose_first_write_is_refused_says_so_and_answers_once_memory_is_freed(
@@ -210,8 +215,7 @@ async def test_a_run_whose_first_write_is_refused_says_so_and_answers_once_memor
         assert not [t for t in thread if t.startswith(":x:")], thread  # never "please ask again"
     print(f"\nRedis full before the run's first write: answered {took:.1f}s after memory was freed "
           f"(AGENT_LEASE_SECONDS={worker.env['AGENT_LEASE_SECONDS']})")
-    assert_no_unread_task_errors(web, worker)
-    assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
+    assert_logs_clean(web, worker, fake_slack, fake_openai)
 
 
 async def test_a_run_whose_llm_call_outlives_its_lease_in_a_full_redis_says_so_and_answers_once_freed(
@@ -250,8 +254,7 @@ async def test_a_run_whose_llm_call_outlives_its_lease_in_a_full_redis_says_so_a
         took = time.monotonic() - freed
         assert len(final_answers(fake_slack, ts)) == 1, thread_texts(fake_slack, ts)
     print(f"\nRedis full during an LLM call longer than the lease: answered {took:.1f}s after memory was freed")
-    assert_no_unread_task_errors(web, worker)
-    assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
+    assert_logs_clean(web, worker, fake_slack, fake_openai)
 
 
 async def test_healthz_answers_503_within_a_second_while_redis_is_paused(
