@@ -82,10 +82,10 @@ def _as_request(request: RunRequest | str, kwargs: dict[str, Any]) -> RunRequest
 _Outcome = LLMResponse | Stop | tuple[context.Prompt, CallPlan]
 
 
-async def _unless_quiet(deltas: AsyncIterable[Event], quiet: bool) -> AsyncIterator[Event]:
-    """The call's streamed events, without the answer's text when ``quiet``."""
+async def _without_answer_text(deltas: AsyncIterable[Event]) -> AsyncIterator[Event]:
+    """The call's streamed events but the answer's text (an armed run shows its answer whole, links checked)."""
     async for delta in deltas:
-        if not (quiet and isinstance(delta, AnswerDelta)):
+        if not isinstance(delta, AnswerDelta):
             yield delta
 
 
@@ -231,7 +231,9 @@ class Agent:
                 call = self._guard(run, self._call_llm(run, prompt, plan, live.feed))
                 # Armed, the answer is shown whole once its links are checked (``_shown``), never as written.
                 quiet = run.executor.guard.armed(run.scope.egress)
-                async for delta in _unless_quiet(live.start(call, keep=_text_stands), quiet):
+                streamed = live.start(call, keep=_text_stands)
+                # Only an armed run pays for the filter's extra generator layer on each streamed piece.
+                async for delta in (_without_answer_text(streamed) if quiet else streamed):
                     yield delta
                 reply = live.result()           # or the budget refused it, the model declined, the answer was cut off
                 if not isinstance(reply, LLMResponse):

@@ -427,27 +427,21 @@ async def test_members_cannot_set_a_per_person_cap(harness: Harness):
     assert reply.startswith("Only ") and (await harness.limits.store.get(Workspace("T1"))).user_budget_micros is None
 
 
-async def test_max_concurrent_is_set_audited_shown_and_reset(harness: Harness, redis_client: aioredis.Redis):
-    assert "Runs at once: 10 (more wait their turn)" in await harness.command("show")
-    reply = await harness.command("max-concurrent 3", user=LISTED)
-    assert "max-concurrent: 10 → 3" in reply
-    assert (await harness.limits.store.get(WS)).max_concurrent == 3
+@pytest.mark.parametrize(("name", "field", "label", "default", "value"), [
+    ("max-concurrent", "max_concurrent", "Runs at once: {} (more wait their turn)", 10, 3),
+    ("max-concurrent-per-user", "max_concurrent_per_user",
+     "Runs at once per person: {} (their others wait behind their own)", 3, 1),
+])
+async def test_run_caps_are_set_audited_shown_and_reset(
+    harness: Harness, redis_client: aioredis.Redis, name: str, field: str, label: str, default: int, value: int
+):
+    assert label.format(default) in await harness.command("show")
+    reply = await harness.command(f"{name} {value}", user=LISTED)
+    assert f"{name}: {default} → {value}" in reply
+    assert getattr(await harness.limits.store.get(WS), field) == value
     # Stored as the gate in the worker reads it: one field of the workspace's overrides hash.
-    assert await redis_client.hget(harness.limits.store.keys.limits(WS), "max_concurrent") in (b"3", "3")
+    assert await redis_client.hget(harness.limits.store.keys.limits(WS), field) in (str(value).encode(), str(value))
     text = await harness.command("show")
-    assert "Runs at once: 3" in text and f"<@{LISTED}>: max-concurrent 10 → 3" in text
-    assert "max-concurrent: 3 → 10" in await harness.command("reset", user=LISTED)
-    assert await harness.limits.store.get(WS) == DEFAULTS
-
-
-async def test_max_concurrent_per_user_is_set_audited_shown_and_reset(harness: Harness, redis_client: aioredis.Redis):
-    assert "Runs at once per person: 3 (their others wait behind their own)" in await harness.command("show")
-    reply = await harness.command("max-concurrent-per-user 1", user=LISTED)
-    assert "max-concurrent-per-user: 3 → 1" in reply
-    assert (await harness.limits.store.get(WS)).max_concurrent_per_user == 1
-    # Stored as the gate in the worker reads it: one field of the workspace's overrides hash.
-    assert await redis_client.hget(harness.limits.store.keys.limits(WS), "max_concurrent_per_user") in (b"1", "1")
-    text = await harness.command("show")
-    assert "Runs at once per person: 1" in text and f"<@{LISTED}>: max-concurrent-per-user 3 → 1" in text
-    assert "max-concurrent-per-user: 1 → 3" in await harness.command("reset", user=LISTED)
+    assert label.format(value) in text and f"<@{LISTED}>: {name} {default} → {value}" in text
+    assert f"{name}: {value} → {default}" in await harness.command("reset", user=LISTED)
     assert await harness.limits.store.get(WS) == DEFAULTS
