@@ -113,7 +113,7 @@ class AgentSettings(BaseSettings):
     def require_llm(self) -> Price:
         """The model's price, once the endpoint's key is set; ConfigError naming the setting that is missing.
 
-        Everything a process that runs agents needs from these settings, checked at start-up (``bot.startup``).
+        Everything a process that runs agents needs from these settings, checked at start-up (``bot.serve.startup``).
         """
         if self.openai_api_key is None or not self.openai_api_key.get_secret_value().strip():
             raise ConfigError("OPENAI_API_KEY is not set: set it to the API key of your OpenAI-compatible endpoint")

@@ -125,9 +125,9 @@ async def install_teams(prefix: str, key: str) -> None:
 
     from slack_sdk.oauth.installation_store import Installation
 
-    from bot.installations import RedisInstallationStore
     from bot.keys import AppKeys
-    from bot.token_crypto import TokenCipher
+    from bot.oauth.installations import RedisInstallationStore
+    from bot.oauth.token_crypto import TokenCipher
 
     redis = aioredis.Redis.from_url(settings_values("x", "http://127.0.0.1/", "http://127.0.0.1/")["redis_url"])
     try:

@@ -44,8 +44,8 @@ from common import (
 )
 
 from bot.identity import Conversation, Workspace
-from bot.jobs import Turn, enqueue_turn
 from bot.keys import AppKeys
+from bot.queue.jobs import Turn, enqueue_turn
 from bot.redis import RedisHandle
 from bot.settings import DEFAULT_MAX_CONCURRENT_RUNS
 
@@ -60,7 +60,7 @@ UNATTRIBUTED = "event loop + HTTP I/O (unattributed)"
 NO_STACK = "no Python frame (C code, GC, missed sample)"
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("LLM client", ("/openai/", f"{REPO}/agent_core/llm.py")),
-    ("Slack posting", ("/slack_sdk/", f"{REPO}/bot/poster.py", f"{REPO}/bot/render.py", f"{REPO}/bot/mrkdwn.py")),
+    ("Slack posting", ("/slack_sdk/", *(f"{REPO}/bot/thread/{m}.py" for m in ("poster", "render", "mrkdwn")))),
     ("Redis", ("/redis/", "/arq/", "/hiredis", f"{REPO}/agent_core/redis_", f"{REPO}/bot/workspace/store.py")),
     ("loop", (f"{REPO}/agent_core/", f"{REPO}/tools/", f"{REPO}/bot/")),
 )

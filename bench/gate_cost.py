@@ -2,7 +2,7 @@
 
 A private redis-server (nothing else's commands in its ``INFO commandstats``) holds ``--turns`` stored turns of one
 workspace, one thread each, asked by ``--people`` people in turn; every turn's job is admitted through
-``bot.fair.WorkspaceGate`` with nothing finishing, so past the caps each job parks or is held. Two shapes: the
+``bot.queue.fair.WorkspaceGate`` with nothing finishing, so past the caps each job parks or is held. Two shapes: the
 per-person cap lifted (every job past the workspace's 10 joins the line, as before issue 24) and at its default
 of 3 (each person's jobs past 3 are held, counted per person). Figures: Redis's microseconds per ``EVALSHA`` and the
 client's per admission (a round trip, Python included).
@@ -23,11 +23,11 @@ from typing import Any
 import redis.asyncio as aioredis
 from common import write_json
 
-from bot.fair import WorkspaceGate
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
+from bot.queue.fair import WorkspaceGate
+from bot.runs.turn import Turn
 from bot.settings import DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_CONCURRENT_RUNS_PER_USER, MAX_CONCURRENT_RUNS_CAP
-from bot.turns import Turn
 from tests.processes import RedisServer
 
 WS = Workspace("T0001")

@@ -23,7 +23,7 @@ from common import delete_prefix, fake_llm, fake_slack, new_prefix, settings_val
 from concurrency import CALLS, WorkerProcess, enqueue
 
 from bot.identity import Conversation, Workspace
-from bot.jobs import Turn
+from bot.queue.jobs import Turn
 from bot.redis import RedisHandle
 
 REPORTED = (1, 10, 20, 30, 40, 50, 60)

@@ -1,6 +1,6 @@
 """Redis cost per step: round trips and bytes of a worker's run, with 10, 100 and 1,000 earlier turns in the thread.
 
-The run is the real job (``bot.jobs.Runtime.run_thread``: engine, Redis thread store, trace, budget, run ledger,
+The run is the real job (``bot.queue.jobs.Runtime.run_thread``: engine, Redis thread store, trace, budget, run ledger,
 pacing, Slack posting to the fake Slack), on the real Redis, through a Redis client whose connections count
 what crosses the socket: one round trip per command or pipeline sent, the bytes sent (commands and payload, the
 "writes"), the bytes read back. Counting at the client keeps the figures exact on a Redis other engineers share
@@ -42,12 +42,12 @@ from agent_core import Event, RunRequest, Thought
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from agent_core.store import Progress
 from bot.identity import Conversation, Workspace
-from bot.jobs import EventSource, Runtime, Turn, enqueue_turn
 from bot.keys import AppKeys
+from bot.queue.jobs import EventSource, Runtime, Turn, enqueue_turn
+from bot.queue.worker import default_agent
 from bot.redis import RedisHandle, awaited
 from bot.settings import Settings
 from bot.slack_client import make_web_client
-from bot.worker import default_agent
 
 HISTORY_TURNS = (10, 100, 1_000)
 CALLS = 10

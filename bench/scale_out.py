@@ -59,7 +59,7 @@ FINAL = "All done."
 TARGET_SHARE = 0.8
 RUN_TIMEOUT = 180.0
 WARM_TIMEOUT = 60.0
-#: arq refreshes a child's heartbeat every 2 s (``bot.worker``): a finished warm-up job shows within it.
+#: arq refreshes a child's heartbeat every 2 s (``bot.queue.worker``): a finished warm-up job shows within it.
 HEARTBEAT_WAIT = 2.5
 IDLE_S = 2.0
 

@@ -1,6 +1,7 @@
 """Slack calls per run, per display, for a scripted 10-step run; and the time to the first visible answer token.
 
-The run's sinks (``bot.sink.SlackEventSink`` for ``replies``, ``bot.stream_sink.StreamEventSink`` for ``timeline``
+The run's sinks (``bot.thread.sink.SlackEventSink`` for ``replies``,
+``bot.thread.stream_sink.StreamEventSink`` for ``timeline``
 and ``plan``) are fed a scripted event stream: 10 steps (a thought, a calculator call taking ``--tool`` seconds,
 its observation, ``--llm`` seconds of LLM per step), then an answer of 100 deltas written over ``--answer``
 seconds (the streamed displays take them through ``append_answer``; ``replies`` posts the answer whole). Writes
@@ -23,11 +24,11 @@ from common import BENCH_REDIS_URL, delete_prefix, new_prefix, write_json
 from agent_core import Limits, Observed, RunStarted, Stopped, StopReason, Thought, ToolCalled, Usage
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.poster import Pacer, Poster, Target
-from bot.render import RunView
-from bot.sink import RunLedger, RunSink, SlackEventSink
 from bot.slack_client import make_web_client
-from bot.stream_sink import StreamEventSink
+from bot.thread.poster import Pacer, Poster, Target
+from bot.thread.render import RunView
+from bot.thread.sink import RunLedger, RunSink, SlackEventSink
+from bot.thread.stream_sink import StreamEventSink
 from tests.fakes.slack_api import FakeSlack
 
 DISPLAYS = ("replies", "replies-compact", "timeline", "plan")

@@ -1,7 +1,7 @@
 """Slack posting: replies per second per thread against a fake Slack enforcing 1 message/s per channel (+ bursts).
 
 The fake Slack (own process) takes ``chat.postMessage`` through a token bucket per channel: 1 per second,
-bursts of 3, a 429 with ``Retry-After`` beyond it. The real job (``bot.jobs.Runtime.run_thread``: agent, Redis
+bursts of 3, a 429 with ``Retry-After`` beyond it. The real job (``bot.queue.jobs.Runtime.run_thread``: agent, Redis
 state, ``Poster`` with its shared GCRA pacing and the client's 429 retries) runs three cases at once, each in
 its own channel (the limit is per channel): one thread with the service's pacing on (the default, 1/s), one
 thread with pacing off (only Slack's 429s and the client's retries), and two threads sharing one channel with
@@ -32,12 +32,12 @@ from common import (
 )
 
 from bot.identity import Conversation, Workspace
-from bot.jobs import Runtime, Turn, enqueue_turn
 from bot.keys import AppKeys
-from bot.poster import Pacer
+from bot.queue.jobs import Runtime, Turn, enqueue_turn
+from bot.queue.worker import default_agent
 from bot.redis import RedisHandle
 from bot.slack_client import make_web_client
-from bot.worker import default_agent
+from bot.thread.poster import Pacer
 
 SLACK_RATE = 1.0
 SLACK_BURST = 3

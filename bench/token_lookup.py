@@ -22,10 +22,10 @@ from common import BENCH_REDIS_URL, delete_prefix, new_prefix
 from cryptography.fernet import Fernet
 from slack_sdk.oauth.installation_store import Installation
 
-from bot.installations import RedisInstallationStore
 from bot.keys import AppKeys
-from bot.token_crypto import TokenCipher
-from bot.token_resolver import TokenResolver
+from bot.oauth.installations import RedisInstallationStore
+from bot.oauth.token_crypto import TokenCipher
+from bot.oauth.token_resolver import TokenResolver
 
 WORKSPACES = 200
 

@@ -26,12 +26,12 @@ import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bot.jobs import Runtime
+from bot.queue.jobs import Runtime
+from bot.queue.worker import DEFAULT_POLL_DELAY_SECONDS, build_worker, close_worker, default_agent, loop_factory
 from bot.redis import RedisHandle
 from bot.service import settle_gc
 from bot.settings import Settings
 from bot.slack_client import make_web_client
-from bot.worker import DEFAULT_POLL_DELAY_SECONDS, build_worker, close_worker, default_agent, loop_factory
 
 #: What Service uses in production (``python -m bot worker``).
 SERVICE_POLL_DELAY = DEFAULT_POLL_DELAY_SECONDS

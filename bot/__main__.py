@@ -1,8 +1,8 @@
 """``python -m bot [all|web|worker] [--processes N]``: the Slack app (web), the agent workers, or both;
-``python -m bot rekey``: the stored installations re-encrypted with the newest token key (``bot/rekey.py``).
+``python -m bot rekey``: the stored installations re-encrypted with the newest token key (``bot/oauth/rekey.py``).
 
 ``--processes 1`` is one process doing everything its role says; more put a supervisor in front
-(``bot/supervisor.py``). Without the flag, ``web`` runs one process, ``worker`` and ``all`` one worker per
+(``bot/serve/supervisor.py``). Without the flag, ``web`` runs one process, ``worker`` and ``all`` one worker per
 core (``WORKER_PROCESSES``), ``all`` with one web process beside them.
 """
 
@@ -18,12 +18,13 @@ from collections.abc import Awaitable
 from pydantic import ValidationError
 
 from agent_core import ConfigError
-from bot import logs, rekey
+from bot import logs
+from bot.oauth import rekey
+from bot.queue.worker import loop_factory
+from bot.runs.toolbox import mcp_secrets
+from bot.serve.supervisor import processes_for, supervise
 from bot.service import Service, settle_gc
 from bot.settings import Role, Settings
-from bot.supervisor import processes_for, supervise
-from bot.toolbox import mcp_secrets
-from bot.worker import loop_factory
 
 log = logging.getLogger("bot")
 

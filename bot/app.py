@@ -24,13 +24,15 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.request.async_request import AsyncBoltRequest
 
-from bot import listeners, metrics, payloads
+from bot import metrics
 from bot.deps import Services
-from bot.health import RedisProbe
-from bot.http_guard import OncePer, SlowBodies, rearm_after_response
 from bot.identity import IdentityMiddleware
-from bot.metrics_http import add_public_metrics
-from bot.oauth import add_oauth_routes, register_revocation_listeners
+from bot.logs import OncePer
+from bot.oauth.flow import add_oauth_routes, register_revocation_listeners
+from bot.receive import listeners, payloads
+from bot.receive.http_guard import SlowBodies, rearm_after_response
+from bot.serve.health import RedisProbe
+from bot.serve.metrics_http import add_public_metrics
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,7 @@ def create_app(services: Services) -> AsyncApp:
     logging.getLogger(f"slack_bolt.{AsyncApp.__name__}").addFilter(_not_the_token_warning)  # added once
     app = AsyncApp(
         client=services.slack,
-        # OAuth mode: each request's token comes from the installation store (see bot/oauth.py).
+        # OAuth mode: each request's token comes from the installation store (see bot/oauth/flow.py).
         # An AsyncAuthorize instance (Bolt takes it as is); the stub types only the plain-function form.
         authorize=cast(Any, oauth.authorize) if oauth else None,
         oauth_flow=oauth.flow if oauth else None,
@@ -148,7 +150,7 @@ def create_health_app(
 
 async def healthz(request: web.Request) -> web.Response:
     """200 when Redis takes a write and this process's worker (if any) is polling; else 503 naming what failed.
-    Within a second either way (see bot.health)."""
+    Within a second either way (see bot.serve.health)."""
     problem = await request.app[PROBE_KEY].problem() or request.app[HEALTH_KEY]()
     if problem:
         return web.json_response({"ok": False, "error": problem}, status=503)

@@ -9,7 +9,7 @@ from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.keys import AppKeys
-from bot.oauth import OAuth
+from bot.oauth.flow import OAuth
 from bot.settings import Settings
 
 

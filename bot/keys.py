@@ -90,7 +90,7 @@ class AppKeys(Keys):
         thread once rather than every job that looks before the wake arrives."""
         return f"{self.namespace(ws)}:waking"
 
-    # The per-person side of the gate (``max_concurrent_per_user``, see bot.fair): members join a person and a
+    # The per-person side of the gate (``max_concurrent_per_user``, see bot.queue.fair): members join a person and a
     # thread with a NUL, which no Slack id contains, so one person's entries are a lexical range of the set.
     def fair_askers(self, ws: Workspace) -> str:
         """Hash: thread id -> the person whose turn holds its place at the gate (running or in line), or
@@ -143,7 +143,8 @@ class AppKeys(Keys):
 
     def open_streams(self, ws: Workspace) -> str:
         """Hash: stream id -> a stream that may be open in Slack (where, its ts once known, whether its run left
-        it), from before its ``chat.startStream`` until its ``chat.stopStream`` succeeded (``bot.open_streams``)."""
+        it), from before its ``chat.startStream`` until its ``chat.stopStream`` succeeded
+        (``bot.thread.open_streams``)."""
         return f"{self.namespace(ws)}:streams:open"
 
     def assistant_thread(self, ws: Workspace, channel_id: str, thread_ts: str) -> str:
@@ -187,7 +188,7 @@ class AppKeys(Keys):
     # -- global -------------------------------------------------------------------------------------------------
     def oauth_state_spent(self, nonce: str) -> str:
         """An OAuth state (by its nonce) whose install Slack completed; kept until the state expires, so the
-        state works once (``bot/oauth_state.py``: unspent states are signed, not stored)."""
+        state works once (``bot/oauth/state.py``: unspent states are signed, not stored)."""
         return f"{self.prefix}:oauth:spent:{nonce}"
 
     def fair_lines(self) -> str:

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import sys
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -138,3 +139,25 @@ def configure(
     root.addHandler(handler)
     root.setLevel(level)
     return handler
+
+
+#: The same noisy message (e.g. accept() out of file descriptors) is logged at most once per this many s.
+LOG_EVERY_SECONDS = 10.0
+
+
+class OncePer:
+    """Lets a message through at most once per ``seconds`` per key, counting what it held back."""
+
+    def __init__(self, seconds: float = LOG_EVERY_SECONDS) -> None:
+        self.seconds = seconds
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def allow(self, key: str) -> tuple[bool, int]:
+        """(whether to log now, how many were held back since the last one)."""
+        now = time.monotonic()
+        if now - self._last.get(key, -self.seconds) >= self.seconds:
+            self._last[key] = now
+            return True, self._held.pop(key, 0)
+        self._held[key] = self._held.get(key, 0) + 1
+        return False, 0

@@ -15,25 +15,27 @@ from aiohttp import web
 from arq import Worker
 from redis.exceptions import RedisError
 
-from bot import metrics, socket_mode, startup
+from bot import metrics
 from bot.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
 from bot.deps import Services
-from bot.health import PROBE_TIMEOUT_SECONDS, RedisProbe
-from bot.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
-from bot.jobs import AgentFactory, Runtime
 from bot.keys import AppKeys
-from bot.metrics_http import MetricsListener
-from bot.oauth import build_oauth
-from bot.redis import RedisHandle, open_redis
-from bot.settings import Role, Settings
-from bot.slack_client import make_web_client, slack_connections, slack_session
-from bot.worker import (
+from bot.oauth.flow import build_oauth
+from bot.queue.jobs import AgentFactory, Runtime
+from bot.queue.worker import (
     DEFAULT_POLL_DELAY_SECONDS,
     WORKER_HEALTH_INTERVAL_SECONDS,
     build_worker,
     close_worker,
     default_agent,
 )
+from bot.receive import socket_mode
+from bot.receive.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
+from bot.redis import RedisHandle, open_redis
+from bot.serve import startup
+from bot.serve.health import PROBE_TIMEOUT_SECONDS, RedisProbe
+from bot.serve.metrics_http import MetricsListener
+from bot.settings import Role, Settings
+from bot.slack_client import make_web_client, slack_connections, slack_session
 
 log = logging.getLogger(__name__)
 

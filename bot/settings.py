@@ -11,17 +11,20 @@ from pydantic_settings import SettingsConfigDict
 from slack_sdk.oauth.state_utils import OAuthStateUtils
 
 from agent_core import DEFAULT_KEY_PREFIX, DEFAULT_TTL_SECONDS, AgentSettings, ConfigError
-from bot.approvals import DEFAULT_TIMEOUT_SECONDS as DEFAULT_APPROVAL_TIMEOUT_SECONDS
-from bot.http_guard import ACCEPT_BATCH, LISTEN_BACKLOG
 from bot.logs import DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LogFormat, LogLevel
 from bot.redis import STARTUP_WAIT_SECONDS, SentinelMaster
 from bot.slack_client import SLACK_HTTP_TIMEOUT
-from bot.token_crypto import TokenCipher
 from tools import ToolSettings, secret_values
 
 #: Slack's Web API; the trailing slash matters, the SDK joins method names onto it with urljoin.
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_PORT = 3000
+#: How long an approval request waits for a press when ``AGENT_APPROVAL_TIMEOUT_SECONDS`` is not set.
+DEFAULT_APPROVAL_TIMEOUT_SECONDS = 300.0
+#: Length of the kernel's queue of connections waiting for accept() (capped by net.core.somaxconn).
+LISTEN_BACKLOG = 1024
+#: Connections accepted per event-loop pass (asyncio's own default, which it otherwise ties to the backlog).
+ACCEPT_BATCH = 100
 DEFAULT_QUEUE_NAME = "agent:queue"
 #: Longest Retry-After the service honours on a 429 before giving up on that call.
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
@@ -172,7 +175,7 @@ class Settings(AgentSettings, ToolSettings):
     metrics_token: SecretStr | None = Field(
         default=None, description="When set, GET /metrics needs Authorization: Bearer <this token>."
     )
-    # Who sees /metrics (bot/metrics_http.py): a listener of its own, and whether workspaces are named in it.
+    # Who sees /metrics (bot/serve/metrics_http.py): a listener of its own, and whether workspaces are named in it.
     metrics_port: int | None = Field(
         default=None, ge=0, lt=65536,
         description="Serve /metrics on this port only (not on PORT); one process serves it (0: any free port).",
@@ -268,14 +271,8 @@ class Settings(AgentSettings, ToolSettings):
             text = value.get_secret_value() if isinstance(value, SecretStr) else value
             if not text or not text.strip():
                 raise ConfigError(f"{name.upper()} is not set: OAuth mode (no SLACK_BOT_TOKEN) needs it")
-        self.token_cipher()
         if role in ("all", "web") and not self.socket_mode and not self.slack_signing_secret:
             raise ConfigError("SLACK_SIGNING_SECRET is not set: copy it from the Slack app's settings page")
-
-    def token_cipher(self) -> TokenCipher:
-        """The cipher of SLACK_TOKEN_ENCRYPTION_KEY (ConfigError naming it when a key is malformed)."""
-        key = self.slack_token_encryption_key
-        return TokenCipher.from_setting(key.get_secret_value() if key else "")
 
     def require_slack(self, role: Role) -> None:
         """Raise ConfigError naming the first missing token ``role`` needs."""

@@ -56,3 +56,48 @@ def test_other_packages_are_imported_through_their_face(package: str) -> None:
             bad.extend((str(path.relative_to(ROOT)), n) for n in names if n.split(".")[0] in FACES[package]
                        and "." in n)
     assert bad == []
+
+
+# bot/'s stages, bottom up: a module may import its own stage and those below it, never one above. The kernel's
+# modules sit at the bottom (settings, keys, identity, ...), except ``deps`` (it holds OAuth's parts) and the
+# entry points on top.
+BOT_STAGES = ["kernel", "workspace", "oauth", "thread", "runs", "queue", "receive", "serve"]
+KERNEL_RANKS = {"deps": "oauth", "app": "serve", "service": "serve", "__main__": "serve", "__init__": "serve"}
+
+
+def bot_stage(module: str) -> str:
+    """``bot.queue.jobs`` → ``queue``; ``bot.keys`` → ``kernel``; ``bot.app`` → ``serve`` (an entry point)."""
+    parts = module.split(".")[1:] or ["__init__"]
+    if parts[0] in BOT_STAGES:
+        return parts[0]
+    return KERNEL_RANKS.get(parts[0], "kernel")
+
+
+def bot_module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
+
+
+def test_bot_stages_import_only_their_own_and_lower_stages() -> None:
+    rank = {stage: i for i, stage in enumerate(BOT_STAGES)}
+    upward: list[tuple[str, str]] = []
+    for path in (ROOT / "bot").rglob("*.py"):
+        here = bot_module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] if node.module != "bot" else [f"bot.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            upward.extend((here, t) for t in targets
+                          if t.split(".")[0] == "bot" and rank[bot_stage(t)] > rank[bot_stage(here)])
+    assert upward == []
+
+
+def test_every_bot_module_lives_in_a_stage_or_is_a_named_kernel_module() -> None:
+    """A new flat module in bot/ has to be placed: in a stage folder, or named here as part of the kernel."""
+    kernel = {"settings", "keys", "identity", "redis", "embedded_redis", "metrics", "logs", "slack_client", "errors",
+              *KERNEL_RANKS}
+    flat = sorted(p.stem for p in (ROOT / "bot").glob("*.py") if p.stem not in kernel)
+    assert flat == []

@@ -149,9 +149,10 @@ class WorkspaceConfig:
     user_budget_micros: int | None = DEFAULT_USER_BUDGET_MICROS
     """What one person's runs may spend per period (the same period); None = no cap; 0 stops them."""
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
-    """Runs of the workspace in flight at once, across all workers; the rest wait their turn (``bot.fair``)."""
+    """Runs of the workspace in flight at once, across all workers; the rest wait their turn (``bot.queue.fair``)."""
     max_concurrent_per_user: int = DEFAULT_MAX_CONCURRENT_PER_USER
-    """Runs of one person in flight at once in the workspace; their others wait behind their own (``bot.fair``)."""
+    """Runs of one person in flight at once in the workspace; their others wait behind their own
+    (``bot.queue.fair``)."""
     unreadable: tuple[ConfigField, ...] = ()
     """Fields whose stored value could not be read (hand-written, or by another version): they hold the default
     only as a placeholder. No run starts while any is here: a limit nobody can read is never taken as none."""

@@ -10,12 +10,12 @@ import aiohttp
 import pytest
 from arq import Worker
 
-from bot.jobs import Runtime
+from bot.queue.jobs import Runtime
+from bot.queue.worker import build_worker, close_worker, default_agent
 from bot.redis import RedisHandle
 from bot.service import Service
 from bot.settings import Settings
 from bot.slack_client import make_web_client
-from bot.worker import build_worker, close_worker, default_agent
 from tests.conftest import TEST_REDIS_URL
 from tests.fakes.openai_server import FakeOpenAI, ensure_loopback_url
 from tests.fakes.slack_api import FakeSlack

@@ -20,7 +20,8 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.keys import AppKeys
-from bot.oauth import OAuth, add_oauth_routes, build_oauth, register_revocation_listeners
+from bot.oauth.flow import OAuth, add_oauth_routes, build_oauth, register_revocation_listeners
+from bot.oauth.token_crypto import TokenCipher
 from bot.settings import Settings
 from tests.conftest import TEST_REDIS_URL
 from tests.fakes.slack_api import FakeSlack
@@ -117,7 +118,7 @@ async def oauth_rig(
     oauth = build_oauth(settings, redis, client, clock=clock)
     if store_redis is not None:
         oauth.flow.settings.installation_store = type(oauth.store)(
-            store_redis, AppKeys(key_prefix), settings.token_cipher()
+            store_redis, AppKeys(key_prefix), TokenCipher.from_settings(settings)
         )
     app = AsyncApp(client=client, authorize=oauth.authorize, oauth_flow=oauth.flow, installation_store=oauth.store,
                    signing_secret=None, request_verification_enabled=False, process_before_response=True)

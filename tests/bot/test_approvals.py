@@ -13,12 +13,12 @@ from pydantic import BaseModel
 
 from agent_core import Agent
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
-from bot.approvals import APPROVE_ACTION_ID, DENY_ACTION_ID, SlackApprover
-from bot.jobs import EventSource
 from bot.keys import AppKeys
-from bot.poster import Pacer, Poster, Target
+from bot.queue.jobs import EventSource
+from bot.runs.approvals import APPROVE_ACTION_ID, DENY_ACTION_ID, SlackApprover
 from bot.settings import Settings
 from bot.slack_client import make_web_client
+from bot.thread.poster import Pacer, Poster, Target
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, delay, text, tool_calls
 from tests.fakes.slack_api import Call, FakeSlack, PostedMessage

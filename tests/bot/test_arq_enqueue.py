@@ -11,7 +11,7 @@ from arq.connections import ArqRedis
 from arq.constants import job_key_prefix
 from arq.jobs import Job
 
-from bot.arq_enqueue import enqueue_job
+from bot.queue.arq_enqueue import enqueue_job
 from bot.redis import RedisHandle
 from tests.conftest import TEST_REDIS_URL
 

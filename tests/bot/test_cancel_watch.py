@@ -9,13 +9,13 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 from agent_core import CancelToken
-from bot.cancel_watch import CancelWatch
 from bot.keys import AppKeys
+from bot.runs.cancel_watch import CancelWatch
 from tests.processes import RedisServer, until
 
 
 async def press(redis: aioredis.Redis, key: str, reason: str) -> None:
-    # What bot.turns does for the Stop button: the flag for a late watcher, the message for a live one.
+    # What bot.queue.turns does for the Stop button: the flag for a late watcher, the message for a live one.
     async with redis.pipeline(transaction=True) as pipe:
         pipe.set(key, reason, ex=60)
         pipe.publish(key, reason)

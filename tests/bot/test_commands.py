@@ -20,7 +20,7 @@ from bot.app import create_web_app
 from bot.deps import Services
 from bot.identity import IdentityMiddleware, Workspace
 from bot.keys import AppKeys
-from bot.listeners import commands, home
+from bot.receive.listeners import commands, home
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 from bot.workspace import USAGE, LimitsPolicy, RunBlocked, RunPlan, WorkspaceConfig, WorkspaceLimits

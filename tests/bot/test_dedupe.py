@@ -8,9 +8,9 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bot.dedupe import Dedupe
 from bot.identity import Workspace
 from bot.keys import AppKeys
+from bot.receive.dedupe import Dedupe
 from tests.conftest import TEST_REDIS_URL
 
 

@@ -138,7 +138,7 @@ async def test_healthz_is_503_when_redis_is_down(key_prefix: str, fake_slack: Fa
             await server.wait()
 
             async def unhealthy() -> bool:
-                # The last good probe's answer stands for a second (bot.health), then each check says 503.
+                # The last good probe's answer stands for a second (bot.serve.health), then each check says 503.
                 async with http.get(f"http://127.0.0.1:{service.port}/healthz") as resp:
                     return resp.status == 503
 

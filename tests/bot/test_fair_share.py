@@ -10,13 +10,13 @@ import aiohttp
 import redis.asyncio as aioredis
 from aiohttp import web
 
-from bot.fair import Admission, WorkspaceGate
 from bot.identity import Conversation, Workspace
-from bot.jobs import Turn
 from bot.keys import AppKeys
+from bot.queue.fair import Admission, WorkspaceGate
+from bot.queue.jobs import Turn
+from bot.queue.turns import ThreadQueue
 from bot.redis import RedisHandle
 from bot.service import Service
-from bot.turns import ThreadQueue
 from bot.workspace import WorkspaceLimitsStore
 from tests.bot.conftest import App, make_settings
 from tests.conftest import TEST_REDIS_URL

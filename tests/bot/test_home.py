@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.listeners.home import (
+from bot.receive.listeners.home import (
     EDIT_ACTION,
     MODAL_CALLBACK,
     RESET_ACTION,

@@ -12,10 +12,10 @@ from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.identity import Workspace
-from bot.installations import RedisInstallationStore, installation_key
 from bot.keys import AppKeys
-from bot.token_crypto import TokenCipher, UnreadableToken
-from bot.token_resolver import TokenResolver
+from bot.oauth.installations import RedisInstallationStore, installation_key
+from bot.oauth.token_crypto import TokenCipher, UnreadableToken
+from bot.oauth.token_resolver import TokenResolver
 from tests.fakes.slack_api import FakeSlack, Grant
 
 from .oauth_helpers import KEY, Rig, mention_event, oauth_rig, raw_installation_values

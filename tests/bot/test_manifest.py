@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 from bot.app import EVENTS_PATH
-from bot.oauth import REDIRECT_PATH
-from bot.payloads import HANDLED_EVENTS
+from bot.oauth.flow import REDIRECT_PATH
+from bot.receive.payloads import HANDLED_EVENTS
 
 MANIFEST = json.loads((Path(__file__).parents[2] / "manifest.json").read_text())
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.mrkdwn import SECTION_LIMIT, WORD_JOINER, code_block, escape, shorten, split, to_mrkdwn
+from bot.thread.mrkdwn import SECTION_LIMIT, WORD_JOINER, code_block, escape, shorten, split, to_mrkdwn
 
 
 @pytest.mark.parametrize(

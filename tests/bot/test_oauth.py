@@ -8,8 +8,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from agent_core.errors import ConfigError
-from bot.installations import installation_key
-from bot.oauth_state import StateSpent
+from bot.oauth.installations import installation_key
+from bot.oauth.state import StateSpent
+from bot.oauth.token_crypto import TokenCipher
 from tests.fakes.slack_api import FakeSlack, Grant
 from tests.processes import free_port
 
@@ -172,7 +173,7 @@ async def test_an_event_from_a_team_without_installation_is_acked_and_not_run(
     async with oauth_rig(key_prefix, fake_slack, redis_client) as rig:
         statuses = [await rig.event(mention_for("TSTRANGER")) for _ in range(2)]
     assert statuses == [200, 200] and rig.seen == []
-    lines = [r.getMessage() for r in caplog.records if r.name == "bot.oauth"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "bot.oauth.flow"]
     assert lines == ["no installation for enterprise None team TSTRANGER: its events are acknowledged and not run"]
 
 
@@ -183,7 +184,7 @@ def test_oauth_mode_refuses_to_start_without_the_key(key_prefix: str, fake_slack
         settings.require_oauth("all")
     bad = oauth_settings(key_prefix, fake_slack, slack_token_encryption_key="not-a-key")
     with pytest.raises(ConfigError, match="^SLACK_TOKEN_ENCRYPTION_KEY: key 1 is not a Fernet key"):
-        bad.require_oauth("worker")
+        TokenCipher.from_settings(bad)
 
 
 def test_single_token_mode_needs_no_oauth_setting(key_prefix: str, fake_slack: FakeSlack) -> None:

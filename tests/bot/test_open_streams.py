@@ -13,14 +13,14 @@ import redis.asyncio as aioredis
 from agent_core import Limits, RunStarted, Stopped, StopReason, Usage
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.open_streams import LEFT_GRACE_SECONDS, RETRY_SECONDS, OpenStreams, StreamRecord
-from bot.poster import Pacer, Poster, Target
-from bot.render import RunView
+from bot.oauth.clients import WorkspaceClients
 from bot.service import Service
-from bot.sink import RunLedger
 from bot.slack_client import make_web_client
-from bot.stream_sink import StreamEventSink
-from bot.workspace_clients import WorkspaceClients
+from bot.thread.open_streams import LEFT_GRACE_SECONDS, RETRY_SECONDS, OpenStreams, StreamRecord
+from bot.thread.poster import Pacer, Poster, Target
+from bot.thread.render import RunView
+from bot.thread.sink import RunLedger
+from bot.thread.stream_sink import StreamEventSink
 from tests.bot.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack

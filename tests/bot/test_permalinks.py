@@ -3,8 +3,8 @@ them."""
 
 from __future__ import annotations
 
-from bot.permalinks import ADDRESS_TTL_SECONDS, Permalinks
 from bot.slack_client import make_web_client
+from bot.thread.permalinks import ADDRESS_TTL_SECONDS, Permalinks
 from tests.fakes.slack_api import FakeSlack
 
 

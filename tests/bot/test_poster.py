@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from bot.poster import Pacer
+from bot.thread.poster import Pacer
 
 
 async def test_burst_then_paced(redis_client: aioredis.Redis, key_prefix: str) -> None:
@@ -27,10 +27,10 @@ async def test_other_keys_are_independent_and_zero_rate_is_off(redis_client: aio
 
 
 async def test_a_refused_rich_post_is_posted_whole_as_plain_text(redis_client: aioredis.Redis, key_prefix: str) -> None:
-    from bot.mrkdwn import SECTION_LIMIT
-    from bot.poster import Poster, Target
-    from bot.render import SlackMessage
     from bot.slack_client import make_web_client
+    from bot.thread.mrkdwn import SECTION_LIMIT
+    from bot.thread.poster import Poster, Target
+    from bot.thread.render import SlackMessage
     from tests.fakes.slack_api import FakeSlack
 
     async with FakeSlack() as slack:
@@ -50,8 +50,8 @@ async def test_a_refused_rich_post_is_posted_whole_as_plain_text(redis_client: a
 async def test_status_comes_back_after_a_quiet_spell_not_after_every_reply() -> None:
     import asyncio
 
-    from bot.poster import STATUS_TEXT, Target, ThreadStatus
     from bot.slack_client import make_web_client
+    from bot.thread.poster import STATUS_TEXT, Target, ThreadStatus
     from tests.fakes.slack_api import FakeSlack
 
     async with FakeSlack() as slack:
@@ -80,7 +80,7 @@ async def test_status_comes_back_after_a_quiet_spell_not_after_every_reply() -> 
 async def test_a_runs_ledger_opens_with_what_an_earlier_worker_wrote(
     redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
-    from bot.sink import RunLedger
+    from bot.thread.sink import RunLedger
 
     key = f"{key_prefix}:run:r1"
     await redis_client.hset(key, mapping={"first_ts": "1.1", "posted": "x"})  # a worker that died mid-run

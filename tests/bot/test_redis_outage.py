@@ -17,7 +17,7 @@ from pathlib import Path
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from bot.run import STORE_LOST_NOTICE
+from bot.runs.run import STORE_LOST_NOTICE
 from tests.bot.service_processes import (
     assert_no_secrets,
     final_answers,

@@ -22,14 +22,15 @@ import redis.asyncio as aioredis
 from redis.exceptions import OutOfMemoryError
 
 from bot.identity import Conversation, Workspace
-from bot.jobs import Runtime
 from bot.keys import AppKeys
+from bot.queue.jobs import Runtime
+from bot.queue.turns import enqueue_turn
+from bot.queue.worker import default_agent
 from bot.redis import RedisHandle
-from bot.run import STORE_LOST_NOTICE, STORE_REFUSED_NOTICE, lease_id
+from bot.runs.run import STORE_LOST_NOTICE, STORE_REFUSED_NOTICE, lease_id
+from bot.runs.turn import Turn
 from bot.settings import Settings
 from bot.slack_client import make_web_client
-from bot.turns import Turn, enqueue_turn
-from bot.worker import default_agent
 from tests.bot.conftest import SECRET, App, burst_worker
 from tests.bot.service_processes import (
     assert_no_secrets,
@@ -303,7 +304,7 @@ async def test_a_resume_that_redis_fails_is_logged_and_left_for_the_next_scan(
         lease = await runtime.leases.acquire(lease_id(turn), "a-worker-that-died")
         assert lease is not None and await runtime.leases.hand_over(lease)
         await redis.set(runtime.keys.run(turn.thread, turn.run_id), b"not a hash")
-        with caplog.at_level(logging.WARNING, logger="bot.resume"):
+        with caplog.at_level(logging.WARNING, logger="bot.queue.resume"):
             assert await runtime.resumer.scan() == 1
             tasks = list(runtime.resumer._tasks)
             await asyncio.wait(tasks)

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from agent_core import Limits, Observed, RunStarted, Stopped, StopReason, ToolCalled, Usage
-from bot import render
-from bot.render import STOP_WORDS, RunView, Step
+from bot.thread import render
+from bot.thread.render import STOP_WORDS, RunView, Step
 
 VIEW = RunView("run-1", stop_value="-/T1/C1/1.1|run-1", max_steps=15)
 

@@ -8,12 +8,12 @@ import json
 import aiohttp
 import redis.asyncio as aioredis
 
-from bot import mrkdwn
 from bot.identity import Workspace
-from bot.jobs import Runtime, Turn
 from bot.keys import AppKeys
+from bot.queue.jobs import Runtime, Turn
 from bot.service import Service
 from bot.settings import Settings
+from bot.thread import mrkdwn
 from bot.workspace import DisplaySettings
 from tests.bot.conftest import App, burst_worker, make_settings
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, delay, text, tool_calls
@@ -358,7 +358,7 @@ async def test_a_run_that_ended_before_its_answer_was_posted_posts_it_on_the_rer
     app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
     from bot.identity import Conversation
-    from bot.jobs import JOB_FUNCTION, enqueue_turn
+    from bot.queue.jobs import JOB_FUNCTION, enqueue_turn
 
     fake_openai.queue(text("The answer is 42."))
     ts = next_ts()
@@ -390,10 +390,10 @@ async def test_only_a_turn_that_really_waits_is_told_it_is_queued(
     # A job runs the thread's oldest turn: when B's job got the slot first, it is running A, and A's own job must
     # not tell A's asker that A waits behind "an earlier request".
     from bot.identity import Conversation
-    from bot.jobs import enqueue_turn
+    from bot.queue.jobs import enqueue_turn
+    from bot.queue.worker import default_agent
     from bot.redis import RedisHandle
     from bot.slack_client import make_web_client
-    from bot.worker import default_agent
 
     keys = AppKeys(key_prefix)
     thread = Conversation(Workspace("T0001"), "C1", "1700000000.000001").id

@@ -7,7 +7,7 @@ import time
 
 from redis.asyncio import Redis
 
-from bot.http_guard import BODY_TIMEOUT_SECONDS, DEADLINE_JITTER, HEADER_TIMEOUT_SECONDS, MAX_HEAD_BYTES
+from bot.receive.http_guard import BODY_TIMEOUT_SECONDS, DEADLINE_JITTER, HEADER_TIMEOUT_SECONDS, MAX_HEAD_BYTES
 from tests.bot.conftest import SECRET, App
 from tests.signing import event_body, mention, next_ts, signed_headers
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent_core import ConfigError
-from bot import startup
+from bot.serve import startup
 from bot.settings import Settings
 from tests.bot.conftest import BOT_TOKEN, SECRET
 from tests.conftest import session_redis_url

@@ -14,9 +14,9 @@ import aiohttp
 import redis.asyncio as aioredis
 from cryptography.fernet import Fernet
 
-from bot.installations import RedisInstallationStore
 from bot.keys import AppKeys
-from bot.token_crypto import TokenCipher
+from bot.oauth.installations import RedisInstallationStore
+from bot.oauth.token_crypto import TokenCipher
 from tests.bot.conftest import SECRET
 from tests.bot.oauth_helpers import KEY, oauth_rig
 from tests.bot.service_processes import process, service_env

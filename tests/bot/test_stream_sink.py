@@ -10,12 +10,12 @@ import redis.asyncio as aioredis
 from agent_core import Limits, Observed, RunStarted, Stopped, StopReason, Thought, ToolCalled, Usage
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.poster import Pacer, Poster, Target
-from bot.render import RunView
-from bot.sink import RunLedger
 from bot.slack_client import make_web_client
-from bot.stream_sink import StreamEventSink
-from bot.stream_writer import safe_cut
+from bot.thread.poster import Pacer, Poster, Target
+from bot.thread.render import RunView
+from bot.thread.sink import RunLedger
+from bot.thread.stream_sink import StreamEventSink
+from bot.thread.stream_writer import safe_cut
 from tests.bot.conftest import App
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.fakes.slack_api import FakeSlack

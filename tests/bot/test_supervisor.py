@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.supervisor import DRAIN_SECONDS
+from bot.serve.supervisor import DRAIN_SECONDS
 from tests.bot.conftest import BOT_TOKEN, SECRET
 from tests.conftest import session_redis_url
 from tests.fakes.openai_server import FakeOpenAI, text

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from bot.fair import WorkspaceGate
 from bot.identity import Conversation, Workspace
-from bot.jobs import Turn
 from bot.keys import AppKeys
+from bot.queue.fair import WorkspaceGate
+from bot.queue.jobs import Turn
+from bot.queue.turns import ThreadQueue
 from bot.redis import RedisHandle
-from bot.turns import ThreadQueue
 from tests.conftest import TEST_REDIS_URL
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from bot.listeners.home import tools_blocks
-from bot.toolbox import Toolbox
+from bot.receive.listeners.home import tools_blocks
+from bot.runs.toolbox import Toolbox
 from bot.workspace import (
     NO_CATALOG_NOTE,
     CatalogEntry,

@@ -40,7 +40,7 @@ CORES = 2
 READY_TIMEOUT = START_TIMEOUT
 #: A run is one LLM call on the fake; this bounds a loaded machine, it is not a speed target.
 ANSWER_TIMEOUT = 60.0
-#: The supervisor drains its children within 25 s (``bot.supervisor.DRAIN_SECONDS``), then exits.
+#: The supervisor drains its children within 25 s (``bot.serve.supervisor.DRAIN_SECONDS``), then exits.
 STOP_TIMEOUT = 40.0
 Record = dict[str, Any]
 #: What a web process logs once it takes events: over HTTP, or over Socket Mode.

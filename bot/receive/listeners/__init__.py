@@ -1,0 +1,20 @@
+"""Wires every listener module into the Bolt app; each module exposes ``register(app, services, ...)``."""
+
+from __future__ import annotations
+
+from slack_bolt.async_app import AsyncApp
+
+from bot.deps import Services
+from bot.receive.listeners import actions, assistant, commands, events, feedback, home
+
+
+def register(app: AsyncApp, services: Services) -> None:
+    # One rules object per process: /agent-limits, App Home, Stop and the agent-session stop event share its
+    # admin list and users.info cache.
+    limits = commands.limits_for_services(services)
+    events.register(app, services, limits)
+    actions.register(app, services, limits)
+    commands.register(app, services, limits)
+    home.register(app, services, limits)
+    feedback.register(app, limits)
+    assistant.register(app, services)

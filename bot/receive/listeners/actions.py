@@ -1,0 +1,118 @@
+"""Interactivity: the Stop button and the approval buttons, each for the run's requester or a workspace admin.
+
+Stop ends its run with ``cancelled``; Approve/Deny decide one pending tool call (``bot.runs.approvals``). Anyone else
+is told so privately and nothing changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from redis.exceptions import RedisError
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.async_context import AsyncBoltContext
+
+from bot import identity
+from bot.deps import Services
+from bot.identity import Conversation
+from bot.queue.turns import request_cancel
+from bot.receive.listeners.control import may_control
+from bot.runs.approvals import (
+    APPROVE_ACTION_ID,
+    APPROVE_RUN_ACTION_ID,
+    DENY_ACTION_ID,
+    ApprovalRef,
+    Decision,
+    Verdict,
+    decide,
+    describe,
+)
+from bot.thread.render import STOP_ACTION_ID
+from bot.workspace import SlackUsers, WorkspaceLimits
+
+log = logging.getLogger(__name__)
+
+
+def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
+    """The buttons; ``limits`` is the process's shared rules object (admin list, users.info cache)."""
+    users = limits.users
+
+    @app.action(STOP_ACTION_ID)
+    async def on_stop(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+        await ack()
+        action = _action(body)
+        thread, _, run_id = str(action.get("value") or "").rpartition("|")
+        user, channel = _who(body)
+        try:
+            ref = Conversation.parse(thread)
+        except ValueError:
+            log.warning("Stop button with a malformed value ignored")
+            return
+        if ref.workspace != identity.workspace(context):
+            log.warning("Stop button for another workspace's thread ignored")
+            return  # a run is stopped only from the workspace it belongs to
+        if not await _may_control(services, users, context, thread, run_id, user, channel, "stop this run"):
+            return
+        await request_cancel(services.redis, services.keys, thread, run_id, f"stopped by <@{user}>")
+
+    async def on_decision(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+        await ack()
+        action = _action(body)
+        user, channel = _who(body)
+        try:
+            ref = ApprovalRef.parse(action.get("value"))
+        except ValueError as exc:
+            log.warning("approval button with a malformed value: %s", exc)
+            await _tell(context, channel, user, "This approval button is malformed; nothing was decided.")
+            return
+        if Conversation.parse(ref.thread).workspace != identity.workspace(context):
+            await _tell(context, channel, user, "This approval belongs to another workspace; nothing was decided.")
+            return
+        verdict = {APPROVE_ACTION_ID: Verdict.APPROVED, APPROVE_RUN_ACTION_ID: Verdict.APPROVED_FOR_RUN}.get(
+            str(action.get("action_id")), Verdict.DENIED)
+        try:
+            if not await _may_control(
+                services, users, context, ref.thread, ref.run_id, user, channel, "approve or deny this tool call"
+            ):
+                return
+            standing = await decide(services.redis, services.keys, ref, Decision(verdict, user))
+        except RedisError as exc:
+            log.warning("approval decision not recorded: %s", exc)
+            await _tell(context, channel, user, "Your decision could not be recorded; please try again.")
+            return
+        if standing is not None:
+            await _tell(context, channel, user, describe(standing))
+
+    app.action(APPROVE_ACTION_ID)(on_decision)
+    app.action(APPROVE_RUN_ACTION_ID)(on_decision)
+    app.action(DENY_ACTION_ID)(on_decision)
+
+
+def _action(body: dict[str, Any]) -> dict[str, Any]:
+    actions = body.get("actions")
+    first = actions[0] if isinstance(actions, list) and actions else None
+    return first if isinstance(first, dict) else {}
+
+
+def _who(body: dict[str, Any]) -> tuple[str, str]:
+    """(the presser's user id, the channel of the message pressed)."""
+    return str((body.get("user") or {}).get("id") or ""), str((body.get("channel") or {}).get("id") or "")
+
+
+async def _may_control(
+    services: Services, users: SlackUsers, context: AsyncBoltContext, thread: str, run_id: str, user: str,
+    channel: str, what: str,
+) -> bool:
+    """The run's requester or a workspace admin; anyone else is told privately (False)."""
+    ws = identity.workspace(context)
+    refusal = await may_control(services, users, context.client, ws, thread, run_id, user, what)
+    if refusal is not None:
+        await _tell(context, channel, user, refusal)
+    return refusal is None
+
+
+async def _tell(context: AsyncBoltContext, channel: str, user: str, text: str) -> None:
+    if channel and user:
+        await context.client.chat_postEphemeral(channel=channel, user=user, text=text)

@@ -1,0 +1,152 @@
+"""Events: mentions, thread replies and DMs become turns (filter → dedupe → enqueue); nothing else happens here.
+
+Keys come from the installation Bolt resolved (``context.team_id`` / ``context.enterprise_id``), never from
+raw payload fields, so a Slack Connect channel (one channel id, two organisations) stays two conversations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.errors import SlackApiError
+
+from bot import identity
+from bot.deps import Services
+from bot.identity import DM_THREAD, Conversation, Workspace
+from bot.queue.turns import enqueue_turn, request_cancel
+from bot.receive.dedupe import Dedupe
+from bot.receive.listeners.control import may_control
+from bot.runs.turn import Turn
+from bot.thread import mrkdwn
+from bot.workspace import SlackLookupError, WorkspaceLimits
+
+log = logging.getLogger(__name__)
+#: Characters of an assistant thread's title (its first task, shortened).
+TITLE_LIMIT = 60
+
+
+def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
+    """Mentions, thread replies, DMs and Slack's agent-session stop; ``limits`` gives the admin check."""
+    dedupe = Dedupe(services.redis, services.keys)
+    users = limits.users
+
+    @app.event("app_mention")
+    async def on_mention(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
+        await _take(services, dedupe, body, event, context, mentioned=True)
+
+    @app.event("message")
+    async def on_message(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
+        await _take(services, dedupe, body, event, context, mentioned=False)
+
+    @app.event("agent_session_stopped")
+    async def on_session_stopped(event: dict[str, Any], context: AsyncBoltContext) -> None:
+        # Slack's own stop button on an agent session: the same as pressing our Stop button.
+        ws = identity.workspace(context)
+        channel, thread_ts, user = event.get("channel"), event.get("thread_ts"), event.get("user")
+        if not (channel and thread_ts and user):
+            return
+        thread = _conversation(ws, str(channel), str(thread_ts))
+        if await _assistant_thread(services, ws, str(channel), str(thread_ts)):
+            thread = Conversation(ws, str(channel), str(thread_ts)).id
+        raw = await services.redis.get(services.keys.progress(thread))
+        if raw is None:
+            return
+        progress = json.loads(raw)
+        if progress.get("status") != "running":
+            return
+        run_id = str(progress.get("run_id", ""))
+        with contextlib.suppress(SlackLookupError):
+            refusal = await may_control(services, users, context.client, ws, thread, run_id, str(user), "stop it")
+            if refusal is None:
+                await request_cancel(services.redis, services.keys, thread, run_id, "stopped with Slack's stop button")
+
+
+def _conversation(ws: Workspace, channel: str, thread_ts: str) -> str:
+    """The conversation's id: a channel thread, or a whole DM (one conversation across its threads)."""
+    return Conversation(ws, channel, DM_THREAD if channel.startswith("D") else thread_ts).id
+
+
+async def _take(
+    services: Services,
+    dedupe: Dedupe,
+    body: dict[str, Any],
+    event: dict[str, Any],
+    context: AsyncBoltContext,
+    *,
+    mentioned: bool,
+) -> None:
+    conv = identity.conversation(context)
+    if conv is None:
+        return  # names no channel or ts: nothing to answer
+    ws, thread = conv.workspace, conv.id
+    channel, ts = conv.channel_id, str(event.get("ts") or "")
+    bot_user = context.bot_user_id or ""
+    text = str(event.get("text") or "")
+    is_dm = conv.thread_ts == DM_THREAD
+    thread_ts = str(event.get("thread_ts") or "")
+    if not mentioned and not is_dm:
+        if not thread_ts or (bot_user and f"<@{bot_user}>" in text):
+            return  # not a reply, or a mention (the app_mention delivery of this message handles it)
+        # Progress appears after a run's first step, the waiting turn before it: either marks a bot thread.
+        if not await services.redis.exists(services.keys.progress(thread), services.keys.turns(thread)):
+            return  # a thread the bot never ran in
+    task = _strip_mention(text, bot_user)
+    if not task:
+        return
+    assistant = await _assistant_thread(services, ws, channel, thread_ts) if is_dm else None
+    if assistant is not None:
+        thread = Conversation(ws, channel, thread_ts).id  # each assistant thread is a chat of its own
+    claim = await dedupe.claim(ws, event_id=body.get("event_id"), channel_id=channel, ts=ts)
+    if claim is None:
+        log.info("duplicate delivery of %s/%s ignored", channel, ts)
+        return
+    turn = Turn(
+        thread=thread, turn_id=ts, text=task, user_id=str(event["user"]), team_id=ws.team_id,
+        enterprise_id=ws.enterprise_id, channel_id=channel, reply_thread_ts=thread_ts or ts, message_ts=ts,
+    )
+    try:
+        await enqueue_turn(
+            services.redis, services.queue, services.keys, turn, ttl_seconds=services.settings.thread_ttl_seconds
+        )
+    except Exception:
+        # Give the delivery back so Slack's retry (we answer 5xx) can enqueue it.
+        await dedupe.release(claim)
+        raise
+    if assistant is not None:
+        await _title(services, context, assistant, channel, thread_ts, task)
+
+
+async def _assistant_thread(services: Services, ws: Workspace, channel: str, thread_ts: str) -> str | None:
+    """The key of the assistant-container thread this DM message is in, or None (a plain DM)."""
+    if not thread_ts:
+        return None
+    key = services.keys.assistant_thread(ws, channel, thread_ts)
+    return key if await services.redis.exists(key) else None
+
+
+async def _title(
+    services: Services, context: AsyncBoltContext, key: str, channel: str, thread_ts: str, task: str
+) -> None:
+    """The thread's first task names it in the assistant container's history (once)."""
+    if not await services.redis.hsetnx(key, "titled", "1"):  # type: ignore[misc]
+        return
+    try:
+        await context.client.assistant_threads_setTitle(
+            channel_id=channel, thread_ts=thread_ts, title=mrkdwn.shorten(task, TITLE_LIMIT)
+        )
+    except SlackApiError as exc:
+        log.info("assistant.threads.setTitle refused: %s", exc.response.get("error"))
+
+
+_MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
+
+
+def _strip_mention(text: str, bot_user: str) -> str:
+    """The task without the bot's own mention(s)."""
+    return _MENTION.sub(lambda m: "" if m.group(1) == bot_user else m.group(0), text).strip()

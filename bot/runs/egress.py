@@ -1,0 +1,76 @@
+"""What the exfiltration guard needs from Slack for one run: the thread's messages split into the requester's own
+(their URLs may be fetched) and everyone else's (private data), the workspace's host lists, and a thread
+notice each time an outbound call is held back."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.runs.turn import Turn
+from bot.thread import render
+from bot.thread.poster import Poster, Target
+from bot.workspace.domains import DomainLists
+from tools import EgressPolicy, HeldBack
+
+log = logging.getLogger(__name__)
+
+#: Thread messages read per run (Slack's page size); a longer thread's older part counts as unreadable.
+THREAD_PAGE = 200
+#: Stands for thread messages that could not be read: the guard then treats the thread as private (fail closed).
+UNREAD = "(this thread's other messages could not be read)"
+
+
+class ThreadNotices:
+    """Tells the thread that an outbound call was held back: the tool and host, never the URL (it may carry
+    the data), and how an admin can allow the host."""
+
+    def __init__(self, poster: Poster, target: Target) -> None:
+        self.poster = poster
+        self.target = target
+
+    async def held_back(self, event: HeldBack) -> None:
+        where = f" to `{event.host}`" if event.host else (f" to {event.service}" if event.service else "")
+        read = f" after reading {', '.join(event.sources)}" if event.sources else " after reading private data"
+        allow = (f" An admin can allow the host with `/agent-limits allow-domain {event.host}`."
+                 if event.host and event.reason.value == "not_allowed" else "")
+        await self.poster.post(self.target, render.notice(
+            f":shield: I held back a `{event.tool}` call{where}{read} ({event.reason.value}).{allow}"
+        ))
+
+
+async def egress_policy(
+    client: AsyncWebClient, turn: Turn, domains: DomainLists, notices: ThreadNotices
+) -> EgressPolicy:
+    """The guard's view of this run's thread. A top-level mention or a DM has nobody else's words in it."""
+    mine: list[str] = []
+    others: list[str] = []
+    if turn.reply_thread_ts != turn.message_ts and not turn.channel_id.startswith("D"):
+        try:
+            replies = await client.conversations_replies(
+                channel=turn.channel_id, ts=turn.reply_thread_ts, limit=THREAD_PAGE
+            )
+            for message in replies.get("messages") or []:
+                _sort(message, turn.user_id, mine, others)
+            if replies.get("has_more"):
+                others.append(UNREAD)
+        except SlackApiError as exc:
+            log.warning("thread %s unreadable for the exfiltration guard (%s): treated as private",
+                        turn.thread, exc.response.get("error"))
+            others.append(UNREAD)
+    return EgressPolicy(
+        requester_texts=tuple(mine), private_texts=tuple(others),
+        allowed_domains=domains.allowed, denied_domains=domains.denied, notices=notices,
+    )
+
+
+def _sort(message: Mapping[str, Any], requester: str, mine: list[str], others: list[str]) -> None:
+    if message.get("bot_id") or message.get("subtype") == "bot_message":
+        return  # the bot's own replies: what it read is already in the guard's transcript
+    text = str(message.get("text") or "")
+    if text:
+        (mine if message.get("user") == requester else others).append(text)

@@ -1,0 +1,394 @@
+"""One turn's run, from preflight to record: the limits check, the engine's events rendered to the thread, the
+Stop watcher, the approval buttons, and the App Home record. Also the recovery of a run that finished just
+before its worker died (the answer saved but not yet posted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from typing import Literal, Protocol
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent_core import (
+    CancelToken,
+    Event,
+    Lease,
+    LeaseKeeper,
+    Progress,
+    RedisBudget,
+    RedisThreadStore,
+    RedisTraceSink,
+    RunLeases,
+    RunRequest,
+    Stopped,
+    StopReason,
+    StoreError,
+    ThreadState,
+    Usage,
+)
+from bot import metrics
+from bot.identity import Workspace
+from bot.keys import AppKeys
+from bot.logs import log_context
+from bot.oauth.clients import NotInstalled, WorkspaceClients
+from bot.runs.approvals import SlackApprover
+from bot.runs.cancel_watch import CancelWatch
+from bot.runs.egress import ThreadNotices, egress_policy
+from bot.runs.toolbox import Toolbox
+from bot.runs.turn import Turn
+from bot.settings import Display, Settings, Verbosity
+from bot.thread import render
+from bot.thread.feed import aclose_events, pipelined
+from bot.thread.open_streams import LEFT_GRACE_SECONDS, OpenStreams
+from bot.thread.permalinks import Permalinks
+from bot.thread.poster import Pacer, Poster, ThreadStatus, ThreadUnwritable
+from bot.thread.sink import RunLedger, RunSink, SlackEventSink
+from bot.thread.slack_reader import WebSlackReader
+from bot.thread.stream_sink import StreamEventSink
+from bot.workspace import RunBlocked, RunPlan, RunRecord, SlackLookupError, WorkspaceLimits
+from tools import Registry, ToolContext
+
+log = logging.getLogger(__name__)
+#: Stream calls per minute per workspace, all streams together (under Slack's Tier 4).
+STREAM_CALLS_PER_MINUTE = 90
+#: Queue notices (chat.postEphemeral, Tier 4) per minute per workspace, all askers together.
+NOTICES_PER_MINUTE = 90
+#: Least time between two reads of a workspace's budget for ``agent_budget_remaining_usd``, seconds.
+BUDGET_GAUGE_SECONDS = 5.0
+
+
+class EventSource(Protocol):
+    """The part of ``agent_core.Agent`` a run uses (the real Agent in the service)."""
+
+    #: The agent's own tools: the base the worker's toolbox adds the MCP servers' tools to.
+    registry: Registry
+
+    def events(self, request: RunRequest) -> AsyncIterator[Event]: ...
+
+    async def aclose(self) -> None: ...
+
+
+AgentFactory = Callable[[Settings, RedisThreadStore, RedisTraceSink], EventSource]
+#: How a run ended for its job: ``done`` (answered or refused: the turn is finished), ``elsewhere`` (another
+#: runner holds its lease: leave it alone) or ``interrupted`` (its lease was lost or its state store failed:
+#: the lease lapses and a worker resumes it from its last persisted step).
+RunOutcome = Literal["done", "elsewhere", "interrupted"]
+STORE_LOST_NOTICE = (
+    ":warning: I lost my state store (Redis) mid-run. I'll pick up from the last saved step as soon as it is back."
+)
+
+STORE_REFUSED_NOTICE = (
+    ":warning: I can't save this run's state right now (Redis refused the write), so I haven't started. "
+    "I'll start as soon as Redis accepts writes again."
+)
+
+
+def lease_id(turn: Turn) -> str:
+    """The run's lease name: the thread and the turn, so a worker taking it over knows what to resume."""
+    return f"{turn.thread}|{turn.turn_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunParts:
+    """What one run is made of once it may start."""
+
+    plan: RunPlan
+    ledger: RunLedger
+    sink: RunSink
+    token: CancelToken
+    approver: SlackApprover
+    scope: ToolContext
+
+
+class TurnRunner:
+    """Runs turns with the worker's shared clients and stores (one per worker process)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        redis: Redis,
+        clients: WorkspaceClients,
+        keys: AppKeys,
+        store: RedisThreadStore,
+        trace: RedisTraceSink,
+        agent: EventSource,
+        limits: WorkspaceLimits,
+        toolbox: Toolbox,
+        leases: RunLeases,
+    ) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.clients = clients
+        self.keys = keys
+        self.store = store
+        self.trace = trace
+        self.agent = agent
+        self.limits = limits
+        self.toolbox = toolbox
+        self.leases = leases
+        self.cancels = CancelWatch(redis, keys.cancel_pattern())
+        self.permalinks = Permalinks()
+        self._gauge_due: dict[str, float] = {}  # team -> when agent_budget_remaining_usd is read again
+        # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
+        # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
+        self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=2)
+        self.update_pacer = Pacer(redis, per_second=settings.slack_updates_per_minute / 60, burst=5)
+        # chat.appendStream is Tier 4 (100+ a minute per workspace): every stream of a workspace shares this,
+        # on top of each stream's own SLACK_STREAM_INTERVAL_SECONDS.
+        per_second = STREAM_CALLS_PER_MINUTE / 60 if settings.slack_stream_interval_seconds > 0 else 0
+        self.stream_pacer = Pacer(redis, per_second=per_second, burst=10)
+        # chat.postEphemeral is Tier 4 too: queue notices share this per workspace, never a channel's post pace.
+        notices = NOTICES_PER_MINUTE / 60 if settings.slack_posts_per_second > 0 else 0
+        self.notice_pacer = Pacer(redis, per_second=notices, burst=10)
+        # A stream outlives no run: past a run's longest life (and its lease's lapse), one still open was left.
+        self.open_streams = OpenStreams(redis, keys, clients, abandoned_seconds=(
+            settings.agent_max_seconds + 2 * settings.agent_lease_seconds + LEFT_GRACE_SECONDS))
+
+    async def poster(self, turn: Turn) -> Poster:
+        """The thread's writer, with the workspace's own token; raises ``NotInstalled`` when there is none."""
+        client = await self.clients.client(turn.workspace)
+        return Poster(client, self.post_pacer, self.update_pacer, self.keys.rate(turn.workspace, "slack"),
+                      self.notice_pacer)
+
+    async def run(
+        self, turn: Turn, *, resumed: bool, last_try: bool, holder: str, job_id: str, lease: Lease | None = None
+    ) -> RunOutcome:
+        """Run ``turn`` to its end, or pick it up where a dead worker left it, under the run's lease (taken here
+        for ``holder`` unless a takeover brings one). A ``done`` run's lease is released by then."""
+        # Every line logged during the run (engine, tools, posting) carries these fields.
+        with log_context(run_id=turn.run_id, team=turn.team_id, channel=turn.channel_id, thread=turn.thread):
+            lease = lease or await self.leases.acquire(lease_id(turn), holder)
+            if lease is None:
+                log.info("run %s is live on another worker; leaving it alone", turn.run_id)
+                return "elsewhere"
+            return await self._run(turn, lease, job_id, resumed=resumed, last_try=last_try)
+
+    async def _run(self, turn: Turn, lease: Lease, job_id: str, *, resumed: bool, last_try: bool) -> RunOutcome:
+        try:
+            poster = await self.poster(turn)
+        except NotInstalled as exc:
+            # Nowhere to reply: the admin sees it in the log (App Home needs the token too).
+            log.error("run %s in %s not started: %s", turn.run_id, turn.thread, exc)
+            return await self._let_go(lease)
+        try:
+            # Read once, here: the run starts from it (RunRequest.loaded) rather than reading it again.
+            state = await self.store.load(turn.thread)
+            progress = state.progress
+            mine = progress.run_id == turn.run_id
+            if mine and progress.status == "stopped":
+                # Finished just before a restart. The end is saved before it is posted, so the answer may not be
+                # out yet: the ledger, not the progress, says whether it is.
+                await self._post_missing_final(turn, progress, poster)
+                return await self._let_go(lease)
+            resume = mine and progress.status == "running"
+            parts = await self._prepare(turn, poster, job_id)
+        except (StoreError, RedisError, OSError) as exc:
+            return await self._wait_for_store(turn, lease, poster, exc, told=resumed)
+        if parts is None:
+            return await self._let_go(lease)
+        # Said where the run had shown something; one that never got as far has said it was waiting.
+        if resume or (resumed and (await parts.ledger.get()).get("first_ts")):
+            await parts.sink.poster.post(turn.target, render.notice(
+                ":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step."
+            ))
+        with metrics.run_in_progress():
+            unwritable = await self._drive(turn, parts, lease, state, resume=resume, last_try=last_try)
+        if unwritable is None:
+            return "interrupted"
+        await self._refresh_budget_gauge(turn, parts.plan.budget)
+        if parts.sink.final is not None:
+            await self._record(turn, parts.sink.final, poster.client)
+        elif unwritable:
+            await self._record(turn, await self._unwritable_stop(turn, unwritable), poster.client, note=unwritable)
+        return "done"
+
+    async def _wait_for_store(
+        self, turn: Turn, lease: Lease, poster: Poster, exc: Exception, *, told: bool
+    ) -> RunOutcome:
+        """Redis refused (out of memory) or dropped a write before the run's first step: the turn is kept, the
+        asker told (unless ``told``: a resume, whose thread heard when the run first stopped), and the lease
+        lapsed, so a worker starts the run once Redis takes writes again (the resumer's takeover is itself a
+        write: none happens before then)."""
+        log.warning("run %s in %s could not start: Redis refused its state (%s); left for a resume",
+                    turn.run_id, turn.thread, exc)
+        if not told:
+            with contextlib.suppress(Exception):
+                await poster.post(turn.target, render.notice(STORE_REFUSED_NOTICE))
+        with contextlib.suppress(Exception):
+            await self.leases.hand_over(lease)  # refused too while Redis is full: then it lapses by itself
+        return "interrupted"
+
+    async def _let_go(self, lease: Lease) -> RunOutcome:
+        """The end of a run that never got as far as its LeaseKeeper (which releases the lease of the others)."""
+        with contextlib.suppress(Exception):
+            await self.leases.release(lease)
+        return "done"
+
+    async def _refresh_budget_gauge(self, turn: Turn, budget: RedisBudget) -> None:
+        # A gauge, scraped every 15 s or so: one read per workspace every few seconds shows the same, where one
+        # per run was a Redis script per run (at 50 runs a second, 50).
+        now = time.monotonic()
+        if not self.settings.metrics_name_teams or self._gauge_due.get(turn.team_id, 0.0) > now:
+            return  # workspaces not named (METRICS_TEAM_LABELS): no budget gauge, and no read for it
+        self._gauge_due[turn.team_id] = now + BUDGET_GAUGE_SECONDS
+        with contextlib.suppress(StoreError):  # the run is done either way
+            left = (await budget.usage_summary()).remaining_micros
+            if left is not None:
+                metrics.set_budget_remaining(turn.team_id, left)
+
+    async def _prepare(self, turn: Turn, poster: Poster, job_id: str) -> RunParts | None:
+        """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
+        try:
+            plan = await self.limits.preflight(
+                poster.client, turn.workspace, turn.user_id, base=self.settings.limits()
+            )
+        except (StoreError, SlackLookupError) as exc:
+            # Fail closed: no LLM call when the budget or the user's standing cannot be checked.
+            await poster.post(turn.target, render.error_message(f"`error`: {exc}"))
+            return None
+        if isinstance(plan, RunBlocked):
+            await poster.post(turn.target, render.notice(plan.message))
+            return None
+        run_id = turn.run_id
+        ledger = self._ledger(turn)
+        # ``job``: the job holding the thread's slot, which a worker resuming the run frees when it is done.
+        await ledger.open(requester=turn.user_id, thread=turn.thread, job=job_id)
+        view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps)
+        approver = SlackApprover(
+            self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
+            timeout_seconds=self.settings.agent_approval_timeout_seconds,
+            deadline=time.monotonic() + plan.limits.max_seconds,
+        )
+        egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn.target))
+        scope = ToolContext(
+            run_id=run_id, step=0, team_id=turn.team_id, channel_id=turn.channel_id, user_id=turn.user_id,
+            slack=WebSlackReader(poster.client), approver=approver, egress=egress,
+        )
+        sink = self._sink(turn, view, ledger, poster, (plan.display, plan.verbosity))
+        return RunParts(plan, ledger, sink, CancelToken(), approver, scope)
+
+    async def _drive(
+        self, turn: Turn, parts: RunParts, lease: Lease, state: ThreadState, *, resume: bool, last_try: bool
+    ) -> str | None:
+        """The engine's events to the thread, under the run's lease. Returns why the thread could not be
+        written to ("" if it could), or None when the run was interrupted and is left for a resume."""
+        run_id, sink = turn.run_id, parts.sink
+        watcher = asyncio.create_task(self.cancels.watch(self.keys.cancel(turn.thread, run_id), parts.token))
+        events: AsyncIterator[Event] | None = None
+        try:
+            async with LeaseKeeper(self.leases, lease, parts.token) as keeper:
+                events = self.agent.events(RunRequest(
+                    turn.text, thread=turn.thread, loaded=state, run_id=run_id, cancel=parts.token, scope=parts.scope,
+                    limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
+                    registry=self.toolbox.for_run(parts.plan.tools, task=turn.text),
+                    finished_steps=True,  # the replies display posts whole steps, once persisted
+                    stream_text=sink.shows_answer_live,
+                ))
+                interrupted = await pipelined(events, sink, keeper.valid)
+                if interrupted is not None or not keeper.valid():
+                    if (interrupted is not None and interrupted.store_failed) or keeper.unrenewable:
+                        with contextlib.suppress(Exception):
+                            await sink.poster.post(turn.target, render.notice(STORE_LOST_NOTICE))
+                    log.warning("run %s interrupted (%s); left for a resume", run_id,
+                                interrupted.detail if interrupted else keeper.lost_reason)
+                    with contextlib.suppress(Exception):
+                        await keeper.hand_over()  # lapse now: resumed at once (in an outage it lapses itself)
+                    return None
+        except ThreadUnwritable as exc:
+            # Nobody can see this run: stop paying for it (closing the events abandons the LLM call in flight).
+            log.error("run %s in %s stopped with error: %s", run_id, turn.thread, exc)
+            self.clients.forget(turn.workspace, exc.error)
+            return f"error: {exc}; the run was stopped"
+        except Exception as exc:  # a bug or an outage: tell the thread, never fail silently
+            log.exception("run %s in %s failed", run_id, turn.thread)
+            await self._report_failure(sink, f"The run failed ({type(exc).__name__}); please try again.")
+        except asyncio.CancelledError:
+            if last_try:  # arq will not run this job again: say so before going
+                await asyncio.shield(self._report_failure(sink, "The run was interrupted and cannot resume."))
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                await aclose_events(events)  # an abandoned run's LLM call is cancelled now, not at GC
+            with contextlib.suppress(Exception):
+                await asyncio.shield(sink.close())  # a stream is never left open, however the run ended
+            if sink.status is not None:
+                sink.status.abandon()
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+            await asyncio.shield(parts.approver.aclose())  # requests a stopped run left open are closed, denied
+        return ""
+
+    async def _unwritable_stop(self, turn: Turn, why: str) -> Stopped:
+        progress = await self.store.progress(turn.thread)
+        mine = progress is not None and progress.run_id == turn.run_id
+        usage = (Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros,
+                       estimated=progress.usage_estimated)
+                 if mine and progress is not None else Usage())
+        return Stopped(StopReason.ERROR, why, progress.step if progress else 0, usage, run_id=turn.run_id)
+
+    def _ledger(self, turn: Turn) -> RunLedger:
+        return RunLedger(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
+
+    def _sink(
+        self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster, shown: tuple[Display, Verbosity]
+    ) -> RunSink:
+        """The thread's renderer for one run, in the workspace's display and verbosity."""
+        ws = turn.workspace
+        display, verbosity = shown
+        status = ThreadStatus(poster.client, turn.target)
+        if display == "replies":
+            return SlackEventSink(poster, turn.target, view, ledger, verbosity=verbosity, status=status)
+        return StreamEventSink(
+            poster, turn.target, view, ledger, display=display, recipient_user_id=turn.user_id,
+            verbosity=verbosity, status=status, interval=self.settings.slack_stream_interval_seconds,
+            pacer=self.stream_pacer, pace_key=self.keys.rate(ws, "slack:stream"), redis=self.redis,
+            fallback_key=self.keys.stream_fallback(ws),
+            trackers=partial(self.open_streams.tracker, ws, turn.target.channel_id, turn.target.thread_ts),
+        )
+
+    async def _post_missing_final(self, turn: Turn, progress: Progress, poster: Poster) -> None:
+        ledger = self._ledger(turn)
+        seen = await ledger.get()
+        if seen.get("final") == "1":
+            return
+        answer = progress.answer
+        reason = next((r for r in StopReason if r.value == progress.stop_reason), StopReason.ERROR)
+        stopped = Stopped(
+            reason, answer or "The run ended, but its answer could not be recovered; please ask again.",
+            progress.step, Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros,
+                                 estimated=progress.usage_estimated),
+            run_id=turn.run_id,
+        )
+        view = render.RunView(turn.run_id, stop_value=f"{turn.thread}|{turn.run_id}")
+        sink = self._sink(turn, view, ledger, poster, await self.limits.display.both(turn.workspace))
+        sink.first_ts = seen.get("first_ts") or None
+        await sink.emit(stopped)
+        await self._record(turn, stopped, poster.client)
+
+    async def _report_failure(self, sink: RunSink, text: str) -> None:
+        await sink.fail(text)
+
+    async def _record(self, turn: Turn, final: Stopped, slack: AsyncWebClient, *, note: str = "") -> None:
+        ws: Workspace = turn.workspace
+        metrics.record_run(final.reason.value, final.steps)
+        metrics.record_spend(ws.team_id if self.settings.metrics_name_teams else "", final.usage.cost_micros)
+        with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
+            permalink = ""
+            with contextlib.suppress(Exception):
+                permalink = await self.permalinks.of(slack, ws.team_id, turn.channel_id, turn.reply_thread_ts)
+            await self.limits.store.record_run(ws, RunRecord(
+                user_id=turn.user_id, at=datetime.now(UTC), stop_reason=final.reason.value, steps=final.steps,
+                cost_micros=final.usage.cost_micros, channel_id=turn.channel_id, thread_ts=turn.reply_thread_ts,
+                permalink=permalink, run_id=final.run_id, note=note,
+            ))

@@ -1,0 +1,184 @@
+"""``--processes N``: one parent runs the role's processes, restarts any that dies, and drains them all on SIGTERM.
+
+Each child is ``python -m bot <role> --processes 1`` (today's single process) with a few settings given in
+its environment by the parent:
+
+- ``worker --processes N``: N workers; ``web --processes N``: N receivers. They share their port (a worker's
+  ``/healthz`` is on ``WORKER_HEALTH_PORT``, a receiver's on ``PORT``) through ``HTTP_REUSE_PORT``
+  (SO_REUSEPORT: the kernel spreads connections over them), or each takes a free port when it is 0.
+- ``python -m bot`` (single-machine mode): one web process on ``PORT`` and N workers sharing
+  ``WORKER_HEALTH_PORT``. With ``REDIS_URL`` unset the parent starts the embedded Redis once and gives its URL
+  to all.
+- ``PROMETHEUS_MULTIPROC_DIR``: a fresh directory for the run, where every child's metrics are summed by
+  whichever process answers ``/metrics``. A dead child's live gauges are removed from it. With ``METRICS_PORT``
+  the parent alone serves ``/metrics`` there (the children serve none), so nothing collides and a restart of a
+  child does not interrupt scrapes.
+
+Before any of that, the parent runs the start-up checks (``bot.serve.startup``) for every process it will start,
+ports included: a bad setting is one line and exit 2, not N children failing in turn.
+
+A child that dies is started again after a backoff (0.5 s, doubling to 30 s, back to 0.5 s once a child has
+run a minute). One that exits with 2, the exit code of a bad setting, would fail the same way again: the
+supervisor then stops all and exits 2. SIGTERM or SIGINT is passed on as SIGTERM; children get
+``DRAIN_SECONDS`` to finish, then SIGKILL (arq runs a killed job again), and the parent exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client.multiprocess import mark_process_dead
+
+from bot.embedded_redis import EmbeddedRedis, die_with_parent
+from bot.metrics import MULTIPROC_ENV
+from bot.serve import startup
+from bot.serve.metrics_http import supervisor_metrics
+from bot.settings import Role, Settings
+
+log = logging.getLogger(__name__)
+
+#: Platforms (Heroku, Kubernetes' default grace period) SIGKILL about 30 s after SIGTERM: drain within it.
+DRAIN_SECONDS = 25.0
+RESTART_FIRST_DELAY_SECONDS = 0.5
+RESTART_MAX_DELAY_SECONDS = 30.0
+#: A child that ran this long before dying was healthy: its next restart waits the first delay again.
+STABLE_SECONDS = 60.0
+#: What ``python -m bot`` exits with on a bad setting (``bot.__main__``).
+CONFIG_ERROR_EXIT = 2
+
+
+def default_processes() -> int:
+    """One per CPU core this process may run on."""
+    return len(os.sched_getaffinity(0)) or os.cpu_count() or 1
+
+
+def processes_for(role: Role, settings: Settings) -> int:
+    """How many processes ``role`` runs without ``--processes``: one receiver, ``WORKER_PROCESSES`` workers."""
+    if role == "web":
+        return 1
+    return settings.worker_processes or default_processes()
+
+
+@dataclass(frozen=True)
+class Child:
+    """One process the supervisor keeps running."""
+
+    name: str
+    role: Role
+    env: Mapping[str, str]
+
+
+def plan(role: Role, processes: int, settings: Settings, *, redis_url: str | None, metrics_dir: Path) -> list[Child]:
+    """The children of ``role`` with ``processes`` processes, and each one's environment."""
+    base = {**os.environ, MULTIPROC_ENV: str(metrics_dir)}
+    if redis_url:
+        base["REDIS_URL"] = redis_url
+    group: Role = "worker" if role == "all" else role
+    shared = dict(base)
+    if settings.listen_port(group)[1]:
+        shared["HTTP_REUSE_PORT"] = "true"
+    children = [Child(f"{group} {n}", group, shared) for n in range(1, processes + 1)]
+    return [Child("web", "web", base), *children] if role == "all" else children
+
+
+def child_command(role: Role) -> list[str]:
+    return [sys.executable, "-m", "bot", role, "--processes", "1"]
+
+
+class Supervisor:
+    """``await Supervisor(children, metrics_dir).run()``: the exit code, once every child has stopped."""
+
+    def __init__(self, children: list[Child], metrics_dir: Path, *, drain_seconds: float = DRAIN_SECONDS) -> None:
+        self.children = children
+        self.metrics_dir = metrics_dir
+        self.drain_seconds = drain_seconds
+        self.exit_code = 0
+        self._stop = asyncio.Event()
+        self._running: dict[str, asyncio.subprocess.Process] = {}
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._stop.set)
+        keepers = [asyncio.create_task(self._keep(child)) for child in self.children]
+        await self._stop.wait()
+        await self._drain(keepers)
+        return self.exit_code
+
+    async def _keep(self, child: Child) -> None:
+        """Run ``child`` until the supervisor stops: again after a backoff whenever it exits."""
+        loop = asyncio.get_running_loop()
+        delay = RESTART_FIRST_DELAY_SECONDS
+        while not self._stop.is_set():
+            process = await asyncio.create_subprocess_exec(
+                *child_command(child.role), env=dict(child.env), preexec_fn=die_with_parent,
+                # Its own session: a terminal's Ctrl-C reaches the parent only, which passes on a SIGTERM.
+                start_new_session=True,
+            )
+            self._running[child.name] = process
+            if self._stop.is_set():  # the drain began while this one was starting
+                process.terminate()
+            log.info("%s started (pid %s)", child.name, process.pid)
+            started = loop.time()
+            code = await process.wait()
+            del self._running[child.name]
+            mark_process_dead(process.pid, str(self.metrics_dir))  # type: ignore[no-untyped-call]
+            if self._stop.is_set():
+                log.info("%s (pid %s) stopped with exit code %s", child.name, process.pid, code)
+                return
+            if code == CONFIG_ERROR_EXIT:
+                log.error("%s (pid %s) exited on a bad setting (exit code 2): stopping every process",
+                          child.name, process.pid)
+                self.exit_code = CONFIG_ERROR_EXIT
+                self._stop.set()
+                return
+            if loop.time() - started >= STABLE_SECONDS:
+                delay = RESTART_FIRST_DELAY_SECONDS
+            log.warning("%s (pid %s) exited with %s; restarting in %.1fs", child.name, process.pid, code, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay)  # a backoff, cut short by a stop
+            delay = min(delay * 2, RESTART_MAX_DELAY_SECONDS)
+
+    async def _drain(self, keepers: list[asyncio.Task[None]]) -> None:
+        """SIGTERM to every child; SIGKILL to those still running after ``drain_seconds``."""
+        for process in list(self._running.values()):
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+        _, late = await asyncio.wait(keepers, timeout=self.drain_seconds)
+        if late:
+            for name, process in list(self._running.items()):
+                log.warning("%s (pid %s) did not stop within %.0fs: killed", name, process.pid, self.drain_seconds)
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+            await asyncio.wait(late)
+
+
+async def supervise(role: Role, processes: int, settings: Settings) -> int:
+    """Run ``role`` as ``processes`` supervised processes (plus the web one for ``all``); the exit code."""
+    startup.check(settings, role, supervisor=True)  # a bad setting stops here, not in every child
+    embedded: EmbeddedRedis | None = None
+    metrics_dir = Path(tempfile.mkdtemp(prefix="bot-metrics-"))
+    try:
+        redis_url = settings.redis_url
+        if role == "all" and settings.embedded_redis:
+            embedded = await EmbeddedRedis.start((settings.data_dir / "redis").resolve())
+            redis_url = embedded.url
+            log.warning("REDIS_URL is not set: single-machine mode, embedded Redis (Valkey) at %s with data in %s, "
+                        "shared by the web process and %s workers", redis_url, embedded.folder, processes)
+        children = plan(role, processes, settings, redis_url=redis_url, metrics_dir=metrics_dir)
+        async with supervisor_metrics(settings, redis_url, metrics_dir):  # METRICS_PORT: this process serves it
+            return await Supervisor(children, metrics_dir).run()
+    finally:
+        if embedded is not None:
+            await embedded.stop()  # after every child: none of them loses Redis while draining
+        shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -1,0 +1,91 @@
+"""Feeding one run's events to its thread: one event behind the engine, gated by the run's lease."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+from agent_core import AnswerDelta, Event, Observed, Stopped, StreamReset, ThoughtDelta
+from bot import metrics
+from bot.thread.sink import RunSink
+
+#: Shown after streamed answer text the engine took back (the call was cut, or it was not the final answer).
+CUT_OFF = "\n\n_(cut off there: that was not the final answer)_\n\n"
+
+
+async def pipelined(
+    events: AsyncIterator[Event], sink: RunSink, may_post: Callable[[], bool] = lambda: True
+) -> Stopped | None:
+    """Feed ``sink`` the run's events in order, one event behind the engine.
+
+    Posting a step (reply, status, ledger) overlaps the engine's next LLM call instead of delaying it, while
+    Slack never lags more than one event behind the persisted state: a worker killed mid-run loses at most
+    the in-flight step's replies, which the resumed run posts again.
+
+    Nothing is posted once ``may_post()`` is false (the run's lease is no longer surely ours), and an end the
+    run cannot stand by (its lease lost, or its state store failed: it will be resumed) is returned instead of
+    posted. The answer's text deltas go to ``sink.append_answer`` (the streamed displays show them at once);
+    when the engine takes streamed answer text back (``StreamReset``), the thread is told it was cut off, so a
+    partial answer never reads as the whole one (the final answer then follows in full).
+    """
+    posting: asyncio.Task[None] | None = None
+    deltas = _Deltas(sink)
+    try:
+        async for event in events:
+            if posting is not None:
+                await posting
+                posting = None
+            if isinstance(event, Stopped) and (event.lease_lost or event.store_failed):
+                return event
+            if not may_post():
+                return None
+            if await deltas.take(event):
+                continue
+            _count(event)
+            if sink.shows(event):
+                posting = asyncio.create_task(sink.emit(event))
+        if posting is not None:
+            await posting
+    except asyncio.CancelledError:
+        if posting is not None:
+            posting.cancel()
+        raise
+    except Exception:
+        if posting is not None and not posting.done():
+            with contextlib.suppress(Exception):
+                await posting  # the replies so far still go out before the failure is reported
+        raise
+    return None
+
+
+def _count(event: Event) -> None:
+    if isinstance(event, Observed):
+        metrics.record_tool_call(event.tool, event.outcome, event.duration_ms / 1000)
+
+
+class _Deltas:
+    """Streamed text to ``sink.append_answer``; the thread told when the engine takes shown text back."""
+
+    def __init__(self, sink: RunSink) -> None:
+        self.sink = sink
+        self.shown = False  # answer text of the current step was shown
+
+    async def take(self, event: Event) -> bool:
+        """True when ``event`` was a delta (handled here), False for every other event."""
+        if isinstance(event, AnswerDelta):
+            self.shown = True
+            await self.sink.append_answer(event.text)
+        elif isinstance(event, StreamReset):
+            if self.shown:
+                await self.sink.append_answer(CUT_OFF)
+            self.shown = False
+        elif not isinstance(event, ThoughtDelta):
+            return False
+        return True
+
+
+async def aclose_events(events: AsyncIterator[Event] | None) -> None:
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()

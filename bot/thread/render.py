@@ -1,0 +1,245 @@
+"""Pure rendering: an agent event (or a finished step) → Slack messages (blocks + fallback text). No I/O.
+
+The thread shape (``full`` verbosity):
+
+1. on ``RunStarted``: a short "working on it" reply carrying the Stop button;
+2. one reply per step: the thought, each tool call (name, arguments as code) and its observation (shortened);
+3. on ``Stopped``: the answer (split over as many replies as it needs) and a footer with the stop reason
+   verbatim (``final_answer``) beside human words, steps, tokens and cost; the first reply is edited once to
+   drop its Stop button.
+
+``compact`` verbosity edits the first reply per step (``live_status``) instead of posting step replies.
+Every text that came from the model or a tool goes through ``bot.thread.mrkdwn`` (escaped, no pings).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.models.blocks import ContextActionsBlock, FeedbackButtonObject, FeedbackButtonsElement
+
+from agent_core import Observed, RunStarted, StepFinished, Stopped, StopReason, ToolCalled
+from bot.thread import mrkdwn
+
+#: action_id of the Stop button (matched by bot.receive.listeners.actions).
+STOP_ACTION_ID = "agent_stop"
+#: action_id of the thumbs up / down buttons on an answer (matched by bot.receive.listeners.feedback).
+FEEDBACK_ACTION_ID = "agent_feedback"
+#: Characters of a thought, of a call's arguments and of an observation shown in a step reply.
+THOUGHT_LIMIT = 2_500
+ARGUMENTS_LIMIT = 1_200
+OBSERVATION_LIMIT = 1_500
+#: Block text per message; Slack's cap is near 12,000 (``msg_blocks_too_long``): stay well below it.
+MESSAGE_TEXT_LIMIT = 8_000
+#: Blocks per message; Slack allows 50.
+MESSAGE_BLOCK_LIMIT = 40
+#: chat.update rejects a text over about 4,000 bytes: live status edits stay far below.
+UPDATE_TEXT_LIMIT = 1_500
+
+STOP_WORDS: dict[StopReason, str] = {
+    StopReason.FINAL_ANSWER: "answered",
+    StopReason.MAX_STEPS: "step limit reached",
+    StopReason.MAX_TOKENS: "token limit reached",
+    StopReason.MAX_COST: "cost limit reached",
+    StopReason.NO_PROGRESS: "stopped: no progress",
+    StopReason.DANGEROUS_LOOP: "stopped a repeating risky action",
+    StopReason.BUDGET_EXHAUSTED: "workspace budget used up",
+    StopReason.BUDGET_BUSY: "workspace budget busy",
+    StopReason.CANCELLED: "stopped on request",
+    StopReason.ERROR: "failed",
+    StopReason.MAX_TIME: "time limit reached",
+    StopReason.REFUSED: "the model declined",
+    StopReason.CUT_OFF: "answer cut off",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SlackMessage:
+    """One message to post or edit: ``text`` is the notification and screen-reader fallback."""
+
+    text: str
+    blocks: tuple[dict[str, Any], ...] = ()
+
+
+#: One finished step as the engine sends it once persisted: its thought, tool calls and observations.
+Step = StepFinished
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """What rendering needs to know about the run beyond the event itself."""
+
+    run_id: str
+    #: The Stop button's value: names the thread and the run, so any web process can route the press.
+    stop_value: str
+    max_steps: int = 0
+
+
+def started(event: RunStarted, view: RunView) -> SlackMessage:
+    resumed = f" (resuming at step {event.step + 1})" if event.step else ""
+    text = f":hourglass_flowing_sand: Working on it{resumed}. I'll post each step in this thread."
+    return SlackMessage(text, (_section(text), stop_button(view)))
+
+
+def stop_button(view: RunView) -> dict[str, Any]:
+    return {
+        "type": "actions",
+        "block_id": "agent_run_controls",
+        "elements": [{
+            "type": "button", "action_id": STOP_ACTION_ID, "style": "danger",
+            "text": {"type": "plain_text", "text": "Stop"}, "value": view.stop_value,
+        }],
+    }
+
+
+def step_messages(step: Step) -> list[SlackMessage]:
+    sections: list[str] = []
+    if step.thought:
+        sections.append(":thought_balloon: " + mrkdwn.to_mrkdwn(mrkdwn.shorten(step.thought, THOUGHT_LIMIT)))
+    observed = {o.call_id: o for o in step.observations}
+    for call in step.calls:
+        sections.append(call_text(call))
+        if call.call_id in observed:
+            sections.append(observation_text(observed.pop(call.call_id)))
+    sections.extend(observation_text(o) for o in observed.values())
+    return pack(f"*Step {step.step}*", sections or ["(no output)"])
+
+
+def call_text(call: ToolCalled) -> str:
+    args = json.dumps(call.arguments, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return f":hammer_and_wrench: Calling {mrkdwn.inline_code(call.tool)}\n" + mrkdwn.code_block(
+        mrkdwn.shorten(args, ARGUMENTS_LIMIT)
+    )
+
+
+def observation_text(obs: Observed) -> str:
+    icon = ":mag:" if obs.outcome == "ok" else ":warning:"
+    size = f"{obs.full_chars:,} chars" + (f", {obs.duration_ms / 1000:.1f}s" if obs.duration_ms else "")
+    head = f"{icon} {mrkdwn.inline_code(obs.tool)} → {mrkdwn.escape(obs.outcome)} ({size})"
+    return head + "\n" + mrkdwn.code_block(mrkdwn.shorten(obs.text, OBSERVATION_LIMIT))
+
+
+def stop_summary(event: Stopped) -> str:
+    """``Stop reason: `final_answer` (answered) · 3 steps · 1,200 tokens · $0.0012``: every display ends with it."""
+    words = STOP_WORDS.get(event.reason, str(event.reason))
+    usage = event.usage
+    return (
+        f"Stop reason: `{event.reason.value}` ({words}) · {event.steps} step{'s' if event.steps != 1 else ''}"
+        f" · {usage.total_tokens:,} tokens · {money(usage.cost_micros)}{' (estimate)' if usage.estimated else ''}"
+    )
+
+
+def stop_line(event: Stopped) -> str:
+    """``final_answer`` verbatim beside human words, then steps, tokens and cost, then what stopped it."""
+    line = stop_summary(event)
+    if event.detail and event.reason is not StopReason.FINAL_ANSWER:
+        line += f"\n{mrkdwn.escape(event.detail)}"
+    if hint := raise_hint(event):
+        line += f"\n{hint}"
+    return line
+
+
+#: The ``/agent-limits`` command that raises the per-run cap a run stopped at.
+RAISED_WITH: dict[StopReason, str] = {
+    StopReason.MAX_STEPS: "/agent-limits max-steps <n>",
+    StopReason.MAX_TOKENS: "/agent-limits max-tokens <n>",
+    StopReason.MAX_COST: "/agent-limits max-cost <usd>",
+}
+
+
+def raise_hint(event: Stopped) -> str:
+    """Under a run a per-run cap stopped: who can raise it, and how (the engine knows no Slack commands)."""
+    command = RAISED_WITH.get(event.reason)
+    return f"Workspace admins can raise this limit with `{command}`." if command else ""
+
+
+def final_messages(event: Stopped, view: RunView | None = None) -> list[SlackMessage]:
+    """The answer and the stop line; with ``view``, the last message carries the feedback buttons."""
+    answer = mrkdwn.to_mrkdwn(event.answer or "(no answer)")
+    messages = pack(None, [answer], footer=stop_line(event))
+    if view is not None:
+        last = messages[-1]
+        messages[-1] = SlackMessage(last.text, (*last.blocks, feedback_block(view)))
+    return messages
+
+
+def feedback_block(view: RunView) -> dict[str, Any]:
+    """Thumbs up / down under an answer; each value names the vote, the thread and the run (see ``parse_vote``)."""
+    buttons = FeedbackButtonsElement(
+        action_id=FEEDBACK_ACTION_ID,
+        positive_button=FeedbackButtonObject(
+            text="👍", accessibility_label="Good answer", value=f"up|{view.stop_value}"
+        ),
+        negative_button=FeedbackButtonObject(
+            text="👎", accessibility_label="Bad answer", value=f"down|{view.stop_value}"
+        ),
+    )
+    return ContextActionsBlock(block_id="agent_feedback", elements=[buttons]).to_dict()
+
+
+def parse_vote(value: str) -> tuple[str, str, str]:
+    """``(vote, thread, run_id)`` of a feedback button's value; raises ValueError when it is not one of ours."""
+    vote, _, rest = value.partition("|")
+    thread, _, run_id = rest.rpartition("|")
+    if vote not in ("up", "down") or not thread or not run_id:
+        raise ValueError("not a feedback button value")
+    return vote, thread, run_id
+
+
+def finished_header(event: Stopped) -> SlackMessage:
+    """The edit of the first reply once the run ended: same place, no Stop button."""
+    icon = ":white_check_mark:" if event.reason is StopReason.FINAL_ANSWER else ":octagonal_sign:"
+    text = f"{icon} Finished: `{event.reason.value}` ({STOP_WORDS.get(event.reason, '')})"
+    return SlackMessage(text, (_section(text),))
+
+
+def live_status(step: Step, view: RunView, *, steps_done: int) -> SlackMessage:
+    """``compact`` verbosity: the first reply, edited to show the latest step (stays under chat.update's cap)."""
+    of = f" of {view.max_steps}" if view.max_steps else ""
+    last = ", ".join(
+        f"{mrkdwn.inline_code(o.tool)} → {mrkdwn.escape(o.outcome)}" for o in step.observations
+    ) or "thinking"
+    text = mrkdwn.shorten(f":hourglass_flowing_sand: Working… step {steps_done}{of} · last: {last}", UPDATE_TEXT_LIMIT)
+    return SlackMessage(text, (_section(text), stop_button(view)))
+
+
+def error_message(what: str) -> SlackMessage:
+    text = f":x: {mrkdwn.escape(what)}"
+    return SlackMessage(mrkdwn.shorten(text, UPDATE_TEXT_LIMIT), (_section(mrkdwn.shorten(text, 2_900)),))
+
+
+def notice(text: str) -> SlackMessage:
+    """A short message of the app's own (never model text)."""
+    return SlackMessage(text, (_section(text),))
+
+
+def money(micros: int) -> str:
+    return f"${micros / 1_000_000:,.4f}"
+
+
+def pack(header: str | None, sections: list[str], *, footer: str | None = None) -> list[SlackMessage]:
+    """Lay sections out as section blocks (each ≤ 3,000 chars) over as few messages as Slack's caps allow."""
+    pieces = [piece for text in sections for piece in mrkdwn.split(text, mrkdwn.SECTION_LIMIT - 100)]
+    messages: list[SlackMessage] = []
+    blocks: list[dict[str, Any]] = []
+    texts: list[str] = []
+    if header:
+        blocks.append(_section(header))
+        texts.append(header)
+    for piece in pieces:
+        if blocks and (sum(map(len, texts)) + len(piece) > MESSAGE_TEXT_LIMIT or len(blocks) >= MESSAGE_BLOCK_LIMIT):
+            messages.append(SlackMessage("\n".join(texts), tuple(blocks)))
+            blocks, texts = [], []
+        blocks.append(_section(piece))
+        texts.append(piece)
+    if footer:
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": footer[:2_900]}]})
+        texts.append(footer)
+    messages.append(SlackMessage("\n".join(texts), tuple(blocks)))
+    return messages
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}

@@ -1,0 +1,213 @@
+"""The engine's event stream rendered into a thread: one reply per step (``full``) or one edited status
+(``compact``), the answer and the stop reason, and a ledger of what was posted so a resumed run repeats nothing.
+
+``SlackEventSink.emit`` takes the events in order and awaits each post before the next (see :mod:`bot.thread.poster`).
+:class:`RunSink` is what a run drives, whatever the display; the streamed one is :mod:`bot.thread.stream_sink`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Protocol
+
+from redis.asyncio import Redis
+
+from agent_core import Event, RunStarted, StepFinished, Stopped
+from bot.redis import as_text, awaited
+from bot.settings import Verbosity
+from bot.thread import render
+from bot.thread.poster import Poster, Target, ThreadStatus
+from bot.thread.render import RunView, SlackMessage
+
+
+class RunSink(Protocol):
+    """One run's thread writer, in any display (``replies`` here, ``timeline``/``plan`` in bot.thread.stream_sink)."""
+
+    poster: Poster
+    target: Target
+    status: ThreadStatus | None
+    first_ts: str | None
+    final: Stopped | None
+    #: It shows the answer as the model writes it (``append_answer``); if not, the engine need not stream it.
+    shows_answer_live: bool
+
+    def shows(self, event: Event) -> bool:
+        """Whether ``emit`` does anything with ``event`` (the others are not handed to it at all)."""
+
+    async def emit(self, event: Event) -> None:
+        """The engine's next event, in order (each one that ``shows``)."""
+
+    async def append_answer(self, text: str) -> None:
+        """A piece of the answer as the model writes it (the engine's ``AnswerDelta``); the streamed displays show
+        it at once, ``replies`` posts the answer whole when the run stops."""
+
+    async def fail(self, text: str) -> None:
+        """The run broke without a ``Stopped`` (a bug, an interrupted last try): say so and end the thread's
+        working state."""
+
+    async def close(self) -> None:
+        """The run is over, however it ended: nothing may be left open (a stream is stopped)."""
+
+
+# KEYS[1]: the run's hash. ARGV: ttl seconds, then field, value, ... Returns the whole hash after the write.
+_OPEN = """
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return redis.call('HGETALL', KEYS[1])
+"""
+
+
+class RunLedger:
+    """What a run already posted (first reply ts, the final answer), so a resumed run does not repeat it.
+
+    Only the run's lease holder writes it, so after the first read this object mirrors it and ``get`` costs
+    no round trip.
+    """
+
+    def __init__(self, redis: Redis, key: str, ttl_seconds: int) -> None:
+        self._redis = redis
+        self._key = key
+        self._ttl = ttl_seconds
+        self._seen: dict[str, str] | None = None
+
+    async def open(self, **fields: str | int) -> dict[str, str]:
+        """Write the run's own fields and read back everything the ledger holds: one round trip where a run's
+        start made two (its fields, then the sink's read)."""
+        flat = [item for name, value in fields.items() for item in (name, str(value))]
+        raw = await self._redis.register_script(_OPEN)(keys=[self._key], args=[self._ttl, *flat])
+        self._seen = {as_text(raw[i]) or "": as_text(raw[i + 1]) or "" for i in range(0, len(raw), 2)}
+        return dict(self._seen)
+
+    async def get(self) -> dict[str, str]:
+        if self._seen is None:
+            raw = await awaited(self._redis.hgetall(self._key))
+            self._seen = {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
+        return dict(self._seen)
+
+    async def bump(self, field: str) -> int:
+        """Add one to a counter of the run (e.g. how often it was resumed); the new value."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hincrby(self._key, field, 1)
+            pipe.expire(self._key, self._ttl)
+            value, _ = await pipe.execute()
+        if self._seen is not None:
+            self._seen[field] = str(value)
+        return int(value)
+
+    async def set(self, **fields: str | int) -> None:
+        # One round trip; no MULTI/EXEC: both commands are idempotent and the TTL was already set by the run's
+        # first write (``open``), so nothing depends on them landing together.
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hset(self._key, mapping={k: str(v) for k, v in fields.items()})
+            pipe.expire(self._key, self._ttl)
+            await pipe.execute()
+        if self._seen is not None:
+            self._seen.update((k, str(v)) for k, v in fields.items())
+
+
+class SlackEventSink:
+    """Turns the event stream into the thread: one reply per step (``full``) or one edited status (``compact``)."""
+
+    shows_answer_live = False
+
+    def __init__(
+        self,
+        poster: Poster,
+        target: Target,
+        view: RunView,
+        ledger: RunLedger,
+        *,
+        verbosity: Verbosity = "full",
+        status: ThreadStatus | None = None,
+    ) -> None:
+        self.poster = poster
+        self.target = target
+        self.view = view
+        self.ledger = ledger
+        self.verbosity = verbosity
+        self.status = status
+        self.first_ts: str | None = None
+        self.final: Stopped | None = None
+
+    def resume_from(self, first_ts: str | None) -> None:
+        """Take over a run another sink started (the streamed display falling back): its first reply is posted."""
+        self.first_ts = first_ts
+
+    async def append_answer(self, text: str) -> None:
+        return None  # replies: the answer is posted whole, with the stop reason, when the run stops
+
+    async def fail(self, text: str) -> None:
+        if self.final is None:
+            await self.poster.post(self.target, render.error_message(text))
+            if self.status is not None:
+                await self.status.stop()
+
+    async def close(self) -> None:
+        return None  # every reply is a finished message already
+
+    def shows(self, event: Event) -> bool:
+        return isinstance(event, RunStarted | StepFinished | Stopped)
+
+    async def emit(self, event: Event) -> None:
+        # A step is shown once persisted, whole (StepFinished); its fine-grained events are the streamed
+        # displays' and the terminal's. The final answer's step is the answer itself, posted with the stop line.
+        match event:
+            case RunStarted():
+                await self._started(event)
+            case StepFinished():
+                await self._step(event)
+            case Stopped():
+                await self._stopped(event)
+
+    async def _started(self, event: RunStarted) -> None:
+        seen = await self.ledger.get()
+        self.first_ts = seen.get("first_ts") or None
+        if self.first_ts is None:
+            self.first_ts = await self.poster.post(self.target, render.started(event, self.view))
+            if self.first_ts:
+                await self.ledger.set(first_ts=self.first_ts)
+        if self.status is not None:
+            await self.status.start()
+
+    async def _step(self, step: StepFinished) -> None:
+        if not step.calls and not step.observations and not step.thought:
+            return  # nothing to show (an empty reply the model was asked to redo)
+        # No ledger mark per step: a step arrives once, after its write, and a resumed run replays no step
+        # it had written (the engine's guarantee), so the thread cannot get one twice; the mark was a round trip
+        # per step for nothing.
+        if self.verbosity == "compact":
+            if self.first_ts:
+                live = render.live_status(step, self.view, steps_done=step.step)
+                await self.poster.update(self.target, self.first_ts, live, best_effort=True)
+            return
+        await asyncio.shield(self._post_all(render.step_messages(step)))  # not cut in two by a shutdown
+        if self.status is not None:
+            await self.status.touch()
+
+    async def _stopped(self, event: Stopped) -> None:
+        self.final = event
+        mark = self.status.mark() if self.status is not None else None
+        replied = await self._post_then_mark(render.final_messages(event, self.view), final="1")
+        if self.first_ts:
+            await self.poster.update(self.target, self.first_ts, render.finished_header(event))
+        if self.status is not None:
+            # The answer is a reply, which cleared the status: clearing it again is a Web API call for nothing.
+            await self.status.stop(cleared=mark if replied else None)
+
+    async def _post_then_mark(self, messages: Iterable[SlackMessage], **mark: str | int) -> bool:
+        """Post, then write to the ledger that it was posted, as one unit a shutdown cannot cut in two: a run
+        resumed after a handover then never posts the same replies again."""
+        async def both() -> bool:
+            posted = await self._post_all(messages)
+            await self.ledger.set(**mark)
+            return posted
+
+        return await asyncio.shield(both())
+
+    async def _post_all(self, messages: Iterable[SlackMessage]) -> bool:
+        """Post in order; whether any of them landed."""
+        posted = False
+        for message in messages:
+            posted = bool(await self.poster.post(self.target, message)) or posted
+        return posted
