@@ -20,7 +20,7 @@ from tools.egress import (
 )
 from tools.executor import Executor, PreparedCall
 from tools.mcp import McpConfigError, McpServers
-from tools.policy import ToolListing, ToolPolicy, listing, matches, run_registry
+from tools.policy import ToolListing, ToolPolicy, matches, run_registry
 from tools.redact import Redactor, wrap_untrusted
 from tools.registry import Registry, tool
 from tools.result import Outcome, ToolResult
@@ -63,7 +63,6 @@ __all__ = [
     "McpServers",
     "McpConfigError",
     "ToolListing",
-    "listing",
     "matches",
     "Redactor",
     "wrap_untrusted",

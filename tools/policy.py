@@ -70,13 +70,6 @@ class ToolListing:
     enabled: bool
 
 
-def listing(registry: Registry, disabled: Sequence[str] = ()) -> list[ToolListing]:
-    """Every tool with its on/off state under the workspace's ``disabled`` patterns."""
-    return [
-        ToolListing(t.name, t.server, t.summary, not any(matches(p, t.name) for p in disabled)) for t in registry
-    ]
-
-
 def run_registry(
     enabled: Registry, *, task: str, environment: Environment, limit: int = DEFAULT_TOOLS_PER_RUN
 ) -> Registry:

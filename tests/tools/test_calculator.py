@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tools import Executor, Outcome, Registry, ToolContext
-from tools.builtins.calculator import FUNCTIONS, MAX_FACTORIAL, calculator, evaluate, format_number
+from tools.builtins.arithmetic import evaluate
+from tools.builtins.arithmetic_ops import FUNCTIONS, MAX_FACTORIAL, format_number
+from tools.builtins.calculator import calculator
 from tools.errors import CalculatorError
 
 

@@ -26,7 +26,6 @@ def test_public_names() -> None:
         "McpServers",
         "McpConfigError",
         "ToolListing",
-        "listing",
         "matches",
         "Executor",
         "PreparedCall",

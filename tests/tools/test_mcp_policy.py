@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mcp import types
 
-from tools import Executor, Tool, ToolContext, listing, matches, run_registry
+from tools import Executor, Tool, ToolContext, matches, run_registry
 from tools.mcp.adapt import make_tool
 from tools.mcp.config import McpConfigError, load_config, parse_config
 from tools.registry import Registry
@@ -90,12 +90,9 @@ def test_an_internal_server_may_receive_private_data_and_a_bad_trust_says_what_t
         parse_config({"mcpServers": {"jira": {"command": "x", "trust": "yes"}}}, {})
 
 
-def test_server_patterns_and_listing() -> None:
+def test_server_patterns() -> None:
     assert matches("kb__*", "kb__lookup_1") and not matches("kb__*", "kbx__lookup")
     assert matches("calculator", "calculator") and not matches("calc", "calculator")
-    rows = {row.name: row for row in listing(Registry(_mcp_tools(3)), disabled=["kb__lookup_0"])}
-    assert not rows["kb__lookup_0"].enabled and rows["kb__lookup_1"].enabled
-    assert rows["kb__weather_forecast"].server == "kb"
 
 
 @pytest.mark.parametrize(("entry", "named"), [

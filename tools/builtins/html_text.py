@@ -23,7 +23,6 @@ _BLOCK = frozenset(
     "address article aside blockquote br dd div dl dt fieldset figcaption figure footer form h1 h2 h3 h4 h5 "
     "h6 header hr li main nav ol p pre section table tbody td th thead tr ul".split()
 )
-_VOID = frozenset("area base br col embed hr img input link meta source track wbr".split())
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
 _BLANK_LINES = re.compile(r"\n\s*\n\s*(\n\s*)+")
 
