@@ -106,9 +106,8 @@ class WorkerProcess:
 def _turn(i: int, tag: str) -> Turn:
     ts = f"1750000000.{i:06d}"
     channel = f"C{tag}{i:05d}"
-    thread = Conversation(Workspace("T0001"), channel, ts).id
-    return Turn(thread=thread, turn_id=ts, text=f"Bench run {i}: compute ten things.", user_id="U1", team_id="T0001",
-                enterprise_id="", channel_id=channel, reply_thread_ts=ts, message_ts=ts)
+    return Turn(Conversation(Workspace("T0001"), channel, ts), turn_id=ts, text=f"Bench run {i}: compute ten things.",
+                user_id="U1", reply_thread_ts=ts, message_ts=ts)
 
 
 async def enqueue(handle: RedisHandle, values: dict[str, Any], turns: list[Turn]) -> None:

@@ -42,12 +42,11 @@ async def one(url: str, turns: int, people: int, person_cap: int) -> dict[str, f
     async with redis.pipeline(transaction=False) as pipe:
         for i in range(turns):
             ts = f"1760000000.{i:06d}"
-            thread = Conversation(WS, "C1", ts).id
-            turn = Turn(thread=thread, turn_id=ts, text="<@UBOT> " + "words " * 40, user_id=f"U{i % people}",
-                        team_id=WS.team_id, enterprise_id="", channel_id="C1", reply_thread_ts=ts, message_ts=ts)
-            pipe.rpush(keys.inbox(thread), ts)
-            pipe.hset(keys.turns(thread), ts, turn.to_json())
-            threads.append(thread)
+            turn = Turn(Conversation(WS, "C1", ts), turn_id=ts, text="<@UBOT> " + "words " * 40,
+                        user_id=f"U{i % people}", reply_thread_ts=ts, message_ts=ts)
+            pipe.rpush(keys.inbox(turn.thread), ts)
+            pipe.hset(keys.turns(turn.thread), ts, turn.to_json())
+            threads.append(turn.conversation)
         await pipe.execute()
     await redis.config_resetstat()
     t0 = time.perf_counter()

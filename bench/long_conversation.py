@@ -31,9 +31,8 @@ REPORTED = (1, 10, 20, 30, 40, 50, 60)
 
 def _turn(thread: Conversation, k: int) -> Turn:
     ts = f"{thread.thread_ts.split('.')[0]}.{k:06d}"
-    return Turn(thread=thread.id, turn_id=ts, text=f"Follow-up {k}: compute ten more things.", user_id="U1",
-                team_id="T0001", enterprise_id="", channel_id=thread.channel_id, reply_thread_ts=thread.thread_ts,
-                message_ts=ts)
+    return Turn(thread, turn_id=ts, text=f"Follow-up {k}: compute ten more things.", user_id="U1",
+                reply_thread_ts=thread.thread_ts, message_ts=ts)
 
 
 async def one_conversation(slack_url: str, llm_url: str, turns: int) -> list[float]:

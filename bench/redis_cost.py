@@ -170,10 +170,10 @@ async def measure_history(settings: Settings, turns: int, serial: int) -> dict[s
         for label in ("warmup", "measured"):
             ts = f"17{serial:03d}{turns:05d}.{1 if label == 'warmup' else 2:06d}"
             channel = f"C{serial:03d}{turns}{label[0].upper()}"
-            thread = Conversation(Workspace("T0001"), channel, ts).id
+            turn = Turn(Conversation(Workspace("T0001"), channel, ts), turn_id=ts,
+                        text=f"Bench task {label}: compute things.", user_id="U1", reply_thread_ts=ts, message_ts=ts)
+            thread = turn.thread
             await seed(seeder, thread, turns)
-            turn = Turn(thread=thread, turn_id=ts, text=f"Bench task {label}: compute things.", user_id="U1",
-                        team_id="T0001", enterprise_id="", channel_id=channel, reply_thread_ts=ts, message_ts=ts)
             await enqueue_turn(plain, queue, keys, turn, ttl_seconds=settings.thread_ttl_seconds)
             probe.marks.clear()
             start = COUNTER.snapshot()

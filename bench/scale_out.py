@@ -104,7 +104,7 @@ def thread_posts(stats: dict[str, Any], keys: set[str]) -> dict[str, list[tuple[
 
 
 def key_of(turn: Any) -> str:
-    return f"{turn.channel_id} {turn.reply_thread_ts}"
+    return f"{turn.conversation.channel_id} {turn.reply_thread_ts}"
 
 
 async def posts_ok(slack_url: str) -> int:

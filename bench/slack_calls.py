@@ -22,7 +22,7 @@ from typing import Any
 from common import BENCH_REDIS_URL, delete_prefix, new_prefix, write_json
 
 from agent_core import Limits, Observed, RunStarted, Stopped, StopReason, Thought, ToolCalled, Usage
-from bot.identity import Workspace
+from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.slack_client import make_web_client
 from bot.thread.poster import Pacer, Poster, Target
@@ -43,7 +43,7 @@ async def one_run(display: str, args: argparse.Namespace, slack: FakeSlack, pref
     ws = Workspace("T0001")
     ts = f"1700000000.{n:06d}"
     thread = f"-/T0001/C{n}/{ts}"
-    target = Target("T0001", "", f"C{n}", ts, ts)
+    target = Target(Conversation(Workspace("T0001"), f"C{n}", ts), ts, ts)
     posts = Pacer(redis, per_second=1.0, burst=2)
     updates = Pacer(redis, per_second=50 / 60, burst=5)
     poster = Poster(client, posts, updates, keys.rate(ws, "slack"))

@@ -88,8 +88,8 @@ async def one_rep(slack_url: str, llm_url: str) -> dict[str, Any]:
             for t in range(threads):
                 ts = f"1770000000.{len(where):03d}{t:03d}"
                 thread = Conversation(Workspace("T0001"), channel, ts).id
-                turn = Turn(thread=thread, turn_id=ts, text="Post a few steps.", user_id="U1", team_id="T0001",
-                            enterprise_id="", channel_id=channel, reply_thread_ts=ts, message_ts=ts)
+                turn = Turn(Conversation.parse(thread), turn_id=ts, text="Post a few steps.", user_id="U1",
+                            reply_thread_ts=ts, message_ts=ts)
                 await enqueue_turn(redis, queue, keys, turn, ttl_seconds=3600)
                 jobs.append(runtime.run_thread(thread, ts, job_id=keys.job_id("turn", thread, ts), job_try=1,
                                                last_try=False))

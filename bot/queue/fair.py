@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 
 from agent_core import ScriptCall
 from bot.identity import Conversation
@@ -277,7 +278,7 @@ _STATES: dict[int, State] = {2: "running", 1: "admitted", 0: "parked", 3: "held"
 
 
 class WorkspaceGate:
-    """The workspace slots of runs (see the module docstring). The thread id names its workspace.
+    """The workspace slots of runs (see the module docstring), each call for one conversation's thread.
 
     Args:
         default_cap: ``AGENT_MAX_CONCURRENT_RUNS_PER_WORKSPACE``, for workspaces that set no ``max_concurrent``.
@@ -298,43 +299,37 @@ class WorkspaceGate:
         self._highest_cap = highest_cap
         self._slot_ttl_ms = slot_ttl_seconds * 1000
         self._line_ttl = line_ttl_seconds
-        self._admit = redis.register_script(_ADMIT)
-        self._release = redis.register_script(_RELEASE)
-        self._hold = redis.register_script(_HOLD)
-        self._sweep = redis.register_script(_SWEEP)
+        self._admit, self._release, self._hold, self._sweep = (
+            redis.register_script(lua) for lua in (_ADMIT, _RELEASE, _HOLD, _SWEEP))
         self._redis = redis
 
-    def _keys(self, thread: str) -> list[str]:
-        ws = Conversation.parse(thread).workspace
-        return [
-            self.keys.running(ws), self.keys.waiting(ws), self.keys.limits(ws), self.keys.waking(ws),
-            self.keys.fair_lines(), self.keys.fair_askers(ws), self.keys.fair_counted(ws), self.keys.fair_held(ws),
-            self.keys.fair_told(ws), self.keys.inbox(thread), self.keys.turns(thread),
-        ]
+    def _call(self, script: AsyncScript, conversation: Conversation, join: bool = True) -> ScriptCall:
+        """One script's call for the conversation's thread, in its workspace's keys."""
+        ws, thread, keys = conversation.workspace, conversation.id, self.keys
+        return ScriptCall(script, [
+            keys.running(ws), keys.waiting(ws), keys.limits(ws), keys.waking(ws), keys.fair_lines(),
+            keys.fair_askers(ws), keys.fair_counted(ws), keys.fair_held(ws), keys.fair_told(ws), keys.inbox(thread),
+            keys.turns(thread),
+        ], [thread, self._default_cap, self._highest_cap, self._slot_ttl_ms, self._line_ttl, WAKE_GRACE_MS,
+            int(join), keys.namespace(ws), self._default_person_cap, NOTICES_EACH])
 
-    def _args(self, thread: str, join: bool = True) -> list[str | int]:
-        ws = Conversation.parse(thread).workspace
-        return [thread, self._default_cap, self._highest_cap, self._slot_ttl_ms, self._line_ttl, WAKE_GRACE_MS,
-                int(join), self.keys.namespace(ws), self._default_person_cap, NOTICES_EACH]
-
-    async def admit(self, thread: str, *, join: bool = True) -> Admission:
+    async def admit(self, conversation: Conversation, *, join: bool = True) -> Admission:
         """Take a slot for the thread's run, or put the thread in line (keeping its place if it is in it), or
         hold it behind its asker's own cap.
 
         ``join=False`` (a wake job, which carries no turn): never join the line, only leave it."""
-        reply = await self._admit(keys=self._keys(thread), args=self._args(thread, join))
-        state, position, cap, tell, *wake = reply
+        state, position, cap, tell, *wake = await self._call(self._admit, conversation, join).alone()
         return Admission(
             _STATES[int(state)], int(position), int(cap), tuple(as_text(w) or "" for w in wake), bool(int(tell))
         )
 
-    async def release(self, thread: str) -> list[str]:
+    async def release(self, conversation: Conversation) -> list[str]:
         """Give the thread's slot back; returns the threads in line that fit now (to be woken)."""
-        return self.heads(await self.release_call(thread).alone())
+        return self.heads(await self.release_call(conversation).alone())
 
-    def release_call(self, thread: str) -> ScriptCall:
+    def release_call(self, conversation: Conversation) -> ScriptCall:
         """``release`` as a call to batch with others (``agent_core.run_together``); ``heads`` reads its reply."""
-        return ScriptCall(self._release, self._keys(thread), self._args(thread))
+        return self._call(self._release, conversation)
 
     @staticmethod
     def heads(reply: list[Any]) -> list[str]:
@@ -345,11 +340,10 @@ class WorkspaceGate:
         cure when the workspace gets no new turn and no run ends); empty lines leave the index."""
         heads: list[str] = []
         lines = await awaited(self._redis.hgetall(self.keys.fair_lines()))
-        for thread in list(lines.values())[:limit]:
-            text = as_text(thread) or ""
-            heads += [as_text(h) or "" for h in await self._sweep(keys=self._keys(text), args=self._args(text))]
+        for thread in list(lines.values())[:limit]:  # the thread that last joined: it names its workspace
+            heads += self.heads(await self._call(self._sweep, Conversation.parse(as_text(thread) or "")).alone())
         return heads
 
-    async def hold(self, thread: str) -> None:
+    async def hold(self, conversation: Conversation) -> None:
         """Keep the thread's slot for another slot ttl: its run was taken over and goes on elsewhere."""
-        await self._hold(keys=self._keys(thread), args=self._args(thread))
+        await self._call(self._hold, conversation).alone()

@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import RedisThreadStore, RedisTraceSink, RunLeases
+from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.oauth.clients import NotInstalled, WorkspaceClients
 from bot.queue.fair import NOTICES_EACH, Admission, WorkspaceGate
@@ -141,13 +142,14 @@ class Runtime:
             await self.agent.aclose()
 
     async def run_thread(self, thread: str, turn_id: str, *, job_id: str, job_try: int, last_try: bool) -> str:
+        conversation = Conversation.parse(thread)  # the job's one reading of its thread id
         try:
-            entered = await self._enter(thread, turn_id, job_id)
+            entered = await self._enter(conversation, turn_id, job_id)
         except (RedisError, OSError) as exc:
             # Redis failed the job's first commands (full, dropped): nothing of the run exists yet, so the job is
             # simply tried again; failing for good would leave its turn in the inbox with nobody told.
             if last_try:
-                await self._give_up(thread, turn_id, exc)
+                await self._give_up(conversation, turn_id, exc)
                 raise
             log.warning("thread %s: Redis failed as job %s started (%s); trying again in %.0fs", thread, job_id,
                         exc, ENTER_RETRY_SECONDS)
@@ -165,9 +167,9 @@ class Runtime:
                 if outcome == "interrupted":
                     return "interrupted"  # slot and turn stay: the worker resuming the run frees them
                 if outcome == "elsewhere":
-                    await self.threads.release(thread, job_id, follow=False)
+                    await self.threads.release(conversation, job_id, follow=False)
                     return "elsewhere"
-                await self.threads.finish(thread, head.turn_id, job_id)
+                await self.threads.finish(conversation, head.turn_id, job_id)
                 return "ran"
         except asyncio.CancelledError:
             # Shutdown or timeout: keep the slot. arq reruns this job id after a shutdown and it takes the slot
@@ -179,24 +181,24 @@ class Runtime:
             log.exception("thread %s: turn %s failed", thread, head.turn_id if head else turn_id)
             if head is not None:
                 await self._fail(head, exc)
-            await self.threads.release(thread, job_id)
+            await self.threads.release(conversation, job_id)
             raise
-        await self.threads.release(thread, job_id)
+        await self.threads.release(conversation, job_id)
         return "idle"
 
-    async def _enter(self, thread: str, turn_id: str, job_id: str) -> Slot | str:
+    async def _enter(self, conversation: Conversation, turn_id: str, job_id: str) -> Slot | str:
         """The workspace's slot, then the thread's (with the turn to run), or why this job does not run."""
-        admission = await self.threads.admit(thread, job_id)
+        admission = await self.threads.admit(conversation, job_id)
         if admission.state == "stale":
             return "stale"
         if admission.state in ("parked", "held"):
-            await self._tell_parked(thread, turn_id, job_id, admission)
+            await self._tell_parked(conversation, turn_id, job_id, admission)
             return admission.state
         try:
-            slot = await self.threads.acquire(thread, job_id)
+            slot = await self.threads.acquire(conversation, job_id)
         except Exception:
             if admission.state == "admitted":
-                await self.threads.leave(thread)
+                await self.threads.leave(conversation)
             raise
         if slot is not None:
             return slot
@@ -204,13 +206,13 @@ class Runtime:
         # (one ending right now, having given its workspace slot back, or one whose slot expired), and the job
         # it queues for this thread's next turn when it ends finds the slot taken by the thread and runs in it.
         # Giving it back here could take it from under that job.
-        await self._tell_queued(thread, turn_id, job_id)
+        await self._tell_queued(conversation, turn_id, job_id)
         return "queued"
 
-    async def _give_up(self, thread: str, turn_id: str, exc: Exception) -> None:
+    async def _give_up(self, conversation: Conversation, turn_id: str, exc: Exception) -> None:
         """The job's last try could not even start: its asker is told, as a failed run's is."""
         with contextlib.suppress(Exception):
-            turn = await self.threads.turn(thread, turn_id)
+            turn = await self.threads.turn(conversation, turn_id)
             if turn is not None:
                 await self._fail(turn, exc)
 
@@ -221,15 +223,15 @@ class Runtime:
             poster = await self.runner.poster(turn)
             await poster.post(turn.target, render.error_message(f"{what}; please ask again."))
         with contextlib.suppress(Exception):
-            await self.threads.done(turn.thread, turn.turn_id)
+            await self.threads.done(turn.conversation, turn.turn_id)
 
-    async def _tell_parked(self, thread: str, turn_id: str, job_id: str, admission: Admission) -> None:
+    async def _tell_parked(self, conversation: Conversation, turn_id: str, job_id: str, admission: Admission) -> None:
         """Once per turn (its own job; not wakes or follow-on jobs, whose turn was told already); of a person's
         turns held behind their own cap, the first few and then one for all the rest
         (``bot.queue.fair.NOTICES_EACH``)."""
         if admission.state == "held" and not admission.tell:
             return
-        asker = await self._asker(job_id, lambda: self.threads.turn(thread, turn_id))
+        asker = await self._asker(job_id, lambda: self.threads.turn(conversation, turn_id))
         if asker is None:
             return
         turn, poster = asker
@@ -265,8 +267,8 @@ class Runtime:
         except NotInstalled:
             return None
 
-    async def _tell_queued(self, thread: str, turn_id: str, job_id: str) -> None:
-        asker = await self._asker(job_id, lambda: self.threads.waiting(thread, turn_id))
+    async def _tell_queued(self, conversation: Conversation, turn_id: str, job_id: str) -> None:
+        asker = await self._asker(job_id, lambda: self.threads.waiting(conversation, turn_id))
         if asker is None:
             return
         turn, poster = asker

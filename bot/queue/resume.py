@@ -17,6 +17,7 @@ import uuid
 from redis.exceptions import RedisError
 
 from agent_core import Lease, RunLeases, StoreError
+from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.queue.turns import ThreadQueue
 from bot.runs.run import TurnRunner
@@ -99,7 +100,11 @@ class Resumer:
     async def _take_over(self, lease: Lease) -> None:
         async with self._slots:
             thread, _, turn_id = lease.run_id.rpartition("|")
-            turn = await self.threads.turn(thread, turn_id)
+            try:
+                conversation = Conversation.parse(thread)
+            except ValueError:  # not a run this code keeps: nothing to resume
+                conversation = None
+            turn = await self.threads.turn(conversation, turn_id) if conversation else None
             if turn is None:  # finished (or expired) meanwhile: nothing to resume
                 with contextlib.suppress(Exception):
                     await self.leases.release(lease)
@@ -120,10 +125,10 @@ class Resumer:
                     await self.leases.release(lease)
                 outcome = "done"
             else:
-                await self.threads.hold(thread)  # the run goes on here: its workspace slot stays taken
+                await self.threads.hold(turn.conversation)  # the run goes on here: its workspace slot stays taken
                 async with asyncio.timeout(self._deadline):
                     outcome = await self.runner.run(turn, resumed=True, last_try=False, holder=lease.holder,
                                                     job_id=job_id, lease=lease)
             if outcome == "done":  # the lease is released by now
                 # The dead job's slot goes too, and the thread's next turn is queued.
-                await self.threads.finish(thread, turn.turn_id, job_id)
+                await self.threads.finish(turn.conversation, turn.turn_id, job_id)

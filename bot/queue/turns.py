@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent_core import ScriptCall, run_together
+from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.queue.arq_enqueue import enqueue_job
 from bot.queue.fair import Admission, WorkspaceGate
@@ -107,7 +108,7 @@ async def request_cancel(redis: Redis, keys: AppKeys, thread: str, run_id: str, 
 
 class ThreadQueue:
     """A thread's inbox of turns and its single run slot, as the worker's jobs use them, behind the workspace's
-    gate (``gate``: its slots, which ``release`` gives back too)."""
+    gate (``gate``: its slots, which ``release`` gives back too). Each call is for one conversation's thread."""
 
     def __init__(
         self, redis: Redis, queue: ArqRedis, keys: AppKeys, *, queue_name: str, slot_ttl_seconds: int,
@@ -123,24 +124,25 @@ class ThreadQueue:
         self._release_script = redis.register_script(_RELEASE)
         self._done_script = redis.register_script(_DONE)
 
-    async def acquire(self, thread: str, job_id: str) -> Slot | None:
+    async def acquire(self, conversation: Conversation, job_id: str) -> Slot | None:
         """Take the thread's run slot for ``job_id``, with the turn it is to run: None while another live job
         holds it.
 
         A holder whose job is neither running nor queued (its worker died and arq gave up) is taken over.
         """
+        thread = conversation.id
         keys = [self.keys.lock(thread), self.keys.inbox(thread), self.keys.turns(thread)]
         reply = await self._acquire_script(keys=keys, args=[job_id, self._slot_ttl, ""])
         if isinstance(reply, list):
-            return await self._taken(thread, reply)
+            return await self._taken(conversation, reply)
         holder_id = as_text(reply) or ""
         if await self._job_alive(holder_id):
             return None
         log.warning("thread %s: run slot held by %s, which is no longer running; taking over", thread, holder_id)
         reply = await self._acquire_script(keys=keys, args=[job_id, self._slot_ttl, holder_id])
-        return await self._taken(thread, reply) if isinstance(reply, list) else None
+        return await self._taken(conversation, reply) if isinstance(reply, list) else None
 
-    async def _taken(self, thread: str, reply: list[Any]) -> Slot:
+    async def _taken(self, conversation: Conversation, reply: list[Any]) -> Slot:
         if len(reply) < 3:
             return Slot(None)
         turn_id, raw = as_text(reply[1]) or "", reply[2]
@@ -148,21 +150,21 @@ class ThreadQueue:
             return Slot(Turn.from_json(raw))
         except (ValueError, TypeError) as exc:
             # Not a record this code wrote: it could never run, and at the head it would block the thread.
-            log.error("thread %s: turn %s has an unreadable record (%s); dropped", thread, turn_id, exc)
-            await self.done(thread, turn_id)
+            log.error("thread %s: turn %s has an unreadable record (%s); dropped", conversation.id, turn_id, exc)
+            await self.done(conversation, turn_id)
             return Slot(None)
 
-    async def admit(self, thread: str, job_id: str) -> Admission:
-        """The workspace's gate for a job of ``thread`` (see :mod:`bot.queue.fair`); wakes the heads it names."""
-        admission = await self.gate.admit(thread, join=not is_wake(job_id))
+    async def admit(self, conversation: Conversation, job_id: str) -> Admission:
+        """The workspace's gate for a job of the thread (see :mod:`bot.queue.fair`); wakes the heads it names."""
+        admission = await self.gate.admit(conversation, join=not is_wake(job_id))
         await self._wake(admission.wake)
         return admission
 
-    async def leave(self, thread: str) -> None:
+    async def leave(self, conversation: Conversation) -> None:
         """Give the thread's workspace slot back and wake the threads in line that fit now (best effort: a slot
         left behind expires, and the line's next admission wakes the heads)."""
         try:
-            await self._wake(await self.gate.release(thread))
+            await self._wake(await self.gate.release(conversation))
         except RedisError:
             pass
 
@@ -172,10 +174,10 @@ class ThreadQueue:
         await self._wake(heads)
         return len(heads)
 
-    async def hold(self, thread: str) -> None:
+    async def hold(self, conversation: Conversation) -> None:
         """Keep the thread's workspace slot while a worker that took its run over goes on with it."""
         try:
-            await self.gate.hold(thread)
+            await self.gate.hold(conversation)
         except RedisError:
             pass
 
@@ -185,7 +187,7 @@ class ThreadQueue:
             job_id = self.keys.job_id(WAKE, thread, uuid.uuid4().hex[:16])
             await enqueue_job(self.queue, JOB_FUNCTION, thread, "", job_id=job_id)  # arq's, in one round trip
 
-    async def release(self, thread: str, job_id: str, *, follow: bool = True) -> None:
+    async def release(self, conversation: Conversation, job_id: str, *, follow: bool = True) -> None:
         """Give the slots back and queue a job for the next waiting turn, if any (best effort in an outage: the
         slot expires on its own, and the next mention's job then takes over).
 
@@ -193,28 +195,28 @@ class ThreadQueue:
         gives it back and queues the next turn)."""
         with contextlib.suppress(RedisError):
             if follow:
-                await self._give_back(thread, job_id)
+                await self._give_back(conversation, job_id)
             else:
-                await self._release_call(thread, job_id).alone()
+                await self._release_call(conversation.id, job_id).alone()
 
-    async def finish(self, thread: str, turn_id: str, job_id: str) -> None:
+    async def finish(self, conversation: Conversation, turn_id: str, job_id: str) -> None:
         """``turn_id`` is answered: off the inbox, and the slots given back as ``release`` does, in the same round
         trip.
 
         Raises when the turn may still be in the inbox (the round trip, or its own removal, failed): the slots
         are best effort, as in ``release``, but a turn left at the head would run again."""
-        removed, *_ = await self._give_back(thread, job_id, self._done_call(thread, turn_id))
+        removed, *_ = await self._give_back(conversation, job_id, self._done_call(conversation.id, turn_id))
         if isinstance(removed, RedisError):
             raise removed
 
-    async def _give_back(self, thread: str, job_id: str, *before: ScriptCall) -> list[Any]:
+    async def _give_back(self, conversation: Conversation, job_id: str, *before: ScriptCall) -> list[Any]:
         """``before``, then both slots in one round trip; then the wakes and the next turn's job. Each call's
         result, or its own ``RedisError``; a failed round trip raises."""
         # The workspace slot first, so that the thread's next turn queues behind the workspace's line (a job of
         # this thread arriving in between takes a workspace slot for it, and finds the thread slot taken; the
         # next turn's job queued below then runs in that workspace slot).
         results = await run_together(self.redis, [
-            *before, self.gate.release_call(thread), self._release_call(thread, job_id),
+            *before, self.gate.release_call(conversation), self._release_call(conversation.id, job_id),
         ])
         heads, following = results[-2:]
         if not isinstance(heads, RedisError):
@@ -222,7 +224,7 @@ class ThreadQueue:
                 await self._wake(self.gate.heads(heads))
         if not isinstance(following, RedisError):
             with contextlib.suppress(RedisError):  # the next mention's job takes the thread's next turn over
-                await self._queue_next(thread, following)
+                await self._queue_next(conversation.id, following)
         return results
 
     def _release_call(self, thread: str, job_id: str) -> ScriptCall:
@@ -235,22 +237,23 @@ class ThreadQueue:
             job_id = self.keys.job_id("next", thread, next_id)
             await enqueue_job(self.queue, JOB_FUNCTION, thread, next_id, job_id=job_id)  # arq's, in one round trip
 
-    async def turn(self, thread: str, turn_id: str) -> Turn | None:
+    async def turn(self, conversation: Conversation, turn_id: str) -> Turn | None:
         """The stored turn ``turn_id`` of the thread, while it is not done."""
-        raw = await awaited(self.redis.hget(self.keys.turns(thread), turn_id))
+        raw = await awaited(self.redis.hget(self.keys.turns(conversation.id), turn_id))
         return None if raw is None else Turn.from_json(raw)
 
-    async def waiting(self, thread: str, turn_id: str) -> Turn | None:
+    async def waiting(self, conversation: Conversation, turn_id: str) -> Turn | None:
         """``turn_id`` when it waits behind another turn (not at the head), else None."""
+        thread = conversation.id
         head = await awaited(self.redis.lindex(self.keys.inbox(thread), 0))
         if as_text(head) == turn_id:
             return None  # the slot's holder always runs the oldest turn: this one is running or next
         raw = await awaited(self.redis.hget(self.keys.turns(thread), turn_id))
         return None if raw is None else Turn.from_json(raw)
 
-    async def done(self, thread: str, turn_id: str) -> None:
+    async def done(self, conversation: Conversation, turn_id: str) -> None:
         """Take ``turn_id`` off the inbox (it is answered, or given up)."""
-        await self._done_call(thread, turn_id).alone()
+        await self._done_call(conversation.id, turn_id).alone()
 
     def _done_call(self, thread: str, turn_id: str) -> ScriptCall:
         return ScriptCall(self._done_script, [self.keys.inbox(thread), self.keys.turns(thread)], [turn_id])

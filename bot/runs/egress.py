@@ -49,10 +49,10 @@ async def egress_policy(
     """The guard's view of this run's thread. A top-level mention or a DM has nobody else's words in it."""
     mine: list[str] = []
     others: list[str] = []
-    if turn.reply_thread_ts != turn.message_ts and not turn.channel_id.startswith("D"):
+    if turn.reply_thread_ts != turn.message_ts and not turn.conversation.channel_id.startswith("D"):
         try:
             replies = await client.conversations_replies(
-                channel=turn.channel_id, ts=turn.reply_thread_ts, limit=THREAD_PAGE
+                channel=turn.conversation.channel_id, ts=turn.reply_thread_ts, limit=THREAD_PAGE
             )
             for message in replies.get("messages") or []:
                 _sort(message, turn.user_id, mine, others)

@@ -166,7 +166,8 @@ class TurnRunner:
         """Run ``turn`` to its end, or pick it up where a dead worker left it, under the run's lease (taken here
         for ``holder`` unless a takeover brings one). A ``done`` run's lease is released by then."""
         # Every line logged during the run (engine, tools, posting) carries these fields.
-        with log_context(run_id=turn.run_id, team=turn.team_id, channel=turn.channel_id, thread=turn.thread):
+        with log_context(run_id=turn.run_id, team=turn.workspace.team_id, channel=turn.conversation.channel_id,
+                         thread=turn.thread):
             lease = lease or await self.leases.acquire(lease_id(turn), holder)
             if lease is None:
                 log.info("run %s is live on another worker; leaving it alone", turn.run_id)
@@ -238,13 +239,13 @@ class TurnRunner:
         # A gauge, scraped every 15 s or so: one read per workspace every few seconds shows the same, where one
         # per run was a Redis script per run (at 50 runs a second, 50).
         now = time.monotonic()
-        if not self.settings.metrics_name_teams or self._gauge_due.get(turn.team_id, 0.0) > now:
+        if not self.settings.metrics_name_teams or self._gauge_due.get(turn.workspace.team_id, 0.0) > now:
             return  # workspaces not named (METRICS_TEAM_LABELS): no budget gauge, and no read for it
-        self._gauge_due[turn.team_id] = now + BUDGET_GAUGE_SECONDS
+        self._gauge_due[turn.workspace.team_id] = now + BUDGET_GAUGE_SECONDS
         with contextlib.suppress(StoreError):  # the run is done either way
             left = (await budget.usage_summary()).remaining_micros
             if left is not None:
-                metrics.set_budget_remaining(turn.team_id, left)
+                metrics.set_budget_remaining(turn.workspace.team_id, left)
 
     async def _prepare(self, turn: Turn, poster: Poster, job_id: str) -> RunParts | None:
         """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
@@ -271,8 +272,8 @@ class TurnRunner:
         )
         egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn.target))
         scope = ToolContext(
-            run_id=run_id, step=0, team_id=turn.team_id, channel_id=turn.channel_id, user_id=turn.user_id,
-            slack=WebSlackReader(poster.client), approver=approver, egress=egress,
+            run_id=run_id, step=0, team_id=turn.workspace.team_id, channel_id=turn.conversation.channel_id,
+            user_id=turn.user_id, slack=WebSlackReader(poster.client), approver=approver, egress=egress,
         )
         sink = self._sink(turn, view, ledger, poster, (plan.display, plan.verbosity))
         return RunParts(plan, ledger, sink, CancelToken(), approver, scope)
@@ -386,9 +387,10 @@ class TurnRunner:
         with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
             permalink = ""
             with contextlib.suppress(Exception):
-                permalink = await self.permalinks.of(slack, ws.team_id, turn.channel_id, turn.reply_thread_ts)
+                permalink = await self.permalinks.of(
+                    slack, ws.team_id, turn.conversation.channel_id, turn.reply_thread_ts)
             await self.limits.store.record_run(ws, RunRecord(
                 user_id=turn.user_id, at=datetime.now(UTC), stop_reason=final.reason.value, steps=final.steps,
-                cost_micros=final.usage.cost_micros, channel_id=turn.channel_id, thread_ts=turn.reply_thread_ts,
-                permalink=permalink, run_id=final.run_id, note=note,
+                cost_micros=final.usage.cost_micros, channel_id=turn.conversation.channel_id,
+                thread_ts=turn.reply_thread_ts, permalink=permalink, run_id=final.run_id, note=note,
             ))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Any
 
 from bot.identity import Conversation, Workspace
 from bot.thread.poster import Target
@@ -14,48 +15,60 @@ from bot.thread.poster import Target
 class Turn:
     """One human message to answer: the conversation it continues and where to reply.
 
-    Stored as JSON in the thread's ``turns`` hash; the field names are that stored shape.
+    Stored as JSON in the thread's ``turns`` hash (``to_json``): the conversation is written out as its id and
+    its parts, the shape every version reads (the gate's Lua reads ``user_id`` from it too).
     """
 
-    thread: str
-    """The conversation's id (``Conversation.id``): a channel thread, or a whole DM."""
+    conversation: Conversation
+    """A channel thread, or a whole DM."""
     turn_id: str
     """The message's ts: unique in its channel, so retries and double deliveries map to one turn."""
     text: str
     user_id: str
-    team_id: str
-    enterprise_id: str
-    channel_id: str
     reply_thread_ts: str
     """The Slack thread the replies go in (a DM conversation spans many)."""
     message_ts: str
 
-    @classmethod
-    def of(
-        cls, conversation: Conversation, *, turn_id: str, text: str, user_id: str, reply_thread_ts: str,
-        message_ts: str,
-    ) -> Turn:
-        ws = conversation.workspace
-        return cls(
-            conversation.id, turn_id, text, user_id, ws.team_id, ws.enterprise_id, conversation.channel_id,
-            reply_thread_ts, message_ts,
-        )
-
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False)
+        conv, ws = self.conversation, self.conversation.workspace
+        return json.dumps({
+            "thread": conv.id, "turn_id": self.turn_id, "text": self.text, "user_id": self.user_id,
+            "team_id": ws.team_id, "enterprise_id": ws.enterprise_id, "channel_id": conv.channel_id,
+            "reply_thread_ts": self.reply_thread_ts, "message_ts": self.message_ts,
+        }, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Turn:
-        return cls(**json.loads(raw))
+        """A stored turn; raises ``ValueError`` or ``TypeError`` for a record this code did not write. The
+        conversation is read from its id alone: the copies of its parts beside it are for older readers."""
+        record: Any = json.loads(raw)
+        if not isinstance(record, dict):
+            raise TypeError("a turn record is a JSON object")
+
+        def text(name: str) -> str:
+            value = record.get(name)
+            if not isinstance(value, str):
+                raise TypeError(f"a turn record's {name!r} is a string, got {value!r}")
+            return value
+
+        return cls(
+            Conversation.parse(text("thread")), text("turn_id"), text("text"), text("user_id"),
+            text("reply_thread_ts"), text("message_ts"),
+        )
+
+    @property
+    def thread(self) -> str:
+        """The conversation's id (``Conversation.id``), as the keys, the run ids and the jobs carry it."""
+        return self.conversation.id
 
     @property
     def workspace(self) -> Workspace:
-        return Workspace.of(self.team_id, self.enterprise_id)
+        return self.conversation.workspace
 
     @property
     def target(self) -> Target:
         """Where this turn's replies go."""
-        return Target(self.team_id, self.enterprise_id, self.channel_id, self.reply_thread_ts, self.message_ts)
+        return Target(self.conversation, self.reply_thread_ts, self.message_ts)
 
     @property
     def run_id(self) -> str:

@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.identity import Conversation
 from bot.thread import mrkdwn
 from bot.thread.render import SlackMessage
 
@@ -84,13 +85,16 @@ class Pacer:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """Where a run speaks: the channel, the thread to reply in, and the human message that asked."""
+    """Where a run speaks: its conversation (whose channel it posts in), the Slack thread to reply in (a DM
+    conversation spans many), and the human message that asked."""
 
-    team_id: str
-    enterprise_id: str
-    channel_id: str
+    conversation: Conversation
     thread_ts: str
     message_ts: str
+
+    @property
+    def channel_id(self) -> str:
+        return self.conversation.channel_id
 
 
 class ThreadUnwritable(Exception):

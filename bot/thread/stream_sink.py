@@ -223,7 +223,7 @@ class StreamEventSink:
     async def _start_stream(self) -> AsyncChatStream:
         t = self.target
         return await self.poster.client.chat_stream(
-            channel=t.channel_id, thread_ts=t.thread_ts, recipient_team_id=t.team_id,
+            channel=t.channel_id, thread_ts=t.thread_ts, recipient_team_id=t.conversation.workspace.team_id,
             recipient_user_id=self._recipient, task_display_mode=self.display,
             buffer_size=stream_render.MARKDOWN_LIMIT,  # the writer batches; the helper must not buffer again
         )

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from agent_core import Agent
 from agent_core.redis_store import RedisThreadStore, RedisTraceSink
+from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.queue.jobs import EventSource
 from bot.runs.approvals import APPROVE_ACTION_ID, DENY_ACTION_ID, SlackApprover
@@ -210,7 +211,8 @@ def _approver(redis: aioredis.Redis, fake_slack: FakeSlack, key_prefix: str) -> 
     slack = make_web_client(token="xoxb-test-token", base_url=fake_slack.base_url, max_retry_after=1)
     off = Pacer(redis, per_second=0, burst=1)
     poster = Poster(slack, off, off, f"{key_prefix}:rl")
-    target = Target("T0001", "", "C1", "1700000000.000001", "1700000000.000001")
+    ts = "1700000000.000001"
+    target = Target(Conversation(Workspace("T0001"), "C1", ts), ts, ts)
     return SlackApprover(
         redis, AppKeys(key_prefix), poster, target, thread="-/T0001/C1/1700000000.000001", run_id="run-1",
         requester="U1", timeout_seconds=5, deadline=time.monotonic() + 60,

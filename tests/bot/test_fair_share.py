@@ -110,9 +110,9 @@ async def test_a_dead_runs_expired_slot_and_a_lost_wake_do_not_block_the_line(
     await redis_client.zadd(keys.running(A), {Conversation(A, "C9", "1.000001").id: now_ms - 1})
     # A thread waited in line, and the wake job meant for it was lost: its turn is in its inbox, nothing queued.
     lost = next_ts()
-    thread = Conversation(A, "C1", lost).id
-    turn = Turn(thread=thread, turn_id=lost, text="lost", user_id="U1", team_id="T0001", enterprise_id="",
-                channel_id="C1", reply_thread_ts=lost, message_ts=lost)
+    turn = Turn(Conversation(A, "C1", lost), turn_id=lost, text="lost", user_id="U1", reply_thread_ts=lost,
+                message_ts=lost)
+    thread = turn.thread
     await redis_client.rpush(keys.inbox(thread), lost)
     await redis_client.hset(keys.turns(thread), lost, turn.to_json())
     await redis_client.zadd(keys.waiting(A), {thread: now_ms - 1000})
@@ -137,19 +137,19 @@ async def test_a_wake_never_puts_a_thread_in_line_and_a_turn_keeps_its_place(
     keys = AppKeys(key_prefix)
     gate = WorkspaceGate(redis_client, keys, default_cap=1, highest_cap=1000, slot_ttl_seconds=60,
                          line_ttl_seconds=60)
-    first, second, gone = (Conversation(A, "C1", ts).id for ts in ("1.1", "1.2", "1.3"))
+    first, second, gone = (Conversation(A, "C1", ts) for ts in ("1.1", "1.2", "1.3"))
     assert (await gate.admit(first)).state == "admitted"
     assert (await gate.admit(first)).state == "running"  # a follow-up's job: its run holds the slot already
     assert (await gate.admit(gone, join=False)).state == "stale"
     assert (await gate.admit(second)) == Admission("parked", 1, 1)
     assert (await gate.admit(second, join=False)) == Admission("parked", 1, 1)
-    assert await gate.release(first) == [second]
+    assert await gate.release(first) == [second.id]
     # Until that wake arrives, a newcomer that finds the slot free waits behind it and wakes nobody again.
-    third = Conversation(A, "C1", "1.4").id
+    third = Conversation(A, "C1", "1.4")
     assert (await gate.admit(third)) == Admission("parked", 2, 1)
     assert (await gate.admit(gone, join=False)).state == "stale"
     assert (await gate.admit(second, join=False)).state == "admitted"
-    assert await redis_client.zrange(keys.waiting(A), 0, -1) in ([third.encode()], [third])
+    assert await redis_client.zrange(keys.waiting(A), 0, -1) in ([third.id.encode()], [third.id])
     assert await redis_client.zcard(keys.waking(A)) == 0
     # An override an admin could not have typed is ignored: the default holds.
     await redis_client.hset(keys.limits(A), "max_concurrent", "1e3")
@@ -225,14 +225,14 @@ async def test_the_periodic_sweep_wakes_a_line_whose_wake_was_lost(
     gate = WorkspaceGate(redis_client, keys, default_cap=1, highest_cap=1000, slot_ttl_seconds=60,
                          line_ttl_seconds=600)
     running, waiting = next_ts(), next_ts()
-    await gate.admit(Conversation(A, "C0", running).id)
-    thread = Conversation(A, "C1", waiting).id
-    turn = Turn(thread=thread, turn_id=waiting, text="lost", user_id="U1", team_id="T0001", enterprise_id="",
-                channel_id="C1", reply_thread_ts=waiting, message_ts=waiting)
+    await gate.admit(Conversation(A, "C0", running))
+    turn = Turn(Conversation(A, "C1", waiting), turn_id=waiting, text="lost", user_id="U1", reply_thread_ts=waiting,
+                message_ts=waiting)
+    thread = turn.thread
     await redis_client.rpush(keys.inbox(thread), waiting)
     await redis_client.hset(keys.turns(thread), waiting, turn.to_json())
-    assert (await gate.admit(thread)).state == "parked"
-    assert await gate.release(Conversation(A, "C0", running).id) == [thread]  # ...and the wake is never queued
+    assert (await gate.admit(turn.conversation)).state == "parked"
+    assert await gate.release(Conversation(A, "C0", running)) == [thread]  # ...and the wake is never queued
     await redis_client.delete(keys.waking(A))  # the lost wake's grace is over
 
     fake_openai.script = lambda request: text(f"answer to {task_of(request)}")

@@ -11,7 +11,7 @@ from dataclasses import asdict
 import redis.asyncio as aioredis
 
 from agent_core import Limits, RunStarted, Stopped, StopReason, Usage
-from bot.identity import Workspace
+from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
 from bot.service import Service
@@ -44,7 +44,7 @@ def sink_for(streams: OpenStreams, ts: str) -> StreamEventSink:
     client = streams.clients.shared
     pacer = Pacer(streams.redis, per_second=0, burst=1)
     poster = Poster(client, pacer, pacer, f"{streams.keys.prefix}:rl")
-    target = Target("T0001", "", "C1", ts, ts)
+    target = Target(Conversation(Workspace("T0001"), "C1", ts), ts, ts)
     ledger = RunLedger(streams.redis, streams.keys.run(f"-/T0001/C1/{ts}", "run-1"), 600)
     view = RunView("run-1", stop_value=f"-/T0001/C1/{ts}|run-1")
     return StreamEventSink(poster, target, view, ledger, display="timeline", recipient_user_id="U1", interval=0,

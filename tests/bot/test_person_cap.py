@@ -86,13 +86,11 @@ async def test_a_flood_by_one_person_runs_three_at_a_time_and_a_colleague_is_ans
     assert await redis_client.zcard(keys.running(A)) == 0 and await redis_client.zcard(keys.fair_held(A)) == 0
 
 
-async def _turn(redis: aioredis.Redis, keys: AppKeys, ts: str, user: str) -> str:
-    thread = Conversation(A, "C1", ts).id
-    turn = Turn(thread=thread, turn_id=ts, text=ts, user_id=user, team_id="T0001", enterprise_id="",
-                channel_id="C1", reply_thread_ts=ts, message_ts=ts)
-    await redis.rpush(keys.inbox(thread), ts)
-    await redis.hset(keys.turns(thread), ts, turn.to_json())
-    return thread
+async def _turn(redis: aioredis.Redis, keys: AppKeys, ts: str, user: str) -> Conversation:
+    turn = Turn(Conversation(A, "C1", ts), turn_id=ts, text=ts, user_id=user, reply_thread_ts=ts, message_ts=ts)
+    await redis.rpush(keys.inbox(turn.thread), ts)
+    await redis.hset(keys.turns(turn.thread), ts, turn.to_json())
+    return turn.conversation
 
 
 async def test_a_dead_workers_slot_and_a_raised_cap_move_a_persons_held_turns_up(
@@ -112,20 +110,20 @@ async def test_a_dead_workers_slot_and_a_raised_cap_move_a_persons_held_turns_up
     # The worker running the flooder's run died: its slot expires, and the next look moves their oldest held
     # thread into the line and wakes it; a colleague is admitted at once.
     seconds, micros = await redis_client.time()
-    await redis_client.zadd(keys.running(A), {first: seconds * 1000 + micros // 1000 - 1})
+    await redis_client.zadd(keys.running(A), {first.id: seconds * 1000 + micros // 1000 - 1})
     colleague = await _turn(redis_client, keys, "2.1", COLLEAGUE)
     admitted = await gate.admit(colleague)
-    assert admitted.state == "admitted" and admitted.wake == (held[0],)
+    assert admitted.state == "admitted" and admitted.wake == (held[0].id,)
     assert (await gate.admit(held[0], join=False)).state == "admitted"
 
     # Every slot's set expired with it (nobody touched the workspace for a slot's life): the sweep counts the
     # flooder's runs afresh and moves the next held thread up.
     await redis_client.delete(keys.running(A))
-    assert await gate.sweep() == [held[1]]
+    assert await gate.sweep() == [held[1].id]
     # An admin raises the person's cap: the next sweep moves as many as now fit.
     await redis_client.delete(keys.waking(A))
     await WorkspaceLimitsStore(redis_client, key_prefix=key_prefix).set(A, "max_concurrent_per_user", 4, "UADMIN")
-    assert sorted(await gate.sweep()) == sorted(held[1:])
+    assert sorted(await gate.sweep()) == sorted(thread.id for thread in held[1:])
     for thread in held[1:]:
         assert (await gate.admit(thread, join=False)).state == "admitted"
     assert await redis_client.zcard(keys.fair_held(A)) == 0 and await redis_client.hlen(keys.fair_told(A)) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
+from bot.identity import Conversation, Workspace
 from bot.thread.poster import Pacer
 
 
@@ -39,7 +40,7 @@ async def test_a_refused_rich_post_is_posted_whole_as_plain_text(redis_client: a
         poster = Poster(client, off, off, f"{key_prefix}:rl")
         text = " ".join(f"word{i}" for i in range(1500))  # ~12,000 characters
         slack.fail("chat.postMessage", error="invalid_blocks")
-        ts = await poster.post(Target("T1", "", "C1", "1.1", "1.1"),
+        ts = await poster.post(Target(Conversation(Workspace("T1"), "C1", "1.1"), "1.1", "1.1"),
                                SlackMessage(text, ({"type": "section", "text": {"type": "mrkdwn", "text": "x"}},)))
         posted = slack.thread_messages("C1", "1.1")
         assert ts == posted[0].ts
@@ -56,7 +57,7 @@ async def test_status_comes_back_after_a_quiet_spell_not_after_every_reply() -> 
 
     async with FakeSlack() as slack:
         client = make_web_client(token="xoxb-test", base_url=slack.base_url, max_retry_after=0)
-        target = Target("T1", "", "C1", "1.1", "1.1")
+        target = Target(Conversation(Workspace("T1"), "C1", "1.1"), "1.1", "1.1")
         # Replies in quick succession (a fast run): the status is not set again between them.
         busy = ThreadStatus(client, target, resume_seconds=3600)
         await busy.start()

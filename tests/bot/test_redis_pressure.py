@@ -298,8 +298,8 @@ async def test_a_resume_that_redis_fails_is_logged_and_left_for_the_next_scan(
     slack = make_web_client(token=settings.bot_token(), base_url=settings.slack_api_url, max_retry_after=1)
     runtime = Runtime(settings, redis, queue, slack, default_agent)
     try:
-        turn = Turn.of(Conversation(Workspace("T0001"), "C1", "1.1"), turn_id="1.1", text="hi", user_id="U1",
-                       reply_thread_ts="1.1", message_ts="1.1")
+        turn = Turn(Conversation(Workspace("T0001"), "C1", "1.1"), turn_id="1.1", text="hi", user_id="U1",
+                    reply_thread_ts="1.1", message_ts="1.1")
         await enqueue_turn(redis, queue, runtime.keys, turn, ttl_seconds=60)
         lease = await runtime.leases.acquire(lease_id(turn), "a-worker-that-died")
         assert lease is not None and await runtime.leases.hand_over(lease)

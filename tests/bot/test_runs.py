@@ -8,7 +8,7 @@ import json
 import aiohttp
 import redis.asyncio as aioredis
 
-from bot.identity import Workspace
+from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.queue.jobs import Runtime, Turn
 from bot.service import Service
@@ -285,7 +285,7 @@ async def test_dm_continues_the_conversation(app: App, fake_slack: FakeSlack, fa
 
 
 def test_turn_round_trips() -> None:
-    turn = Turn("-/T1/C1/1.2", "1.3", "task", "U1", "T1", "", "C1", "1.2", "1.3")
+    turn = Turn(Conversation(Workspace("T1"), "C1", "1.2"), "1.3", "task", "U1", "1.2", "1.3")
     assert Turn.from_json(turn.to_json()) == turn
 
 
@@ -357,7 +357,6 @@ async def test_used_up_budget_is_refused_at_once_and_other_workspaces_run(
 async def test_a_run_that_ended_before_its_answer_was_posted_posts_it_on_the_rerun(
     app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
-    from bot.identity import Conversation
     from bot.queue.jobs import JOB_FUNCTION, enqueue_turn
 
     fake_openai.queue(text("The answer is 42."))
@@ -369,9 +368,9 @@ async def test_a_run_that_ended_before_its_answer_was_posted_posts_it_on_the_rer
     # The worker dies after saving the end of the run but before posting it: the ledger has no `final`, and
     # arq runs the job again.
     keys = AppKeys(key_prefix)
-    thread = Conversation(Workspace("T0001"), "C1", ts).id
-    turn = Turn(thread=thread, turn_id=ts, text="the question", user_id="U1", team_id="T0001", enterprise_id="",
-                channel_id="C1", reply_thread_ts=ts, message_ts=ts)
+    turn = Turn(Conversation(Workspace("T0001"), "C1", ts), turn_id=ts, text="the question", user_id="U1",
+                reply_thread_ts=ts, message_ts=ts)
+    thread = turn.thread
     await redis_client.hdel(keys.run(thread, turn.run_id), "final")
     services = app.service.services
     assert services is not None
@@ -389,16 +388,15 @@ async def test_only_a_turn_that_really_waits_is_told_it_is_queued(
 ) -> None:
     # A job runs the thread's oldest turn: when B's job got the slot first, it is running A, and A's own job must
     # not tell A's asker that A waits behind "an earlier request".
-    from bot.identity import Conversation
     from bot.queue.jobs import enqueue_turn
     from bot.queue.worker import default_agent
     from bot.redis import RedisHandle
     from bot.slack_client import make_web_client
 
     keys = AppKeys(key_prefix)
-    thread = Conversation(Workspace("T0001"), "C1", "1700000000.000001").id
-    a, b = (Turn(thread=thread, turn_id=ts, text=ts, user_id="U1", team_id="T0001", enterprise_id="",
-                 channel_id="C1", reply_thread_ts="1700000000.000001", message_ts=ts)
+    conversation = Conversation(Workspace("T0001"), "C1", "1700000000.000001")
+    thread = conversation.id
+    a, b = (Turn(conversation, turn_id=ts, text=ts, user_id="U1", reply_thread_ts="1700000000.000001", message_ts=ts)
             for ts in ("1700000000.000001", "1700000000.000002"))
     handle = RedisHandle(settings.redis_url or "")
     queue = await handle.arq_pool(settings.arq_queue_name)
@@ -407,8 +405,8 @@ async def test_only_a_turn_that_really_waits_is_told_it_is_queued(
     try:
         for turn in (a, b):
             await enqueue_turn(redis_client, queue, keys, turn, ttl_seconds=3600)
-        await runtime._tell_queued(thread, a.turn_id, keys.job_id("turn", thread, a.turn_id))
-        await runtime._tell_queued(thread, b.turn_id, keys.job_id("turn", thread, b.turn_id))
+        await runtime._tell_queued(conversation, a.turn_id, keys.job_id("turn", thread, a.turn_id))
+        await runtime._tell_queued(conversation, b.turn_id, keys.job_id("turn", thread, b.turn_id))
     finally:
         await runtime.aclose()  # lets the notices on their way arrive
         await handle.close()
@@ -422,7 +420,6 @@ async def test_a_runs_tool_calls_are_traced_under_its_thread_with_its_steps(
     app: App, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
     from agent_core import RedisThreadStore
-    from bot.identity import Conversation
     from bot.keys import AppKeys
 
     fake_openai.queue(tool_calls(("calculator", {"expression": "6*7"})), text("42."))

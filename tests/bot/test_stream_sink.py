@@ -8,7 +8,7 @@ import time
 import redis.asyncio as aioredis
 
 from agent_core import Limits, Observed, RunStarted, Stopped, StopReason, Thought, ToolCalled, Usage
-from bot.identity import Workspace
+from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.slack_client import make_web_client
 from bot.thread.poster import Pacer, Poster, Target
@@ -28,7 +28,7 @@ def sink_for(fake_slack: FakeSlack, redis: aioredis.Redis, prefix: str, interval
     client = make_web_client(token="xoxb-test", base_url=fake_slack.base_url, max_retry_after=1)
     pacer = Pacer(redis, per_second=0, burst=1)
     poster = Poster(client, pacer, pacer, f"{prefix}:rl")
-    target = Target("T0001", "", "C1", ts, ts)
+    target = Target(Conversation(Workspace("T0001"), "C1", ts), ts, ts)
     ledger = RunLedger(redis, AppKeys(prefix).run(f"-/T0001/C1/{ts}", "run-1"), 600)
     view = RunView("run-1", stop_value=f"-/T0001/C1/{ts}|run-1")
     return StreamEventSink(poster, target, view, ledger, display="timeline", recipient_user_id="U1", interval=interval)

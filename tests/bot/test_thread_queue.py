@@ -18,7 +18,8 @@ async def test_the_slot_comes_with_the_oldest_turn_and_an_expired_or_unreadable_
     redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
     keys = AppKeys(key_prefix)
-    thread = Conversation(Workspace("T1"), "C1", "1700000000.000100").id
+    conversation = Conversation(Workspace("T1"), "C1", "1700000000.000100")
+    thread = conversation.id
     gate = WorkspaceGate(redis_client, keys, default_cap=1, highest_cap=10, slot_ttl_seconds=60,
                          line_ttl_seconds=600)
     handle = RedisHandle(TEST_REDIS_URL)
@@ -28,13 +29,13 @@ async def test_the_slot_comes_with_the_oldest_turn_and_an_expired_or_unreadable_
 
         async def head() -> Turn | None:
             # The slot is this job's on every call (a rerun of the job takes it back), and comes with the head.
-            slot = await threads.acquire(thread, "job-1")
+            slot = await threads.acquire(conversation, "job-1")
             assert slot is not None
             return slot.head
 
         assert await head() is None  # nothing waits
-        turns = [Turn(thread=thread, turn_id=ts, text=f"ask {ts}", user_id="U1", team_id="T1", enterprise_id="",
-                      channel_id="C1", reply_thread_ts=ts, message_ts=ts) for ts in ("1.1", "1.2", "1.3")]
+        turns = [Turn(conversation, turn_id=ts, text=f"ask {ts}", user_id="U1", reply_thread_ts=ts, message_ts=ts)
+                 for ts in ("1.1", "1.2", "1.3")]
         for turn in turns:
             await redis_client.rpush(keys.inbox(thread), turn.turn_id)
             await redis_client.hset(keys.turns(thread), turn.turn_id, turn.to_json())

@@ -101,14 +101,13 @@ async def _take(
         return
     assistant = await _assistant_thread(services, ws, channel, thread_ts) if is_dm else None
     if assistant is not None:
-        thread = Conversation(ws, channel, thread_ts).id  # each assistant thread is a chat of its own
+        conv = Conversation(ws, channel, thread_ts)  # each assistant thread is a chat of its own
     claim = await dedupe.claim(ws, event_id=body.get("event_id"), channel_id=channel, ts=ts)
     if claim is None:
         log.info("duplicate delivery of %s/%s ignored", channel, ts)
         return
     turn = Turn(
-        thread=thread, turn_id=ts, text=task, user_id=str(event["user"]), team_id=ws.team_id,
-        enterprise_id=ws.enterprise_id, channel_id=channel, reply_thread_ts=thread_ts or ts, message_ts=ts,
+        conv, turn_id=ts, text=task, user_id=str(event["user"]), reply_thread_ts=thread_ts or ts, message_ts=ts
     )
     try:
         await enqueue_turn(

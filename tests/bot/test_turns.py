@@ -1,0 +1,45 @@
+"""A turn's stored shape: turns queued by an earlier version are read after a deploy, and written the same way."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.identity import Conversation, Workspace
+from bot.runs.turn import Turn
+from bot.thread.poster import Target
+
+# Byte for byte what the version before the conversation value wrote into a thread's ``turns`` hash.
+STORED = (
+    '{"thread": "E0001/T0001/C1/1700000000.000100", "turn_id": "1700000000.000200", "text": "ünïcode \\"q\\"", '
+    '"user_id": "U1", "team_id": "T0001", "enterprise_id": "E0001", "channel_id": "C1", '
+    '"reply_thread_ts": "1700000000.000100", "message_ts": "1700000000.000200"}'
+)
+STORED_ORG_DM = (
+    '{"thread": "E0001/-/D1/dm", "turn_id": "1.2", "text": "hi", "user_id": "U1", "team_id": "-", '
+    '"enterprise_id": "E0001", "channel_id": "D1", "reply_thread_ts": "1.1", "message_ts": "1.2"}'
+)
+
+
+def test_a_turn_stored_by_the_previous_version_is_read_and_written_back_the_same() -> None:
+    turn = Turn.from_json(STORED.encode())
+    conversation = Conversation(Workspace("T0001", "E0001"), "C1", "1700000000.000100")
+    assert turn == Turn(conversation, turn_id="1700000000.000200", text='ünïcode "q"', user_id="U1",
+                        reply_thread_ts="1700000000.000100", message_ts="1700000000.000200")
+    assert turn.thread == conversation.id and turn.workspace == conversation.workspace
+    assert turn.target == Target(conversation, "1700000000.000100", "1700000000.000200")
+    assert turn.target.channel_id == "C1"
+    assert turn.to_json() == STORED
+
+    dm = Turn.from_json(STORED_ORG_DM)  # an org-wide install's request without a team: the enterprise's own
+    assert dm.workspace == Workspace.of(None, "E0001") and dm.conversation.thread_ts == "dm"
+    assert dm.to_json() == STORED_ORG_DM
+
+
+@pytest.mark.parametrize("raw", [
+    "{not json", "[]", STORED.replace('"thread": "E0001/T0001/C1/1700000000.000100", ', ""),
+    STORED.replace('"user_id": "U1"', '"user_id": 1'), STORED.replace("E0001/T0001/C1/", "T0001/C1/"),
+])
+def test_a_record_this_code_did_not_write_is_refused(raw: str) -> None:
+    # ThreadQueue drops such a record (ValueError or TypeError) rather than leave it blocking its thread.
+    with pytest.raises((ValueError, TypeError)):
+        Turn.from_json(raw)
