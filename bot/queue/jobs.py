@@ -117,8 +117,8 @@ class Runtime:
         self.worker_id = uuid.uuid4().hex[:12]
         self._notices: set[asyncio.Task[None]] = set()
         self.runner = TurnRunner(
-            settings, redis, self.clients, self.keys, self.store, self.trace, self.agent, self.limits, self.toolbox,
-            self.leases, missing_final=post_missing_final,
+            settings, redis, self.clients, self.keys, self.store, self.agent, self.limits, self.toolbox, self.leases,
+            missing_final=post_missing_final,
         )
         self.resumer = Resumer(
             self.leases, self.threads, self.runner, self.keys, worker_id=self.worker_id,

@@ -115,7 +115,6 @@ class TurnRunner:
         clients: WorkspaceClients,
         keys: AppKeys,
         store: RedisThreadStore,
-        trace: RedisTraceSink,
         agent: EventSource,
         limits: WorkspaceLimits,
         toolbox: Toolbox,
@@ -128,7 +127,6 @@ class TurnRunner:
         self.clients = clients
         self.keys = keys
         self.store = store
-        self.trace = trace
         self.agent = agent
         self.limits = limits
         self.toolbox = toolbox
