@@ -27,7 +27,7 @@ from bot.keys import AppKeys
 from bot.slack_client import make_web_client
 from bot.thread.poster import Pacer, Poster, Target
 from bot.thread.render import RunView
-from bot.thread.sink import RunLedger, RunSink, SlackEventSink
+from bot.thread.sink import RunLedger, RunSink, SinkParts, SlackEventSink
 from bot.thread.stream_sink import StreamEventSink
 from tests.fakes.slack_api import FakeSlack
 
@@ -51,10 +51,10 @@ async def one_run(display: str, args: argparse.Namespace, slack: FakeSlack, pref
     view = RunView("run-1", stop_value=f"{thread}|run-1", max_steps=args.steps)
     sink: RunSink
     if display.startswith("replies"):
-        sink = SlackEventSink(poster, target, view, ledger, verbosity="compact" if "compact" in display else "full")
+        sink = SlackEventSink(SinkParts(poster, target, view, ledger, "compact" if "compact" in display else "full"))
     else:
         sink = StreamEventSink(
-            poster, target, view, ledger, display="plan" if display == "plan" else "timeline",
+            SinkParts(poster, target, view, ledger), display="plan" if display == "plan" else "timeline",
             recipient_user_id="U1", interval=1.0, pacer=Pacer(redis, per_second=1.5, burst=10),
             pace_key=keys.rate(ws, "slack:stream"),
         )

@@ -1,6 +1,6 @@
-"""One turn's run, from preflight to record: the limits check, the engine's events rendered to the thread, the
-Stop watcher, the approval buttons, and the App Home record. Also the recovery of a run that finished just
-before its worker died (the answer saved but not yet posted).
+"""One turn's run, from preflight to end: the limits check, the engine's events rendered to the thread, the Stop
+watcher and the approval buttons; then the record (:mod:`bot.runs.after`). A run that finished just before its
+worker died (the answer saved but maybe not posted) is handed to the resumer's recovery (bot.queue.resume).
 """
 
 from __future__ import annotations
@@ -9,15 +9,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import partial
 from typing import Literal, Protocol
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import (
     CancelToken,
@@ -25,22 +23,18 @@ from agent_core import (
     Lease,
     LeaseKeeper,
     Progress,
-    RedisBudget,
     RedisThreadStore,
     RedisTraceSink,
     RunLeases,
     RunRequest,
-    Stopped,
-    StopReason,
     StoreError,
     ThreadState,
-    Usage,
 )
 from bot import metrics
-from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.logs import log_context
 from bot.oauth.clients import NotInstalled, WorkspaceClients
+from bot.runs.after import AfterRun
 from bot.runs.approvals import SlackApprover
 from bot.runs.cancel_watch import CancelWatch
 from bot.runs.egress import ThreadNotices, egress_policy
@@ -48,14 +42,14 @@ from bot.runs.toolbox import Toolbox
 from bot.runs.turn import Turn
 from bot.settings import Display, Settings, Verbosity
 from bot.thread import render
+from bot.thread.fallback import StreamOrReplies
 from bot.thread.feed import aclose_events, pipelined
 from bot.thread.open_streams import LEFT_GRACE_SECONDS, OpenStreams
-from bot.thread.permalinks import Permalinks
 from bot.thread.poster import Pacer, Poster, ThreadStatus, ThreadUnwritable
-from bot.thread.sink import RunLedger, RunSink, SlackEventSink
+from bot.thread.sink import RunLedger, RunSink, SinkParts, SlackEventSink
 from bot.thread.slack_reader import WebSlackReader
 from bot.thread.stream_sink import StreamEventSink
-from bot.workspace import RunBlocked, RunPlan, RunRecord, SlackLookupError, WorkspaceLimits
+from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
 from tools import Registry, ToolContext
 
 log = logging.getLogger(__name__)
@@ -63,8 +57,6 @@ log = logging.getLogger(__name__)
 STREAM_CALLS_PER_MINUTE = 90
 #: Queue notices (chat.postEphemeral, Tier 4) per minute per workspace, all askers together.
 NOTICES_PER_MINUTE = 90
-#: Least time between two reads of a workspace's budget for ``agent_budget_remaining_usd``, seconds.
-BUDGET_GAUGE_SECONDS = 5.0
 
 
 class EventSource(Protocol):
@@ -79,6 +71,9 @@ class EventSource(Protocol):
 
 
 AgentFactory = Callable[[Settings, RedisThreadStore, RedisTraceSink], EventSource]
+#: Posts the end of a run that finished just before its worker died (saved, maybe not yet posted):
+#: ``bot.queue.resume.post_missing_final``, handed in as the queue stage sits above this one.
+MissingFinal = Callable[["TurnRunner", Turn, Progress, Poster], Awaitable[None]]
 #: How a run ended for its job: ``done`` (answered or refused: the turn is finished), ``elsewhere`` (another
 #: runner holds its lease: leave it alone) or ``interrupted`` (its lease was lost or its state store failed:
 #: the lease lapses and a worker resumes it from its last persisted step).
@@ -120,25 +115,25 @@ class TurnRunner:
         clients: WorkspaceClients,
         keys: AppKeys,
         store: RedisThreadStore,
-        trace: RedisTraceSink,
         agent: EventSource,
         limits: WorkspaceLimits,
         toolbox: Toolbox,
         leases: RunLeases,
+        *,
+        missing_final: MissingFinal,
     ) -> None:
         self.settings = settings
         self.redis = redis
         self.clients = clients
         self.keys = keys
         self.store = store
-        self.trace = trace
         self.agent = agent
         self.limits = limits
         self.toolbox = toolbox
         self.leases = leases
+        self.missing_final = missing_final
+        self.after = AfterRun(settings, store, limits)
         self.cancels = CancelWatch(redis, keys.cancel_pattern())
-        self.permalinks = Permalinks()
-        self._gauge_due: dict[str, float] = {}  # team -> when agent_budget_remaining_usd is read again
         # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
         # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
         self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=2)
@@ -187,9 +182,8 @@ class TurnRunner:
             progress = state.progress
             mine = progress.run_id == turn.run_id
             if mine and progress.status == "stopped":
-                # Finished just before a restart. The end is saved before it is posted, so the answer may not be
-                # out yet: the ledger, not the progress, says whether it is.
-                await self._post_missing_final(turn, progress, poster)
+                # Finished just before a restart: its answer may not be out yet.
+                await self.missing_final(self, turn, progress, poster)
                 return await self._let_go(lease)
             resume = mine and progress.status == "running"
             parts = await self._prepare(turn, poster, job_id)
@@ -199,18 +193,14 @@ class TurnRunner:
             return await self._let_go(lease)
         # Said where the run had shown something; one that never got as far has said it was waiting.
         if resume or (resumed and (await parts.ledger.get()).get("first_ts")):
-            await parts.sink.poster.post(turn.target, render.notice(
+            await poster.post(turn.target, render.notice(
                 ":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step."
             ))
         with metrics.run_in_progress():
             unwritable = await self._drive(turn, parts, lease, state, resume=resume, last_try=last_try)
         if unwritable is None:
             return "interrupted"
-        await self._refresh_budget_gauge(turn, parts.plan.budget)
-        if parts.sink.final is not None:
-            await self._record(turn, parts.sink.final, poster.client)
-        elif unwritable:
-            await self._record(turn, await self._unwritable_stop(turn, unwritable), poster.client, note=unwritable)
+        await self.after.finished(turn, parts.sink.final, parts.plan.budget, poster.client, unwritable=unwritable)
         return "done"
 
     async def _wait_for_store(
@@ -235,18 +225,6 @@ class TurnRunner:
             await self.leases.release(lease)
         return "done"
 
-    async def _refresh_budget_gauge(self, turn: Turn, budget: RedisBudget) -> None:
-        # A gauge, scraped every 15 s or so: one read per workspace every few seconds shows the same, where one
-        # per run was a Redis script per run (at 50 runs a second, 50).
-        now = time.monotonic()
-        if not self.settings.metrics_name_teams or self._gauge_due.get(turn.workspace.team_id, 0.0) > now:
-            return  # workspaces not named (METRICS_TEAM_LABELS): no budget gauge, and no read for it
-        self._gauge_due[turn.workspace.team_id] = now + BUDGET_GAUGE_SECONDS
-        with contextlib.suppress(StoreError):  # the run is done either way
-            left = (await budget.usage_summary()).remaining_micros
-            if left is not None:
-                metrics.set_budget_remaining(turn.workspace.team_id, left)
-
     async def _prepare(self, turn: Turn, poster: Poster, job_id: str) -> RunParts | None:
         """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
         try:
@@ -261,7 +239,7 @@ class TurnRunner:
             await poster.post(turn.target, render.notice(plan.message))
             return None
         run_id = turn.run_id
-        ledger = self._ledger(turn)
+        ledger = self.ledger(turn)
         # ``job``: the job holding the thread's slot, which a worker resuming the run frees when it is done.
         await ledger.open(requester=turn.user_id, thread=turn.thread, job=job_id)
         view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps)
@@ -275,7 +253,7 @@ class TurnRunner:
             run_id=run_id, step=0, team_id=turn.workspace.team_id, channel_id=turn.conversation.channel_id,
             user_id=turn.user_id, slack=WebSlackReader(poster.client), approver=approver, egress=egress,
         )
-        sink = self._sink(turn, view, ledger, poster, (plan.display, plan.verbosity))
+        sink = self.sink(turn, view, ledger, poster, (plan.display, plan.verbosity))
         return RunParts(plan, ledger, sink, CancelToken(), approver, scope)
 
     async def _drive(
@@ -299,7 +277,7 @@ class TurnRunner:
                 if interrupted is not None or not keeper.valid():
                     if (interrupted is not None and interrupted.store_failed) or keeper.unrenewable:
                         with contextlib.suppress(Exception):
-                            await sink.poster.post(turn.target, render.notice(STORE_LOST_NOTICE))
+                            await sink.parts.post(render.notice(STORE_LOST_NOTICE))
                     log.warning("run %s interrupted (%s); left for a resume", run_id,
                                 interrupted.detail if interrupted else keeper.lost_reason)
                     with contextlib.suppress(Exception):
@@ -312,85 +290,40 @@ class TurnRunner:
             return f"error: {exc}; the run was stopped"
         except Exception as exc:  # a bug or an outage: tell the thread, never fail silently
             log.exception("run %s in %s failed", run_id, turn.thread)
-            await self._report_failure(sink, f"The run failed ({type(exc).__name__}); please try again.")
+            await sink.fail(f"The run failed ({type(exc).__name__}); please try again.")
         except asyncio.CancelledError:
             if last_try:  # arq will not run this job again: say so before going
-                await asyncio.shield(self._report_failure(sink, "The run was interrupted and cannot resume."))
+                await asyncio.shield(sink.fail("The run was interrupted and cannot resume."))
             raise
         finally:
             with contextlib.suppress(Exception):
                 await aclose_events(events)  # an abandoned run's LLM call is cancelled now, not at GC
             with contextlib.suppress(Exception):
                 await asyncio.shield(sink.close())  # a stream is never left open, however the run ended
-            if sink.status is not None:
-                sink.status.abandon()
+            if sink.parts.status is not None:
+                sink.parts.status.abandon()
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watcher
             await asyncio.shield(parts.approver.aclose())  # requests a stopped run left open are closed, denied
         return ""
 
-    async def _unwritable_stop(self, turn: Turn, why: str) -> Stopped:
-        progress = await self.store.progress(turn.thread)
-        mine = progress is not None and progress.run_id == turn.run_id
-        usage = (Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros,
-                       estimated=progress.usage_estimated)
-                 if mine and progress is not None else Usage())
-        return Stopped(StopReason.ERROR, why, progress.step if progress else 0, usage, run_id=turn.run_id)
-
-    def _ledger(self, turn: Turn) -> RunLedger:
+    def ledger(self, turn: Turn) -> RunLedger:
         return RunLedger(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
 
-    def _sink(
+    def sink(
         self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster, shown: tuple[Display, Verbosity]
     ) -> RunSink:
         """The thread's renderer for one run, in the workspace's display and verbosity."""
-        ws = turn.workspace
         display, verbosity = shown
-        status = ThreadStatus(poster.client, turn.target)
+        parts = SinkParts(poster, turn.target, view, ledger, verbosity, ThreadStatus(poster.client, turn.target))
         if display == "replies":
-            return SlackEventSink(poster, turn.target, view, ledger, verbosity=verbosity, status=status)
-        return StreamEventSink(
-            poster, turn.target, view, ledger, display=display, recipient_user_id=turn.user_id,
-            verbosity=verbosity, status=status, interval=self.settings.slack_stream_interval_seconds,
-            pacer=self.stream_pacer, pace_key=self.keys.rate(ws, "slack:stream"), redis=self.redis,
-            fallback_key=self.keys.stream_fallback(ws),
+            return SlackEventSink(parts)
+        ws = turn.workspace
+        stream = StreamEventSink(
+            parts, display=display, recipient_user_id=turn.user_id,
+            interval=self.settings.slack_stream_interval_seconds,
+            pacer=self.stream_pacer, pace_key=self.keys.rate(ws, "slack:stream"),
             trackers=partial(self.open_streams.tracker, ws, turn.target.channel_id, turn.target.thread_ts),
         )
-
-    async def _post_missing_final(self, turn: Turn, progress: Progress, poster: Poster) -> None:
-        ledger = self._ledger(turn)
-        seen = await ledger.get()
-        if seen.get("final") == "1":
-            return
-        answer = progress.answer
-        reason = next((r for r in StopReason if r.value == progress.stop_reason), StopReason.ERROR)
-        stopped = Stopped(
-            reason, answer or "The run ended, but its answer could not be recovered; please ask again.",
-            progress.step, Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros,
-                                 estimated=progress.usage_estimated),
-            run_id=turn.run_id,
-        )
-        view = render.RunView(turn.run_id, stop_value=f"{turn.thread}|{turn.run_id}")
-        sink = self._sink(turn, view, ledger, poster, await self.limits.display.both(turn.workspace))
-        sink.first_ts = seen.get("first_ts") or None
-        await sink.emit(stopped)
-        await self._record(turn, stopped, poster.client)
-
-    async def _report_failure(self, sink: RunSink, text: str) -> None:
-        await sink.fail(text)
-
-    async def _record(self, turn: Turn, final: Stopped, slack: AsyncWebClient, *, note: str = "") -> None:
-        ws: Workspace = turn.workspace
-        metrics.record_run(final.reason.value, final.steps)
-        metrics.record_spend(ws.team_id if self.settings.metrics_name_teams else "", final.usage.cost_micros)
-        with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
-            permalink = ""
-            with contextlib.suppress(Exception):
-                permalink = await self.permalinks.of(
-                    slack, ws.team_id, turn.conversation.channel_id, turn.reply_thread_ts)
-            await self.limits.store.record_run(ws, RunRecord(
-                user_id=turn.user_id, at=datetime.now(UTC), stop_reason=final.reason.value, steps=final.steps,
-                cost_micros=final.usage.cost_micros, channel_id=turn.conversation.channel_id,
-                thread_ts=turn.reply_thread_ts, permalink=permalink, run_id=final.run_id, note=note,
-            ))
+        return StreamOrReplies(stream, redis=self.redis, fallback_key=self.keys.stream_fallback(ws))

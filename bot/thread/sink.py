@@ -2,13 +2,15 @@
 (``compact``), the answer and the stop reason, and a ledger of what was posted so a resumed run repeats nothing.
 
 ``SlackEventSink.emit`` takes the events in order and awaits each post before the next (see :mod:`bot.thread.poster`).
-:class:`RunSink` is what a run drives, whatever the display; the streamed one is :mod:`bot.thread.stream_sink`.
+:class:`RunSink` is what a run drives, whatever the display, and :class:`SinkParts` what every display's sink is
+made of; the streamed one is :mod:`bot.thread.stream_sink`, which falls back to this one (:mod:`bot.thread.fallback`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from redis.asyncio import Redis
@@ -24,13 +26,15 @@ from bot.thread.render import RunView, SlackMessage
 class RunSink(Protocol):
     """One run's thread writer, in any display (``replies`` here, ``timeline``/``plan`` in bot.thread.stream_sink)."""
 
-    poster: Poster
-    target: Target
-    status: ThreadStatus | None
+    parts: SinkParts
+    #: The run's first reply (the one with the Stop button), once posted or read from the ledger.
     first_ts: str | None
-    final: Stopped | None
     #: It shows the answer as the model writes it (``append_answer``); if not, the engine need not stream it.
     shows_answer_live: bool
+
+    @property
+    def final(self) -> Stopped | None:
+        """The run's end, once shown."""
 
     def shows(self, event: Event) -> bool:
         """Whether ``emit`` does anything with ``event`` (the others are not handed to it at all)."""
@@ -106,42 +110,56 @@ class RunLedger:
             self._seen.update((k, str(v)) for k, v in fields.items())
 
 
+@dataclass(frozen=True, slots=True)
+class SinkParts:
+    """What one run's sink writes with, in any display."""
+
+    poster: Poster
+    target: Target
+    view: RunView
+    ledger: RunLedger
+    verbosity: Verbosity = "full"
+    #: The thread's "is working" status, kept while the run goes on (none: the sink leaves it alone).
+    status: ThreadStatus | None = None
+
+    async def post(self, message: SlackMessage) -> str | None:
+        return await self.poster.post(self.target, message)
+
+    async def update(self, ts: str, message: SlackMessage, *, best_effort: bool = False) -> bool:
+        return await self.poster.update(self.target, ts, message, best_effort=best_effort)
+
+    async def first_reply(self, event: RunStarted, seen: Mapping[str, str]) -> str | None:
+        """The run's first reply (the Stop button's): the one the ledger's ``seen`` names, else posted now; the
+        thread's status then shows the run working. Its ts, or None when Slack refused it."""
+        first_ts = seen.get("first_ts") or None
+        if first_ts is None:
+            first_ts = await self.post(render.started(event, self.view))
+            if first_ts:
+                await self.ledger.set(first_ts=first_ts)
+        if self.status is not None:
+            await self.status.start()
+        return first_ts
+
+
 class SlackEventSink:
     """Turns the event stream into the thread: one reply per step (``full``) or one edited status (``compact``)."""
 
     shows_answer_live = False
 
-    def __init__(
-        self,
-        poster: Poster,
-        target: Target,
-        view: RunView,
-        ledger: RunLedger,
-        *,
-        verbosity: Verbosity = "full",
-        status: ThreadStatus | None = None,
-    ) -> None:
-        self.poster = poster
-        self.target = target
-        self.view = view
-        self.ledger = ledger
-        self.verbosity = verbosity
-        self.status = status
-        self.first_ts: str | None = None
-        self.final: Stopped | None = None
-
-    def resume_from(self, first_ts: str | None) -> None:
-        """Take over a run another sink started (the streamed display falling back): its first reply is posted."""
+    def __init__(self, parts: SinkParts, *, first_ts: str | None = None) -> None:
+        """``first_ts``: the run's first reply when another sink posted it (the streamed display falling back)."""
+        self.parts = parts
         self.first_ts = first_ts
+        self.final: Stopped | None = None
 
     async def append_answer(self, text: str) -> None:
         return None  # replies: the answer is posted whole, with the stop reason, when the run stops
 
     async def fail(self, text: str) -> None:
         if self.final is None:
-            await self.poster.post(self.target, render.error_message(text))
-            if self.status is not None:
-                await self.status.stop()
+            await self.parts.post(render.error_message(text))
+            if self.parts.status is not None:
+                await self.parts.status.stop()
 
     async def close(self) -> None:
         return None  # every reply is a finished message already
@@ -161,14 +179,7 @@ class SlackEventSink:
                 await self._stopped(event)
 
     async def _started(self, event: RunStarted) -> None:
-        seen = await self.ledger.get()
-        self.first_ts = seen.get("first_ts") or None
-        if self.first_ts is None:
-            self.first_ts = await self.poster.post(self.target, render.started(event, self.view))
-            if self.first_ts:
-                await self.ledger.set(first_ts=self.first_ts)
-        if self.status is not None:
-            await self.status.start()
+        self.first_ts = await self.parts.first_reply(event, await self.parts.ledger.get())
 
     async def _step(self, step: StepFinished) -> None:
         if not step.calls and not step.observations and not step.thought:
@@ -176,31 +187,31 @@ class SlackEventSink:
         # No ledger mark per step: a step arrives once, after its write, and a resumed run replays no step
         # it had written (the engine's guarantee), so the thread cannot get one twice; the mark was a round trip
         # per step for nothing.
-        if self.verbosity == "compact":
+        if self.parts.verbosity == "compact":
             if self.first_ts:
-                live = render.live_status(step, self.view, steps_done=step.step)
-                await self.poster.update(self.target, self.first_ts, live, best_effort=True)
+                live = render.live_status(step, self.parts.view, steps_done=step.step)
+                await self.parts.update(self.first_ts, live, best_effort=True)
             return
         await asyncio.shield(self._post_all(render.step_messages(step)))  # not cut in two by a shutdown
-        if self.status is not None:
-            await self.status.touch()
+        if self.parts.status is not None:
+            await self.parts.status.touch()
 
     async def _stopped(self, event: Stopped) -> None:
         self.final = event
-        mark = self.status.mark() if self.status is not None else None
-        replied = await self._post_then_mark(render.final_messages(event, self.view), final="1")
+        mark = self.parts.status.mark() if self.parts.status is not None else None
+        replied = await self._post_then_mark(render.final_messages(event, self.parts.view), final="1")
         if self.first_ts:
-            await self.poster.update(self.target, self.first_ts, render.finished_header(event))
-        if self.status is not None:
+            await self.parts.update(self.first_ts, render.finished_header(event))
+        if self.parts.status is not None:
             # The answer is a reply, which cleared the status: clearing it again is a Web API call for nothing.
-            await self.status.stop(cleared=mark if replied else None)
+            await self.parts.status.stop(cleared=mark if replied else None)
 
     async def _post_then_mark(self, messages: Iterable[SlackMessage], **mark: str | int) -> bool:
         """Post, then write to the ledger that it was posted, as one unit a shutdown cannot cut in two: a run
         resumed after a handover then never posts the same replies again."""
         async def both() -> bool:
             posted = await self._post_all(messages)
-            await self.ledger.set(**mark)
+            await self.parts.ledger.set(**mark)
             return posted
 
         return await asyncio.shield(both())
@@ -209,5 +220,5 @@ class SlackEventSink:
         """Post in order; whether any of them landed."""
         posted = False
         for message in messages:
-            posted = bool(await self.poster.post(self.target, message)) or posted
+            posted = bool(await self.parts.post(message)) or posted
         return posted

@@ -16,10 +16,11 @@ from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
 from bot.service import Service
 from bot.slack_client import make_web_client
+from bot.thread.fallback import StreamOrReplies
 from bot.thread.open_streams import LEFT_GRACE_SECONDS, RETRY_SECONDS, OpenStreams, StreamRecord
 from bot.thread.poster import Pacer, Poster, Target
 from bot.thread.render import RunView
-from bot.thread.sink import RunLedger
+from bot.thread.sink import RunLedger, SinkParts
 from bot.thread.stream_sink import StreamEventSink
 from tests.bot.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
@@ -40,15 +41,16 @@ def open_streams(fake_slack: FakeSlack, redis: aioredis.Redis, prefix: str) -> O
     return OpenStreams(redis, AppKeys(prefix), WorkspaceClients(client), abandoned_seconds=ABANDONED_SECONDS)
 
 
-def sink_for(streams: OpenStreams, ts: str) -> StreamEventSink:
+def sink_for(streams: OpenStreams, ts: str) -> StreamOrReplies:
     client = streams.clients.shared
     pacer = Pacer(streams.redis, per_second=0, burst=1)
     poster = Poster(client, pacer, pacer, f"{streams.keys.prefix}:rl")
     target = Target(Conversation(Workspace("T0001"), "C1", ts), ts, ts)
     ledger = RunLedger(streams.redis, streams.keys.run(f"-/T0001/C1/{ts}", "run-1"), 600)
     view = RunView("run-1", stop_value=f"-/T0001/C1/{ts}|run-1")
-    return StreamEventSink(poster, target, view, ledger, display="timeline", recipient_user_id="U1", interval=0,
-                           trackers=lambda: streams.tracker(WS, "C1", ts))
+    stream = StreamEventSink(SinkParts(poster, target, view, ledger), display="timeline", recipient_user_id="U1",
+                             interval=0, trackers=lambda: streams.tracker(WS, "C1", ts))
+    return StreamOrReplies(stream, redis=streams.redis, fallback_key=streams.keys.stream_fallback(WS))
 
 
 async def recorded(streams: OpenStreams) -> list[dict[str, object]]:
@@ -56,7 +58,7 @@ async def recorded(streams: OpenStreams) -> list[dict[str, object]]:
     return [json.loads(v) for v in raw.values()]
 
 
-async def run_to_the_end(sink: StreamEventSink, answer: str) -> None:
+async def run_to_the_end(sink: StreamOrReplies, answer: str) -> None:
     await sink.emit(RunStarted("run-1", "say hi", Limits(), ("calculator",)))
     await sink.append_answer(answer + "\n")
     await sink.emit(Stopped(StopReason.FINAL_ANSWER, answer, 1, Usage(10, 5, 0, 42), run_id="run-1"))
@@ -70,7 +72,7 @@ async def test_a_start_that_timed_out_after_slack_made_the_stream_is_stopped_by_
     fake_slack.fail("chat.startStream", delay=TIMEOUT_SECONDS + 2)  # made, answered after our timeout
     sink = sink_for(streams, ts)
     await run_to_the_end(sink, "The answer.")
-    assert sink.fallback_reason == "TimeoutError"
+    assert await redis_client.get(streams.keys.stream_fallback(WS)) == b"TimeoutError"  # fell back to replies
     assert any("The answer." in m.block_text() for m in fake_slack.thread_messages("C1", ts))  # in replies
     [stream] = fake_slack.thread_streams("C1", ts)
     assert not stream.stopped  # Slack made it; the run never learnt its ts
