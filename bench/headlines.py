@@ -187,7 +187,8 @@ def _scale_out(data: dict[str, Any]) -> list[Cell]:
 def _long(data: dict[str, Any]) -> list[Cell]:
     by = data["cpu_ms_per_step_by_turn"]
     last = max(by, key=int)
-    return [(f"worker CPU per step at turn {last} of one thread (history window full)", f"{med(by[last]):.2f} ms",
+    return [(f"worker CPU per step at turn {last} of one thread (the 500-message window is full from turn 23)",
+             f"{med(by[last]):.2f} ms",
              "turn " + " · ".join(f"{k}: {med(v):.2f}" for k, v in by.items()) + " ms")]
 
 
