@@ -127,10 +127,12 @@ async def one_run(
     slack_url: str, llm_url: str, n: int, *, profile: bool = False, extra: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     prefix = new_prefix("conc")
-    # Every run is one workspace's: its cap (10 by default) would park all but 10, and a parked job ends at once,
-    # which worker_proc would count as a finished run. The cap is bench/fair_share.py's subject, not this one's.
+    # Every run is one person's in one workspace: the caps (10 a workspace, 3 a person by default) would park all
+    # but a few, and a parked job ends at once, which worker_proc would count as a finished run. The caps are
+    # bench/fair_share.py's and bench/person_flood.py's subject, not this one's.
     values = settings_values(prefix, slack_url, llm_url, worker_max_jobs=n, thread_ttl_seconds=3600,
                              agent_max_concurrent_runs_per_workspace=max(n, DEFAULT_MAX_CONCURRENT_RUNS),
+                             agent_max_concurrent_runs_per_user=max(n, DEFAULT_MAX_CONCURRENT_RUNS),
                              llm_price_prompt_per_1m="0.01", llm_price_completion_per_1m="0.01")
     handle = RedisHandle(values["redis_url"])
     worker = await WorkerProcess.start(values, n, extra=extra)

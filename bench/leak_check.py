@@ -2,7 +2,7 @@
 loop in the service: ordinary prose with URLs, a long base64 run, and a run of one letter (the worst case for
 the run decoders), each about 20 KB, against a channel's worth of private text.
 
-    python bench/leak_check.py [--reps 20] [--leaks PATH]
+    python bench/leak_check.py [--reps 20] [--leaks PATH] [--json out.json]
 
 ``--leaks`` loads another copy of ``tools/leaks.py`` (e.g. ``git show <commit>:tools/leaks.py > /tmp/old.py``)
 for a before/after figure.
@@ -43,17 +43,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--leaks", default=None)
+    parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
     leaks = load(args.leaks)
     index = leaks.LeakIndex([PRIVATE])
+    by_text: dict[str, dict[str, float]] = {}
     for name, text in TEXTS.items():
         times = []
         for _ in range(args.reps):
             start = time.perf_counter()
             found = index.find(text)
             times.append(time.perf_counter() - start)
+        by_text[name] = {"chars": len(text), "median_ms": 1000 * statistics.median(times),
+                         "min_ms": 1000 * min(times), "max_ms": 1000 * max(times), "leak": found is not None}
         print(f"{name:16} {len(text):6} chars  median {1000 * statistics.median(times):7.1f} ms  "
               f"max {1000 * max(times):7.1f} ms  leak={found is not None}")
+    if args.json:
+        import json  # here, not at the top: only the --json output needs it
+
+        with open(args.json, "w") as f:
+            json.dump({"reps": args.reps, "texts": by_text}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,17 @@
-"""Run every benchmark (3 repetitions each, median and spread) and write ``bench/results.json`` plus a summary.
+"""Run the benchmarks that give a headline figure and rewrite the current-figures table at the top of BENCHMARKS.md.
 
-Each benchmark runs in its own process, one after the other, against local fakes in their own processes and the
-real Redis (own key prefixes, deleted afterwards). Under 5 minutes on 2 cores; ``--quick`` is a short smoke run
-(one repetition, shorter durations).
+Each benchmark (``bench/headlines.py``: which ones, with what settings) runs as its own process, one after the
+other, with ``--json`` to a scratch file; the 1-minute load average is read before and after each. The table
+between ``<!-- current:begin -->`` and ``<!-- current:end -->`` is replaced; the rest of the file is left as it is.
+The raw outputs go to ``bench/results.json``.
 
-    python bench/run_all.py [--quick] [--only ack_latency,concurrency] [--out bench/results.json]
+    PYTHONPATH=$PWD python bench/run_all.py            # quick: one repetition, short settings (~3 minutes, 2 cores)
+    PYTHONPATH=$PWD python bench/run_all.py --full     # 3 repetitions, the benchmarks' own durations, plus scale-out,
+                                                       # long conversations, slow clients and the floods (~20 minutes)
+    PYTHONPATH=$PWD python bench/run_all.py --only concurrency,redis_cost --print   # a subset, printed only
+
+``--print`` (or ``--dry-run``) prints the table and writes nothing; ``--only`` always prints only, so the table in
+the file is always one whole run's.
 """
 
 from __future__ import annotations
@@ -16,103 +23,120 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from typing import Any
 
+from bench_table import Row, render, replace_current
 from common import BENCH_DIR, REPO, machine
+from headlines import BENCHES, Bench
 
-BENCHMARKS = ("loop_overhead", "redis_cost", "concurrency", "slack_posting", "ack_latency")
-TIMEOUT_SECONDS = 600
+DOC = os.path.join(REPO, "BENCHMARKS.md")
+TIMEOUT_SECONDS = 1800
+STDERR_TAIL = 3000
 
 
-def run_one(name: str, quick: bool) -> dict[str, Any]:
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-        path = f.name
-    args = [sys.executable, os.path.join(BENCH_DIR, f"{name}.py"), "--json", path]
-    if quick:
-        args.append("--quick")
+def command(bench: Bench, full: bool) -> list[str]:
+    args = bench.full if full else bench.quick
+    assert args is not None
+    return [f"bench/{bench.script}.py", *args]
+
+
+def run_one(bench: Bench, full: bool) -> dict[str, Any]:
+    """The benchmark's JSON output, with when it ran and the load average around it; ``error`` when it failed."""
+    fd, path = tempfile.mkstemp(prefix=f"bench-{bench.key}-", suffix=".json")
+    os.close(fd)
+    args = command(bench, full)
+    load_before = os.getloadavg()[0]
+    started = datetime.now(UTC)
     t0 = time.monotonic()
-    proc = subprocess.run(args, env={**os.environ, "PYTHONPATH": REPO}, cwd=REPO, timeout=TIMEOUT_SECONDS,
-                          capture_output=True, text=True)
-    elapsed = time.monotonic() - t0
-    sys.stderr.write(proc.stderr[-3000:])
-    if proc.returncode != 0:
-        return {"error": f"exit {proc.returncode}", "stderr": proc.stderr[-3000:], "seconds": elapsed}
-    with open(path) as f:
-        data: dict[str, Any] = json.load(f)
-    os.unlink(path)
-    data["seconds"] = elapsed
-    return data
+    try:
+        proc = subprocess.run([sys.executable, *args, "--json", path], cwd=REPO, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": REPO}, timeout=TIMEOUT_SECONDS)
+        error = "" if proc.returncode == 0 else f"exit {proc.returncode}: {proc.stderr[-STDERR_TAIL:]}"
+        data: dict[str, Any] = {}
+        if not error:
+            with open(path) as f:
+                data = json.load(f)
+    except (subprocess.TimeoutExpired, OSError, ValueError) as exc:
+        error, data = f"{type(exc).__name__}: {exc}", {}
+    finally:
+        os.unlink(path)
+    return {"command": "python " + " ".join(args), "started": started.isoformat(timespec="seconds"),
+            "seconds": round(time.monotonic() - t0, 1), "load_before": load_before, "load_after": os.getloadavg()[0],
+            "error": error, "output": data}
 
 
-def _m(d: dict[str, Any]) -> float:
-    return float(d["median"])
+def rows_of(bench: Bench, result: dict[str, Any]) -> list[Row]:
+    date = result["started"][:16].replace("T", " ")
+    load = f"{result['load_before']:.2f} → {result['load_after']:.2f}"
+    if result["error"]:
+        cells = [(bench.key, "**failed**", result["error"].strip().splitlines()[-1][:120])]
+    else:
+        try:
+            cells = bench.figures(result["output"])
+        except (KeyError, TypeError, ValueError, IndexError) as exc:  # the script's output changed shape
+            cells = [(bench.key, "**unreadable output**", f"{type(exc).__name__}: {exc}")]
+    return [Row(figure, value, spread, result["command"], date, load) for figure, value, spread in cells]
 
 
-def _spread(d: dict[str, Any], fmt: str = "{:.2f}") -> str:
-    return f"{fmt.format(d['median'])} ({fmt.format(d['min'])}-{fmt.format(d['max'])})"
-
-
-def summary_lines(results: dict[str, Any]) -> list[str]:
-    lines: list[str] = []
-    ack = results.get("ack_latency", {})
-    for rate, r in ack.get("by_rate", {}).items():
-        once = r["exactly_once"]
-        once = all(once) if isinstance(once, list) else once
-        lines.append(f"ack {rate:>3} ev/s   p50 {_spread(r['p50_ms'], '{:.1f}')} ms  "
-                     f"p99 {_spread(r['p99_ms'], '{:.1f}')} ms  max {_spread(r['max_ms'], '{:.1f}')} ms  "
-                     f"errors {r['error_responses']['max']:.0f}  exactly once {once}")
-    for name, r in results.get("loop_overhead", {}).get("loops", {}).items():
-        lines.append(f"loop {name:34} CPU {_spread(r['cpu_ms_per_step'])} ms/step  wall "
-                     f"{_spread(r['wall_ms_per_step'])} ms/step")
-    for h, r in results.get("redis_cost", {}).get("by_history", {}).items():
-        ps = r["per_step"]
-        lines.append(f"redis history {h:>5} turns  {_m(ps['round_trips']):.0f} round trips/step  "
-                     f"{_m(ps['bytes_sent']):.0f} B sent/step  {_m(ps['bytes_received']):.0f} B read/step  "
-                     f"(run start: {_m(r['run_start']['round_trips']):.0f} RT, "
-                     f"{_m(r['run_start']['bytes_received']):.0f} B read)")
-    conc = results.get("concurrency", {})
-    if "summary" in conc:
-        s = conc["summary"]
-        lines.append(f"concurrency {conc['concurrency']} runs  {_spread(s['runs_per_s'], '{:.1f}')} runs/s = "
-                     f"{_m(s['share_of_ideal']):.0%} of {_m(s['ideal_runs_per_s']):.1f}  CPU "
-                     f"{_spread(s['cpu_ms_per_step'])} ms/step  peak RSS {_m(s['rss_peak_mb']):.0f} MB  "
-                     f"{_m(s['rss_per_run_kb']):.0f} KB/run")
-        if "largest_concurrency_at_80pct" in conc:
-            lines.append(f"concurrency: largest N at >= 80% of ideal: {conc['largest_concurrency_at_80pct']}")
-    for case, r in results.get("slack_posting", {}).get("cases", {}).items():
-        lines.append(f"slack {case:30} {_spread(r['sustained_replies_per_s_per_thread'])} replies/s per thread  "
-                     f"429s at Slack {_m(r['slack_429s']):.0f}  replies missing {r['replies_missing']['max']:.0f}")
-    return lines
+def preface(info: dict[str, Any], full: bool, total_seconds: float) -> str:
+    mode = "`--full`: the benchmarks' own repetitions" if full else "quick: one repetition, short settings"
+    return (f"Current figures: `PYTHONPATH=$PWD python bench/run_all.py{' --full' if full else ''}` ({mode}), "
+            f"{info['date'][:16].replace('T', ' ')} UTC, {total_seconds:.0f} s in all; {info['cores']} cores "
+            f"({info['cpu'] or 'unknown CPU'}), Python {info['python']}, Redis {info['redis_server'] or '?'}. "
+            "Value is the median over the repetitions; spread is min–max over them when there are several, else "
+            "the spread within the run that the cell names. Machine load: the 1-minute load average before → after "
+            "the benchmark (2 cores: above ~1.5 the figures are the machine's queueing as much as the service's).")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="one repetition, shorter durations")
-    parser.add_argument("--only", help="comma-separated subset of " + ",".join(BENCHMARKS))
-    parser.add_argument("--out", default=os.path.join(BENCH_DIR, "results.json"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="more repetitions and the long benchmarks (~20 min)")
+    parser.add_argument("--quick", action="store_true", help="the default: one repetition, short settings")
+    parser.add_argument("--only", help="comma-separated keys: " + ",".join(b.key for b in BENCHES))
+    parser.add_argument("--print", "--dry-run", dest="print_only", action="store_true",
+                        help="print the table, write nothing")
+    parser.add_argument("--doc", default=DOC, help="the Markdown file with the markers")
+    parser.add_argument("--out", default=os.path.join(BENCH_DIR, "results.json"), help="raw outputs")
     args = parser.parse_args()
-    names = args.only.split(",") if args.only else list(BENCHMARKS)
-    started = time.monotonic()
-    results: dict[str, Any] = {"machine": machine(), "quick": args.quick}
-    for name in names:
-        print(f"== {name}", file=sys.stderr, flush=True)
-        results[name] = run_one(name, args.quick)
-    results["total_seconds"] = time.monotonic() - started
-    results["machine"]["loadavg_after"] = os.getloadavg()
-    if args.only and os.path.exists(args.out):
-        # A partial run updates its benchmarks in the existing file instead of dropping the others.
-        with open(args.out) as f:
-            merged = json.load(f)
-        for name in names:
-            merged[name] = {**results[name], "measured_at": results["machine"]["date"]}
-        to_write = merged
-    else:
-        to_write = results
-    with open(args.out, "w") as f:
-        json.dump(to_write, f, indent=2, default=str)
-    print("\n".join(summary_lines(results)))
-    print(f"total {results['total_seconds']:.0f} s; results in {args.out}")
-    return 1 if any("error" in results[n] for n in names) else 0
+    if args.full and args.quick:
+        parser.error("--quick or --full, not both")
+    chosen = [b for b in BENCHES if args.full or b.quick is not None]
+    if args.only:
+        keys = args.only.split(",")
+        unknown = set(keys) - {b.key for b in BENCHES}
+        if unknown:
+            parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+        chosen = [b for b in BENCHES if b.key in keys and (args.full or b.quick is not None)]
+    write = not (args.print_only or args.only)
+    if write:
+        with open(args.doc) as f:
+            replace_current(f.read(), "")  # the markers are checked before minutes of benchmarks, not after
+    info = machine()
+    t0 = time.monotonic()
+    results: dict[str, Any] = {}
+    rows: list[Row] = []
+    for bench in chosen:
+        print(f"== {bench.key}: python {' '.join(command(bench, args.full))}", file=sys.stderr, flush=True)
+        results[bench.key] = run_one(bench, args.full)
+        if results[bench.key]["error"]:
+            print(results[bench.key]["error"], file=sys.stderr)
+        rows.extend(rows_of(bench, results[bench.key]))
+    total = time.monotonic() - t0
+    table = render(rows, preface(info, args.full, total))
+    print(table)
+    print(f"\ntotal {total:.0f} s", file=sys.stderr)
+    if write:
+        with open(args.doc) as f:
+            document = f.read()
+        with open(args.doc, "w") as f:
+            f.write(replace_current(document, table))
+        with open(args.out, "w") as f:
+            json.dump({"machine": info, "full": args.full, "total_seconds": round(total, 1), **results}, f,
+                      indent=2, default=str)
+            f.write("\n")
+        print(f"table written to {args.doc}, raw outputs to {args.out}", file=sys.stderr)
+    return 1 if any(r["error"] for r in results.values()) else 0
 
 
 if __name__ == "__main__":

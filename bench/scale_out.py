@@ -131,10 +131,12 @@ async def one_run(slack_url: str, llm_url: str, n: int, processes: int, max_jobs
     prefix = new_prefix("scale")
     tag = uuid.uuid4().hex[:4].upper()
     per_process = max_jobs or -(-n // processes)
-    # All N runs are one workspace's: its cap (AGENT_MAX_CONCURRENT_RUNS_PER_WORKSPACE, 10 by default) would park
-    # all but 10 of them, which is bench/fair_share.py's subject, not this one's.
+    # All N runs are one person's in one workspace: the caps (AGENT_MAX_CONCURRENT_RUNS_PER_WORKSPACE, 10, and
+    # _PER_USER, 3, by default) would park all but a few, which is bench/fair_share.py's and
+    # bench/person_flood.py's subject, not this one's.
     values = settings_values(prefix, slack_url, llm_url, worker_max_jobs=per_process, thread_ttl_seconds=3600,
                              agent_max_concurrent_runs_per_workspace=max(n, DEFAULT_MAX_CONCURRENT_RUNS),
+                             agent_max_concurrent_runs_per_user=max(n, DEFAULT_MAX_CONCURRENT_RUNS),
                              llm_price_prompt_per_1m="0.01", llm_price_completion_per_1m="0.01")
     stats_url = slack_url.replace("/api/", "/_bench/stats?threads=1")
     queue = values["arq_queue_name"]

@@ -74,8 +74,10 @@ async def one_rep(slack_url: str, llm_url: str) -> dict[str, Any]:
         redis = handle.client()
         tag = uuid.uuid4().hex[:6].upper()
         for case, (pace, threads, pacer_burst) in CASES.items():
+            # The six threads are one person's: the per-person cap (3 by default) would park half of them.
             settings = make_settings(settings_values(prefix, slack_url, llm_url, slack_posts_per_second=pace,
-                                                     slack_updates_per_minute=50))
+                                                     slack_updates_per_minute=50,
+                                                     agent_max_concurrent_runs_per_user=10))
             queue = await handle.arq_pool(settings.arq_queue_name)
             slack = make_web_client(token=settings.bot_token(), base_url=settings.slack_api_url,
                                     max_retry_after=settings.slack_max_retry_after_seconds)

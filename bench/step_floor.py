@@ -5,7 +5,7 @@ slack_sdk, and three Redis round trips (budget reserve, settle, the step write, 
 exactly those, for N concurrent "runs" of 11 calls against the fakes (their own processes), and reports its own
 CPU per step: the part of the pipeline's CPU per step that only fewer round trips or cheaper clients can lower.
 
-    python bench/step_floor.py [--runs 50] [--redis-round-trips 3]
+    python bench/step_floor.py [--runs 50] [--redis-round-trips 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -60,11 +60,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--redis-round-trips", type=int, default=3)
+    parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
+    by_trips: dict[str, float] = {}
     with fake_slack() as (_, slack_url), fake_llm(delay=0.2, calls=10**9) as (_, llm_url):
         for trips in sorted({0, args.redis_round_trips}):
             ms = asyncio.run(measure(slack_url, llm_url, args.runs, trips))
+            by_trips[str(trips)] = ms
             print(f"{args.runs} runs, LLM POST + chat.postMessage + {trips} Redis round trips: {ms:.2f} ms CPU a step")
+    if args.json:
+        import json  # here, not at the top: only the --json output needs it
+
+        with open(args.json, "w") as f:
+            json.dump({"runs": args.runs, "cpu_ms_per_step_by_redis_round_trips": by_trips}, f, indent=2)
 
 
 if __name__ == "__main__":

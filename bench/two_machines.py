@@ -187,10 +187,12 @@ async def main(runs: int, rate: float, delay: float, kill_at: float, workers: in
     tag = uuid.uuid4().hex[:4].upper()
     with fake_slack() as (_, slack_url), fake_llm(delay=delay, calls=CALLS, tool="calculator") as (_, llm_url):
         stats_url = slack_url.replace("/api/", "/_bench/stats?threads=1")
-        # One workspace sends every mention: the per-workspace cap (default 10) would make this a bench of the
-        # cap's line instead of the two groups, so it is lifted to the run count, as the concurrency benches do.
+        # One person in one workspace sends every mention: the caps (10 a workspace, 3 a person by default) would
+        # make this a bench of their lines instead of the two groups, so they are lifted to the run count, as the
+        # concurrency benches do.
         values = settings_values(prefix, slack_url, llm_url,
-                                 agent_max_concurrent_runs_per_workspace=max(runs, DEFAULT_MAX_CONCURRENT_RUNS))
+                                 agent_max_concurrent_runs_per_workspace=max(runs, DEFAULT_MAX_CONCURRENT_RUNS),
+                                 agent_max_concurrent_runs_per_user=max(runs, DEFAULT_MAX_CONCURRENT_RUNS))
         machines = [Machine("a", values, workers), Machine("b", values, workers)]
         killed: dict[str, float] = {}
         try:
