@@ -3,10 +3,10 @@
 The run's sinks (``bot.thread.sink.SlackEventSink`` for ``replies``,
 ``bot.thread.stream_sink.StreamEventSink`` for ``timeline``
 and ``plan``) are fed a scripted event stream: 10 steps (a thought, a calculator call taking ``--tool`` seconds,
-its observation, ``--llm`` seconds of LLM per step), then an answer of 100 deltas written over ``--answer``
-seconds (the streamed displays take them through ``append_answer``; ``replies`` posts the answer whole). Writes
-go through the real ``AsyncWebClient`` to the tests' fake Slack Web API (real shapes and limits), pacing through
-the real Redis, at the service's default ``SLACK_STREAM_INTERVAL_SECONDS`` (1 s).
+its observation, the step finished, ``--llm`` seconds of LLM per step), then an answer of 100 deltas written over
+``--answer`` seconds (the streamed displays take them through ``append_answer``; ``replies`` posts the answer
+whole). Writes go through the real ``AsyncWebClient`` to the tests' fake Slack Web API (real shapes and limits),
+pacing through the real Redis, at the service's default ``SLACK_STREAM_INTERVAL_SECONDS`` (1 s).
 
     python bench/slack_calls.py [--steps 10] [--llm 0.5] [--tool 0.2] [--answer 2] [--json out.json]
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 from common import BENCH_REDIS_URL, delete_prefix, new_prefix, write_json
 
-from agent_core import Limits, Observed, RunStarted, Stopped, StopReason, Thought, ToolCalled, Usage
+from agent_core import Limits, Observed, RunStarted, StepFinished, Stopped, StopReason, Thought, ToolCalled, Usage
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.slack_client import make_web_client
@@ -63,10 +63,15 @@ async def one_run(display: str, args: argparse.Namespace, slack: FakeSlack, pref
     await sink.emit(RunStarted("run-1", "Add the numbers one by one", Limits(), ("calculator",)))
     for step in range(1, args.steps + 1):
         await asyncio.sleep(args.llm)
-        await sink.emit(Thought(step, f"Step {step}: add {step}."))
-        await sink.emit(ToolCalled(step, f"c{step}", "calculator", {"expression": f"{step}+{step}"}))
+        thought = Thought(step, f"Step {step}: add {step}.")
+        call = ToolCalled(step, f"c{step}", "calculator", {"expression": f"{step}+{step}"})
+        await sink.emit(thought)
+        await sink.emit(call)
         await asyncio.sleep(args.tool)
-        await sink.emit(Observed(step, f"c{step}", "calculator", "ok", str(2 * step), 2, args.tool * 1000))
+        seen = Observed(step, f"c{step}", "calculator", "ok", str(2 * step), 2, args.tool * 1000)
+        await sink.emit(seen)
+        # As a run asks (RunRequest.finished_steps): the replies displays post a step once it is persisted.
+        await sink.emit(StepFinished(step, thought.text, (call,), (seen,)))
     words = [f"word{i} " + ("\n" if i % 10 == 9 else "") for i in range(100)]
     answer_started = time.monotonic()
     first_token: float | None = None
