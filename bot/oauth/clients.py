@@ -13,10 +13,11 @@ import aiohttp
 from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import NotInstalled as NotInstalled  # raised here: importable from here too (bot.runs.run)
+from bot.errors import TokenUnavailable, UnreadableToken
 from bot.identity import Workspace
 from bot.oauth.flow import token_resolver
-from bot.oauth.token_crypto import UnreadableToken
-from bot.oauth.token_resolver import TokenResolver, TokenUnavailable
+from bot.oauth.token_resolver import TokenResolver
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 
@@ -26,10 +27,6 @@ log = logging.getLogger(__name__)
 DEAD_TOKEN_ERRORS = frozenset({"invalid_auth", "token_revoked", "account_inactive", "token_expired"})
 #: Clients kept per process (one per live token); a refill costs nothing but an object.
 _MAX_CLIENTS = 10_000
-
-
-class NotInstalled(Exception):
-    """No usable installation for the workspace: nothing can be posted there."""
 
 
 class WorkspaceClients:

@@ -11,13 +11,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agent_core import BudgetUsage, format_usd
+from bot.errors import InvalidValue
 from bot.workspace import (
     LABELS,
     NO_CATALOG_NOTE,
     ConfigField,
     ConfigValue,
     FeedbackSummary,
-    InvalidValue,
     RunRecord,
     WorkspaceConfig,
     describe_budget,

@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import ThreadUnwritable as ThreadUnwritable  # raised here: importable from here too (bot.runs.run)
 from bot.thread import mrkdwn
 from bot.thread.render import SlackMessage
 
@@ -91,15 +92,6 @@ class Target:
     channel_id: str
     thread_ts: str
     message_ts: str
-
-
-class ThreadUnwritable(Exception):
-    """Slack refused ``MAX_REFUSED_POSTS`` posts in a row: the run cannot be shown, so it must stop spending."""
-
-    def __init__(self, message: str, error: str = "") -> None:
-        super().__init__(message)
-        #: Slack's error code of the last refusal (``invalid_auth``, ``channel_not_found``...).
-        self.error = error
 
 
 #: Posts refused in a row (even as plain text, after retries) before a run is stopped.

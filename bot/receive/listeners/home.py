@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import StoreError
 from bot.deps import Services
+from bot.errors import SlackLookupError
 from bot.identity import Workspace
 from bot.receive.listeners.commands import limits_for_services, workspace_of
 from bot.thread.home_views import (
@@ -29,7 +30,7 @@ from bot.thread.home_views import (
     read_modal,
     unavailable_view,
 )
-from bot.workspace import TOP_SPENDERS, SlackLookupError, WorkspaceLimits
+from bot.workspace import TOP_SPENDERS, WorkspaceLimits
 
 log = logging.getLogger(__name__)
 
