@@ -57,10 +57,6 @@ class WorkspaceClients:
         self._timeout = timeout
         self._by_token: dict[str, AsyncWebClient] = {}
 
-    @property
-    def per_workspace(self) -> bool:
-        return self._resolver is not None
-
     async def client(self, ws: Workspace) -> AsyncWebClient:
         """Raises :class:`NotInstalled` (saying why) when OAuth mode has no usable token for ``ws``."""
         if self._resolver is None:

@@ -87,10 +87,6 @@ class Decision:
     #: Who pressed the button (empty for a timeout, a stopped run or a failure).
     user: str = ""
 
-    @property
-    def approved(self) -> bool:
-        return self.verdict in (Verdict.APPROVED, Verdict.APPROVED_FOR_RUN)
-
     def to_json(self) -> str:
         return json.dumps({"verdict": self.verdict.value, "user": self.user})
 
