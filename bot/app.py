@@ -26,6 +26,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot import metrics
 from bot.deps import Services
+from bot.errors import Refused
 from bot.identity import IdentityMiddleware
 from bot.logs import OncePer
 from bot.oauth.flow import add_oauth_routes, register_revocation_listeners
@@ -252,12 +253,12 @@ def check_body(body: bytes, content_type: str) -> tuple[int, str]:
             return 0, ""
         form = parse_qs(text, keep_blank_values=True, strict_parsing=bool(text))
         if any(_has_surrogate(v) for values in form.values() for v in values):
-            raise payloads.Refused("the form holds text that is not valid Unicode")
+            raise Refused("the form holds text that is not valid Unicode")
         if "payload" in form:
             payloads.check_interaction(_json_object(form["payload"][0], "the payload field"))
         else:
             payloads.check_command({name: values[0] for name, values in form.items()})
-    except payloads.Refused as refused:
+    except Refused as refused:
         return (200 if refused.ignore else 400), str(refused)
     except (UnicodeDecodeError, ValueError):
         return 400, f"the body is not valid {kind}"
@@ -266,20 +267,20 @@ def check_body(body: bytes, content_type: str) -> tuple[int, str]:
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
     if _nesting(text) > MAX_JSON_DEPTH:
-        raise payloads.Refused(f"{what} is nested too deeply")
+        raise Refused(f"{what} is nested too deeply")
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
-        raise payloads.Refused(f"{what} is not valid JSON") from None
+        raise Refused(f"{what} is not valid JSON") from None
     if not isinstance(value, dict):
-        raise payloads.Refused(f"{what} is not a JSON object")
+        raise Refused(f"{what} is not a JSON object")
     # The text is decoded UTF-8, so a lone surrogate can only come from a \uD800-\uDFFF escape: without one
     # there is nothing to look for (the common case; the re-encoding below costs as much as the parse).
     if _SURROGATE_ESCAPE.search(text):
         try:
             json.dumps(value, ensure_ascii=False).encode()
         except UnicodeEncodeError:
-            raise payloads.Refused(f"{what} holds text that is not valid Unicode (a lone surrogate)") from None
+            raise Refused(f"{what} holds text that is not valid Unicode (a lone surrogate)") from None
     return value
 
 

@@ -13,10 +13,10 @@ import aiohttp
 from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import NotInstalled, TokenUnavailable, UnreadableToken
 from bot.identity import Workspace
 from bot.oauth.flow import token_resolver
-from bot.oauth.token_crypto import UnreadableToken
-from bot.oauth.token_resolver import TokenResolver, TokenUnavailable
+from bot.oauth.token_resolver import TokenResolver
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 
@@ -26,10 +26,6 @@ log = logging.getLogger(__name__)
 DEAD_TOKEN_ERRORS = frozenset({"invalid_auth", "token_revoked", "account_inactive", "token_expired"})
 #: Clients kept per process (one per live token); a refill costs nothing but an object.
 _MAX_CLIENTS = 10_000
-
-
-class NotInstalled(Exception):
-    """No usable installation for the workspace: nothing can be posted there."""
 
 
 class WorkspaceClients:
@@ -59,10 +55,6 @@ class WorkspaceClients:
         self._max_retry_after = max_retry_after
         self._timeout = timeout
         self._by_token: dict[str, AsyncWebClient] = {}
-
-    @property
-    def per_workspace(self) -> bool:
-        return self._resolver is not None
 
     async def client(self, ws: Workspace) -> AsyncWebClient:
         """Raises :class:`NotInstalled` (saying why) when OAuth mode has no usable token for ``ws``."""

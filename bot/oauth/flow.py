@@ -36,12 +36,13 @@ from slack_sdk.oauth.installation_store import Installation
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import StateSpent, TokenUnavailable, UnreadableToken
 from bot.keys import AppKeys
 from bot.logs import OncePer
 from bot.oauth.installations import RedisInstallationStore
-from bot.oauth.state import SignedStateStore, StateSpent, state_key
-from bot.oauth.token_crypto import SETTING, TokenCipher, UnreadableToken
-from bot.oauth.token_resolver import TokenResolver, TokenUnavailable
+from bot.oauth.state import SignedStateStore, state_key
+from bot.oauth.token_crypto import SETTING, TokenCipher
+from bot.oauth.token_resolver import TokenResolver
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)

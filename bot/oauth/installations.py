@@ -26,9 +26,10 @@ from slack_bolt.error import BoltError
 from slack_sdk.oauth.installation_store import Bot, Installation
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 
+from bot.errors import UnreadableToken
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.oauth.token_crypto import SETTING, TokenCipher, UnreadableToken
+from bot.oauth.token_crypto import SETTING, TokenCipher
 from bot.redis import as_text, awaited
 
 log = logging.getLogger(__name__)

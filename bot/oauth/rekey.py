@@ -5,7 +5,7 @@ rekey``, then drop the old key. Nothing is written unless every stored value ope
 otherwise the installations that do not are named and the command exits 1, so the key they still need is never
 dropped by mistake::
 
-    report = await rekey(redis, AppKeys(prefix), cipher)   # raises Unreadable naming them, having changed nothing
+    report = await rekey(redis, AppKeys(prefix), cipher)   # UnreadableInstallations naming them: nothing changed
     print(report)                                           # "re-encrypted 3 installations (7 values) ..."
 """
 
@@ -19,22 +19,11 @@ import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
 from agent_core import ConfigError
+from bot.errors import UnreadableInstallations, UnreadableToken
 from bot.keys import AppKeys
-from bot.oauth.token_crypto import SETTING, TokenCipher, UnreadableToken
+from bot.oauth.token_crypto import SETTING, TokenCipher
 from bot.redis import as_text, awaited, open_redis
 from bot.settings import Settings
-
-
-class Unreadable(Exception):
-    """Some stored values open with no listed key; ``where`` names their installations (never a value)."""
-
-    def __init__(self, where: list[str]) -> None:
-        super().__init__(
-            f"{len(where)} installation(s) cannot be read with any key in {SETTING}: {', '.join(where)}. Nothing "
-            f"was changed. Add the key they were written with to {SETTING} (after the newest) and run again; or "
-            "delete them, and those workspaces reinstall the app."
-        )
-        self.where = where
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +37,12 @@ class Report:
 
 
 async def rekey(redis: aioredis.Redis, keys: AppKeys, cipher: TokenCipher) -> Report:
-    """Every installation hash rewritten with the first key; raises :class:`Unreadable` before any write."""
+    """Every installation hash rewritten with the first key; :class:`UnreadableInstallations` before any write."""
     found = [as_text(key) or "" async for key in redis.scan_iter(match=keys.installation_pattern(), count=500)]
     unreadable = [_name(keys, key, fields) for key in found
                   if (fields := _unreadable(cipher, await awaited(redis.hgetall(key))))]
     if unreadable:
-        raise Unreadable(unreadable)
+        raise UnreadableInstallations(unreadable, SETTING)
     values = 0
     for key in found:
         values += await _rewrite(redis, key, cipher)
@@ -111,7 +100,7 @@ def main(settings: Settings) -> int:
         raise ConfigError(f"{SETTING} is not set: rekey re-encrypts with its first key")
     try:
         report = asyncio.run(_main(settings))
-    except Unreadable as exc:
+    except UnreadableInstallations as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(report)

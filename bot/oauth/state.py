@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
-from slack_bolt.error import BoltError
 from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 
+from bot.errors import StateSpent
 from bot.keys import AppKeys
 from bot.redis import awaited
 
@@ -41,10 +41,6 @@ _NONCE_BYTES = 16
 #: Longer than any state this module issues (~80 characters): a longer one is refused before any work.
 _MAX_STATE_CHARS = 200
 _MAX_EXPIRY_DIGITS = 12
-
-
-class StateSpent(BoltError):
-    """Another redirect with the same state stored its install first: this one stores nothing."""
 
 
 def state_key(secret: str) -> bytes:

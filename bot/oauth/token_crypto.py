@@ -15,15 +15,12 @@ from typing import TYPE_CHECKING
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from agent_core import ConfigError
+from bot.errors import UnreadableToken
 
 if TYPE_CHECKING:
     from bot.settings import Settings
 
 SETTING = "SLACK_TOKEN_ENCRYPTION_KEY"
-
-
-class UnreadableToken(Exception):
-    """A stored value none of the configured keys opens (wrong key, or an old key dropped too early)."""
 
 
 class TokenCipher:

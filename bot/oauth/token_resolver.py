@@ -12,6 +12,7 @@ from slack_sdk.errors import SlackTokenRotationError
 from slack_sdk.oauth.installation_store import Bot
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 
+from bot.errors import TokenUnavailable
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.oauth.installations import BOT_FIELD, RedisInstallationStore, installation_key, owner_of
@@ -26,10 +27,6 @@ REFRESH_LOCK_SECONDS = 30.0
 REFRESH_WAIT_SECONDS = 20.0
 #: How long a resolved token is reused without asking Redis (an uninstall reaches other processes within it).
 TOKEN_CACHE_SECONDS = 10.0
-
-
-class TokenUnavailable(Exception):
-    """Slack refused to refresh an installation's token (revoked, or the refresh token is spent): no run."""
 
 
 def refresh_lock_key(keys: AppKeys, enterprise_id: str | None, team_id: str | None) -> str:

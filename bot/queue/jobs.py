@@ -24,9 +24,10 @@ from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import RedisThreadStore, RedisTraceSink, RunLeases
+from bot.errors import NotInstalled
 from bot.identity import Conversation
 from bot.keys import AppKeys
-from bot.oauth.clients import NotInstalled, WorkspaceClients
+from bot.oauth.clients import WorkspaceClients
 from bot.queue.fair import NOTICES_EACH, Admission, WorkspaceGate
 from bot.queue.resume import Resumer, holder_of, post_missing_final
 from bot.queue.turns import JOB_FUNCTION, Slot, ThreadQueue, enqueue_turn, request_cancel

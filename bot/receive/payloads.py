@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from bot.errors import Refused
+
 #: Slack ids: team, enterprise, channel, user, bot, app ids (upper-case letters and digits).
 SLACK_ID = re.compile(r"[A-Z0-9][A-Z0-9_]{0,39}")
 #: A message ts: seconds, a dot, a sequence.
@@ -26,14 +28,6 @@ HANDLED_EVENTS = frozenset({
 _EVENT_IDS = ("user", "channel", "team", "bot_id", "app_id")
 _EVENT_TS = ("ts", "thread_ts", "event_ts")
 _EVENT_TEXTS = ("text", "subtype", "channel_type", "tab", "type")
-
-
-class Refused(ValueError):
-    """A payload that is not of a shape Slack sends; ``ignore`` when it is well-formed but not for us."""
-
-    def __init__(self, problem: str, *, ignore: bool = False) -> None:
-        super().__init__(problem)
-        self.ignore = ignore
 
 
 def check_event_envelope(body: Mapping[str, Any]) -> None:

@@ -31,9 +31,10 @@ from agent_core import (
     ThreadState,
 )
 from bot import metrics
+from bot.errors import NotInstalled, ThreadUnwritable
 from bot.keys import AppKeys
 from bot.logs import log_context
-from bot.oauth.clients import NotInstalled, WorkspaceClients
+from bot.oauth.clients import WorkspaceClients
 from bot.runs.after import AfterRun
 from bot.runs.approvals import SlackApprover
 from bot.runs.cancel_watch import CancelWatch
@@ -45,7 +46,7 @@ from bot.thread import render
 from bot.thread.fallback import StreamOrReplies
 from bot.thread.feed import aclose_events, pipelined
 from bot.thread.open_streams import LEFT_GRACE_SECONDS, OpenStreams
-from bot.thread.poster import Pacer, Poster, ThreadStatus, ThreadUnwritable
+from bot.thread.poster import Pacer, Poster, ThreadStatus
 from bot.thread.sink import RunLedger, RunSink, SinkParts, SlackEventSink
 from bot.thread.slack_reader import WebSlackReader
 from bot.thread.stream_sink import StreamEventSink

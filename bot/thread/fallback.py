@@ -17,9 +17,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent_core import Event, RunStarted, StepFinished, Stopped, Thought
+from bot.errors import StreamRefused
 from bot.thread.sink import SlackEventSink
 from bot.thread.stream_sink import StreamEventSink
-from bot.thread.stream_writer import StreamRefused
 
 log = logging.getLogger(__name__)
 

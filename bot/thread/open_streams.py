@@ -27,9 +27,10 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import NotInstalled
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.oauth.clients import NotInstalled, WorkspaceClients
+from bot.oauth.clients import WorkspaceClients
 from bot.redis import as_text, awaited
 
 log = logging.getLogger(__name__)

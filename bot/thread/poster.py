@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import ThreadUnwritable
 from bot.identity import Conversation
 from bot.thread import mrkdwn
 from bot.thread.render import SlackMessage
@@ -95,15 +96,6 @@ class Target:
     @property
     def channel_id(self) -> str:
         return self.conversation.channel_id
-
-
-class ThreadUnwritable(Exception):
-    """Slack refused ``MAX_REFUSED_POSTS`` posts in a row: the run cannot be shown, so it must stop spending."""
-
-    def __init__(self, message: str, error: str = "") -> None:
-        super().__init__(message)
-        #: Slack's error code of the last refusal (``invalid_auth``, ``channel_not_found``...).
-        self.error = error
 
 
 #: Posts refused in a row (even as plain text, after retries) before a run is stopped.

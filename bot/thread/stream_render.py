@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from slack_sdk.models.blocks.block_elements import UrlSourceElement
-from slack_sdk.models.messages.chunk import MarkdownTextChunk, PlanUpdateChunk, TaskUpdateChunk
+from slack_sdk.models.messages.chunk import PlanUpdateChunk, TaskUpdateChunk
 
 from agent_core import Observed, Stopped, ToolCalled
 from bot.settings import Verbosity
@@ -130,7 +130,3 @@ def stop_markdown(event: Stopped) -> str:
         line += f"\n\n{hint}"
     return line
 
-
-def markdown_chunks(text: str) -> list[MarkdownTextChunk]:
-    """``text`` (already defused) as chunks of at most ``MARKDOWN_LIMIT`` characters, cut at line ends."""
-    return [MarkdownTextChunk(text=piece) for piece in mrkdwn.split(text, MARKDOWN_LIMIT)] if text else []

@@ -22,11 +22,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from agent_core import Event, Observed, RunStarted, Stopped, Thought, ToolCalled
+from bot.errors import StreamRefused
 from bot.thread import render, stream_render
 from bot.thread.open_streams import StreamTracker
 from bot.thread.poster import Pacer
 from bot.thread.sink import SinkParts
-from bot.thread.stream_writer import StreamRefused, StreamWriter
+from bot.thread.stream_writer import StreamWriter
 
 log = logging.getLogger(__name__)
 

@@ -30,6 +30,7 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
+from bot.errors import StreamRefused
 from bot.thread import mrkdwn
 from bot.thread.open_streams import StreamTracker
 from bot.thread.poster import Pacer
@@ -39,14 +40,6 @@ log = logging.getLogger(__name__)
 
 #: Markdown held back for a safe boundary at most this long before it is cut at any space.
 HOLD_CHARS = 2_000
-
-
-class StreamRefused(Exception):
-    """Slack refused a stream call; ``error`` is its error code (``method_not_supported``, ``invalid_chunks``...)."""
-
-    def __init__(self, error: str) -> None:
-        super().__init__(f"Slack refused the stream ({error})")
-        self.error = error
 
 
 @dataclass

@@ -7,6 +7,7 @@ Each module is either pure or does I/O: ``config`` (values, defaults, bounds), `
 org's budget over its workspaces).
 """
 
+from bot.errors import InvalidValue, SlackLookupError  # the stage's own errors, importable from it too
 from bot.workspace.catalog import ToolCatalog
 from bot.workspace.command import (
     DISPLAYS,
@@ -31,7 +32,6 @@ from bot.workspace.config import (
     Change,
     ConfigField,
     ConfigValue,
-    InvalidValue,
     LimitsPolicy,
     RunRecord,
     WorkspaceConfig,
@@ -46,7 +46,7 @@ from bot.workspace.display import DisplaySettings
 from bot.workspace.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
 from bot.workspace.limits import TOP_SPENDERS, RunBlocked, RunPlan, WorkspaceLimits
 from bot.workspace.org import OrgBudget, OrgBudgetStore
-from bot.workspace.people import RunRefusal, SlackLookupError, SlackUsers, run_permission, who_may_change
+from bot.workspace.people import RunRefusal, SlackUsers, run_permission, who_may_change
 from bot.workspace.replies import (
     NO_CATALOG_NOTE,
     budget_exhausted_message,

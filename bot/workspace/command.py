@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
 from agent_core import Period, format_usd
+from bot.errors import InvalidValue
 from bot.settings import Display, Verbosity
 from bot.workspace.config import (
     BOUNDS,
@@ -21,7 +22,6 @@ from bot.workspace.config import (
     ConfigValue,
     in_bounds,
 )
-from bot.workspace.config import InvalidValue as InvalidValue  # parse_value raises it: importable from here too
 from bot.workspace.tool_choice import PATTERN_RE
 from tools import parse_domain
 

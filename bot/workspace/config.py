@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Literal, get_args
 
 from agent_core import ConfigError, Limits, Period, format_usd, usd_to_micros
+from bot.errors import InvalidValue
 from bot.settings import MAX_CONCURRENT_RUNS_CAP, Display, Settings, Verbosity
 from bot.workspace.tool_choice import CatalogEntry, catalog_of
 from tools import ToolPolicy, builtin_registry
@@ -90,10 +91,6 @@ FIX_COMMANDS: dict[str, str] = {
 
 #: How a stored value that cannot be read is shown ("budget: unreadable → $25.00").
 UNREADABLE = "unreadable"
-
-
-class InvalidValue(ValueError):
-    """A value someone typed (or something stored) is not acceptable; the message says what is."""
 
 
 # A stored number: ASCII digits, no sign or leading zero (int() would take '١٢٣', '1_000', ' 5').

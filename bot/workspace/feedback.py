@@ -25,7 +25,6 @@ from bot.keys import AppKeys
 from bot.redis import as_text, awaited
 
 Vote = Literal["up", "down"]
-VOTES: tuple[Vote, ...] = ("up", "down")
 #: Thumbs-down runs kept per workspace (newest first); show and App Home list the last few.
 NEGATIVE_CAP = 50
 NEGATIVE_SHOWN = 5

@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import Limits, RedisBudget, utc_now
+from bot.errors import SlackLookupError
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Display, Verbosity
@@ -41,7 +42,7 @@ from bot.workspace.display import DisplaySettings
 from bot.workspace.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
 from bot.workspace.feedback import FeedbackStore, format_feedback
 from bot.workspace.org import OrgBudget, OrgBudgetStore
-from bot.workspace.people import SlackLookupError, SlackUsers
+from bot.workspace.people import SlackUsers
 from bot.workspace.replies import (
     budget_exhausted_message,
     changed_reply,

@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
 
 from agent_core import BudgetLayer, Period, StoreError, format_usd, utc_now
+from bot.errors import InvalidValue
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
 from bot.workspace.config import (
@@ -29,7 +30,6 @@ from bot.workspace.config import (
     ORG_LAYER,
     UNREADABLE,
     Change,
-    InvalidValue,
     decode_value,
     encode_value,
 )

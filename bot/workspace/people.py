@@ -18,22 +18,11 @@ from typing import Any, Literal
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import SlackLookupError
 from bot.identity import Workspace
 
 ADMIN_CACHE_SECONDS = 300.0
 """users.info answers are reused this long: admin changes take effect within five minutes."""
-
-
-class SlackLookupError(Exception):
-    """users.info failed, so nobody's permissions can be decided; the reply asks to try again."""
-
-    def __init__(self, user_id: str, error: str) -> None:
-        super().__init__(
-            f"Couldn't look up <@{user_id}> in Slack ({error}), so I can't check permissions. "
-            "Please try again in a minute."
-        )
-        self.user_id = user_id
-        self.error = error
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from agent_core import (
     StoreError,
     utc_now,
 )
+from bot.errors import InvalidValue
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.redis import as_text, awaited
@@ -47,7 +48,6 @@ from bot.workspace.config import (
     Change,
     ConfigField,
     ConfigValue,
-    InvalidValue,
     RunRecord,
     WorkspaceConfig,
     decode_value,

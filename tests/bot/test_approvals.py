@@ -16,7 +16,8 @@ from agent_core.redis_store import RedisThreadStore, RedisTraceSink
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.queue.jobs import EventSource
-from bot.runs.approvals import APPROVE_ACTION_ID, DENY_ACTION_ID, SlackApprover
+from bot.runs.approval_messages import APPROVE_ACTION_ID, DENY_ACTION_ID
+from bot.runs.approvals import SlackApprover
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 from bot.thread.poster import Pacer, Poster, Target

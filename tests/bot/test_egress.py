@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from bot.runs.approvals import APPROVE_ACTION_ID
+from bot.runs.approval_messages import APPROVE_ACTION_ID
 from bot.service import Service
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls

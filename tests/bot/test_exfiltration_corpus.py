@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.runs.approvals import APPROVE_ACTION_ID, APPROVE_RUN_ACTION_ID, DENY_ACTION_ID
+from bot.runs.approval_messages import APPROVE_ACTION_ID, APPROVE_RUN_ACTION_ID, DENY_ACTION_ID
 from bot.service import Service
 from bot.settings import Settings
 from tests.bot.conftest import App, make_settings

@@ -8,17 +8,10 @@ from typing import Any
 
 import pytest
 
-from bot.receive.listeners.home import (
-    EDIT_ACTION,
-    MODAL_CALLBACK,
-    RESET_ACTION,
-    home_view,
-    limits_modal,
-    read_modal,
-    usage_bar,
-)
+from bot.thread.home_views import EDIT_ACTION, MODAL_CALLBACK, RESET_ACTION
 from bot.workspace import RunRecord, WorkspaceConfig
 from tests.bot.test_commands import DEFAULTS, LISTED, TEAM, WS, Harness, harness
+from tests.bot.test_home_views import action_ids, texts
 from tests.signing import action_body
 
 __all__ = ["harness"]  # the fixture, shared with the command tests
@@ -36,20 +29,6 @@ def published(harness: Harness, user: str) -> dict[str, Any]:
     assert calls, "no views.publish for " + user
     view = calls[-1].params["view"]
     return json.loads(view) if isinstance(view, str) else view
-
-
-def texts(view: dict[str, Any]) -> str:
-    out = []
-    for block in view["blocks"]:
-        if isinstance(block.get("text"), dict):
-            out.append(block["text"]["text"])
-        out.extend(f["text"] for f in block.get("fields", []))
-        out.extend(e.get("text", "") for e in block.get("elements", []) if isinstance(e.get("text"), str))
-    return "\n".join(out)
-
-
-def action_ids(view: dict[str, Any]) -> list[str]:
-    return [e["action_id"] for b in view["blocks"] if b["type"] == "actions" for e in b["elements"]]
 
 
 def submission(user: str, values: dict[str, str], period: str = "monthly") -> dict[str, Any]:
@@ -211,68 +190,3 @@ async def press(harness: Harness, action_id: str, user: str) -> None:
     """A Home-tab button press, signed, through the app (the signing helper builds it as a form)."""
     body = action_body(action_id=action_id, value="", user=user, team_id=TEAM)
     await harness.post(body, "application/x-www-form-urlencoded")
-
-
-# ------------------------------------------------------------------------------------------------ pure views
-@pytest.mark.parametrize(
-    ("used", "limit", "bar"),
-    [
-        (0, 100, "░" * 20 + " 0%"),
-        (50, 100, "█" * 10 + "░" * 10 + " 50%"),
-        (100, 100, "█" * 20 + " 100%"),
-        (130, 100, "█" * 20 + " 100%"),
-        (1, 3, "██████" + "░" * 14 + " 33%"),
-        (0, 0, "░" * 20 + " 100%"),
-    ],
-)
-def test_usage_bar(used: int, limit: int, bar: str):
-    assert usage_bar(used, limit) == bar
-
-
-def test_the_modal_round_trips_through_read_modal():
-    config = WorkspaceConfig(max_steps=7, max_tokens=12_345, max_cost_micros=1_230_000, budget_micros=1_000_000_000)
-    modal = limits_modal(config)
-    state = {}
-    for block in modal["blocks"]:
-        element = block["element"]
-        if element["type"] == "static_select":
-            state[block["block_id"]] = {"value": {"selected_option": element["initial_option"]}}
-        else:
-            state[block["block_id"]] = {"value": {"value": element["initial_value"]}}
-    changes, errors = read_modal({"state": {"values": state}})
-    assert errors == {}
-    assert dict(changes) == {
-        "budget_micros": 1_000_000_000, "period": "monthly", "max_steps": 7, "max_tokens": 12_345,
-        "max_cost_micros": 1_230_000,
-    }
-
-
-def test_no_budget_leaves_the_budget_input_optional_and_empty():
-    modal = limits_modal(WorkspaceConfig(budget_micros=None))
-    budget = next(b for b in modal["blocks"] if b["block_id"] == "budget_micros")
-    assert budget["optional"] is True and "initial_value" not in budget["element"]
-    state = {
-        "budget_micros": {"value": {"value": None}},
-        "period": {"value": {"selected_option": {"value": "monthly"}}},
-        "max_steps": {"value": {"value": "15"}},
-        "max_tokens": {"value": {"value": "50000"}},
-        "max_cost_micros": {"value": {"value": "0.50"}},
-    }
-    changes, errors = read_modal({"state": {"values": state}})
-    assert errors == {} and "budget_micros" not in dict(changes)
-
-
-def test_home_view_stays_within_slack_limits():
-    from agent_core.redis_budget import BudgetUsage, period_window
-
-    usage = BudgetUsage(period_window(NOW, "monthly"), None, 5, 0, 0)
-    runs = [
-        RunRecord(user_id="U1", at=NOW, stop_reason="final_answer", steps=1, cost_micros=1, channel_id="C1",
-                  thread_ts="1.2")
-        for _ in range(50)
-    ]
-    view = home_view(WorkspaceConfig(budget_micros=None), usage, runs, is_admin=True, who_may_change="x",
-                     notice="n" * 5000)
-    assert len(view["blocks"]) <= 100
-    assert all(len(b["text"]["text"]) <= 3000 for b in view["blocks"] if b["type"] == "section" and "text" in b)
-    assert "*Budget:* none." in texts(view)

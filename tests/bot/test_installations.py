@@ -11,10 +11,11 @@ from cryptography.fernet import Fernet
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import UnreadableToken
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.oauth.installations import RedisInstallationStore, installation_key
-from bot.oauth.token_crypto import TokenCipher, UnreadableToken
+from bot.oauth.token_crypto import TokenCipher
 from bot.oauth.token_resolver import TokenResolver
 from tests.fakes.slack_api import FakeSlack, Grant
 

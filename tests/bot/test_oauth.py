@@ -8,8 +8,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from agent_core.errors import ConfigError
+from bot.errors import StateSpent
 from bot.oauth.installations import installation_key
-from bot.oauth.state import StateSpent
 from bot.oauth.token_crypto import TokenCipher
 from tests.fakes.slack_api import FakeSlack, Grant
 from tests.processes import free_port

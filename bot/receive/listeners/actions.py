@@ -19,16 +19,8 @@ from bot.deps import Services
 from bot.identity import Conversation
 from bot.queue.turns import request_cancel
 from bot.receive.listeners.control import may_control
-from bot.runs.approvals import (
-    APPROVE_ACTION_ID,
-    APPROVE_RUN_ACTION_ID,
-    DENY_ACTION_ID,
-    ApprovalRef,
-    Decision,
-    Verdict,
-    decide,
-    describe,
-)
+from bot.runs.approval_messages import APPROVE_ACTION_ID, APPROVE_RUN_ACTION_ID, DENY_ACTION_ID, describe
+from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide
 from bot.thread.render import STOP_ACTION_ID
 from bot.workspace import SlackUsers, WorkspaceLimits
 

@@ -17,8 +17,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import StoreError
 from bot import identity
 from bot.deps import Services
+from bot.errors import SlackLookupError
 from bot.identity import Workspace
-from bot.workspace import LimitsPolicy, SlackLookupError, WorkspaceLimits
+from bot.workspace import LimitsPolicy, WorkspaceLimits
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Services
+from bot.errors import SlackLookupError
 from bot.identity import Workspace
 from bot.redis import as_text, awaited
-from bot.workspace import SlackLookupError, SlackUsers
+from bot.workspace import SlackUsers
 
 
 async def may_control(

@@ -18,13 +18,14 @@ from slack_sdk.errors import SlackApiError
 
 from bot import identity
 from bot.deps import Services
+from bot.errors import SlackLookupError
 from bot.identity import DM_THREAD, Conversation, Workspace
 from bot.queue.turns import enqueue_turn, request_cancel
 from bot.receive.dedupe import Dedupe
 from bot.receive.listeners.control import may_control
 from bot.runs.turn import Turn
 from bot.thread import mrkdwn
-from bot.workspace import SlackLookupError, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
 
 log = logging.getLogger(__name__)
 #: Characters of an assistant thread's title (its first task, shortened).

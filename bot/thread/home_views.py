@@ -1,0 +1,255 @@
+"""App Home's views: the Home tab (budget with a bar, limits, tools, last runs, buttons for admins) and the limits
+modal, as pure functions (config, usage, tools, runs → Block Kit view), and the modal's submission read back.
+
+No I/O and no Slack client: ``bot.receive.listeners.home`` fetches, authorizes and publishes what these build.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from agent_core import BudgetUsage, format_usd
+from bot.errors import InvalidValue
+from bot.workspace import (
+    LABELS,
+    NO_CATALOG_NOTE,
+    ConfigField,
+    ConfigValue,
+    FeedbackSummary,
+    RunRecord,
+    WorkspaceConfig,
+    describe_budget,
+    format_feedback,
+    layer_lines,
+    parse_value,
+    shown,
+    tool_line,
+    unreadable_layers,
+    unreadable_lines,
+)
+from tools import ToolListing
+
+EDIT_ACTION = "agent_limits_edit"
+RESET_ACTION = "agent_limits_reset"
+MODAL_CALLBACK = "agent_limits_modal"
+RECENT_RUNS = 10
+BAR_WIDTH = 20
+#: Tool lines per section block: a section's text holds at most 3,000 characters (a line is under ~180).
+TOOLS_PER_BLOCK = 15
+#: Tool lines shown at all: App Home holds 100 blocks, the budget, limits and runs need about 20.
+TOOLS_SHOWN = 60
+
+#: Modal inputs: block id (also the field it sets) and its label. Each input's action id is "value".
+_INPUTS: tuple[tuple[ConfigField, str], ...] = (
+    ("budget_micros", "Budget per period (USD)"),
+    ("period", "Budget period"),
+    ("max_steps", "Max steps per run"),
+    ("max_tokens", "Max tokens per run"),
+    ("max_cost_micros", "Max cost per run (USD)"),
+)
+
+
+def usage_bar(used: int, limit: int, width: int = BAR_WIDTH) -> str:
+    """``█████░░░░░ 50%``: integer arithmetic, clamped to the bar (a settled overrun shows as full)."""
+    if limit <= 0:
+        return "░" * width + " 100%"
+    filled = min(width, used * width // limit)
+    percent = min(100, used * 100 // limit)
+    return "█" * filled + "░" * (width - filled) + f" {percent}%"
+
+
+def _budget_text(config: WorkspaceConfig, usage: BudgetUsage) -> str:
+    resets = usage.resets_at.strftime("%Y-%m-%d")
+    if usage.limit_micros is None:
+        return f"*Budget:* none. Spent this period: {format_usd(usage.spent_micros)}."
+    used = usage.spent_micros + usage.held_micros
+    remaining = usage.remaining_micros or 0
+    held = f" (incl. {format_usd(usage.held_micros)} held by runs in progress)" if usage.held_micros else ""
+    return (
+        f"*Budget:* {describe_budget(config)}\n"
+        f"`{usage_bar(used, usage.limit_micros)}`\n"
+        f"*Used:* {format_usd(used)}{held} · *Remaining:* {format_usd(remaining)} · "
+        f"resets {resets} (00:00 UTC)"
+    )
+
+
+def _run_line(run: RunRecord) -> str:
+    where = f"<{run.permalink}|thread>" if run.permalink else f"in <#{run.channel_id}>"
+    when = run.at.strftime("%Y-%m-%d %H:%M UTC")
+    steps = f"{run.steps} step" + ("" if run.steps == 1 else "s")
+    line = f"<@{run.user_id}> · {when} · `{run.stop_reason}` · {steps} · {format_usd(run.cost_micros)} · {where}"
+    return f"{line}\n_{run.note}_" if run.note else line
+
+
+def home_view(
+    config: WorkspaceConfig,
+    usage: BudgetUsage,
+    runs: Iterable[RunRecord],
+    *,
+    is_admin: bool,
+    who_may_change: str,
+    notice: str = "",
+    tools: Sequence[ToolListing] = (),
+    tools_published: bool = True,
+    feedback: FeedbackSummary | None = None,
+    spenders: Sequence[tuple[str, int]] = (),
+    org_unreadable: bool = False,
+) -> dict[str, Any]:
+    """The Home tab: budget with a bar, the limits, the tools, the last runs, buttons for admins (≤ 100 blocks)."""
+    blocks: list[dict[str, Any]] = [{"type": "header", "text": _plain("Agent limits and budget")}]
+    if notice:
+        blocks.append({"type": "section", "text": _mrkdwn(notice[:2900])})
+    if warnings := unreadable_lines(config, org_unreadable):
+        blocks.append({"type": "section", "text": _mrkdwn("\n".join(warnings)[:2900])})
+    blocks.append({"type": "section", "text": _mrkdwn(_budget_text(config, usage))})
+    if layers := layer_lines(usage, spenders, unreadable=unreadable_layers(config, org_unreadable)):
+        blocks.append({"type": "section", "text": _mrkdwn("\n".join(layers)[:2900])})
+    blocks.append(
+        {
+            "type": "section",
+            "fields": [
+                _mrkdwn(f"*Max steps per run:* {shown(config, 'max_steps')}"),
+                _mrkdwn(f"*Max tokens per run:* {shown(config, 'max_tokens')}"),
+                _mrkdwn(f"*Max cost per run:* {shown(config, 'max_cost_micros')}"),
+                _mrkdwn(f"*Budget period:* {shown(config, 'period')}"),
+                _mrkdwn(f"*Runs at once:* {shown(config, 'max_concurrent')}"),
+                _mrkdwn(f"*Runs at once per person:* {shown(config, 'max_concurrent_per_user')}"),
+            ],
+        }
+    )
+    if is_admin:
+        blocks.append(
+            {
+                "type": "actions",
+                "elements": [
+                    {"type": "button", "action_id": EDIT_ACTION, "text": _plain("Change limits"), "style": "primary"},
+                    {
+                        "type": "button",
+                        "action_id": RESET_ACTION,
+                        "text": _plain("Reset to defaults"),
+                        "confirm": {
+                            "title": _plain("Reset the limits?"),
+                            "text": _plain("Every limit and the budget go back to the service's defaults."),
+                            "confirm": _plain("Reset"),
+                            "deny": _plain("Cancel"),
+                        },
+                    },
+                ],
+            }
+        )
+    else:
+        blocks.append({"type": "context", "elements": [_mrkdwn(f"Only {who_may_change} can change these.")]})
+    if feedback is not None:
+        blocks.append({"type": "section", "text": _mrkdwn(format_feedback(feedback)[:2900])})
+    blocks.extend(tools_blocks(tools, published=tools_published, is_admin=is_admin))
+    blocks.append({"type": "divider"})
+    blocks.append({"type": "header", "text": _plain(f"Last {RECENT_RUNS} runs")})
+    lines = [_run_line(r) for r in list(runs)[:RECENT_RUNS]]
+    if lines:
+        blocks.extend({"type": "section", "text": _mrkdwn(line)} for line in lines)
+    else:
+        blocks.append({"type": "context", "elements": [_mrkdwn("No runs yet.")]})
+    return {"type": "home", "blocks": blocks}
+
+
+def tools_blocks(tools: Sequence[ToolListing], *, published: bool, is_admin: bool) -> list[dict[str, Any]]:
+    """The Tools section: every tool of the workspace, built-in or MCP (with its server), on or off."""
+    on = sum(t.enabled for t in tools)
+    blocks: list[dict[str, Any]] = [
+        {"type": "divider"},
+        {"type": "header", "text": _plain(f"Tools ({on} of {len(tools)} on)")},
+    ]
+    lines = [tool_line(t) for t in tools[:TOOLS_SHOWN]]
+    if len(tools) > TOOLS_SHOWN:
+        lines.append(f"... and {len(tools) - TOOLS_SHOWN} more: `/agent-limits tools` lists them all")
+    for start in range(0, len(lines), TOOLS_PER_BLOCK):
+        blocks.append({"type": "section", "text": _mrkdwn("\n".join(lines[start:start + TOOLS_PER_BLOCK]))})
+    if not tools:
+        blocks.append({"type": "context", "elements": [_mrkdwn("No tools are enabled in this deployment.")]})
+    notes = [] if published else [NO_CATALOG_NOTE]
+    if is_admin:
+        notes.append("Turn one on or off with `/agent-limits tools enable|disable <name>` (`time__*`: a whole server).")
+    if notes:
+        blocks.append({"type": "context", "elements": [_mrkdwn(n) for n in notes]})
+    return blocks
+
+
+def unavailable_view() -> dict[str, Any]:
+    """The Home tab when the limits store cannot be read."""
+    text = "The limits store is unavailable right now, so the budget cannot be shown. Try again shortly."
+    return {"type": "home", "blocks": [{"type": "section", "text": _mrkdwn(text)}]}
+
+
+def _money_text(micros: int | None) -> str:
+    return "" if micros is None else format_usd(micros).lstrip("$").replace(",", "")
+
+
+def limits_modal(config: WorkspaceConfig) -> dict[str, Any]:
+    """The modal admins change the limits in, prefilled with the current values."""
+    initial: dict[ConfigField, str] = {
+        "budget_micros": _money_text(config.budget_micros),
+        "max_steps": str(config.max_steps),
+        "max_tokens": str(config.max_tokens),
+        "max_cost_micros": _money_text(config.max_cost_micros),
+    }
+    blocks: list[dict[str, Any]] = []
+    for block_id, label in _INPUTS:
+        if block_id == "period":
+            options = [{"text": _plain(p), "value": p} for p in ("monthly", "daily")]
+            element: dict[str, Any] = {
+                "type": "static_select",
+                "action_id": "value",
+                "options": options,
+                "initial_option": next(o for o in options if o["value"] == config.period),
+            }
+        else:
+            element = {"type": "plain_text_input", "action_id": "value"}
+            if initial[block_id]:
+                element["initial_value"] = initial[block_id]
+        hint = "0 freezes spending. Applies to the next run." if block_id == "budget_micros" else ""
+        block: dict[str, Any] = {"type": "input", "block_id": block_id, "label": _plain(label), "element": element}
+        if hint:
+            block["hint"] = _plain(hint)
+        if block_id == "budget_micros" and config.budget_micros is None:
+            block["optional"] = True  # no budget now: left empty, it stays that way
+        blocks.append(block)
+    return {
+        "type": "modal",
+        "callback_id": MODAL_CALLBACK,
+        "title": _plain("Agent limits"),
+        "submit": _plain("Save"),
+        "close": _plain("Cancel"),
+        "private_metadata": json.dumps({"v": 1}),
+        "blocks": blocks,
+    }
+
+
+def read_modal(view: Mapping[str, Any]) -> tuple[list[tuple[ConfigField, ConfigValue]], dict[str, str]]:
+    """The submitted values, validated like typed ones: (changes, errors by block id)."""
+    values = (view.get("state") or {}).get("values") or {}
+    changes: list[tuple[ConfigField, ConfigValue]] = []
+    errors: dict[str, str] = {}
+    for block_id, _label in _INPUTS:
+        entry = (values.get(block_id) or {}).get("value") or {}
+        if block_id == "period":
+            raw = str((entry.get("selected_option") or {}).get("value") or "")
+        else:
+            raw = str(entry.get("value") or "")
+        if block_id == "budget_micros" and not raw.strip():
+            continue  # only optional when there is no budget: left empty, no budget stays no budget
+        try:
+            changes.append((block_id, parse_value(block_id, raw)))
+        except InvalidValue as exc:
+            # Plain text in modal errors: drop the code-span backticks meant for messages.
+            errors[block_id] = str(exc).replace("`", "")[:150] or f"Enter a value for {LABELS[block_id]}."
+    return changes, errors
+
+
+def _plain(text: str) -> dict[str, Any]:
+    return {"type": "plain_text", "text": text, "emoji": True}
+
+
+def _mrkdwn(text: str) -> dict[str, Any]:
+    return {"type": "mrkdwn", "text": text}
