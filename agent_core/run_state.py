@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_core.budget import Budget
-from agent_core.budget_hold import FirstTry
+from agent_core.budget.hold import RunHolds
 from agent_core.calibration import Calibration
 from agent_core.cancel import CancelToken
 from agent_core.events import StepFinished
@@ -40,7 +39,8 @@ class Run:
     progress: Progress
     stopper: Stopper
     executor: Executor
-    budget: Budget | None
+    #: The holds of the run's LLM calls on its budget (which they hold nothing on when it has none).
+    holds: RunHolds
     cancel: CancelToken
     scope: ToolContext
     tools_spec: list[dict[str, Any]] | None
@@ -55,8 +55,6 @@ class Run:
     #: The run's system message (prompt and tool list) and its tool schemas' tokens: fixed for the run.
     system: Message = field(default_factory=dict)
     tools_tokens: int = 0
-    #: The next call's budget hold, asked for with the last step's write (``step_commit``), until it is used.
-    first_hold: FirstTry | None = None
     #: The completion cap of the last LLM call made, and whether a cut-off answer was retried with a larger one.
     call_cap: int = 0
     cut_retried: bool = False

@@ -263,7 +263,7 @@ def test_no_budget_leaves_the_budget_input_optional_and_empty():
 
 
 def test_home_view_stays_within_slack_limits():
-    from agent_core.redis_budget import BudgetUsage, period_window
+    from agent_core.budget import BudgetUsage, period_window
 
     usage = BudgetUsage(period_window(NOW, "monthly"), None, 5, 0, 0)
     runs = [
