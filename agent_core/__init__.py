@@ -15,6 +15,7 @@ from agent_core.budget import (
     utc_now,
 )
 from agent_core.cancel import CancelToken
+from agent_core.completion import LLMResponse, ToolCallRequest
 from agent_core.cost import PRICE_TABLE_DATE, Price, format_usd, price_for, usd_to_micros
 from agent_core.errors import AgentError, ConfigError, LLMError, StoreError
 from agent_core.events import (
@@ -36,7 +37,7 @@ from agent_core.events import (
 from agent_core.keys import DEFAULT_KEY_PREFIX, Keys
 from agent_core.lease import Lease, LeaseKeeper, RunLeases
 from agent_core.limits import Limits
-from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM, StreamingLLM, ToolCallRequest
+from agent_core.llm import LLM, OpenAIChatLLM, StreamingLLM
 from agent_core.loop import Agent
 from agent_core.redis_batch import ScriptCall, run_together
 from agent_core.redis_store import DEFAULT_TTL_SECONDS, RedisThreadStore, RedisTraceSink

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from agent_core.completion import LLMResponse
 from agent_core.cost import Price
 from agent_core.events import Usage
-from agent_core.llm import LLMResponse
 from agent_core.run_state import Run
 from agent_core.stopper import CallPlan
 from agent_core.tokens import TokenCounter

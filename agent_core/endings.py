@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent_core import text_react
+from agent_core.completion import LLMResponse
 from agent_core.context import Prompt
 from agent_core.events import StopReason
-from agent_core.llm import LLMResponse
 from agent_core.run_state import Run
 from agent_core.stopper import CallPlan, Stop
 
@@ -51,6 +51,11 @@ def outcome(run: Run, reply: LLMResponse, protocol: Literal["tools", "react"], r
     if isinstance(plan, CallPlan) and plan.max_tokens > run.call_cap and not run.cancel.cancelled:
         return prompt, plan
     return cut_off(judged, run.call_cap, "a larger call does not fit this run's limits")
+
+
+def text_stands(outcome: object) -> bool:
+    """Whether a call's streamed text stands: it was a reply, or the start of an answer that stays cut off."""
+    return isinstance(outcome, LLMResponse) or (isinstance(outcome, Stop) and outcome.reason is StopReason.CUT_OFF)
 
 
 def judge(reply: LLMResponse, protocol: Literal["tools", "react"], cap: int,

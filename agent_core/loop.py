@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Literal, TypeVar, cast
 
@@ -14,10 +14,10 @@ from agent_core import accounting, acting, closing, context, deltas, endings, hi
 from agent_core.budget import DEFAULT_BUDGET_WAIT_SECONDS, Budget, RunHolds
 from agent_core.calibration import Calibration
 from agent_core.cancel import Cancelled, CancelToken
+from agent_core.completion import LLMResponse
 from agent_core.cost import Price
 from agent_core.errors import LLMError, StoreError
 from agent_core.events import (
-    AnswerDelta,
     Event,
     FinalAnswer,
     RunStarted,
@@ -30,14 +30,14 @@ from agent_core.events import (
     Usage,
 )
 from agent_core.limits import Limits
-from agent_core.llm import LLM, LLMResponse, StreamingLLM
+from agent_core.llm import LLM, StreamingLLM
 from agent_core.planning import Planner
 from agent_core.request import RunRequest
-from agent_core.run_state import Run, TraceBuffer, split_resumed
+from agent_core.run_state import Run, TraceBuffer, start_of
 from agent_core.settings import AgentSettings
 from agent_core.sse import DeltaSink
 from agent_core.stopper import CallPlan, Stop, Stopper
-from agent_core.store import Message, Progress, ThreadStore
+from agent_core.store import ThreadStore
 from agent_core.tokens import TokenCounter, count_tools, counter_for
 from tools import (
     DEFAULT_GUARD_MODE,
@@ -56,18 +56,6 @@ T = TypeVar("T")
 #: An LLM call's outcome: the reply; a Stop (the budget refused the call, or the reply ends the run); or the
 #: prompt and plan of one more call (an answer cut off at its cap, asked for again with a larger one).
 _Outcome = LLMResponse | Stop | tuple[context.Prompt, CallPlan]
-
-
-async def _without_answer_text(deltas: AsyncIterable[Event]) -> AsyncIterator[Event]:
-    """The call's streamed events but the answer's text (an armed run shows its answer whole, links checked)."""
-    async for delta in deltas:
-        if not isinstance(delta, AnswerDelta):
-            yield delta
-
-
-def _text_stands(outcome: object) -> bool:
-    """Whether a call's streamed text stands: it was a reply, or the start of an answer that stays cut off."""
-    return isinstance(outcome, LLMResponse) or (isinstance(outcome, Stop) and outcome.reason is StopReason.CUT_OFF)
 
 
 class _Deadline(Exception):
@@ -191,9 +179,9 @@ class Agent:
                 call = self._guard(run, self._call_llm(run, prompt, plan, live.feed))
                 # Armed, the answer is shown whole once its links are checked (``acting.shown``), never as written.
                 quiet = run.executor.guard.armed(run.scope.egress)
-                streamed = live.start(call, keep=_text_stands)
+                streamed = live.start(call, keep=endings.text_stands)
                 # Only an armed run pays for the filter's extra generator layer on each streamed piece.
-                async for delta in (_without_answer_text(streamed) if quiet else streamed):
+                async for delta in (deltas.without_answer_text(streamed) if quiet else streamed):
                     yield delta
                 reply = live.result()           # or the budget refused it, the model declined, the answer was cut off
                 if not isinstance(reply, LLMResponse):
@@ -243,21 +231,9 @@ class Agent:
         return Stop(StopReason.ERROR, f"error: the state store failed: {exc}", store_failed=True)
 
     async def _open(self, request: RunRequest) -> Run:
-        task, thread, registry = request.task, request.thread, request.registry
-        earlier = list(request.history or ())
-        saved = Progress()
-        if thread is not None and self.store is not None:
-            state = request.loaded or await self.store.load(thread)
-            earlier, saved = [*state.history, *earlier], state.progress
-        current: list[Message] = []
-        task_message: Message = {"role": "user", "content": task}
-        if request.resume and saved.status == "running" and saved.task:
-            found = split_resumed(earlier, saved.task)
-            if found is not None:
-                earlier, task_message, current = found
-            progress_state = saved
-        else:
-            progress_state = Progress(task=task, run_id=request.run_id or uuid.uuid4().hex, status="running")
+        """The run's state: where it starts (``start_of``), its stopper, budget holds, tools and system message."""
+        thread, registry = request.thread, request.registry
+        earlier, task_message, current, progress_state = await start_of(request, self.store)
         run_id = progress_state.run_id or uuid.uuid4().hex
         budget = request.budget or self.budget
         calibration = Calibration(getattr(self.counter, "margin", 1.0), budget)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,8 +11,9 @@ from agent_core.calibration import Calibration
 from agent_core.cancel import CancelToken
 from agent_core.events import StepFinished
 from agent_core.history import Window
+from agent_core.request import RunRequest
 from agent_core.stopper import Stopper
-from agent_core.store import Message, Progress
+from agent_core.store import Message, Progress, ThreadStore
 from tools import Executor, PreparedCall, ToolContext, record_dict
 
 
@@ -91,3 +93,20 @@ def split_resumed(earlier: list[Message], task: str) -> tuple[list[Message], Mes
         if earlier[i].get("role") == "user" and earlier[i].get("content") == task:
             return earlier[:i], earlier[i], earlier[i + 1 :]
     return None
+
+
+async def start_of(
+    request: RunRequest, store: ThreadStore | None
+) -> tuple[list[Message], Message, list[Message], Progress]:
+    """Where a run starts: the thread's history before it, its task message, its own messages so far (a crashed
+    worker's run, resumed) and its progress."""
+    earlier = list(request.history or ())
+    saved = Progress()
+    if request.thread is not None and store is not None:
+        state = request.loaded or await store.load(request.thread)
+        earlier, saved = [*state.history, *earlier], state.progress
+    task: Message = {"role": "user", "content": request.task}
+    if request.resume and saved.status == "running" and saved.task:
+        found = split_resumed(earlier, saved.task)
+        return (*found, saved) if found is not None else (earlier, task, [], saved)
+    return earlier, task, [], Progress(task=request.task, run_id=request.run_id or uuid.uuid4().hex, status="running")
