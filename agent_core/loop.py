@@ -100,7 +100,6 @@ class Agent:
         self.secrets = tuple(secrets)
         self._redactor = Redactor(self.secrets)
         self.protocol = protocol
-        self.note_role = note_role
         # Text is streamed to the loop when the LLM can (and is set to): see agent_core/deltas.py.
         self._streams = isinstance(llm, StreamingLLM) and llm.streams
         self.system_prompt = system_prompt or context.SYSTEM_PROMPT

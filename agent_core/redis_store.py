@@ -97,10 +97,6 @@ class RedisThreadStore:
         progress = Progress.from_dict(_loads(raw_progress)) if raw_progress else Progress()
         return ThreadState(history=history, progress=progress)
 
-    @property
-    def redis(self) -> Redis:
-        return self._redis
-
     async def append(
         self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
     ) -> None:
