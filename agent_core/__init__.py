@@ -3,8 +3,19 @@
 It knows nothing of Slack; callers plug in an LLM, tools, a store, a budget and read the event stream.
 """
 
-from agent_core.budget import Budget, BudgetState, InMemoryBudget, Reservation
+from agent_core.budget import (
+    Budget,
+    BudgetLayer,
+    BudgetState,
+    BudgetUsage,
+    InMemoryBudget,
+    Period,
+    RedisBudget,
+    Reservation,
+    utc_now,
+)
 from agent_core.cancel import CancelToken
+from agent_core.completion import LLMResponse, ToolCallRequest
 from agent_core.cost import PRICE_TABLE_DATE, Price, format_usd, price_for, usd_to_micros
 from agent_core.errors import AgentError, ConfigError, LLMError, StoreError
 from agent_core.events import (
@@ -26,17 +37,9 @@ from agent_core.events import (
 from agent_core.keys import DEFAULT_KEY_PREFIX, Keys
 from agent_core.lease import Lease, LeaseKeeper, RunLeases
 from agent_core.limits import Limits
-from agent_core.llm import LLM, LLMResponse, OpenAIChatLLM, StreamingLLM, ToolCallRequest
+from agent_core.llm import LLM, OpenAIChatLLM, StreamingLLM
 from agent_core.loop import Agent
 from agent_core.redis_batch import ScriptCall, run_together
-from agent_core.redis_budget import (
-    DEFAULT_RESERVATION_TTL_SECONDS,
-    BudgetLayer,
-    BudgetUsage,
-    Period,
-    RedisBudget,
-    utc_now,
-)
 from agent_core.redis_store import DEFAULT_TTL_SECONDS, RedisThreadStore, RedisTraceSink
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS
 from agent_core.request import RunRequest
@@ -45,36 +48,27 @@ from agent_core.sse import DeltaSink, StreamDelta
 from agent_core.store import InMemoryThreadStore, Message, Progress, ThreadState, ThreadStore
 
 __all__ = [
-    "DEFAULT_KEY_PREFIX",
-    "DEFAULT_LEASE_RENEW_SECONDS",
-    "DEFAULT_LEASE_SECONDS",
-    "DEFAULT_RESERVATION_TTL_SECONDS",
-    "DEFAULT_TTL_SECONDS",
-    "StreamDelta",
-    "ScriptCall",
-    "run_together",
-    "DeltaSink",
-    "StreamingLLM",
-    "ThoughtDelta",
-    "StreamResetReason",
-    "StreamReset",
-    "AnswerDelta",
-    "LLM",
-    "PRICE_TABLE_DATE",
     "Agent",
     "AgentError",
     "AgentSettings",
+    "AnswerDelta",
     "Budget",
     "BudgetLayer",
-    "BudgetUsage",
     "BudgetState",
+    "BudgetUsage",
     "CancelToken",
     "ConfigError",
+    "DEFAULT_KEY_PREFIX",
+    "DEFAULT_LEASE_RENEW_SECONDS",
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_TTL_SECONDS",
+    "DeltaSink",
     "Event",
     "FinalAnswer",
     "InMemoryBudget",
     "InMemoryThreadStore",
     "Keys",
+    "LLM",
     "LLMError",
     "LLMResponse",
     "Lease",
@@ -83,6 +77,7 @@ __all__ = [
     "Message",
     "Observed",
     "OpenAIChatLLM",
+    "PRICE_TABLE_DATE",
     "Period",
     "Price",
     "Progress",
@@ -93,11 +88,17 @@ __all__ = [
     "RunLeases",
     "RunRequest",
     "RunStarted",
+    "ScriptCall",
     "StepFinished",
     "StopReason",
     "Stopped",
     "StoreError",
+    "StreamDelta",
+    "StreamReset",
+    "StreamResetReason",
+    "StreamingLLM",
     "Thought",
+    "ThoughtDelta",
     "ThreadState",
     "ThreadStore",
     "ToolCallRequest",
@@ -105,6 +106,7 @@ __all__ = [
     "Usage",
     "format_usd",
     "price_for",
+    "run_together",
     "usd_to_micros",
     "utc_now",
 ]

@@ -16,6 +16,7 @@ from agent_core.cost import format_usd
 from agent_core.errors import ConfigError
 from agent_core.events import Event, FinalAnswer, Observed, RunStarted, Stopped, StopReason, Thought, ToolCalled
 from agent_core.loop import Agent
+from agent_core.request import RunRequest
 from agent_core.settings import AgentSettings
 from tools import McpConfigError, McpServers, ToolSettings
 
@@ -86,7 +87,7 @@ async def _run(task: str, settings: AgentSettings, tool_settings: ToolSettings, 
     )
     final: Stopped | None = None
     try:
-        async for event in agent.events(task, registry=run_tools):
+        async for event in agent.events(RunRequest(task, registry=run_tools)):
             render(event, sys.stdout)
             sys.stdout.flush()
             if isinstance(event, Stopped):

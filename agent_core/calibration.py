@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from agent_core.budget.port import Budget
+
 #: The bounds of a factor, so one odd usage report cannot make a run's counts absurd.
 MIN_FACTOR, MAX_FACTOR = 0.1, 20.0
 
@@ -19,13 +21,16 @@ MIN_FACTOR, MAX_FACTOR = 0.1, 20.0
 class Calibration:
     """One run's factor from counted to reported prompt tokens."""
 
-    def __init__(self, margin: float) -> None:
+    def __init__(self, margin: float, budget: Budget | None = None) -> None:
         self.margin = margin
+        #: Keeps the workspace's factor, as its runs' settles last reported it.
+        self.budget = budget
         #: The run's own factor, from its last call with a usage report.
         self.observed: float | None = None
 
-    def factor(self, workspace: float | None = None) -> float:
+    def factor(self) -> float:
         """The factor for the next call: the run's own, else the workspace's, else the counter's margin."""
+        workspace = self.budget.prompt_factor if self.budget is not None else None
         return self.observed or workspace or self.margin
 
     def observe(self, counted: int, reported: int) -> float | None:

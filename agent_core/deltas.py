@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Generic, Literal, TypeVar, cast
 
 from agent_core.cancel import CANCEL_GRACE_SECONDS
@@ -28,6 +28,7 @@ from agent_core.reasoning import ThinkFilter
 from agent_core.sse import StreamDelta
 
 T = TypeVar("T")
+E = TypeVar("E")
 Kind = Literal["thought", "answer"]
 Piece = tuple[Kind, str]
 
@@ -43,6 +44,13 @@ TOOLS_HOLD_CHARS = 120
 RELEASE_MIN_CHARS = 24
 
 _SPACE = re.compile(r"\s")
+
+
+async def without_answer_text(events: AsyncIterable[E]) -> AsyncIterator[E]:
+    """The call's streamed events but the answer's text (an armed run shows its answer whole, links checked)."""
+    async for event in events:
+        if not isinstance(event, AnswerDelta):
+            yield event
 
 
 class StreamRedactor:

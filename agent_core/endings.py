@@ -1,7 +1,7 @@
 """Replies that are no step: a refusal, a content filter's stop, an answer cut off at its completion cap.
 
-Each would otherwise read as an empty reply (asked again, up to ``no_progress``) or as a whole answer. The
-loop looks here only when a reply carries a refusal or an unusual ``finish_reason`` (:data:`UNUSUAL`).
+Each would otherwise read as an empty reply (asked again, up to ``no_progress``) or as a whole answer. A reply
+is looked at here only when it carries a refusal or an unusual ``finish_reason`` (:data:`UNUSUAL`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent_core import text_react
+from agent_core.completion import LLMResponse
+from agent_core.context import Prompt
 from agent_core.events import StopReason
-from agent_core.llm import LLMResponse
-from agent_core.stopper import Stop
+from agent_core.run_state import Run
+from agent_core.stopper import CallPlan, Stop
 
 #: ``finish_reason`` values that may end a run here (``stop`` and ``tool_calls`` never do).
 UNUSUAL = frozenset({"length", "content_filter"})
@@ -27,6 +29,33 @@ class CutOff:
     """An answer cut off at its completion cap: the run goes on once with a larger cap when its limits allow."""
 
     text: str
+
+
+def outcome(run: Run, reply: LLMResponse, protocol: Literal["tools", "react"], redact: Callable[[str], str],
+            context: Callable[[Run], Prompt]) -> LLMResponse | Stop | tuple[Prompt, CallPlan]:
+    """``reply`` when it is a step. A refusal or a content filter's stop ends the run; an answer cut off at its
+    cap is asked for once more with twice the cap (the prompt and plan returned) when the run's limits allow
+    it, else ends the run marked as cut off. ``context`` assembles the run's next prompt."""
+    if reply.refusal is None and reply.finish_reason not in UNUSUAL:
+        return reply  # the common case: one attribute and one set look-up
+    judged = judge(reply, protocol, run.call_cap, redact)
+    if judged is None:
+        return reply
+    if isinstance(judged, Stop):
+        return judged
+    if run.cut_retried:
+        return cut_off(judged, run.call_cap, "it was cut off again after one retry with a larger cap")
+    run.cut_retried = True
+    prompt = context(run)
+    plan = run.stopper.plan_call(prompt.tokens + run.tools_tokens, None, completion_cap=2 * run.call_cap)
+    if isinstance(plan, CallPlan) and plan.max_tokens > run.call_cap and not run.cancel.cancelled:
+        return prompt, plan
+    return cut_off(judged, run.call_cap, "a larger call does not fit this run's limits")
+
+
+def text_stands(outcome: object) -> bool:
+    """Whether a call's streamed text stands: it was a reply, or the start of an answer that stays cut off."""
+    return isinstance(outcome, LLMResponse) or (isinstance(outcome, Stop) and outcome.reason is StopReason.CUT_OFF)
 
 
 def judge(reply: LLMResponse, protocol: Literal["tools", "react"], cap: int,

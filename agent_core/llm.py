@@ -1,4 +1,5 @@
-"""LLM port and its OpenAI-compatible implementation (configured by the official ``openai`` client)."""
+"""LLM port and its OpenAI-compatible implementation (configured by the official ``openai`` client); the
+answer is read into an ``LLMResponse`` by ``agent_core.completion``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import logging
 import random
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import aiohttp
@@ -18,8 +18,8 @@ import orjson
 import yarl
 
 from agent_core import sse
+from agent_core.completion import LLMResponse, gateway_counts_usage, json_object, to_response
 from agent_core.errors import LLMCause, LLMError
-from agent_core.reasoning import split_think
 from agent_core.sse import DeltaSink, StreamDelta
 from agent_core.store import Message
 
@@ -34,47 +34,7 @@ RETRY_WAIT_CAP_SECONDS = 20.0
 BODY_BYTES_PER_TOKEN = 32
 BODY_BYTES_FLOOR = 64 * 1024
 
-#: A reported token count above this is not a usage report (the largest context windows are a few million).
-MAX_REPORTED_TOKENS = 10_000_000
-
 _URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallRequest:
-    """One tool call the model asked for; ``arguments`` is the raw JSON text the model wrote."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True, slots=True)
-class LLMResponse:
-    content: str | None
-    tool_calls: tuple[ToolCallRequest, ...]
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int = 0
-    finish_reason: str = "stop"
-    #: The model declined: ``message.refusal`` (OpenAI's structured refusal), shown verbatim.
-    refusal: str | None = None
-    #: Reasoning that came with the reply: ``reasoning_content`` / ``reasoning`` fields, or a ``<think>`` block
-    #: split off ``content`` (agent_core/reasoning.py). Never part of the answer or of the stored history.
-    reasoning: str | None = None
-    #: The usage may not be the model provider's own count: a gateway that can make it up answered (see
-    #: ``_gateway_counts_usage``).
-    usage_estimated: bool = False
-
-    def assistant_message(self) -> Message:
-        """The message to append to the history, in Chat Completions form."""
-        message: Message = {"role": "assistant", "content": self.content}
-        if self.tool_calls:
-            message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in self.tool_calls
-            ]
-        return message
 
 
 class LLM(Protocol):
@@ -219,7 +179,7 @@ class OpenAIChatLLM:
                     if status < 300 and resp.content_type == "text/event-stream":
                         completion = await sse.read_completion(
                             resp, limit=stream_body_limit(max_tokens), text_limit=body_limit(max_tokens), on_delta=sink)
-                        return _to_response(completion, gateway_usage=_gateway_counts_usage(headers))
+                        return to_response(completion, gateway_usage=gateway_counts_usage(headers))
                     raw = await _read_bounded(resp, body_limit(max_tokens))
             except (aiohttp.ClientError, TimeoutError) as exc:
                 if attempt >= self._max_retries:
@@ -238,7 +198,7 @@ class OpenAIChatLLM:
                 wait = min(0.5 * 2.0**attempt, RETRY_WAIT_CAP_SECONDS)
             else:
                 if status < 300:  # a server that ignores `stream` answers one JSON body: fine too
-                    return _to_response(_json_object(raw))
+                    return to_response(json_object(raw))
                 error = _error_fields(_maybe_json(raw))
                 # Waiting never fixes an empty account, so insufficient_quota is not retried.
                 retryable = (status == 429 and error.get("code") != "insufficient_quota") or status >= 500
@@ -338,70 +298,3 @@ def _describe_status(status: int, message: str, base_url: str) -> str:
     return f"LLM call failed with HTTP {status}: {message}"
 
 
-def _json_object(raw: bytes) -> dict[str, Any]:
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        raise LLMError("the LLM endpoint answered with something that is not JSON", charged=True) from None
-    if not isinstance(data, dict):
-        raise LLMError("the LLM endpoint answered with JSON that is not an object", charged=True)
-    return data
-
-
-def _gateway_counts_usage(headers: Mapping[str, str]) -> bool:
-    """A streamed answer from LiteLLM's proxy (it sends ``x-litellm-*`` headers): when the provider's stream had
-    no usage, LiteLLM counts the tokens itself (``stream_chunk_builder``) and the usage chunk it sends looks the
-    same either way, so its figures cannot be taken as the provider's."""
-    return "x-litellm-call-id" in headers or "x-litellm-version" in headers
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _to_response(completion: dict[str, Any], *, gateway_usage: bool = False) -> LLMResponse:
-    """Read a Chat Completions response body (shape checked, so a broken endpoint is an LLMError)."""
-    try:
-        choice = completion["choices"][0]
-        message = choice["message"]
-        content = message.get("content")
-        reasoning = _text(message.get("reasoning_content")) or _text(message.get("reasoning"))
-        if content and "think>" in content:
-            content, thought = split_think(content)
-            content = content or None  # nothing but reasoning: no content, as a server with a parser sends it
-            reasoning = "\n\n".join(r for r in (reasoning, thought) if r) or None
-        calls = tuple(
-            ToolCallRequest(id=str(c["id"]), name=str(c["function"]["name"]),
-                            arguments=str(c["function"].get("arguments") or ""))
-            for c in (message.get("tool_calls") or ())
-            if c.get("function") is not None
-        )
-        usage = completion.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}
-        return LLMResponse(
-            content=content,
-            tool_calls=calls,
-            prompt_tokens=_token_count(usage, "prompt_tokens"),
-            completion_tokens=_token_count(usage, "completion_tokens"),
-            cached_tokens=_token_count(details, "cached_tokens"),
-            finish_reason=str(choice.get("finish_reason") or "stop"),
-            refusal=_text(message.get("refusal")),
-            reasoning=reasoning,
-            usage_estimated=gateway_usage and bool(usage),
-        )
-    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-        raise LLMError(f"the LLM endpoint's answer is not a chat completion ({type(exc).__name__}: {exc})",
-                       charged=True) from None
-
-
-def _token_count(usage: Mapping[str, Any], name: str) -> int:
-    """A reported count, checked: a negative, fractional or absurd one is a broken answer, not a number to bill."""
-    value = usage.get(name)
-    if value is None:
-        return 0
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPORTED_TOKENS:
-        shown = repr(value)[:40]
-        raise LLMError(f"the LLM endpoint reported an impossible usage.{name} ({shown})", charged=True)
-    return value

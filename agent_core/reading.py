@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Literal
 
 from agent_core import text_react
-from agent_core.llm import LLMResponse
+from agent_core.completion import LLMResponse
 from agent_core.run_state import Run, Step
 from tools import Redactor
 

@@ -9,13 +9,15 @@ pipelines do for registered scripts. A call the server does not know the script 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, RedisError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,17 @@ class ScriptCall:
 
     async def alone(self) -> Any:
         return await self.script(keys=list(self.keys), args=list(self.args))
+
+
+@dataclass(frozen=True, slots=True)
+class Pending(Generic[T]):
+    """One operation of a port as a script call not sent yet: sent alone or in a round trip with others on the
+    same ``redis`` client (``run_together``), ``outcome`` reads its result (or raises the port's own error for
+    the Redis error it failed with)."""
+
+    redis: Redis
+    call: ScriptCall
+    outcome: Callable[[Any], T]
 
 
 async def run_together(redis: Redis, calls: Sequence[ScriptCall]) -> list[Any]:

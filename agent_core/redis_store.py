@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar, cast
 
 import orjson
@@ -18,7 +19,7 @@ from redis.exceptions import RedisError
 
 from agent_core.errors import StoreError
 from agent_core.keys import Keys
-from agent_core.redis_batch import ScriptCall
+from agent_core.redis_batch import Pending, ScriptCall
 from agent_core.store import Message, Progress, ThreadState
 from tools import record_dict
 
@@ -96,23 +97,25 @@ class RedisThreadStore:
         progress = Progress.from_dict(_loads(raw_progress)) if raw_progress else Progress()
         return ThreadState(history=history, progress=progress)
 
-    @property
-    def redis(self) -> Redis:
-        return self._redis
-
     async def append(
         self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
     ) -> None:
         try:
-            result: Any = await self.append_call(thread, messages, progress, traces).alone()
+            result: Any = await self._append_script_call(thread, messages, progress, traces).alone()
         except RedisError as exc:
             result = exc
         self.check_append(thread, result)
 
     def append_call(
         self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
+    ) -> Pending[None]:
+        """The step write as a script call, to share a round trip (``redis_batch``)."""
+        call = self._append_script_call(thread, messages, progress, traces)
+        return Pending(self._redis, call, partial(self.check_append, thread))
+
+    def _append_script_call(
+        self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]]
     ) -> ScriptCall:
-        """The step write as a script call, for ``append`` or to share a round trip (``redis_batch``)."""
         keys = [self._keys.history(thread), self._keys.progress(thread), self._keys.trace(thread)]
         args: list[Any] = [self._ttl, self._max_traces, len(messages)]
         args += [_JSON.encode(m) for m in messages]

@@ -1,7 +1,6 @@
 """RunRequest: everything one run of ``Agent.events`` is asked to do, as one frozen value.
 
-``agent.events(RunRequest("What is 2+2?", thread="T/C/1", cancel=token))`` is the same run as the older spelling
-``agent.events("What is 2+2?", thread="T/C/1", cancel=token)``, which builds this value and takes the same path.
+``agent.events(RunRequest("What is 2+2?", thread="T/C/1", cancel=token))``: the one way a run starts.
 """
 
 from __future__ import annotations

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_core.budget import Budget
-from agent_core.budget_hold import FirstTry
+from agent_core.budget.hold import RunHolds
 from agent_core.calibration import Calibration
 from agent_core.cancel import CancelToken
 from agent_core.events import StepFinished
 from agent_core.history import Window
+from agent_core.request import RunRequest
 from agent_core.stopper import Stopper
-from agent_core.store import Message, Progress
+from agent_core.store import Message, Progress, ThreadStore
 from tools import Executor, PreparedCall, ToolContext, record_dict
 
 
@@ -40,7 +41,8 @@ class Run:
     progress: Progress
     stopper: Stopper
     executor: Executor
-    budget: Budget | None
+    #: The holds of the run's LLM calls on its budget (which they hold nothing on when it has none).
+    holds: RunHolds
     cancel: CancelToken
     scope: ToolContext
     tools_spec: list[dict[str, Any]] | None
@@ -55,8 +57,6 @@ class Run:
     #: The run's system message (prompt and tool list) and its tool schemas' tokens: fixed for the run.
     system: Message = field(default_factory=dict)
     tools_tokens: int = 0
-    #: The next call's budget hold, asked for with the last step's write (``step_commit``), until it is used.
-    first_hold: FirstTry | None = None
     #: The completion cap of the last LLM call made, and whether a cut-off answer was retried with a larger one.
     call_cap: int = 0
     cut_retried: bool = False
@@ -93,3 +93,20 @@ def split_resumed(earlier: list[Message], task: str) -> tuple[list[Message], Mes
         if earlier[i].get("role") == "user" and earlier[i].get("content") == task:
             return earlier[:i], earlier[i], earlier[i + 1 :]
     return None
+
+
+async def start_of(
+    request: RunRequest, store: ThreadStore | None
+) -> tuple[list[Message], Message, list[Message], Progress]:
+    """Where a run starts: the thread's history before it, its task message, its own messages so far (a crashed
+    worker's run, resumed) and its progress."""
+    earlier = list(request.history or ())
+    saved = Progress()
+    if request.thread is not None and store is not None:
+        state = request.loaded or await store.load(request.thread)
+        earlier, saved = [*state.history, *earlier], state.progress
+    task: Message = {"role": "user", "content": request.task}
+    if request.resume and saved.status == "running" and saved.task:
+        found = split_resumed(earlier, saved.task)
+        return (*found, saved) if found is not None else (earlier, task, [], saved)
+    return earlier, task, [], Progress(task=request.task, run_id=request.run_id or uuid.uuid4().hex, status="running")

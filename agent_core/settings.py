@@ -8,14 +8,17 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agent_core.budget_hold import DEFAULT_BUDGET_WAIT_SECONDS
-from agent_core.cost import Price, price_for, usd_to_micros
+from agent_core.budget.wait import DEFAULT_BUDGET_WAIT_SECONDS
+from agent_core.cost import MICROS_PER_USD, Price, price_for, usd_to_micros
 from agent_core.errors import ConfigError
 from agent_core.limits import Limits
+from agent_core.llm import OpenAIChatLLM
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS, renewal_problem
 from tools import secret_values
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+#: The caps' defaults are ``Limits``' own, written once there.
+_LIMITS = Limits()
 
 
 class AgentSettings(BaseSettings):
@@ -51,12 +54,22 @@ class AgentSettings(BaseSettings):
         description="Tokenizer of the offline counts: `auto` is the model's own for OpenAI models, else o200k_base "
         "with a 25% margin; the provider's reported usage corrects the counts as a run goes.",
     )
-    agent_max_steps: int = Field(default=15, gt=0, description="LLM calls per run.")
-    agent_max_tokens: int = Field(default=50_000, gt=0, description="Prompt + completion tokens per run.")
-    agent_max_cost_usd: Decimal = Field(default=Decimal("0.50"), ge=0, description="Cost cap per run, USD.")
-    agent_max_seconds: float = Field(default=300.0, gt=0, description="Wall-clock cap per run, seconds.")
-    agent_no_progress_steps: int = Field(default=3, gt=0, description="Idle steps in a row before stopping.")
-    agent_max_completion_tokens: int = Field(default=1024, gt=0, description="Completion cap of one LLM call.")
+    agent_max_steps: int = Field(default=_LIMITS.max_steps, gt=0, description="LLM calls per run.")
+    agent_max_tokens: int = Field(
+        default=_LIMITS.max_tokens, gt=0, description="Prompt + completion tokens per run."
+    )
+    agent_max_cost_usd: Decimal = Field(
+        default=Decimal(_LIMITS.max_cost_micros) / MICROS_PER_USD, ge=0, description="Cost cap per run, USD."
+    )
+    agent_max_seconds: float = Field(
+        default=_LIMITS.max_seconds, gt=0, description="Wall-clock cap per run, seconds."
+    )
+    agent_no_progress_steps: int = Field(
+        default=_LIMITS.no_progress_steps, gt=0, description="Idle steps in a row before stopping."
+    )
+    agent_max_completion_tokens: int = Field(
+        default=_LIMITS.max_completion_tokens, gt=0, description="Completion cap of one LLM call."
+    )
     agent_history_tokens: int = Field(
         default=12_000, gt=0, description="Token budget of the conversation history sent with each request."
     )
@@ -95,6 +108,20 @@ class AgentSettings(BaseSettings):
             max_seconds=self.agent_max_seconds,
             no_progress_steps=self.agent_no_progress_steps,
             max_completion_tokens=self.agent_max_completion_tokens,
+        )
+
+    def llm(self) -> OpenAIChatLLM:
+        """A client of the OpenAI-compatible endpoint these settings name (its key checked by ``require_llm``)."""
+        assert self.openai_api_key is not None  # require_llm refused it otherwise
+        return OpenAIChatLLM(
+            api_key=self.openai_api_key.get_secret_value(),
+            base_url=self.openai_base_url,
+            model=self.openai_model,
+            timeout=self.openai_timeout_seconds,
+            max_retries=self.openai_max_retries,
+            stream=self.openai_stream,
+            api_version=self.openai_api_version or None,
+            max_connections=self.openai_max_connections,
         )
 
     def check_leases(self) -> None:

@@ -1,7 +1,7 @@
 """A streamed chat completion: server-sent events read as they arrive, reassembled into a completion body.
 
 The body built here has the shape of a non-streamed answer, so both paths go through one reader
-(``llm._to_response``) and cost the same. Text is handed to a :data:`DeltaSink` once per network read, so a
+(``completion.to_response``) and cost the same. Text is handed to a :data:`DeltaSink` once per network read, so a
 fast endpoint's many tiny chunks become a few deltas.
 """
 

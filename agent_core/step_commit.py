@@ -3,7 +3,9 @@ Redis, two in order otherwise.
 
 Nothing happens between the two (the next call's context is assembled before), so sending them together
 changes no outcome: the step is written first, then the hold is asked for, in that order. A hold is only ever
-taken for a call about to be made; the caller gives it back if the call is not made after all.
+taken for a call about to be made; the caller gives it back if the call is not made after all. Whether the two
+can share a round trip is the ports' to say: each hands over its operation as a call not sent yet
+(``ThreadStore.append_call``, ``Budget.reserve_call``), or None.
 """
 
 from __future__ import annotations
@@ -15,12 +17,10 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from agent_core.budget import Budget
-from agent_core.budget_hold import FirstTry
+from agent_core.budget.port import Budget
+from agent_core.budget.wait import FirstTry
 from agent_core.errors import StoreError
 from agent_core.redis_batch import run_together
-from agent_core.redis_budget import RedisBudget
-from agent_core.redis_store import RedisThreadStore
 from agent_core.store import Message, Progress, ThreadStore
 
 
@@ -39,23 +39,24 @@ async def write_and_reserve(
     when the reserve did, as ``append`` and ``reserve`` alone would."""
     messages, progress, traces = step
     key, micros = hold
-    if not (isinstance(store, RedisThreadStore) and isinstance(budget, RedisBudget) and store.redis is budget.redis):
+    reserve = budget.reserve_call(key, micros)
+    write = store.append_call(thread, messages, progress, traces) if reserve is not None else None
+    if reserve is None or write is None or write.redis is not reserve.redis:
         await store.append(thread, messages, progress, traces)
         sent = clock()
         return FirstTry(await budget.reserve(key, micros), sent)
-    write = store.append_call(thread, messages, progress, traces)
-    pending = budget.reserve_call(key, micros)
     sent = clock()
     try:
-        written, reserved = await run_together(store.redis, [write, pending.call])
+        written, reserved = await run_together(write.redis, [write.call, reserve.call])
     except (RedisError, OSError) as exc:
-        store.check_append(thread, exc)
-        raise  # not reached: check_append raises for every such error
+        write.outcome(exc)
+        raise  # not reached: the write's outcome raises for every such error
     try:
-        store.check_append(thread, written)
+        write.outcome(written)
     except StoreError:
-        if not isinstance(reserved, Exception) and pending.outcome(reserved) is not None:
+        made = None if isinstance(reserved, Exception) else reserve.outcome(reserved)
+        if made is not None:
             with contextlib.suppress(StoreError):  # else it lapses within one lease period
-                await budget.release(pending.hold)
+                await budget.release(made)
         raise
-    return FirstTry(pending.outcome(reserved), sent)
+    return FirstTry(reserve.outcome(reserved), sent)

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from agent_core.redis_batch import Pending
+
 Message = dict[str, Any]
 """One Chat Completions message (``role``, ``content``, ``tool_calls``, ``tool_call_id``)."""
 
@@ -85,6 +87,13 @@ class ThreadStore(Protocol):
         """Write one step: its messages, the progress and the step's tool trace records, all or nothing."""
         ...
 
+    def append_call(
+        self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
+    ) -> Pending[None] | None:
+        """``append`` not sent yet, so the next call's budget hold can share its round trip (``step_commit``);
+        None when this store has no such call (then ``append`` it is)."""
+        ...
+
 
 class InMemoryThreadStore:
     """A ThreadStore for the terminal and for tests of the engine alone."""
@@ -103,3 +112,8 @@ class InMemoryThreadStore:
         state = self._threads.get(thread, ThreadState())
         self._threads[thread] = ThreadState(state.history + tuple(messages), progress)
         self.traces.setdefault(thread, []).extend(dict(t) for t in traces)
+
+    def append_call(
+        self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
+    ) -> Pending[None] | None:
+        return None  # nothing to share a round trip with

@@ -27,9 +27,9 @@ from typing import Any
 import redis.asyncio as aioredis
 from common import BENCH_REDIS_URL, delete_prefix, fake_llm, machine, new_prefix, summarize_dicts, write_json
 
-from agent_core import Agent, Limits, OpenAIChatLLM
+from agent_core import Agent, Limits, OpenAIChatLLM, RunRequest
+from agent_core.budget import RedisBudget, RedisReservation
 from agent_core.cost import Price
-from agent_core.redis_budget import RedisBudget, RedisReservation
 from tools import Registry
 
 PRICE = Price(prompt=10_000, cached_prompt=10_000, completion=10_000_000)
@@ -83,7 +83,7 @@ async def scenario(redis: aioredis.Redis, llm_url: str, prefix: str, *, runs: in
         async with gate:
             run_id = f"run{i}"
             started[run_id] = time.monotonic()
-            result = await agent.run(f"question {i}", run_id=run_id, budget=budget())
+            result = await agent.run(RunRequest(f"question {i}", run_id=run_id, budget=budget()))
             if result.reason.value != "final_answer":
                 ended.append((time.monotonic(), result.reason.value, await budget().spent()))
             return result.reason.value

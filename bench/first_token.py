@@ -32,7 +32,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from common import fake_process, summarize, write_json
 
-from agent_core import Agent, AnswerDelta, FinalAnswer, Limits, OpenAIChatLLM, Stopped, StopReason, price_for
+from agent_core import (
+    Agent,
+    AnswerDelta,
+    FinalAnswer,
+    Limits,
+    OpenAIChatLLM,
+    RunRequest,
+    Stopped,
+    StopReason,
+    price_for,
+)
 from tests.fakes.openai_server import FakeOpenAI, streamed, text
 from tools import Registry, ToolContext, tool
 
@@ -72,7 +82,7 @@ async def one_run(fake: FakeOpenAI, case: Case, seconds: float, pieces: int) -> 
     final = 0.0
     started = time.perf_counter()
     try:
-        async for event in agent.events("Summarize the quarterly report."):
+        async for event in agent.events(RunRequest("Summarize the quarterly report.")):
             now = time.perf_counter() - started
             if isinstance(event, AnswerDelta) and first is None:
                 first = now
@@ -90,10 +100,10 @@ async def cpu_per_call(url: str, stream: bool, calls: int) -> float:
     llm = OpenAIChatLLM(api_key="bench", base_url=url, model="gpt-4o-mini", max_retries=0, stream=stream)
     agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits())
     try:
-        await agent.run("warm up")
+        await agent.run(RunRequest("warm up"))
         started = time.process_time()
         for _ in range(calls):
-            await agent.run("Summarize the quarterly report.")
+            await agent.run(RunRequest("Summarize the quarterly report."))
         return (time.process_time() - started) * 1000 / calls
     finally:
         await agent.aclose()

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from common import fake_llm, summarize, write_json
 
-from agent_core import Agent, InMemoryBudget, InMemoryThreadStore, OpenAIChatLLM, price_for
+from agent_core import Agent, InMemoryBudget, InMemoryThreadStore, OpenAIChatLLM, RunRequest, price_for
 from tools import InMemoryTraceSink, Registry, ToolContext, tool
 
 STEPS = 10
@@ -113,7 +113,7 @@ async def main(runs: int) -> dict[str, dict[str, float]]:
                       budget=InMemoryBudget(10**12), secrets=["xoxb-not-a-real-token-123456"])
 
         async def agent_run(i: int) -> int:
-            stopped = await agent.run("Echo things ten times.", thread=f"bench-{i}")
+            stopped = await agent.run(RunRequest("Echo things ten times.", thread=f"bench-{i}"))
             return stopped.steps
 
         results["agent_core.Agent (all features)"] = await measure("agent", runs, agent_run)

@@ -18,7 +18,7 @@ from tools.egress import (
     HoldReason,
     parse_domain,
 )
-from tools.executor import Executor, PreparedCall
+from tools.executor import DEFAULT_OBSERVATION_MAX_CHARS, Executor, PreparedCall
 from tools.mcp import McpConfigError, McpServers
 from tools.policy import ToolListing, ToolPolicy, matches, run_registry
 from tools.redact import Redactor, wrap_untrusted
@@ -44,6 +44,7 @@ __all__ = [
     "HoldReason",
     "GuardMode",
     "DEFAULT_GUARD_MODE",
+    "DEFAULT_OBSERVATION_MAX_CHARS",
     "parse_domain",
     # ports and their simple implementations
     "SlackReader",

@@ -5,7 +5,8 @@ compares ``PreparedCall.canonical``), then ``execute``. Model mistakes and tool 
 ``ToolResult`` values with an ``Outcome``; only ``asyncio.CancelledError`` (the engine cancelling a
 call) propagates::
 
-    executor = Executor(registry, trace=sink, observation_max_chars=4000, secrets=settings.secrets())
+    executor = Executor(registry, trace=sink, observation_max_chars=settings.agent_observation_max_chars,
+                        secrets=settings.secrets())
     call = executor.prepare("calculator", '{"expression": "2+2"}', call_id="call_1")
     result = await executor.execute(call, ToolContext(run_id="r1", step=1, task="add"))
 
@@ -36,6 +37,10 @@ from tools.schema import strict_schema
 from tools.shaping import shape
 from tools.tool import Tool
 from tools.tracing import TraceRecord, TraceSink, finish_span, tool_span
+
+#: The longest tool observation (characters) that enters the history, unless told otherwise
+#: (``AGENT_OBSERVATION_MAX_CHARS``); longer results are shaped, the full result stays in the trace.
+DEFAULT_OBSERVATION_MAX_CHARS = 4000
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +78,7 @@ class Executor:
         registry: Registry,
         *,
         trace: TraceSink | None = None,
-        observation_max_chars: int = 4000,
+        observation_max_chars: int = DEFAULT_OBSERVATION_MAX_CHARS,
         timeouts: Mapping[str, float] | None = None,
         secrets: Iterable[str] = (),
         exfiltration_guard: GuardMode | str = DEFAULT_GUARD_MODE,

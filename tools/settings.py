@@ -8,10 +8,10 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tools.egress import DEFAULT_GUARD_MODE, GuardMode
+from tools.executor import DEFAULT_OBSERVATION_MAX_CHARS
 from tools.secrets import secret_values
 from tools.ssrf import AllowList
 
-DEFAULT_OBSERVATION_MAX_CHARS = 4000
 DEFAULT_TOOL_TIMEOUT_SECONDS = 20.0
 DEFAULT_FETCH_URL_MAX_BYTES = 2_000_000
 DEFAULT_FETCH_URL_TIMEOUT_SECONDS = 10.0

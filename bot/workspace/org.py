@@ -4,7 +4,7 @@ Keys (see :mod:`bot.keys`)::
 
     P:E:org:limits         hash   budget_micros (or ``none``), period; absent: no org budget
     P:E:org:limits:audit   list   JSON changes, newest first, capped at AUDIT_CAP
-    {P:E:org}:budget:...   the org ledger, a layer of each of its workspaces' budgets (agent_core.redis_budget)
+    {P:E:org}:budget:...   the org ledger, a layer of each of its workspaces' budgets (agent_core.budget.ledger)
 
 Limits and budgets stay per workspace inside the org; the org budget only caps their sum.
 """

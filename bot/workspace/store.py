@@ -8,7 +8,7 @@ Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
     P:E:T:settings        hash   display settings (verbosity, display): bot.workspace.display
     P:E:T:tools           hash   the workspace's tool rules (name or server__* -> on/off); audited in limits:audit
     P:tools:catalog       string the tools the workers offer (JSON), deployment-wide: bot.workspace.catalog
-    {P:E:T}:budget:...    the budget's own keys (see agent_core.redis_budget), with each person's spend in
+    {P:E:T}:budget:...    the budget's own keys (see agent_core.budget.ledger), with each person's spend in
                           {P:E:T}:budget:<period>:spenders (the per-person cap's layer, and the top spenders)
 
 Only overrides are stored, so a workspace nobody configured follows the settings when they change, and

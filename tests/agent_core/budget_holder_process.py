@@ -13,9 +13,9 @@ import sys
 
 import redis.asyncio as aioredis
 
-from agent_core import Agent, Limits, OpenAIChatLLM
+from agent_core import Agent, Limits, OpenAIChatLLM, RunRequest
+from agent_core.budget import RedisBudget
 from agent_core.cost import Price
-from agent_core.redis_budget import RedisBudget
 from tools import Registry
 
 #: The price the contention tests use: prompt tokens almost free, completion tokens dear ($10 per 1M).
@@ -28,7 +28,7 @@ async def main(url: str, namespace: str, limit: int, base_url: str, hold: float,
                          hold_seconds=hold, renew_seconds=renew)
     llm = OpenAIChatLLM(api_key="test-key", base_url=base_url, model="gpt-4o-mini", timeout=600, max_retries=0)
     agent = Agent(llm, Registry([]), price=PRICE, limits=Limits(max_seconds=600), budget=budget)
-    await agent.run("crasher", run_id="crasher")
+    await agent.run(RunRequest("crasher", run_id="crasher"))
 
 
 if __name__ == "__main__":

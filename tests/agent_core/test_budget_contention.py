@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from agent_core import Agent, Limits, OpenAIChatLLM, StopReason
-from agent_core.redis_budget import RedisBudget
+from agent_core import Agent, Limits, OpenAIChatLLM, RunRequest, StopReason
+from agent_core.budget import RedisBudget
 from tests.agent_core.budget_holder_process import PRICE
 from tests.conftest import TEST_REDIS_URL
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, delay, streamed, text
@@ -73,7 +73,8 @@ async def test_eight_runs_on_a_budget_of_one_and_a_half_calls_all_answer(
     fake_openai.script = script
     agent = make(agents, fake_openai)
     results = await asyncio.gather(*(
-        agent.run(f"question {i}", run_id=f"run{i}", budget=budget(redis_client, namespace, limit)) for i in range(8)
+        agent.run(RunRequest(f"question {i}", run_id=f"run{i}", budget=budget(redis_client, namespace, limit)))
+        for i in range(8)
     ))
 
     assert [r.reason for r in results] == [StopReason.FINAL_ANSWER] * 8, [r.detail for r in results]
@@ -97,10 +98,12 @@ async def test_a_run_that_cannot_wait_long_enough_is_told_the_budget_is_busy_not
         return text("answered", prompt_tokens=300, completion_tokens=10)
 
     fake_openai.script = script
-    slow = asyncio.ensure_future(make(agents, fake_openai).run("slow", budget=budget(redis_client, namespace, limit)))
+    slow = asyncio.ensure_future(
+        make(agents, fake_openai).run(RunRequest("slow", budget=budget(redis_client, namespace, limit))))
     await fake_openai.wait_for_requests(1)
 
-    busy = await make(agents, fake_openai, wait=0.3).run("quick", budget=budget(redis_client, namespace, limit))
+    quick = RunRequest("quick", budget=budget(redis_client, namespace, limit))
+    busy = await make(agents, fake_openai, wait=0.3).run(quick)
     assert busy.reason is StopReason.BUDGET_BUSY
     assert "1 run in flight" in busy.detail
     assert "busy" in busy.answer and "budget is used up" not in busy.answer
@@ -109,7 +112,8 @@ async def test_a_run_that_cannot_wait_long_enough_is_told_the_budget_is_busy_not
     release.set()
     assert (await slow).reason is StopReason.FINAL_ANSWER
     # Asked again once the slow run is done, it answers: the budget was never used up.
-    again = await make(agents, fake_openai, wait=0.3).run("quick", budget=budget(redis_client, namespace, limit))
+    quick = RunRequest("quick", budget=budget(redis_client, namespace, limit))
+    again = await make(agents, fake_openai, wait=0.3).run(quick)
     assert again.reason is StopReason.FINAL_ANSWER
 
 
@@ -126,7 +130,7 @@ async def test_budget_exhausted_only_when_spend_plus_the_smallest_call_cannot_fi
     await spender.settle(hold, limit - smallest // 2)  # spent: less than the smallest call is left
 
     started = time.monotonic()
-    result = await make(agents, fake_openai).run("q", budget=budget(redis_client, namespace, limit))
+    result = await make(agents, fake_openai).run(RunRequest("q", budget=budget(redis_client, namespace, limit)))
     assert result.reason is StopReason.BUDGET_EXHAUSTED
     assert "used up" in result.answer
     assert time.monotonic() - started < 5  # it did not wait for holds: there were none worth waiting for
@@ -139,7 +143,7 @@ async def test_a_call_shrinks_to_what_is_left_when_no_one_else_holds_it(
     namespace = f"{key_prefix}:ws:T1"
     limit = WORST // 2
     fake_openai.script = lambda request: text("answered", prompt_tokens=300, completion_tokens=10)
-    result = await make(agents, fake_openai).run("q", budget=budget(redis_client, namespace, limit))
+    result = await make(agents, fake_openai).run(RunRequest("q", budget=budget(redis_client, namespace, limit)))
     assert result.reason is StopReason.FINAL_ANSWER
     (request,) = fake_openai.requests
     assert request.max_tokens is not None and 64 <= request.max_tokens < 1024
@@ -213,9 +217,9 @@ async def test_a_call_whose_hold_cannot_be_renewed_is_abandoned_before_the_hold_
         # fail before the call is made, and the renewals must fail long before the hold could lapse.
         client = aioredis.Redis.from_url(server.url, socket_connect_timeout=0.5, socket_timeout=0.5)
         try:
-            run = asyncio.ensure_future(make(agents, fake_openai).run(
+            run = asyncio.ensure_future(make(agents, fake_openai).run(RunRequest(
                 "q", budget=budget(client, "t:ws:T1", 10 * WORST, hold=3.0, renew=0.5)
-            ))
+            )))
             await fake_openai.wait_for_requests(1)
             await server.kill()  # the budget store is gone: the hold can no longer be kept
             result = await asyncio.wait_for(run, timeout=10)
@@ -243,7 +247,7 @@ async def test_a_call_billed_while_redis_was_down_is_recorded_once_redis_is_back
     try:
         await client.config_set("appendfsync", "always")  # the hold is on disk before the kill
         ledger = budget(client, "t:ws:T1", 10 * WORST, hold=3.0, renew=0.5)
-        run = asyncio.ensure_future(make(agents, fake_openai).run("q", budget=ledger))
+        run = asyncio.ensure_future(make(agents, fake_openai).run(RunRequest("q", budget=ledger)))
         await fake_openai.wait_for_requests(1)
         await server.kill()
         serve.set()
@@ -275,7 +279,7 @@ async def test_a_call_longer_than_its_hold_keeps_the_hold_and_is_settled_once(
 
     fake_openai.script = script
     ledger = budget(redis_client, f"{key_prefix}:ws:T1", 10 * WORST, hold=1.5, renew=0.5)
-    running = asyncio.ensure_future(make(agents, fake_openai).run("q", budget=ledger))
+    running = asyncio.ensure_future(make(agents, fake_openai).run(RunRequest("q", budget=ledger)))
     await fake_openai.wait_for_requests(1)
     asked = time.monotonic()
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 import redis.asyncio as aioredis
 
-from agent_core import BudgetLayer, RedisBudget, price_for
-from agent_core.redis_budget import RedisReservation
+from agent_core import BudgetLayer, RedisBudget, RunRequest, price_for
+from agent_core.budget import RedisReservation
 from tests.agent_core.test_redis_budget import Clock
 
 
@@ -136,7 +136,7 @@ async def test_the_engine_names_the_layer_that_ran_out(
     fake_openai.script = lambda request: text("done", prompt_tokens=100, completion_tokens=50)
     price = price_for("gpt-4o-mini")
     org = budget(redis_client, key_prefix, clock, "T2", org=price.worst_case_micros(200, 32))
-    result = await make_agent().run("hello", run_id="r1", budget=org)
+    result = await make_agent().run(RunRequest("hello", run_id="r1", budget=org))
     assert result.reason.value == "budget_exhausted"
     assert "the org budget" in result.detail
     assert fake_openai.requests == []

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from agent_core.budget_period import _window, period_window
+from agent_core.budget.periods import _window, period_window
 
 
 @pytest.mark.parametrize("period", ["daily", "monthly"])

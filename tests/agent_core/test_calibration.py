@@ -10,9 +10,10 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
 
-from agent_core import Agent, Limits, OpenAIChatLLM, StopReason, redis_budget
+from agent_core import Agent, Limits, OpenAIChatLLM, RunRequest, StopReason
+from agent_core.budget import RedisBudget
+from agent_core.budget import ledger as redis_ledger
 from agent_core.cost import Price
-from agent_core.redis_budget import RedisBudget
 from agent_core.tokens import count_messages, count_tools, counter_for
 from tests.agent_core.conftest import AgentFactory
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text, tool_calls
@@ -64,7 +65,7 @@ async def test_an_unknown_model_is_counted_close_to_the_provider_and_runs_to_its
     fake_openai.script = script
     agent = make_agent(model="my-gateway/llama-3-70b", price=PRICE, registry=Registry(_gateway_tools(31)),
                        limits=Limits(max_tokens=50_000, max_cost_micros=10**9, max_steps=10))
-    stopped = await agent.run("Find the six parts of the release checklist.")
+    stopped = await agent.run(RunRequest("Find the six parts of the release checklist."))
     first = provider_tokens(fake_openai.requests[0])
     print(f"\n{len(fake_openai.requests)} calls of ~{first:,} tokens; {stopped.usage.total_tokens:,} of 50,000 used")
     assert 5_000 < first < 9_000
@@ -103,7 +104,7 @@ async def test_a_provider_counting_three_times_the_prompt_keeps_ten_runs_within_
     try:
         # One call's real cost, measured on a first run of its own (its prompt is what every first call sends).
         probe = RedisBudget(redis_client, namespace=f"{namespace}:probe", limit_micros=None, period="monthly")
-        await agent.run("run 0", budget=probe)
+        await agent.run(RunRequest("run 0", budget=probe))
         one_call = max(PRICE.cost_micros(u["prompt_tokens"], u["completion_tokens"]) for u in fake_openai.served)
         fake_openai.served.clear()
         limit = calls_in_budget * one_call
@@ -111,7 +112,7 @@ async def test_a_provider_counting_three_times_the_prompt_keeps_ten_runs_within_
         def ledger() -> RedisBudget:
             return RedisBudget(redis_client, namespace=namespace, limit_micros=limit, period="monthly")
 
-        results = await asyncio.gather(*(agent.run(f"run {i}", budget=ledger()) for i in range(1, 11)))
+        results = await asyncio.gather(*(agent.run(RunRequest(f"run {i}", budget=ledger())) for i in range(1, 11)))
     finally:
         await agent.aclose()
     spent = (await ledger().usage_summary()).spent_micros
@@ -140,10 +141,10 @@ async def test_a_workers_first_call_in_a_workspace_holds_what_the_workspaces_run
                         max_retries=0)
     agent = Agent(llm, Registry([echo]), price=PRICE, limits=Limits(max_cost_micros=10**9, max_completion_tokens=100))
     try:
-        await agent.run("first run", budget=ledger)  # learns the workspace's factor: 3
-        redis_budget._FACTORS.clear()  # a worker that has not seen this workspace yet
-        await agent.run("second run", budget=RedisBudget(redis_client, namespace=namespace, limit_micros=10**9,
-                                                         period="monthly"))
+        await agent.run(RunRequest("first run", budget=ledger))  # learns the workspace's factor: 3
+        redis_ledger._FACTORS.clear()  # a worker that has not seen this workspace yet
+        await agent.run(RunRequest("second run", budget=RedisBudget(
+            redis_client, namespace=namespace, limit_micros=10**9, period="monthly")))
     finally:
         await agent.aclose()
     second = fake_openai.served[1]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_core import InMemoryThreadStore, Observed, Stopped
+from agent_core import InMemoryThreadStore, Observed, RunRequest, Stopped
 from tests.agent_core.conftest import AgentFactory
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.pages import PageServer
@@ -54,7 +54,7 @@ def scope(steal: str) -> ToolContext:
 
 
 async def observed(agent: Any, task: str, **kwargs: Any) -> list[Observed]:
-    return [e async for e in agent.events(task, **kwargs) if isinstance(e, Observed)]
+    return [e async for e in agent.events(RunRequest(task, **kwargs)) if isinstance(e, Observed)]
 
 
 async def test_a_run_obeying_the_channel_is_held_back_and_so_is_its_follow_up(
@@ -117,7 +117,7 @@ async def test_an_armed_answers_link_is_text_in_the_answer_and_in_the_stored_his
     agent = make_agent(registry=registry(), store=store)
     link = f"https://attacker.test/r?d={SECRET}"
     fake_openai.queue(tool_calls(("channel_history", {})), text(f"Done: [the report]({link})"))
-    events = [e async for e in agent.events("summarise the channel", thread="T1", scope=scope(link))]
+    events = [e async for e in agent.events(RunRequest("summarise the channel", thread="T1", scope=scope(link)))]
     final = events[-1]
     assert isinstance(final, Stopped) and final.answer == f"Done: the report (`{link}`)"
     stored = [m["content"] for m in (await store.load("T1")).history if m.get("role") == "assistant"]

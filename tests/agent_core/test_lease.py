@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from agent_core import AgentSettings, CancelToken, ConfigError, InMemoryThreadStore, StopReason
+from agent_core import AgentSettings, CancelToken, ConfigError, InMemoryThreadStore, RunRequest, StopReason
 from agent_core.keys import Keys
 from agent_core.lease import LeaseKeeper, RunLeases
 from tests.agent_core.conftest import AgentFactory
@@ -163,7 +163,7 @@ async def test_the_loop_stops_at_its_check_point_and_writes_nothing_when_the_lea
     token = CancelToken()
     agent = make_agent(store=store)
     async with LeaseKeeper(leases, lease, token):
-        run = asyncio.ensure_future(agent.run("task", thread="thread-1", run_id="r1", cancel=token))
+        run = asyncio.ensure_future(agent.run(RunRequest("task", thread="thread-1", run_id="r1", cancel=token)))
         await fake_openai.wait_for_requests(2)
         saved = await store.load("thread-1")
         assert saved.progress.step == 1  # the first step was persisted while the lease was held

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from agent_core import Agent, AgentSettings, InMemoryBudget, Limits, StopReason, price_for
+from agent_core import Agent, AgentSettings, InMemoryBudget, Limits, RunRequest, StopReason, price_for
 from agent_core.llm import OpenAIChatLLM
 from tests.fakes.openai_server import FakeOpenAI, delay, error, text
 from tools import Registry
@@ -22,7 +22,7 @@ def _with(base_url: str, *, userinfo: str = "", query: str = "") -> str:
 async def _run(llm: OpenAIChatLLM, task: str = "hi"):  # type: ignore[no-untyped-def]
     agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits())
     try:
-        return await agent.run(task)
+        return await agent.run(RunRequest(task))
     finally:
         await agent.aclose()
 
@@ -85,7 +85,7 @@ async def test_impossible_usage_is_an_error_stop_and_the_worst_case_is_charged(f
         budget = InMemoryBudget(1_000_000)
         llm = OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini", max_retries=0)
         agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits())
-        stopped = await agent.run("hi", budget=budget)
+        stopped = await agent.run(RunRequest("hi", budget=budget))
         await agent.aclose()
         assert stopped.reason is StopReason.ERROR, usage
         assert stopped.detail.startswith("error: bad_response:") and "usage" in stopped.detail
@@ -105,7 +105,7 @@ async def test_an_answer_without_usage_is_never_counted_above_max_tokens(fake_op
     fake_openai.queue(text("word " * 12_000, raw_usage=None))
     llm = OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini")
     agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits(max_completion_tokens=500))
-    stopped = await agent.run("write")
+    stopped = await agent.run(RunRequest("write"))
     await agent.aclose()
     assert stopped.usage.completion_tokens == 500
     assert "[answer cut:" in stopped.answer
@@ -128,7 +128,7 @@ async def test_azure_openai_gets_api_key_header_api_version_and_deployment_path(
     for base_url, deployment in ((endpoint, "gpt-4o-mini"), (f"{endpoint}/deployments/prod-4o", "prod-4o")):
         fake_openai.queue(text("hello from azure"))
         agent = _agent_from_env(monkeypatch, OPENAI_BASE_URL=base_url, OPENAI_API_VERSION="2024-10-21")
-        stopped = await agent.run("hi")
+        stopped = await agent.run(RunRequest("hi"))
         await agent.aclose()
         assert stopped.reason is StopReason.FINAL_ANSWER and stopped.answer == "hello from azure", stopped.detail
         request = fake_openai.requests[-1]
@@ -143,7 +143,7 @@ async def test_without_an_api_version_the_key_is_a_bearer_token(
 ) -> None:
     fake_openai.queue(text("hello"))
     agent = _agent_from_env(monkeypatch, OPENAI_BASE_URL=fake_openai.base_url)
-    assert (await agent.run("hi")).reason is StopReason.FINAL_ANSWER
+    assert (await agent.run(RunRequest("hi"))).reason is StopReason.FINAL_ANSWER
     await agent.aclose()
     request = fake_openai.requests[-1]
     assert request.headers["authorization"] == "Bearer sk-test-key-0123456789abcdef"
@@ -155,7 +155,7 @@ async def test_openai_stream_false_sends_one_plain_request(
 ) -> None:
     fake_openai.queue(text("plain", prompt_tokens=10, completion_tokens=2))
     agent = _agent_from_env(monkeypatch, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_STREAM="false")
-    events = [e async for e in agent.events("hi")]
+    events = [e async for e in agent.events(RunRequest("hi"))]
     await agent.aclose()
     request = fake_openai.requests[-1]
     assert not request.stream and "stream_options" not in request.json
@@ -177,7 +177,7 @@ async def test_note_role_user_sends_no_system_message_after_the_first(
     for role in ("system", "user"):
         fake_openai.queue(text("hi there"))
         agent = _agent_from_env(monkeypatch, OPENAI_BASE_URL=fake_openai.base_url, AGENT_NOTE_ROLE=role)
-        assert (await agent.run("what is up?")).reason is StopReason.FINAL_ANSWER
+        assert (await agent.run(RunRequest("what is up?"))).reason is StopReason.FINAL_ANSWER
         await agent.aclose()
         messages = fake_openai.requests[-1].messages
         assert messages[0]["role"] == "system"

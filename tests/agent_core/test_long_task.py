@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from agent_core import InMemoryThreadStore, Limits, Progress, StopReason
+from agent_core import InMemoryThreadStore, Limits, Progress, RunRequest, StopReason
 from agent_core.tokens import counter_for
 from tests.agent_core.conftest import AgentFactory
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
@@ -26,7 +26,7 @@ async def test_a_40000_character_task_that_fits_is_sent_once_and_answered(
     task = "漢" * SLACK_MAX_CHARS  # 40,000 tokens: under the 50,000 cap once, over it twice
     assert COUNTER.count(task) == SLACK_MAX_CHARS
     fake_openai.queue(text("Read it all."))
-    stopped = await make_agent(limits=Limits(max_tokens=50_000)).run(task)
+    stopped = await make_agent(limits=Limits(max_tokens=50_000)).run(RunRequest(task))
     assert stopped.reason is StopReason.FINAL_ANSWER, stopped.detail
     assert len(fake_openai.requests) == 1
     sent = _sent_text(fake_openai)
@@ -38,7 +38,7 @@ async def test_a_task_no_call_can_carry_is_answered_with_by_how_much_and_no_call
     fake_openai: FakeOpenAI, make_agent: AgentFactory
 ) -> None:
     task = "🎉" * SLACK_MAX_CHARS  # 80,000 tokens: over the cap even once
-    stopped = await make_agent(limits=Limits(max_tokens=50_000)).run(task)
+    stopped = await make_agent(limits=Limits(max_tokens=50_000)).run(RunRequest(task))
     assert fake_openai.requests == []
     assert stopped.reason is StopReason.MAX_TOKENS and stopped.steps == 0
     answer = stopped.answer
@@ -56,7 +56,7 @@ async def test_a_task_no_call_can_carry_is_answered_with_by_how_much_and_no_call
 async def test_a_cap_too_small_for_any_call_says_so_not_that_the_message_is_long(
     fake_openai: FakeOpenAI, make_agent: AgentFactory
 ) -> None:
-    stopped = await make_agent(limits=Limits(max_tokens=150)).run("hi")
+    stopped = await make_agent(limits=Limits(max_tokens=150)).run(RunRequest("hi"))
     assert fake_openai.requests == []
     assert stopped.reason is StopReason.MAX_TOKENS
     assert "too small for any call" in stopped.answer and "Shorten" not in stopped.answer
@@ -70,7 +70,8 @@ async def test_earlier_turns_are_left_out_rather_than_stop_the_first_call(
         for i in range(12)
     ]  # about 7,000 tokens of earlier turns, under the 12,000 history window
     fake_openai.queue(text("Short answer."))
-    stopped = await make_agent(limits=Limits(max_tokens=3_000)).run("and now a short question?", history=earlier)
+    request = RunRequest("and now a short question?", history=earlier)
+    stopped = await make_agent(limits=Limits(max_tokens=3_000)).run(request)
     assert stopped.reason is StopReason.FINAL_ANSWER, stopped.detail
     [request] = fake_openai.requests
     sent = request.messages
@@ -96,7 +97,7 @@ async def test_a_long_task_reaches_every_request_whole_once_however_the_history_
     assert 8_000 < len(LOG) < 10_000
     # Observations far over the history budget: the oldest are cut out of the context.
     fake_openai.queue(*(tool_calls(("echo", {"text": f"line {n}", "times": 600})) for n in range(4)), text("Found it."))
-    stopped = await make_agent(history_tokens=2_000).run(LOG)
+    stopped = await make_agent(history_tokens=2_000).run(RunRequest(LOG))
     assert stopped.reason is StopReason.FINAL_ANSWER, stopped.detail
     assert len(fake_openai.requests) == 5
     for request in fake_openai.requests:
@@ -118,7 +119,7 @@ async def test_a_resumed_run_whose_task_message_is_gone_pins_the_whole_task(
         {"role": "tool", "tool_call_id": "call_a", "content": "Asia/Tokyo"},
     ], Progress(task=LOG, run_id="r1", step=1, status="running"))
     fake_openai.queue(text("The upload timed out."))
-    stopped = await make_agent(store=store).run("", thread="T1", resume=True)
+    stopped = await make_agent(store=store).run(RunRequest("", thread="T1", resume=True))
     assert stopped.reason is StopReason.FINAL_ANSWER, stopped.detail
     (request,) = fake_openai.requests
     assert sum(_copies(str(m.get("content"))) for m in request.messages) == 1

@@ -14,6 +14,7 @@ from agent_core import (
     Limits,
     Observed,
     Progress,
+    RunRequest,
     RunStarted,
     Stopped,
     StopReason,
@@ -59,7 +60,7 @@ async def test_two_tool_run_ends_in_final_answer(fake_openai: FakeOpenAI, make_a
         text("17% of 2,340 is 397.8; it is now evening in Tokyo.", prompt_tokens=260, completion_tokens=30),
     )
     agent = make_agent(registry=registry)
-    events = await collect(agent.events("What is 17% of 2,340, and what time is it in Tokyo?"))
+    events = await collect(agent.events(RunRequest("What is 17% of 2,340, and what time is it in Tokyo?")))
 
     kinds = [type(e).__name__ for e in events]
     # Streamed (the default): each step's text comes first as a delta, the reasons as thoughts, the answer as one.
@@ -92,7 +93,7 @@ async def test_several_calls_in_one_turn_run_concurrently(fake_openai: FakeOpenA
         tool_calls(("lookup", {"key": "tokyo"}), ("lookup", {"key": "paris"}), content="Both at once."),
         text("Tokyo is Asia/Tokyo and Paris is Europe/Paris."),
     )
-    events = await collect(make_agent().events("Which zones are Tokyo and Paris in?"))
+    events = await collect(make_agent().events(RunRequest("Which zones are Tokyo and Paris in?")))
     observed = [e for e in events if isinstance(e, Observed)]
     assert [o.text for o in observed] == ["Asia/Tokyo", "Europe/Paris"]
     assert_every_call_answered(fake_openai.requests[1].messages)
@@ -105,7 +106,7 @@ async def test_task_and_progress_note_are_in_every_request(fake_openai: FakeOpen
         tool_calls(("lookup", {"key": "tokyo"}), content="Now the lookup."),
         text("Done: hi hi, Asia/Tokyo."),
     )
-    await make_agent().run(task)
+    await make_agent().run(RunRequest(task))
     assert len(fake_openai.requests) == 3
     for k, request in enumerate(fake_openai.requests, start=1):
         messages = request.messages
@@ -118,13 +119,13 @@ async def test_task_and_progress_note_are_in_every_request(fake_openai: FakeOpen
 
 async def test_thought_event_says_when_the_model_gave_none(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     fake_openai.queue(tool_calls(("lookup", {"key": "tokyo"})), text("Asia/Tokyo"))
-    events = await collect(make_agent().events("zone of tokyo?"))
+    events = await collect(make_agent().events(RunRequest("zone of tokyo?")))
     assert next(e for e in events if isinstance(e, Thought)).text is None
 
 
 async def test_429_then_success(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     fake_openai.queue(error(429, "Rate limit reached", headers={"Retry-After": "0"}), text("fine"))
-    stopped = await make_agent().run("hello")
+    stopped = await make_agent().run(RunRequest("hello"))
     assert stopped.reason is StopReason.FINAL_ANSWER and stopped.answer == "fine"
     assert len(fake_openai.requests) == 2
 
@@ -133,7 +134,7 @@ async def test_llm_failing_after_retries_stops_with_error_and_provider_message(
     fake_openai: FakeOpenAI, make_agent: AgentFactory
 ) -> None:
     fake_openai.queue(*[error(503, "The engine is overloaded", headers={"Retry-After": "0"})] * 3)
-    stopped = await make_agent(max_retries=2).run("hello")
+    stopped = await make_agent(max_retries=2).run(RunRequest("hello"))
     assert stopped.reason is StopReason.ERROR
     assert "The engine is overloaded" in stopped.detail
     assert stopped.answer  # a graceful answer, never empty
@@ -142,7 +143,7 @@ async def test_llm_failing_after_retries_stops_with_error_and_provider_message(
 
 async def test_insufficient_quota_is_not_retried(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     fake_openai.queue(error(429, "You exceeded your current quota", code="insufficient_quota"))
-    stopped = await make_agent(max_retries=3).run("hello")
+    stopped = await make_agent(max_retries=3).run(RunRequest("hello"))
     assert stopped.reason is StopReason.ERROR and "quota" in stopped.detail
     assert len(fake_openai.requests) == 1
 
@@ -151,7 +152,7 @@ async def test_cancel_abandons_the_in_flight_llm_call(fake_openai: FakeOpenAI, m
     fake_openai.queue(delay(30, text("too late")))
     cancel = CancelToken()
     agent = make_agent()
-    run = asyncio.ensure_future(agent.run("slow question", cancel=cancel))
+    run = asyncio.ensure_future(agent.run(RunRequest("slow question", cancel=cancel)))
     await fake_openai.wait_for_requests(1)
     cancel.cancel("the user pressed Stop")
     stopped = await run
@@ -162,7 +163,7 @@ async def test_cancel_abandons_the_in_flight_llm_call(fake_openai: FakeOpenAI, m
 
 async def test_wall_clock_cap_stops_with_max_time(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     fake_openai.queue(delay(30, text("too late")))
-    stopped = await make_agent(limits=Limits(max_seconds=0.3)).run("slow question")
+    stopped = await make_agent(limits=Limits(max_seconds=0.3)).run(RunRequest("slow question"))
     assert stopped.reason is StopReason.MAX_TIME
     assert "max_time: 0.3s cap" in stopped.detail
 
@@ -172,7 +173,7 @@ async def test_cancel_during_tool_calls_answers_every_call(fake_openai: FakeOpen
     cancel = CancelToken()
     fake_openai.queue(tool_calls(("lookup", {"key": "tokyo"})))
     agent = make_agent(store=store)
-    async for event in agent.events("zone?", thread="T1", cancel=cancel):
+    async for event in agent.events(RunRequest("zone?", thread="T1", cancel=cancel)):
         if isinstance(event, ToolCalled):
             cancel.cancel("stop now")
     state = await store.load("T1")
@@ -186,14 +187,14 @@ async def test_history_is_persisted_per_step_and_a_follow_up_sees_it(
     store = InMemoryThreadStore()
     fake_openai.queue(tool_calls(("lookup", {"key": "tokyo"}), content="Look it up."), text("Asia/Tokyo"))
     agent = make_agent(store=store)
-    await agent.run("zone of tokyo?", thread="T1")
+    await agent.run(RunRequest("zone of tokyo?", thread="T1"))
     state = await store.load("T1")
     roles = [m["role"] for m in state.history]
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert state.progress.status == "stopped" and state.progress.stop_reason == "final_answer"
 
     fake_openai.queue(text("You asked about Tokyo."))
-    await agent.run("what did I ask before?", thread="T1")
+    await agent.run(RunRequest("what did I ask before?", thread="T1"))
     request = fake_openai.requests[-1].messages
     assert {"role": "user", "content": "zone of tokyo?"} in request
     assert request[-2] == {"role": "user", "content": "what did I ask before?"}
@@ -207,7 +208,7 @@ async def test_a_stored_dangling_tool_call_is_repaired_before_sending(
         {"id": "call_old", "type": "function", "function": {"name": "lookup", "arguments": "{\"key\":\"x\"}"}}]}
     await store.append("T1", [{"role": "user", "content": "earlier"}, dangling], Progress(task="earlier"))
     fake_openai.queue(text("ok"))
-    await make_agent(store=store).run("go on", thread="T1")
+    await make_agent(store=store).run(RunRequest("go on", thread="T1"))
     sent = fake_openai.requests[0].messages
     i = next(i for i, m in enumerate(sent) if m.get("tool_calls"))
     assert sent[i + 1]["role"] == "tool" and sent[i + 1]["tool_call_id"] == "call_old"
@@ -226,7 +227,7 @@ async def test_resume_continues_a_crashed_run_from_its_last_step(
     ], Progress(task="zone of tokyo?", run_id="r1", step=1, status="running", prompt_tokens=50,
                 completion_tokens=5))
     fake_openai.queue(text("Asia/Tokyo"))
-    events = await collect(make_agent(store=store).events("", thread="T1", resume=True))
+    events = await collect(make_agent(store=store).events(RunRequest("", thread="T1", resume=True)))
     started = events[0]
     assert isinstance(started, RunStarted) and started.step == 1 and started.task == "zone of tokyo?"
     stopped = events[-1]
@@ -244,7 +245,7 @@ async def test_react_protocol_recovers_from_a_malformed_reply(
         text('Thought: look it up\nAction: lookup\nAction Input: {"key": "tokyo"}'),
         text("Thought: I know it\nFinal Answer: Asia/Tokyo"),
     )
-    events = await collect(make_agent(protocol="react").events("zone of tokyo?"))
+    events = await collect(make_agent(protocol="react").events(RunRequest("zone of tokyo?")))
     stopped = events[-1]
     assert isinstance(stopped, Stopped) and stopped.reason is StopReason.FINAL_ANSWER
     assert stopped.answer == "Asia/Tokyo"
@@ -271,7 +272,7 @@ async def test_a_long_history_is_trimmed_without_losing_the_task_or_pairs(
         ]
     fake_openai.queue(text("ok"))
     task = "the newest question"
-    await make_agent(history_tokens=3000).run(task, history=history)
+    await make_agent(history_tokens=3000).run(RunRequest(task, history=history))
     sent = fake_openai.requests[0].messages
     assert {"role": "user", "content": task} in sent
     assert_every_call_answered(sent)
@@ -294,7 +295,7 @@ async def test_the_deadline_cancels_a_running_tool_call(fake_openai: FakeOpenAI,
         return "unreachable"
 
     fake_openai.queue(tool_calls(("hang", {})))
-    stopped = await make_agent(registry=Registry([hang]), limits=Limits(max_seconds=0.5)).run("hang")
+    stopped = await make_agent(registry=Registry([hang]), limits=Limits(max_seconds=0.5)).run(RunRequest("hang"))
     assert stopped.reason is StopReason.MAX_TIME
     assert started.is_set() and cancelled.is_set()
 
@@ -303,7 +304,7 @@ async def test_an_answer_longer_than_the_cap_is_cut_with_a_marker(
     fake_openai: FakeOpenAI, make_agent: AgentFactory
 ) -> None:
     fake_openai.queue(text("x" * 50_000, prompt_tokens=10, completion_tokens=900))
-    stopped = await make_agent().run("write a lot")
+    stopped = await make_agent().run(RunRequest("write a lot"))
     assert stopped.reason is StopReason.FINAL_ANSWER
     assert len(stopped.answer) < 40_100
     assert stopped.answer.endswith("[answer cut: 10000 characters left out]")
@@ -313,7 +314,7 @@ async def test_a_body_far_beyond_max_tokens_is_an_llm_error_not_a_huge_answer(
     fake_openai: FakeOpenAI, make_agent: AgentFactory
 ) -> None:
     fake_openai.queue(text("y" * 1_000_000, prompt_tokens=10, completion_tokens=900))
-    stopped = await make_agent().run("write a lot")
+    stopped = await make_agent().run(RunRequest("write a lot"))
     assert stopped.reason is StopReason.ERROR
     assert "larger than" in stopped.detail and "max_tokens" in stopped.detail
     assert "y" * 100 not in stopped.answer

@@ -10,9 +10,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 import redis.asyncio as aioredis
 
-from agent_core import price_for
-from agent_core.budget import Reservation
-from agent_core.redis_budget import BudgetUnavailable, RedisBudget, RedisReservation, period_window
+from agent_core import RunRequest, price_for
+from agent_core.budget import BudgetUnavailable, RedisBudget, RedisReservation, Reservation, period_window
 from tests.conftest import TEST_REDIS_URL
 from tests.processes import until
 
@@ -453,12 +452,13 @@ async def test_twenty_concurrent_runs_stay_within_the_workspace_budget(
     limit = 5_000
     agent = make_agent()
     runs = [
-        agent.run(f"task {i}", run_id=f"run{i}", budget=make_budget(redis_client, f"{key_prefix}:ws:T1", clock, limit))
+        agent.run(RunRequest(f"task {i}", run_id=f"run{i}",
+                             budget=make_budget(redis_client, f"{key_prefix}:ws:T1", clock, limit)))
         for i in range(20)
     ]
-    other = agent.run(
+    other = agent.run(RunRequest(
         "elsewhere", run_id="other", budget=make_budget(redis_client, f"{key_prefix}:ws:T2", clock, limit)
-    )
+    ))
     *results, other_result = await asyncio.gather(*runs, other)
 
     reasons = [r.reason.value for r in results]

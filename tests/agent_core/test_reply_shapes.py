@@ -13,6 +13,7 @@ from agent_core import (
     FinalAnswer,
     InMemoryThreadStore,
     Limits,
+    RunRequest,
     Stopped,
     StopReason,
     StreamReset,
@@ -27,7 +28,7 @@ REFUSAL = "I'm sorry, but I can't help with making that."
 
 
 async def run(agent: Any, task: str = "Tell me something", **kwargs: Any) -> list[Event]:
-    return [event async for event in agent.events(task, **kwargs)]
+    return [event async for event in agent.events(RunRequest(task, **kwargs))]
 
 
 def stopped(events: list[Event]) -> Stopped:

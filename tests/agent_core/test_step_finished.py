@@ -122,7 +122,7 @@ async def test_the_old_spelling_builds_the_same_request_and_adds_no_step_events(
 ) -> None:
     two_steps(fake_openai)
     agent = make_agent()
-    events = [e async for e in agent.events("zones?", thread=None)]
+    events = [e async for e in agent.events(RunRequest("zones?", thread=None))]
     assert not any(isinstance(e, StepFinished) for e in events)  # the terminal's stream is unchanged
     assert isinstance(events[-1], Stopped) and events[-1].reason is StopReason.FINAL_ANSWER
     with pytest.raises(TypeError, match="resume"):

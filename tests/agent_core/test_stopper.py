@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_core import InMemoryBudget, InMemoryThreadStore, Limits, Price, StopReason
+from agent_core import InMemoryBudget, InMemoryThreadStore, Limits, Price, RunRequest, StopReason
 from agent_core.stopper import Stopper
 from tests.agent_core.conftest import AgentFactory
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
@@ -15,7 +15,7 @@ def echo_call(text_: str, times: int = 1, raw: str | None = None):  # type: igno
 
 async def test_final_answer(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     fake_openai.queue(text("42"))
-    stopped = await make_agent().run("answer")
+    stopped = await make_agent().run(RunRequest("answer"))
     assert stopped.reason is StopReason.FINAL_ANSWER and stopped.steps == 1
 
 
@@ -27,7 +27,7 @@ async def test_third_identical_call_is_not_executed(fake_openai: FakeOpenAI, mak
         tool_calls(("echo", '{ "text" :"a",   "times":2 }')),  # and other whitespace
         text("never reached"),
     )
-    stopped = await make_agent(store=store).run("loop", thread="T")
+    stopped = await make_agent(store=store).run(RunRequest("loop", thread="T"))
     assert stopped.reason is StopReason.DANGEROUS_LOOP
     assert "3 times in a row" in stopped.detail
     assert len(fake_openai.requests) == 3
@@ -40,7 +40,7 @@ async def test_third_identical_call_is_not_executed(fake_openai: FakeOpenAI, mak
 
 async def test_two_identical_calls_do_not_stop(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     fake_openai.queue(tool_calls(echo_call("a")), tool_calls(echo_call("a")), tool_calls(echo_call("b")), text("ok"))
-    stopped = await make_agent().run("twice is fine")
+    stopped = await make_agent().run(RunRequest("twice is fine"))
     assert stopped.reason is StopReason.FINAL_ANSWER
 
 
@@ -49,7 +49,7 @@ async def test_a_short_cycle_is_caught(fake_openai: FakeOpenAI, make_agent: Agen
         tool_calls(echo_call("a")), tool_calls(("lookup", {"key": "paris"})),
         tool_calls(echo_call("a")), tool_calls(("lookup", {"key": "paris"})), text("never"),
     )
-    stopped = await make_agent().run("cycle")
+    stopped = await make_agent().run(RunRequest("cycle"))
     assert stopped.reason is StopReason.DANGEROUS_LOOP and "cycle" in stopped.detail
     assert len(fake_openai.requests) == 4
 
@@ -59,7 +59,7 @@ async def test_unknown_tools_stop_with_no_progress(fake_openai: FakeOpenAI, make
         tool_calls(("lookupp", {"key": "x"})), tool_calls(("search", {"q": "x"})), tool_calls(("browse", {"u": 1})),
         text("never"),
     )
-    stopped = await make_agent().run("missing tools")
+    stopped = await make_agent().run(RunRequest("missing tools"))
     assert stopped.reason is StopReason.NO_PROGRESS
     assert "unknown_tool" in stopped.detail and len(fake_openai.requests) == 3
     first_observation = [m for m in fake_openai.requests[1].messages if m["role"] == "tool"][0]["content"]
@@ -75,7 +75,7 @@ async def test_empty_and_repeated_results_count_as_no_progress(
         tool_calls(("echo", '{"times": 1, "text": "same words here"}')),  # a repeat of the first result: idle 2
         text("never"),
     )
-    stopped = await make_agent(limits=Limits(no_progress_steps=2)).run("nothing new")
+    stopped = await make_agent(limits=Limits(no_progress_steps=2)).run(RunRequest("nothing new"))
     assert stopped.reason is StopReason.NO_PROGRESS
     assert "empty result" in stopped.detail and "repeated result" in stopped.detail
     assert len(fake_openai.requests) == 3
@@ -88,7 +88,7 @@ async def test_errors_then_success_resets_no_progress(fake_openai: FakeOpenAI, m
         tool_calls(("nope2", {})), tool_calls(("nope3", {})),
         text("done"),
     )
-    stopped = await make_agent().run("near miss")
+    stopped = await make_agent().run(RunRequest("near miss"))
     assert stopped.reason is StopReason.FINAL_ANSWER
 
 
@@ -96,14 +96,14 @@ async def test_error_words_inside_a_good_result_are_not_failures(
     fake_openai: FakeOpenAI, make_agent: AgentFactory
 ) -> None:
     fake_openai.queue(*[tool_calls(echo_call(f"error failed exception {i}")) for i in range(4)], text("done"))
-    stopped = await make_agent().run("words")
+    stopped = await make_agent().run(RunRequest("words"))
     assert stopped.reason is StopReason.FINAL_ANSWER
 
 
 async def test_max_steps(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     store = InMemoryThreadStore()
     fake_openai.queue(*[tool_calls(echo_call(f"step {i}")) for i in range(5)])
-    stopped = await make_agent(limits=Limits(max_steps=3), store=store).run("keep going", thread="T")
+    stopped = await make_agent(limits=Limits(max_steps=3), store=store).run(RunRequest("keep going", thread="T"))
     assert stopped.reason is StopReason.MAX_STEPS and stopped.steps == 3
     assert len(fake_openai.requests) == 3
     assert "step 2" in stopped.answer  # the graceful answer reports what was found
@@ -114,14 +114,14 @@ async def test_max_tokens_refuses_the_call_that_would_cross_it(
     fake_openai: FakeOpenAI, make_agent: AgentFactory
 ) -> None:
     fake_openai.queue(tool_calls(echo_call("x"), prompt_tokens=900, completion_tokens=50), text("never"))
-    stopped = await make_agent(limits=Limits(max_tokens=1200)).run("tokens")
+    stopped = await make_agent(limits=Limits(max_tokens=1200)).run(RunRequest("tokens"))
     assert stopped.reason is StopReason.MAX_TOKENS and "1,200 cap" in stopped.detail
     assert len(fake_openai.requests) == 1
 
 
 async def test_cost_cap_refuses_a_call_before_it_is_made(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     dear = Price(prompt=10_000_000, cached_prompt=10_000_000, completion=100_000_000)  # $10 / $100 per 1M
-    stopped = await make_agent(price=dear, limits=Limits(max_cost_micros=5_000)).run("expensive")
+    stopped = await make_agent(price=dear, limits=Limits(max_cost_micros=5_000)).run(RunRequest("expensive"))
     assert stopped.reason is StopReason.MAX_COST
     assert stopped.detail.startswith("max_cost: $0.0050 cap")
     assert fake_openai.requests == []
@@ -130,13 +130,13 @@ async def test_cost_cap_refuses_a_call_before_it_is_made(fake_openai: FakeOpenAI
 async def test_cost_cap_lowers_the_completion_cap(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     price = Price(prompt=0, cached_prompt=0, completion=1_000_000)  # $1 per 1M completion tokens
     fake_openai.queue(text("ok"))
-    await make_agent(price=price, limits=Limits(max_cost_micros=300)).run("cheap")
+    await make_agent(price=price, limits=Limits(max_cost_micros=300)).run(RunRequest("cheap"))
     assert fake_openai.requests[0].max_tokens == 300
 
 
 async def test_budget_exhausted_before_any_call(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     budget = InMemoryBudget(limit_micros=10)
-    stopped = await make_agent(budget=budget).run("no money")
+    stopped = await make_agent(budget=budget).run(RunRequest("no money"))
     assert stopped.reason is StopReason.BUDGET_EXHAUSTED
     assert fake_openai.requests == []
     assert budget.spent_micros == 0
@@ -145,7 +145,7 @@ async def test_budget_exhausted_before_any_call(fake_openai: FakeOpenAI, make_ag
 async def test_budget_is_settled_to_the_real_cost(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     budget = InMemoryBudget(limit_micros=1_000_000)
     fake_openai.queue(text("ok", prompt_tokens=1000, completion_tokens=100))
-    stopped = await make_agent(budget=budget).run("spend")
+    stopped = await make_agent(budget=budget).run(RunRequest("spend"))
     assert budget.spent_micros == stopped.usage.cost_micros > 0
     assert await budget.remaining() == 1_000_000 - stopped.usage.cost_micros
 
@@ -155,7 +155,7 @@ async def test_a_failed_call_releases_its_reservation(fake_openai: FakeOpenAI, m
 
     budget = InMemoryBudget(limit_micros=1_000_000)
     fake_openai.queue(error(400, "bad request"))
-    stopped = await make_agent(budget=budget).run("fail")
+    stopped = await make_agent(budget=budget).run(RunRequest("fail"))
     assert stopped.reason is StopReason.ERROR
     assert budget.spent_micros == 0 and await budget.remaining() == 1_000_000
 
@@ -178,7 +178,7 @@ async def test_budget_lowers_the_completion_cap(fake_openai: FakeOpenAI, make_ag
     price = Price(prompt=0, cached_prompt=0, completion=1_000_000)  # $1 per 1M completion tokens
     budget = InMemoryBudget(limit_micros=250)
     fake_openai.queue(text("ok", completion_tokens=10))
-    stopped = await make_agent(price=price, budget=budget).run("cheap")
+    stopped = await make_agent(price=price, budget=budget).run(RunRequest("cheap"))
     assert stopped.reason is StopReason.FINAL_ANSWER
     assert fake_openai.requests[0].max_tokens == 250
     assert budget.spent_micros == 10

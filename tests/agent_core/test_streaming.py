@@ -12,6 +12,7 @@ from agent_core import (
     InMemoryBudget,
     Limits,
     OpenAIChatLLM,
+    RunRequest,
     Stopped,
     StopReason,
     StreamReset,
@@ -37,7 +38,7 @@ def script() -> list[Reply]:
 
 
 async def collect(agent: Agent, task: str = TASK, **kwargs: Any) -> list[Event]:
-    return [event async for event in agent.events(task, **kwargs)]
+    return [event async for event in agent.events(RunRequest(task, **kwargs))]
 
 
 def joined(events: list[Event], kind: type[AnswerDelta] | type[ThoughtDelta], step: int) -> str:
@@ -88,7 +89,7 @@ async def test_answer_deltas_arrive_while_the_stream_is_still_open(
     words = " ".join(f"word{i}" for i in range(40))
     fake_openai.queue(streamed(text(words), pieces=20, chunk_delay=0.05))
     seen: list[tuple[str, int]] = []
-    async for event in make_agent().events("say forty words", registry=Registry([])):
+    async for event in make_agent().events(RunRequest("say forty words", registry=Registry([]))):
         seen.append((type(event).__name__, fake_openai.in_flight))
     kinds = [kind for kind, _ in seen]
     assert kinds.count("AnswerDelta") > 3

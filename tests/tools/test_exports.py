@@ -49,6 +49,7 @@ def test_public_names() -> None:
         "HoldReason",
         "GuardMode",
         "DEFAULT_GUARD_MODE",
+        "DEFAULT_OBSERVATION_MAX_CHARS",
         "parse_domain",
     }
     for name in tools.__all__:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
+
+from agent_core.redis_batch import Pending
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,11 @@ class Budget(Protocol):
         """Hold ``micros`` atomically; None when it does not fit (nothing is held then)."""
         ...
 
+    def reserve_call(self, key: str, micros: int) -> Pending[Reservation | None] | None:
+        """``reserve`` not sent yet, so it can share a round trip with a step's write (``step_commit``); None
+        when this budget has no such call (then ``reserve`` it is)."""
+        ...
+
     async def renew(self, reservation: Reservation) -> bool:
         """Extend a live hold by ``hold_seconds``; False when it is gone (settled, released or lapsed)."""
         ...
@@ -109,44 +115,3 @@ class Budget(Protocol):
     async def release(self, reservation: Reservation) -> None:
         """Give the whole hold back (the call failed or was never made)."""
         ...
-
-
-class InMemoryBudget:
-    """A process-local budget, for the terminal runner and engine tests. Its holds never lapse."""
-
-    hold_seconds: float | None = None
-    renew_seconds: float = 0.0
-
-    def __init__(self, limit_micros: int | None) -> None:
-        self.limit_micros = limit_micros
-        self.spent_micros = 0
-        self._held: dict[str, int] = {}
-        self._lock = asyncio.Lock()
-        self.prompt_factor: float | None = None
-
-    async def remaining(self) -> int | None:
-        return (await self.state()).free_micros
-
-    async def state(self) -> BudgetState:
-        return BudgetState(self.limit_micros, self.spent_micros, sum(self._held.values()), len(self._held))
-
-    async def reserve(self, key: str, micros: int) -> Reservation | None:
-        async with self._lock:
-            left = await self.remaining()
-            if left is not None and micros > left:
-                return None
-            self._held[key] = micros
-            return Reservation(key, micros)
-
-    async def renew(self, reservation: Reservation) -> bool:
-        return reservation.key in self._held
-
-    async def settle(self, reservation: Reservation, actual_micros: int, prompt_factor: float | None = None) -> None:
-        async with self._lock:
-            if self._held.pop(reservation.key, None) is not None:
-                self.spent_micros += actual_micros
-            self.prompt_factor = prompt_factor or self.prompt_factor
-
-    async def release(self, reservation: Reservation) -> None:
-        async with self._lock:
-            self._held.pop(reservation.key, None)

@@ -2,13 +2,13 @@
 
 Each LLM call reserves its worst-case cost first (``reserve``), keeps the hold alive while it runs (``renew``,
 done by the engine), then settles to what the provider charged (``settle``) or gives the hold back
-(``release``). The check and the hold happen in one Lua script (``budget_scripts``), so any number of
+(``release``). The check and the hold happen in one Lua script (``budget.scripts``), so any number of
 concurrent runs of one workspace cannot overspend it::
 
     budget = RedisBudget(redis, namespace="agent:ws:T123", limit_micros=10_000_000, period="monthly")
     hold = await budget.reserve(f"{run_id}:{step}", worst_case_micros)
     if hold is None:
-        ...  # wait for other runs' holds, make a smaller call, or stop (agent_core.budget_hold)
+        ...  # wait for other runs' holds, make a smaller call, or stop (agent_core.budget.wait)
     try:
         reply = await llm.complete(...)   # budget.renew(hold) every renew_seconds meanwhile
     except BaseException:
@@ -43,41 +43,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
+from functools import partial
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from agent_core import budget_scripts
-from agent_core.budget import BudgetState, Reservation, tightest
-from agent_core.budget_ledger import NAMESPACE_RE, BudgetLayer, BudgetUsage, RedisReservation, check_limit
-from agent_core.budget_period import Period, PeriodWindow, period_window, utc_now
+from agent_core.budget import scripts
+from agent_core.budget.layers import NAMESPACE_RE, BudgetLayer, BudgetUsage, RedisReservation, check_limit
+from agent_core.budget.ledger_keys import SETTLED_KEEP_MS, LedgerKeys, held_pairs
+from agent_core.budget.periods import Period, PeriodWindow, period_window, utc_now
+from agent_core.budget.port import BudgetState, Reservation, tightest
 from agent_core.errors import StoreError
-from agent_core.redis_batch import ScriptCall
+from agent_core.redis_batch import Pending, ScriptCall
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS, renewal_problem
 
-__all__ = [
-    "DEFAULT_RESERVATION_TTL_SECONDS", "BudgetLayer", "BudgetUnavailable", "BudgetUsage", "Period", "PeriodWindow",
-    "RedisBudget", "RedisReservation", "period_window", "utc_now",
-]
-
 log = logging.getLogger(__name__)
-
-#: Kept for callers that still name it: a hold's lifetime is the run lease now, renewed while the call runs.
-DEFAULT_RESERVATION_TTL_SECONDS = int(DEFAULT_LEASE_SECONDS)
-
-#: Old period keys outlive their period by this much, so a call settled just after midnight still finds them.
-_PERIOD_KEY_GRACE = timedelta(days=1)
-
-#: How long a settled key is remembered, so a repeated settle (a retried network call) records nothing.
-_SETTLED_KEEP_MS = 3_600_000
 
 #: The prompt-token factor each workspace's ledger last reported to this process (namespace -> factor), so a
 #: new run's first hold starts from what earlier runs learned (see ``agent_core.calibration``).
 _FACTORS: dict[str, float] = {}
-
 
 
 class BudgetUnavailable(StoreError):
@@ -93,14 +79,6 @@ class BudgetUnavailable(StoreError):
             "No LLM call was made. Check that Redis is running and REDIS_URL points at it, then try again."
         )
         self.namespace = namespace
-
-
-def _epoch_ms(t: datetime) -> int:
-    return int(t.timestamp() * 1000)
-
-
-def _limit_arg(limit_micros: int | None) -> int:
-    return -1 if limit_micros is None else limit_micros
 
 
 class RedisBudget:
@@ -119,7 +97,6 @@ class RedisBudget:
         hold_seconds: a hold not renewed, settled or released within this is given back
             (``AGENT_LEASE_SECONDS``).
         renew_seconds: how often the engine renews the hold of a call in flight (``AGENT_LEASE_RENEW_SECONDS``).
-        reservation_ttl_seconds: the former name of ``hold_seconds``, still accepted.
         layers: further ledgers each call must fit too (an organisation's budget, one person's cap).
     """
 
@@ -133,7 +110,6 @@ class RedisBudget:
         clock: Callable[[], datetime] = utc_now,
         hold_seconds: float | None = None,
         renew_seconds: float = DEFAULT_LEASE_RENEW_SECONDS,
-        reservation_ttl_seconds: float | None = None,
         layers: Sequence[BudgetLayer] = (),
     ) -> None:
         if not NAMESPACE_RE.fullmatch(namespace):
@@ -141,7 +117,7 @@ class RedisBudget:
         check_limit(limit_micros)
         if period not in ("monthly", "daily"):
             raise ValueError(f"budget period must be 'monthly' or 'daily', got {period!r}")
-        seconds = float(hold_seconds or reservation_ttl_seconds or DEFAULT_LEASE_SECONDS)
+        seconds = float(hold_seconds or DEFAULT_LEASE_SECONDS)
         problem = renewal_problem(seconds, renew_seconds, names=("hold_seconds", "renew_seconds"))
         if problem is not None:
             raise ValueError(f"RedisBudget: {problem}")
@@ -154,12 +130,12 @@ class RedisBudget:
         self._redis = redis
         self._clock = clock
         self._hold_ms = max(1, round(seconds * 1000))
-        self._reserve = redis.register_script(budget_scripts.RESERVE)
-        self._renew = redis.register_script(budget_scripts.RENEW)
-        self._settle = redis.register_script(budget_scripts.SETTLE)
-        self._release = redis.register_script(budget_scripts.RELEASE)
-        self._usage = redis.register_script(budget_scripts.USAGE)
-        self._calib_key = f"{{{namespace}}}:budget:calib"
+        self._keys = LedgerKeys(namespace, limit_micros, period, self.layers)
+        self._reserve = redis.register_script(scripts.RESERVE)
+        self._renew = redis.register_script(scripts.RENEW)
+        self._settle = redis.register_script(scripts.SETTLE)
+        self._release = redis.register_script(scripts.RELEASE)
+        self._usage = redis.register_script(scripts.USAGE)
 
     @property
     def prompt_factor(self) -> float | None:
@@ -169,43 +145,6 @@ class RedisBudget:
     def learned(self, per_mille: int) -> None:
         if per_mille > 0:
             _FACTORS[self.namespace] = per_mille / 1000
-
-    # -- keys ------------------------------------------------------------------------------------------------
-    def _keys(self, period_id: str) -> list[str]:
-        # The whole namespace is the hash tag: one workspace's period keys share a slot, different workspaces
-        # spread. A layer's keys carry its own tag; scripts that span layers need one primary (arq does too).
-        base = f"{{{self.namespace}}}:budget:{period_id}"
-        return [f"{base}:spent", f"{base}:held", f"{base}:exp", f"{base}:lapsed", f"{base}:done"]
-
-    def _key_ttl_ms(self, window_end: datetime, now: datetime) -> int:
-        # Relative, not an absolute EXPIREAT: an injected clock far from the server's time must not expire
-        # keys at once. At least the settled-key memory, so neither a hold nor a settle outlives its keys.
-        return max(_epoch_ms(window_end + _PERIOD_KEY_GRACE) - _epoch_ms(now), 2 * _SETTLED_KEEP_MS)
-
-    def _ledgers(
-        self, now: datetime, reservation: Reservation | None = None
-    ) -> tuple[list[str], list[int | str], PeriodWindow, tuple[PeriodWindow, ...]]:
-        """KEYS (done, then four per layer) and per-layer ARGV (limit, ttl, member), and the windows."""
-        window, windows = self._windows(now, reservation)
-        own = self._keys(window.id)
-        keys = [own[4], *own[:4]]
-        args: list[int | str] = [_limit_arg(self.limit_micros), self._key_ttl_ms(window.end, now), ""]
-        for layer, layer_window in zip(self.layers, windows, strict=True):
-            keys += layer.keys(layer_window.id)
-            args += [_limit_arg(layer.limit_micros), self._key_ttl_ms(layer_window.end, now), layer.member or ""]
-        return keys, args, window, windows
-
-    def _windows(self, now: datetime, reservation: Reservation | None) -> tuple[PeriodWindow, tuple[PeriodWindow, ...]]:
-        # A hold settles in the periods it was made in, since that is where its cost was reserved.
-        if isinstance(reservation, RedisReservation) and reservation.period_id and reservation.period_end:
-            # The window that ends where the hold's did (the instant before its end lies in it).
-            own = period_window(reservation.period_end - timedelta(microseconds=1), self.period)
-            if len(reservation.layer_windows) == len(self.layers):
-                return own, reservation.layer_windows
-        else:
-            # Not made here (a plain Reservation): the current period, the best guess available.
-            own = period_window(now, self.period)
-        return own, tuple(period_window(now, layer.period) for layer in self.layers)
 
     def window(self) -> PeriodWindow:
         """The current period by the injected clock."""
@@ -221,32 +160,39 @@ class RedisBudget:
         return tightest([usage.state(), *(layer.state() for layer in usage.layers)])
 
     async def reserve(self, key: str, micros: int) -> RedisReservation | None:
-        pending = self.reserve_call(key, micros)
+        call, hold = self._reserve_parts(key, micros)
         try:
-            result: Any = await pending.call.alone()
+            result: Any = await call.alone()
         except (RedisError, OSError) as exc:
             result = exc
-        return pending.outcome(result)
+        return self._granted(hold, result)
 
-    def reserve_call(self, key: str, micros: int) -> PendingReserve:
+    def reserve_call(self, key: str, micros: int) -> Pending[Reservation | None]:
         """``reserve`` as a script call and what its result means, to share a round trip (``redis_batch``)."""
+        call, hold = self._reserve_parts(key, micros)
+        return Pending(self._redis, call, partial(self._granted, hold))
+
+    def _reserve_parts(self, key: str, micros: int) -> tuple[ScriptCall, RedisReservation]:
         if isinstance(micros, bool) or not isinstance(micros, int) or micros < 0:
             raise ValueError(f"reserve needs a non-negative integer of micro-dollars, got {micros!r}")
         if not key:
             raise ValueError("reserve needs a non-empty reservation key (run id and step)")
-        keys, layer_args, window, windows = self._ledgers(self._clock())
-        call = ScriptCall(self._reserve, [*keys, self._calib_key], [key, micros, self._hold_ms, *layer_args])
-        return PendingReserve(self, call, RedisReservation(
-            key, micros, period_id=window.id, period_end=window.end, layer_windows=windows))
+        keys, layer_args, window, windows = self._keys.ledgers(self._clock())
+        call = ScriptCall(self._reserve, [*keys, self._keys.calib], [key, micros, self._hold_ms, *layer_args])
+        return call, RedisReservation(key, micros, period_id=window.id, period_end=window.end, layer_windows=windows)
 
-    @property
-    def redis(self) -> aioredis.Redis:
-        return self._redis
+    def _granted(self, hold: RedisReservation, result: Any) -> RedisReservation | None:
+        """The hold, None when it did not fit; BudgetUnavailable when the call failed (``result`` its error)."""
+        if isinstance(result, (RedisError, OSError)):
+            # Fail closed: without the store the engine must not make the call (see BudgetUnavailable).
+            raise BudgetUnavailable(self.namespace, result) from result
+        self.learned(int(result[2]))
+        return hold if int(result[0]) == 1 else None
 
     async def renew(self, reservation: Reservation) -> bool:
         """Extend a live hold by ``hold_seconds`` from now (server time); False when it is gone."""
-        keys, _, _, _ = self._ledgers(self._clock(), reservation)
-        return int(await self._call(self._renew, _held_pairs(keys), [reservation.key, self._hold_ms])) == 1
+        keys, _, _, _ = self._keys.ledgers(self._clock(), reservation)
+        return int(await self._call(self._renew, held_pairs(keys), [reservation.key, self._hold_ms])) == 1
 
     async def settle(self, reservation: Reservation, actual_micros: int, prompt_factor: float | None = None) -> None:
         """Record what the call cost and drop its hold; a second settle of the same hold records nothing.
@@ -257,10 +203,10 @@ class RedisBudget:
         """
         if isinstance(actual_micros, bool) or not isinstance(actual_micros, int) or actual_micros < 0:
             raise ValueError(f"settle needs a non-negative integer of micro-dollars, got {actual_micros!r}")
-        keys, layer_args, _, _ = self._ledgers(self._clock(), reservation)
+        keys, layer_args, _, _ = self._keys.ledgers(self._clock(), reservation)
         per_mille = per_mille_of(prompt_factor)
-        args = [reservation.key, actual_micros, _SETTLED_KEEP_MS, *layer_args, per_mille]
-        outcome = await self._shielded(self._call(self._settle, [*keys, self._calib_key], args))
+        args = [reservation.key, actual_micros, SETTLED_KEEP_MS, *layer_args, per_mille]
+        outcome = await self._shielded(self._call(self._settle, [*keys, self._keys.calib], args))
         self.learned(per_mille)
         if int(outcome) == 1:
             log.warning(
@@ -272,8 +218,8 @@ class RedisBudget:
 
     async def release(self, reservation: Reservation) -> None:
         """Give the whole hold back. Shielded: it completes even when the calling task is being cancelled."""
-        keys, _, _, _ = self._ledgers(self._clock(), reservation)
-        await self._shielded(self._call(self._release, _held_pairs(keys), [reservation.key]))
+        keys, _, _, _ = self._keys.ledgers(self._clock(), reservation)
+        await self._shielded(self._call(self._release, held_pairs(keys), [reservation.key]))
 
     # -- read helpers for show / App Home ------------------------------------------------------------------
     async def spent(self) -> int:
@@ -282,7 +228,7 @@ class RedisBudget:
 
     async def usage_summary(self) -> BudgetUsage:
         """Spent, held and remaining in the current period of every layer, with reset times (holds swept)."""
-        keys, layer_args, window, windows = self._ledgers(self._clock())
+        keys, layer_args, window, windows = self._keys.ledgers(self._clock())
         flat = await self._call(self._usage, keys[1:], layer_args[2::3])
         figures = [tuple(int(v) for v in flat[i : i + 3]) for i in range(0, len(flat), 3)]
         spent, held, holds = figures[0]
@@ -294,7 +240,7 @@ class RedisBudget:
 
     async def top_spenders(self, n: int = 5) -> list[tuple[str, int]]:
         """Who spent most this period (member, micro-dollars), from the first member layer's tally."""
-        keys = self._ledgers(self._clock())[0]
+        keys = self._keys.ledgers(self._clock())[0]
         for index, layer in enumerate(self.layers):
             if layer.member is not None:
                 tally = keys[5 + 4 * index]
@@ -328,33 +274,11 @@ class RedisBudget:
             raise
 
 
-@dataclass(frozen=True, slots=True)
-class PendingReserve:
-    """A reserve not sent yet: its script call, and the hold it makes when the script grants it."""
-
-    budget: RedisBudget
-    call: ScriptCall
-    hold: RedisReservation
-
-    def outcome(self, result: Any) -> RedisReservation | None:
-        """The hold, None when it did not fit; BudgetUnavailable when the call failed (``result`` its error)."""
-        if isinstance(result, (RedisError, OSError)):
-            # Fail closed: without the store the engine must not make the call (see BudgetUnavailable).
-            raise BudgetUnavailable(self.budget.namespace, result) from result
-        self.budget.learned(int(result[2]))
-        return self.hold if int(result[0]) == 1 else None
-
-
 def per_mille_of(factor: float | None) -> int:
     """A factor as the scripts keep it (0: none); within 1/1000 and 1000 so one odd report cannot run away."""
     if factor is None or not factor > 0:
         return 0
     return min(max(round(factor * 1000), 1), 1_000_000)
-
-
-def _held_pairs(keys: list[str]) -> list[str]:
-    """(held, exp) of every layer, from KEYS as ``_ledgers`` builds them."""
-    return [k for i in range(1, len(keys), 4) for k in keys[i + 1 : i + 3]]
 
 
 def _text(value: Any) -> str:

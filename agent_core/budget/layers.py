@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent_core.budget import BudgetState, Reservation
-from agent_core.budget_period import Period, PeriodWindow
+from agent_core.budget.periods import Period, PeriodWindow
+from agent_core.budget.port import BudgetState, Reservation
 
 #: Hash tags use braces; a namespace with its own braces would change which part of the key picks the slot.
 NAMESPACE_RE = re.compile(r"[^{}\s]+")

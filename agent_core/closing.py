@@ -1,0 +1,53 @@
+"""A run's writes: each step persisted (with the next call's first budget hold), and the run's end."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from agent_core import history, progress
+from agent_core.acting import shown
+from agent_core.cancel import Cancelled
+from agent_core.errors import StoreError
+from agent_core.events import StepFinished, Stopped, StopReason
+from agent_core.run_state import Run
+from agent_core.stopper import CallPlan, Stop
+from agent_core.store import ThreadStore
+
+_LEASE_LOST_ANSWER = "This run was stopped here because another worker took it over; it goes on there."
+
+
+async def persist(run: Run, store: ThreadStore | None, upcoming: CallPlan | Stop | None = None) -> list[StepFinished]:
+    """Write what the run added since the last write, with the first reserve for the ``upcoming`` call when
+    there is one; the step this write made durable, if one was open and the caller asked for finished steps."""
+    if run.cancel.abandoned:  # another runner owns the thread now: its history is not ours to write
+        raise Cancelled(run.cancel.reason)
+    traces = run.traces.take() if run.traces is not None else []
+    if run.thread is not None and store is not None and (run.unsaved or traces):
+        await run.holds.write_step(store, run.thread, (run.unsaved, run.progress, traces), upcoming)
+    run.unsaved = []
+    finished, run.open_step = run.open_step, None
+    return [finished] if finished is not None and run.finished_steps else []
+
+
+async def close(run: Run, store: ThreadStore | None, stop: Stop, answer: str) -> list[StepFinished | Stopped]:
+    """End the run: answer every open call, persist the end, and build the final event (with the step the
+    run stopped in, when the end's write made it durable)."""
+    if run.cancel.abandoned:  # the lease was lost: write nothing, and let the caller post nothing
+        return [Stopped(StopReason.CANCELLED, _LEASE_LOST_ANSWER, run.stopper.steps, run.stopper.usage,
+                        run.cancel.reason, run.run_id, lease_lost=True)]
+    reason = stop.reason
+    if reason is not StopReason.FINAL_ANSWER:
+        for call_id in history.unanswered(run.current):
+            run.remember(history.not_executed(call_id, f"{reason.value}, the run stopped first"))
+        answer = shown(run, stop.answer or progress.graceful_answer(reason, stop.detail, run.progress))
+        run.remember({"role": "assistant", "content": answer})
+    run.progress = replace(run.progress, status="stopped", stop_reason=reason.value, step=run.stopper.steps,
+                           answer=answer)
+    detail, store_failed = stop.detail, stop.store_failed
+    finished: list[StepFinished | Stopped] = []
+    try:
+        finished.extend(await persist(run, store))
+    except StoreError as exc:
+        detail, store_failed = f"{detail}; the conversation could not be saved: {exc}", True
+    return [*finished, Stopped(reason, answer, run.stopper.steps, run.stopper.usage, detail, run.run_id,
+                               store_failed=store_failed)]

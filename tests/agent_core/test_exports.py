@@ -1,0 +1,82 @@
+"""The engine's public surface: what ``bot``, the terminal and the tests import from ``agent_core``."""
+
+from __future__ import annotations
+
+import agent_core
+
+
+def test_public_names() -> None:
+    assert agent_core.__all__ == sorted(agent_core.__all__)
+    assert set(agent_core.__all__) == {
+        # the engine and what a run is asked to do
+        "Agent",
+        "AgentSettings",
+        "RunRequest",
+        "Limits",
+        "CancelToken",
+        # the event stream
+        "Event",
+        "RunStarted",
+        "Thought",
+        "ThoughtDelta",
+        "AnswerDelta",
+        "StreamReset",
+        "StreamResetReason",
+        "ToolCalled",
+        "Observed",
+        "StepFinished",
+        "FinalAnswer",
+        "Stopped",
+        "StopReason",
+        "Usage",
+        # the LLM port and its OpenAI-compatible implementation
+        "LLM",
+        "StreamingLLM",
+        "LLMResponse",
+        "ToolCallRequest",
+        "DeltaSink",
+        "StreamDelta",
+        "OpenAIChatLLM",
+        # errors
+        "AgentError",
+        "ConfigError",
+        "LLMError",
+        "StoreError",
+        # money
+        "PRICE_TABLE_DATE",
+        "Price",
+        "format_usd",
+        "price_for",
+        "usd_to_micros",
+        # the budget port and its ledgers
+        "Budget",
+        "BudgetState",
+        "Reservation",
+        "InMemoryBudget",
+        "RedisBudget",
+        "BudgetLayer",
+        "BudgetUsage",
+        "Period",
+        "utc_now",
+        # the thread store port and its stores
+        "ThreadStore",
+        "ThreadState",
+        "Message",
+        "Progress",
+        "InMemoryThreadStore",
+        "RedisThreadStore",
+        "RedisTraceSink",
+        "DEFAULT_TTL_SECONDS",
+        # Redis keys, run leases, and the round trips bot's own scripts share
+        "Keys",
+        "DEFAULT_KEY_PREFIX",
+        "Lease",
+        "LeaseKeeper",
+        "RunLeases",
+        "DEFAULT_LEASE_SECONDS",
+        "DEFAULT_LEASE_RENEW_SECONDS",
+        "ScriptCall",
+        "run_together",
+    }
+    for name in agent_core.__all__:
+        assert getattr(agent_core, name) is not None
