@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent_core.redis_budget import BudgetUsage, period_window
+from agent_core.budget import BudgetUsage, period_window
 from bot.thread.home_views import (
     EDIT_ACTION,
     MODAL_CALLBACK,
