@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from agent_core.store import Message
 from agent_core.tokens import TOKENS_REPLY_PRIMING, TokenCounter, count_message
 
+#: Tokens of earlier conversation sent with each request when AGENT_HISTORY_TOKENS is not set.
+DEFAULT_HISTORY_TOKENS = 12_000
 NOT_EXECUTED = "[not executed: {reason}]"
 
 

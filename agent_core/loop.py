@@ -85,7 +85,7 @@ class Agent:
         protocol: Literal["tools", "react"] = "tools",
         note_role: Literal["system", "user"] = "system",
         system_prompt: str | None = None,
-        history_tokens: int = 12_000,
+        history_tokens: int = history.DEFAULT_HISTORY_TOKENS,
         counter: TokenCounter | None = None,
         clock: Callable[[], float] = time.monotonic,
         budget_wait_seconds: float = DEFAULT_BUDGET_WAIT_SECONDS,

@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from agent_core.budget.wait import DEFAULT_BUDGET_WAIT_SECONDS
 from agent_core.cost import MICROS_PER_USD, Price, price_for, usd_to_micros
 from agent_core.errors import ConfigError
+from agent_core.history import DEFAULT_HISTORY_TOKENS
 from agent_core.limits import Limits
 from agent_core.llm import OpenAIChatLLM
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS, renewal_problem
@@ -71,7 +72,8 @@ class AgentSettings(BaseSettings):
         default=_LIMITS.max_completion_tokens, gt=0, description="Completion cap of one LLM call."
     )
     agent_history_tokens: int = Field(
-        default=12_000, gt=0, description="Token budget of the conversation history sent with each request."
+        default=DEFAULT_HISTORY_TOKENS, gt=0,
+        description="Token budget of the conversation history sent with each request.",
     )
     agent_protocol: Literal["tools", "react"] = Field(
         default="tools", description="`tools`: native tool calling; `react`: text Thought/Action protocol."
