@@ -30,14 +30,15 @@ import redis
 import redis.asyncio as aioredis
 
 from bot.embedded_redis import EmbeddedRedis
-# The `processes` marker's hook and guard, in this conftest's namespace so that pytest finds them.
-from tests.process_tests import processes_marked, pytest_collection_modifyitems, starting_own_process  # noqa: F401
 
 DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379/9"
 #: ``TEST_REDIS_URL=embedded``: always the embedded Valkey, even when a server answers at the default (CI).
 EMBEDDED = "embedded"
 #: How long the configured Redis gets to answer before the embedded one is started instead.
 REDIS_PROBE_SECONDS = 1.0
+
+#: The `processes` marker and its guard.
+pytest_plugins = ["tests.process_tests"]
 
 _redis_url: str | None = None
 _embedded: EmbeddedRedis | None = None
@@ -56,6 +57,8 @@ def session_redis_url() -> str:
         if wanted != EMBEDDED and _answers(wanted):
             _redis_url = _worker_database(wanted)
         else:
+            from tests.process_tests import starting_own_process  # the plugin, imported by pytest by now
+
             _embedded_dir = Path(tempfile.mkdtemp(prefix="test-redis-"))
             with starting_own_process():
                 _embedded = asyncio.run(EmbeddedRedis.start(_embedded_dir / "valkey"))
