@@ -96,6 +96,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if starts_processes(item.nodeid):
             item.add_marker(pytest.mark.processes)
+    # The long tests first: under xdist they start at once instead of trailing the run on one worker.
+    items.sort(key=lambda item: item.get_closest_marker("processes") is None)
 
 
 @pytest.fixture(autouse=True)
