@@ -1,22 +1,29 @@
 """Shared fixtures: a clean environment, a real Redis namespaced per test, and the HTTP fakes.
 
 The session's Redis is the one at ``TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/9``). When nothing
-answers there, the run starts the embedded Valkey the package ships (``bot.embedded_redis``, as single-machine
-mode does) on a free port and stops it at the end, so the README's test command needs no Redis installed.
+answers there, or when it is ``embedded``, the run starts the embedded Valkey the package ships
+(``bot.embedded_redis``, as single-machine mode does) on a free port and stops it at the end, so the README's test
+command needs no Redis installed. Under pytest-xdist each worker process resolves its own: worker ``gwN`` takes
+database number base + N of the configured server, or its own embedded Valkey.
 ``from tests.conftest import TEST_REDIS_URL`` gives whichever is in use: the name is resolved on first use
 (module ``__getattr__``), which may come before ``pytest_configure`` when pytest is given one test file.
+
+Every key a test writes carries its ``key_prefix``, deleted when the test ends; a key of this run's still in Redis
+at the end of the session fails it (``no_keys_left``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -25,8 +32,13 @@ import redis.asyncio as aioredis
 from bot.embedded_redis import EmbeddedRedis
 
 DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379/9"
+#: ``TEST_REDIS_URL=embedded``: always the embedded Valkey, even when a server answers at the default (CI).
+EMBEDDED = "embedded"
 #: How long the configured Redis gets to answer before the embedded one is started instead.
 REDIS_PROBE_SECONDS = 1.0
+
+#: The `processes` marker and its guard.
+pytest_plugins = ["tests.process_tests"]
 
 _redis_url: str | None = None
 _embedded: EmbeddedRedis | None = None
@@ -42,14 +54,41 @@ def session_redis_url() -> str:
     global _redis_url, _embedded, _embedded_dir
     if _redis_url is None:
         wanted = os.environ.get("TEST_REDIS_URL") or DEFAULT_TEST_REDIS_URL
-        if _answers(wanted):
-            _redis_url = wanted
+        if wanted != EMBEDDED and _answers(wanted):
+            _redis_url = _worker_database(wanted)
         else:
+            from tests.process_tests import starting_own_process  # the plugin, imported by pytest by now
+
             _embedded_dir = Path(tempfile.mkdtemp(prefix="test-redis-"))
-            _embedded = asyncio.run(EmbeddedRedis.start(_embedded_dir / "valkey"))
+            with starting_own_process():
+                _embedded = asyncio.run(EmbeddedRedis.start(_embedded_dir / "valkey"))
             _redis_url = f"redis://127.0.0.1:{_embedded.port}/9"
-            print(f"nothing answers at {wanted}: tests use an embedded Valkey at {_redis_url}", file=sys.stderr)
+            if wanted != EMBEDDED:
+                print(f"nothing answers at {wanted}: tests use an embedded Valkey at {_redis_url}", file=sys.stderr)
+        _keys_before.update(_keys(_redis_url))
     return _redis_url
+
+
+def _worker_database(url: str) -> str:
+    """``url`` itself, or under xdist worker ``gwN`` its database number + N, so workers never share keys.
+
+    Past the server's last database the numbers wrap round to the configured one (workers then share a database,
+    which prefixed keys keep safe).
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url
+    parts = urlsplit(url)
+    base = int(parts.path.strip("/") or 0)
+    client = redis.Redis.from_url(url, socket_timeout=REDIS_PROBE_SECONDS)
+    try:
+        count = int(client.config_get("databases").get("databases", 16))
+    except redis.RedisError:  # CONFIG refused (a managed server): Redis's default
+        count = 16
+    finally:
+        client.close()
+    number = base + int(worker[2:]) % max(count - base, 1)
+    return parts._replace(path=f"/{number}").geturl()
 
 
 def _answers(url: str) -> bool:
@@ -68,7 +107,9 @@ def __getattr__(name: str) -> str:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def pytest_report_header() -> str:
+def pytest_report_header(config: pytest.Config) -> str:
+    if getattr(config.option, "numprocesses", None):  # xdist's controller runs no test: each worker has its own
+        return "redis: one per xdist worker (TEST_REDIS_URL's database + N, or an embedded Valkey each)"
     url = session_redis_url()
     return f"redis: {url}" + (" (embedded Valkey, stopped at the end)" if _embedded is not None else "")
 
@@ -95,15 +136,59 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+#: What ``key_prefix`` gives: ``t`` and 12 hex digits, found again in any key that carries it.
+_PREFIX = re.compile(rb"t[0-9a-f]{12}")
+#: The prefixes given to this process's tests, and the keys the session's Redis held when it was resolved.
+_given: set[bytes] = set()
+_keys_before: set[bytes] = set()
+
+
+def _keys(url: str, match: str | None = None) -> list[bytes]:
+    client = redis.Redis.from_url(url)
+    try:
+        return list(client.scan_iter(match=match, count=1000))
+    finally:
+        client.close()
+
+
 @pytest.fixture
-def key_prefix() -> str:
-    """A prefix unique to this test, for every Redis key it writes."""
-    return f"t{uuid.uuid4().hex[:12]}"
+def key_prefix() -> Iterator[str]:
+    """A prefix unique to this test, for every Redis key it writes; its keys are deleted when the test ends."""
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    _given.add(prefix.encode())
+    yield prefix
+    if _redis_url is not None:
+        left = _keys(_redis_url, f"*{prefix}*")
+        if left:
+            client = redis.Redis.from_url(_redis_url)
+            try:
+                client.delete(*left)
+            finally:
+                client.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_keys_left() -> Iterator[None]:
+    """Fails the session when a key this run wrote is still in Redis: one of its prefixes, or a key in none.
+
+    Keys of another run on the same server (another test prefix) and those there before this run are not its own.
+    """
+    yield
+    if _redis_url is None:
+        return
+    left = []
+    for key in _keys(_redis_url):
+        prefixes = set(_PREFIX.findall(key))
+        if key not in _keys_before and (prefixes & _given or not prefixes):
+            left.append(key)
+    if left:
+        pytest.fail(f"{len(left)} Redis key(s) left in {_redis_url} by this run's tests, e.g. {sorted(left)[:10]}: "
+                    "write every key under the test's key_prefix, or delete it", pytrace=False)
 
 
 @pytest.fixture
 async def redis_client(key_prefix: str) -> AsyncIterator[aioredis.Redis]:
-    """A real Redis connection; keys under this test's prefix are deleted afterwards."""
+    """A real Redis connection; keys under this test's prefix are deleted afterwards (by ``key_prefix``)."""
     url = session_redis_url()
     client = aioredis.Redis.from_url(url, decode_responses=False)
     try:
@@ -111,8 +196,6 @@ async def redis_client(key_prefix: str) -> AsyncIterator[aioredis.Redis]:
     except Exception as exc:  # pragma: no cover - environment problem, not a test failure mode
         pytest.fail(f"Redis is not answering at {url}: {exc}")
     yield client
-    async for key in client.scan_iter(match=f"*{key_prefix}*", count=500):
-        await client.delete(key)
     await client.aclose()
 
 

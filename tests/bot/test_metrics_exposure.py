@@ -121,11 +121,11 @@ async def test_workspaces_are_named_in_metrics_only_when_the_operator_turns_it_o
 
 
 async def test_a_supervised_worker_serves_one_metrics_listener_for_all_its_processes(
-    tmp_path: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI, http: aiohttp.ClientSession
+    tmp_path: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI, http: aiohttp.ClientSession, key_prefix: str
 ) -> None:
     metrics_port = free_port()
     env = service_env(fake_slack, fake_openai, TEST_REDIS_URL, WORKER_PROCESSES="2", METRICS_PORT=str(metrics_port),
-                      REDIS_KEY_PREFIX=f"m{free_port()}", ARQ_QUEUE_NAME=f"m{free_port()}:queue")
+                      REDIS_KEY_PREFIX=key_prefix, ARQ_QUEUE_NAME=f"{key_prefix}:queue")
     async with process("worker", env, tmp_path, "worker") as worker:
         await worker.wait_healthy()
         scraped = await get(http, f"http://127.0.0.1:{metrics_port}/metrics")
@@ -139,11 +139,11 @@ async def test_a_supervised_worker_serves_one_metrics_listener_for_all_its_proce
 
 
 async def test_a_second_command_on_the_same_metrics_port_stops_with_a_line_naming_it(
-    tmp_path: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+    tmp_path: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI, key_prefix: str
 ) -> None:
     """``web`` and ``worker`` started on one host from one .env: the second cannot have the port, and says so."""
     env = service_env(fake_slack, fake_openai, TEST_REDIS_URL, WORKER_PROCESSES="2", METRICS_PORT=str(free_port()),
-                      REDIS_KEY_PREFIX=f"m{free_port()}", ARQ_QUEUE_NAME=f"m{free_port()}:queue")
+                      REDIS_KEY_PREFIX=key_prefix, ARQ_QUEUE_NAME=f"{key_prefix}:queue")
     async with process("web", env, tmp_path, "web") as web:
         await web.wait_healthy()
         worker = process("worker", env, tmp_path, "worker")

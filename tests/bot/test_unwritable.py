@@ -27,7 +27,8 @@ async def recent(app: App) -> list[RunRecord]:
 
 @pytest.mark.parametrize("failure", [
     {"error": "channel_not_found"}, {"error": "not_in_channel"}, {"status": 500, "error": "internal_error"},
-    {"error": "ratelimited"},
+    # Retry-After: 0, so that its eight retries of each post (as for a 429) wait no second each.
+    {"error": "ratelimited", "retry_after": 0},
 ], ids=["channel_not_found", "not_in_channel", "http-500", "ratelimited-200"])
 async def test_a_run_that_cannot_post_stops_with_error(
     app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, failure: dict[str, object]

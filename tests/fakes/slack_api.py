@@ -233,7 +233,8 @@ class FakeSlack:
         app.router.add_post("/api/{method}", self._handle)
         app.router.add_get("/api/{method}", self._handle)
         app.router.add_post("/response/{name}", self._respond)
-        self._runner = web.AppRunner(app, access_log=None)
+        # A hung handler (`hang=True`) is cancelled a second into close, not after aiohttp's default minute.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import json
 import os
@@ -116,16 +117,23 @@ def npm_servers_bin() -> Path:
     key = hashlib.sha256(" ".join(NPM_SERVERS).encode()).hexdigest()[:12]
     home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     target = home / "slack-agent-tests" / f"npm-mcp-{key}"
-    if not (target / "node_modules" / ".bin" / "mcp-server-filesystem").exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="npm-mcp-", dir=target.parent))
-        done = subprocess.run(["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", "--no-save",
-                               *NPM_SERVERS], capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            pytest.skip(f"npm install of the reference MCP servers failed: {done.stderr.strip()[-300:]}")
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.move(str(staging), target)  # whole or not at all: a cut install is never taken for a good one
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # One installer at a time (xdist workers, parallel runs): the others wait, then find it installed.
+    with open(target.parent / f"npm-mcp-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "node_modules" / ".bin" / "mcp-server-filesystem").exists():
+            _npm_install(target)
     return target / "node_modules" / ".bin"
+
+
+def _npm_install(target: Path) -> None:
+    staging = Path(tempfile.mkdtemp(prefix="npm-mcp-", dir=target.parent))
+    done = subprocess.run(["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", "--no-save",
+                           *NPM_SERVERS], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        pytest.skip(f"npm install of the reference MCP servers failed: {done.stderr.strip()[-300:]}")
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.move(str(staging), target)  # whole or not at all: a cut install is never taken for a good one
 
 
 def free_port() -> int:
