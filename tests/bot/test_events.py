@@ -16,7 +16,7 @@ from bot.settings import Settings
 from tests.bot.conftest import SECRET, App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.slack_api import FakeSlack
-from tests.processes import until
+from tests.processes import redis_binary, until
 from tests.signing import event_body, mention, message, next_ts, signed_headers
 
 
@@ -122,7 +122,7 @@ async def test_healthz_is_503_when_redis_is_down(key_prefix: str, fake_slack: Fa
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = await asyncio.create_subprocess_exec(
-        "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
         stdout=asyncio.subprocess.PIPE,
     )
     url = f"redis://127.0.0.1:{port}/0"
