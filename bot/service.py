@@ -30,6 +30,7 @@ from bot.slack_client import make_web_client, slack_connections, slack_session
 from bot.worker import (
     DEFAULT_POLL_DELAY_SECONDS,
     WORKER_HEALTH_INTERVAL_SECONDS,
+    AgentWorker,
     build_worker,
     close_worker,
     default_agent,
@@ -71,7 +72,7 @@ class Service:
         self.services: Services | None = None
         self._runner: web.AppRunner | None = None
         self._socket: socket_mode.SocketMode | None = None
-        self._worker: Worker | None = None
+        self._worker: AgentWorker | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self._resume_task: asyncio.Task[None] | None = None
         self._runtime: Runtime | None = None
@@ -220,6 +221,8 @@ class Service:
             self._resume_task = None
         if self._worker_task is not None:
             worker = self._worker
+            if worker is not None:  # cancelled in a poll, it could leave a Redis connection checked out
+                await worker.stop_polling(JOB_START_WAIT_SECONDS)
             self._worker_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker_task
