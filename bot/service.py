@@ -24,6 +24,7 @@ from bot.queue.jobs import AgentFactory, Runtime
 from bot.queue.worker import (
     DEFAULT_POLL_DELAY_SECONDS,
     WORKER_HEALTH_INTERVAL_SECONDS,
+    AgentWorker,
     build_worker,
     close_worker,
     default_agent,
@@ -73,7 +74,7 @@ class Service:
         self.services: Services | None = None
         self._runner: web.AppRunner | None = None
         self._socket: socket_mode.SocketMode | None = None
-        self._worker: Worker | None = None
+        self._worker: AgentWorker | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self._resume_task: asyncio.Task[None] | None = None
         self._runtime: Runtime | None = None
@@ -222,6 +223,8 @@ class Service:
             self._resume_task = None
         if self._worker_task is not None:
             worker = self._worker
+            if worker is not None:  # cancelled in a poll, it could leave a Redis connection checked out
+                await worker.stop_polling(JOB_START_WAIT_SECONDS)
             self._worker_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker_task

@@ -9,7 +9,12 @@ no Slack client turns into a link or fetches::
     >>> neutralise("see [the report](https://evil.example/?d=k3y)", lambda url: False)
     'see the report (`https://evil.example/?d=k3y`)'
 
-Code (fenced or inline) is left as it is: nothing in it is a link. A stray backtick outside code becomes ``'``.
+Code is left as it is: nothing in it is a link. Renderers disagree on unbalanced backticks (Slack's Markdown
+pairs runs of equal length, ``bot.mrkdwn`` the nearest, and it reads any line starting with three backticks as
+a fence), so only what both read as code counts (``_CODE``): a fence at the margin with at most a language after
+it, through lines none of which could be a fence, to a bare closing fence or the end of the text; an inline span
+on one line between two lone runs of one or two backticks with no backtick in it. Every other backtick becomes
+``'``, and the code spans made here never touch a backtick, so the result reads the same to both, and again.
 """
 
 from __future__ import annotations
@@ -17,8 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-#: Code, left alone: fenced blocks and inline spans.
-_CODE = re.compile(r"```.*?(?:```|\Z)|(`+)[^`\n]*?\1", re.DOTALL)
+#: Code, left alone: fenced blocks and inline spans, as the module's docstring says. A body line that starts
+#: like a fence (``~~~`` too: Slack's Markdown has those) would end the block for one renderer only.
+_CODE = re.compile(
+    r"^```[ \t]*[\w+#.-]*[ \t]*\r?$(?:\n(?![^\S\n]*(?:```|~~~)).*)*(?:\n```[ \t]*\r?$|\Z)"
+    r"|(?<![`\\])(`{1,2})(?!`)[^`\n]+\1(?!`)",
+    re.MULTILINE,
+)
 _URL_BODY = r"""[^\s<>"'`|\\()\[\]]+(?:\([^\s<>"'`|\\()]*\)[^\s<>"'`|\\()\[\]]*)*"""
 #: ``[label](url)`` and ``![alt](url)`` (an image a client would load by itself), a Slack ``<url|label>`` or
 #: ``<url>``, a URL with a scheme, and ``host.tld/path`` without one.
@@ -35,14 +45,16 @@ _SLACK_SPECIAL = ("@", "#", "!")
 
 def neutralise(text: str, allowed: Callable[[str], bool]) -> str:
     """``text`` with each link whose URL ``allowed`` refuses shown as text (label, then the URL as code)."""
-    out: list[str] = []
+    pieces: list[str] = []
     last = 0
     for code in _CODE.finditer(text):
-        out.append(_links(text[last : code.start()], allowed))
-        out.append(code.group())
+        pieces += [_links(text[last : code.start()], allowed), code.group()]
         last = code.end()
-    out.append(_links(text[last:], allowed))
-    return "".join(out)
+    pieces.append(_links(text[last:], allowed))
+    out = ""
+    for piece in pieces:  # a code span made here, next to kept code: "`a``url`" would pair its runs otherwise
+        out += " " + piece if out.endswith("`") and piece.startswith("`") else piece
+    return out
 
 
 def _links(text: str, allowed: Callable[[str], bool]) -> str:
@@ -67,7 +79,14 @@ def _links(text: str, allowed: Callable[[str], bool]) -> str:
         target = url if match.group("bare") else f"http://{url}"
         return whole if allowed(target) else f"{_code(url)}{tail}"
 
-    return _LINK.sub(one, text)
+    shown = _LINK.sub(one, text)
+
+    # Its backticks are now the spans made here, in pairs. One right after another ("<u><v>") would share a run
+    # of two backticks, and one after a backslash would open with an escaped backtick: a space keeps each whole.
+    def apart(span: re.Match[str]) -> str:
+        return " " + span.group() if shown[span.start() - 1 : span.start()] in ("`", "\\") else span.group()
+
+    return re.sub(r"`[^`]*`", apart, shown)
 
 
 def _shown(label: str, url: str, allowed: Callable[[str], bool]) -> str:

@@ -51,6 +51,38 @@ def default_agent(settings: Settings, store: RedisThreadStore, trace: RedisTrace
     )
 
 
+class AgentWorker(Worker):
+    """arq's Worker, which can be stopped between two polls (``stop_polling``) rather than inside one.
+
+    arq stops a worker by cancelling its main task wherever it is. In a poll, that can be during the UNWATCH a
+    redis-py pipeline sends as it resets (each job taken is WATCHed): cancelled there, the pipeline never hands
+    its connection back, and the client is left open until garbage collection finds it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._polling = False
+        self._stopping = False
+
+    async def _poll_iteration(self) -> None:
+        if self._stopping:
+            return
+        self._polling = True
+        try:
+            await super()._poll_iteration()
+        finally:
+            self._polling = False
+
+    async def stop_polling(self, timeout: float) -> None:
+        """Start no new poll, and give the one under way ``timeout`` seconds to finish (it waits for a free job
+        slot when ``max_jobs`` are running: then it is cancelled as before)."""
+        self._stopping = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._polling and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+
+
 def build_worker(
     settings: Settings,
     redis: RedisHandle,
@@ -60,7 +92,7 @@ def build_worker(
     poll_delay: float = DEFAULT_POLL_DELAY_SECONDS,
     handle_signals: bool = True,
     ready: asyncio.Event | None = None,
-) -> Worker:
+) -> AgentWorker:
     """An arq Worker on ``settings.arq_queue_name`` running jobs with ``runtime`` (its owner closes it).
 
     ``burst=True`` drains the queue and returns: tests run ``await worker.main()`` instead of sleeping.
@@ -72,7 +104,7 @@ def build_worker(
         if ready is not None:
             ready.set()
 
-    return Worker(
+    return AgentWorker(
         functions=[func(run_thread, name=JOB_FUNCTION, timeout=job_timeout(settings), max_tries=JOB_MAX_TRIES)],
         queue_name=settings.arq_queue_name,
         redis_settings=redis.arq_settings(),
