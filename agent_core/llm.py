@@ -10,10 +10,9 @@ import logging
 import random
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import aiohttp
-import openai
 import orjson
 import yarl
 
@@ -22,6 +21,9 @@ from agent_core.completion import LLMResponse, gateway_counts_usage, json_object
 from agent_core.errors import LLMCause, LLMError
 from agent_core.sse import DeltaSink, StreamDelta
 from agent_core.store import Message
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,8 @@ class OpenAIChatLLM:
         api_version: str | None = None,
         max_connections: int = 0,
     ) -> None:
+        import openai  # here, not at the top: a process that makes no LLM calls (the web) skips a second of imports
+
         self.model = model
         self.streams = stream
         url = yarl.URL(base_url)

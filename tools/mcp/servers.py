@@ -15,13 +15,15 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tools.errors import ToolDefinitionError
-from tools.mcp.adapt import make_tool
 from tools.mcp.config import ServerConfig, load_config
-from tools.mcp.connection import ServerConnection
 from tools.registry import Registry
 from tools.tool import Tool
+
+if TYPE_CHECKING:
+    from tools.mcp.connection import ServerConnection
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ class McpServers:
         self._startup_wait = startup_wait
         self._tools: dict[str, list[Tool]] = {}
         self._listeners: list[Callable[[], None]] = []
-        self.connections = [ServerConnection(cfg, on_tools=self._adopt) for cfg in configs]
+        self.connections = _connections(list(configs), self._adopt)
 
     @classmethod
     def from_config(
@@ -87,6 +89,8 @@ class McpServers:
         await asyncio.gather(*(conn.aclose() for conn in self.connections))
 
     def _adopt(self, conn: ServerConnection) -> None:
+        from tools.mcp.adapt import make_tool  # loaded with the connection that calls this
+
         adopted: list[Tool] = []
         for spec in conn.tools:
             if spec.execution is not None and spec.execution.task_support == "required":
@@ -101,3 +105,12 @@ class McpServers:
         self._tools[conn.config.name] = adopted
         for listener in self._listeners:
             listener()
+
+
+def _connections(configs: list[ServerConfig], on_tools: Callable[[ServerConnection], None]) -> list[ServerConnection]:
+    """A connection per server; the MCP SDK (about a second of imports) loads only when there is a server."""
+    if not configs:
+        return []
+    from tools.mcp.connection import ServerConnection
+
+    return [ServerConnection(cfg, on_tools=on_tools) for cfg in configs]
