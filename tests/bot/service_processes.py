@@ -42,6 +42,8 @@ def service_env(slack: FakeSlack, openai: FakeOpenAI, redis_url: str, **extra: s
         "LOG_FORMAT": "json", "LOG_LEVEL": "DEBUG", "WORKER_PROCESSES": "1", "AGENT_BUDGET_USD": "10",
         **LEASE_ENV,
     }
+    # A free port of its own for the workers' /healthz: PORT + 1 (the default) may be another process's.
+    env["WORKER_HEALTH_PORT"] = str(next(p for p in iter(free_port, None) if str(p) != env["PORT"]))
     env.update(extra)
     return env
 
