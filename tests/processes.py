@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -33,9 +34,29 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on, for a process to listen on, picked below the kernel's ephemeral range.
+
+    A port the kernel hands out for ``bind(0)`` lies in the range it also gives outgoing connections their local
+    ports from, so with four test workers opening connections, another socket took it now and then before the
+    child bound it. Below that range only listeners compete, and picking at random spreads them apart.
+    """
+    low = _ephemeral_start()
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 20_000), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port below the ephemeral range")
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def redis_binary() -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 
 import aiohttp
 import pytest
@@ -16,7 +15,7 @@ from bot.settings import Settings
 from tests.bot.conftest import SECRET, App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.slack_api import FakeSlack
-from tests.processes import redis_binary, until
+from tests.processes import free_port, redis_binary, until
 from tests.signing import event_body, mention, message, next_ts, signed_headers
 
 
@@ -118,9 +117,7 @@ async def test_url_verification_challenge(app: App) -> None:
 
 
 async def test_healthz_is_503_when_redis_is_down(key_prefix: str, fake_slack: FakeSlack) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = await asyncio.create_subprocess_exec(
         redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
         stdout=asyncio.subprocess.PIPE,
