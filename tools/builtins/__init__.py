@@ -32,7 +32,7 @@ def builtin_registry(settings: ToolSettings, *, http: aiohttp.ClientSession | No
         dataclasses.replace(make_current_time(), timeout_seconds=default),
         make_fetch_url(settings),
         dataclasses.replace(channel_history, timeout_seconds=default),
-        attach_file,
+        dataclasses.replace(attach_file, timeout_seconds=default),
     ]
     backend = search_backend(settings)
     if backend is not None:
