@@ -4,7 +4,8 @@ The thread shape (``full`` verbosity):
 
 1. on ``RunStarted``: a short "working on it" reply carrying the Stop button;
 2. one reply per step: the thought, each tool call (name, arguments as code) and its observation (shortened);
-3. on ``Stopped``: the answer (split over as many replies as it needs) and a footer with the stop reason
+3. on ``Stopped``: the answer (split over as many replies as it needs; past ``AGENT_ANSWER_FILE_CHARS`` its first
+   lines, the whole being uploaded as a file: ``filed_answer_messages``) and a footer with the stop reason
    verbatim (``final_answer``) beside human words, steps, tokens and cost; the first reply is edited once to
    drop its Stop button.
 

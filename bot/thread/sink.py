@@ -4,6 +4,8 @@
 ``SlackEventSink.emit`` takes the events in order and awaits each post before the next (see :mod:`bot.thread.poster`).
 :class:`RunSink` is what a run drives, whatever the display, and :class:`SinkParts` what every display's sink is
 made of; the streamed one is :mod:`bot.thread.stream_sink`, which falls back to this one (:mod:`bot.thread.fallback`).
+Files out (an answer too long for messages, the files the model attached) go through ``SinkParts.files``
+(:mod:`bot.thread.uploads`), in every display.
 """
 
 from __future__ import annotations
