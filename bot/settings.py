@@ -32,7 +32,7 @@ DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
 DEFAULT_BOT_SCOPES = (
     "app_mentions:read,assistant:write,channels:history,chat:write,commands,groups:history,im:history,"
     "mpim:history,reactions:write,users:read"
-    ",files:write"  # files out: long answers, attach_file
+    ",files:write,canvases:write"  # files out: long answers (a canvas with AGENT_ANSWER_CANVAS), attach_file
 )
 #: Suggested prompts of a new assistant thread (AGENT_SUGGESTED_PROMPTS overrides them; at most 4 are shown).
 DEFAULT_SUGGESTED_PROMPTS = (
@@ -108,6 +108,10 @@ class Settings(AgentSettings, ToolSettings):
         default=DEFAULT_ANSWER_FILE_CHARS, ge=0,
         description="Answer length (characters) past which it is uploaded into the thread as answer.md under a "
         "short summary, not split over messages (0: never).",
+    )
+    agent_answer_canvas: bool = Field(
+        default=False, description="Put an answer past AGENT_ANSWER_FILE_CHARS in a canvas the channel may read "
+        "(canvases:write, files:read) instead of answer.md; where Slack refuses, it goes as the file.",
     )
     data_dir: Path = Field(default=Path("data"), description="Where the embedded Redis keeps its files.")
     slack_max_retry_after_seconds: float = Field(

@@ -317,8 +317,11 @@ class TurnRunner:
 
     def files(self, turn: Turn, poster: Poster) -> ThreadFiles:
         """The run's files out: a long answer, and the files its tools attach (uploaded by its sink)."""
-        return ThreadFiles(poster.client, turn.target, answer_chars=self.settings.agent_answer_file_chars,
-                           redis=self.redis, refused_key=self.keys.upload_refused(turn.workspace))
+        return ThreadFiles(
+            poster.client, turn.target, answer_chars=self.settings.agent_answer_file_chars,
+            canvas=self.settings.agent_answer_canvas, redis=self.redis,
+            refused_key=partial(self.keys.upload_refused, turn.workspace),
+        )
 
     def sink(
         self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster, shown: tuple[Display, Verbosity],

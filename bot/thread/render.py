@@ -23,6 +23,7 @@ from slack_sdk.models.blocks import ContextActionsBlock, FeedbackButtonObject, F
 
 from agent_core import Observed, RunStarted, StepFinished, Stopped, StopReason, ToolCalled
 from bot.thread import mrkdwn
+from bot.thread.uploads import ANSWER_FILE_NAME, Filed
 
 #: action_id of the Stop button (matched by bot.receive.listeners.actions).
 STOP_ACTION_ID = "agent_stop"
@@ -187,9 +188,10 @@ def preview(answer: str) -> str:
     return "\n".join(lines)
 
 
-def filed_answer_messages(event: Stopped, view: RunView | None, name: str) -> list[SlackMessage]:
-    """An answer uploaded as the file ``name``: its first lines, a note saying so, the stop line."""
-    note = f":page_facing_up: The full answer ({len(event.answer):,} characters) is attached as `{name}`."
+def filed_answer_messages(event: Stopped, view: RunView | None, filed: Filed) -> list[SlackMessage]:
+    """An answer put in a file or a canvas: its first lines, a note saying where, the stop line."""
+    where = f"is in <{filed.canvas_url}|this canvas>" if filed.canvas_url else f"is attached as `{ANSWER_FILE_NAME}`"
+    note = f":page_facing_up: The full answer ({filed.chars:,} characters) {where}."
     return final_messages(event, view, answer=preview(event.answer), note=note)
 
 

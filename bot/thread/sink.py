@@ -23,8 +23,7 @@ from bot.settings import Verbosity
 from bot.thread import render
 from bot.thread.poster import Poster, Target, ThreadStatus
 from bot.thread.render import RunView, SlackMessage
-from bot.thread.uploads import ANSWER_FILE_NAME, ThreadFiles
-from tools import OutgoingFile
+from bot.thread.uploads import Filed, ThreadFiles
 
 
 class RunSink(Protocol):
@@ -155,15 +154,10 @@ class SinkParts:
                 for message in render.unattached_file(file.name, file.content):
                     await self.post(message)
 
-    async def file_answer(self, event: Stopped) -> bool:
-        """Upload an answer too long for messages (``AGENT_ANSWER_FILE_CHARS``) as a Markdown file; whether it
-        was (False: it goes as messages, as it always did)."""
-        if self.files is None or not self.files.files_answer(event.answer):
-            return False
-        if not self.files.answer_filed:
-            answer = OutgoingFile(ANSWER_FILE_NAME, event.answer, "text/markdown", "The full answer")
-            self.files.answer_filed = await self.files.upload(answer)
-        return self.files.answer_filed
+    async def file_answer(self, event: Stopped) -> Filed | None:
+        """An answer too long for messages (``AGENT_ANSWER_FILE_CHARS``) put in a Markdown file or a canvas;
+        None when it goes as messages, as it always did."""
+        return await self.files.file_answer(event.answer) if self.files is not None else None
 
 
 class SlackEventSink:
@@ -240,8 +234,8 @@ class SlackEventSink:
         same replies again."""
         async def both() -> bool:
             filed = await self.parts.file_answer(event)
-            if filed:
-                messages = render.filed_answer_messages(event, self.parts.view, ANSWER_FILE_NAME)
+            if filed is not None:
+                messages = render.filed_answer_messages(event, self.parts.view, filed)
             else:
                 messages = render.final_messages(event, self.parts.view)
             posted = await self._post_all(messages)

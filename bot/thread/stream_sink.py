@@ -144,12 +144,13 @@ class StreamEventSink:
         answer = event.answer or "(no answer)"
         await self.parts.send_files()
         continues = bool(self._streamed) and answer.startswith(self._streamed)
-        if await self.parts.file_answer(event):
+        if (filed := await self.parts.file_answer(event)) is not None:
             # Too long for one message: what was streamed (else the first lines) stays as its opening, and the
-            # whole answer is the file.
+            # whole answer is the file (or canvas).
             opening = "…" if continues else ("\n\n" if self._streamed else "") + render.preview(answer)
-            rest = (f"{opening}\n\n:page_facing_up: _The full answer ({len(answer):,} characters) is attached "
-                    f"as {ANSWER_FILE_NAME}._")
+            where = (f"is in [this canvas]({filed.canvas_url})" if filed.canvas_url
+                     else f"is attached as {ANSWER_FILE_NAME}")
+            rest = f"{opening}\n\n:page_facing_up: _The full answer ({filed.chars:,} characters) {where}._"
         elif continues:
             rest = answer[len(self._streamed):]
         else:

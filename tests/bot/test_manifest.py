@@ -17,6 +17,7 @@ def test_scopes_are_exactly_the_ones_used() -> None:
     assert sorted(MANIFEST["oauth_config"]["scopes"]["bot"]) == [
         "app_mentions:read",   # app_mention
         "assistant:write",     # the assistant container: suggested prompts, thread titles
+        "canvases:write",      # AGENT_ANSWER_CANVAS: a long answer as a canvas
         "channels:history",    # thread replies in public channels; channel_history tool
         "chat:write",          # replies, chat.update, assistant.threads.setStatus in threads
         "commands",            # /agent-limits
