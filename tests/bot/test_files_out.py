@@ -5,12 +5,16 @@ a message arrives as ``answer.md`` under a summary and the stop line; a file the
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from typing import Any
 
+import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
 from bot.identity import Workspace
 from bot.keys import AppKeys
+from bot.service import Service
 from bot.settings import Settings
 from bot.workspace import DisplaySettings
 from tests.bot.conftest import App, make_settings
@@ -129,3 +133,55 @@ async def test_answer_file_chars_zero_keeps_every_answer_in_messages(
     assert fake_slack.calls_of("files.getUploadURLExternal") == []
     shown = "\n".join(m.block_text() for m in fake_slack.thread_messages("C1", ts))
     assert "Line 000" in shown and "Line 399" in shown
+
+
+class CanvasSlack(FakeSlack):
+    """The fake Slack with ``files.info`` answering for its canvases (their permalink), the rest as the base does."""
+
+    def _methods(self) -> dict[str, Any]:
+        methods = super()._methods()
+        base = methods.get("files.info")
+
+        def info(params: dict[str, Any]) -> dict[str, Any]:
+            canvas_id = str(params.get("file") or "")
+            if canvas_id in self.canvases:
+                return {"ok": True, "file": {"id": canvas_id, "permalink": f"https://fake.slack/docs/T0001/{canvas_id}"}}
+            return base(params) if base is not None else {"ok": False, "error": "file_not_found"}
+
+        methods["files.info"] = info
+        return methods
+
+
+@pytest.fixture
+async def canvas_slack() -> AsyncIterator[CanvasSlack]:
+    async with CanvasSlack() as slack:
+        yield slack
+
+
+async def test_with_answer_canvas_a_long_answer_is_a_canvas_the_channel_may_read(
+    key_prefix: str, canvas_slack: CanvasSlack, fake_openai: FakeOpenAI
+) -> None:
+    settings = make_settings(key_prefix, canvas_slack, fake_openai, agent_answer_canvas=True)
+    fake_openai.queue(answered(LONG_ANSWER))
+    async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
+        ts = await ask(App(service, http), canvas_slack)
+    [(canvas_id, canvas)] = canvas_slack.canvases.items()
+    assert canvas["markdown"] == LONG_ANSWER and canvas["readers"] == ["C1"]
+    assert canvas_slack.thread_files("C1", ts) == []
+    shown = canvas_slack.thread_messages("C1", ts)[-1].block_text()
+    assert f"is in <https://fake.slack/docs/T0001/{canvas_id}|this canvas>" in shown
+    assert "Line 000" in shown and "Stop reason: `final_answer`" in shown
+
+
+async def test_a_refused_canvas_becomes_the_file_and_is_deleted(
+    key_prefix: str, canvas_slack: CanvasSlack, fake_openai: FakeOpenAI
+) -> None:
+    canvas_slack.fail("canvases.access.set", error="restricted_action")
+    settings = make_settings(key_prefix, canvas_slack, fake_openai, agent_answer_canvas=True)
+    fake_openai.queue(answered(LONG_ANSWER))
+    async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
+        ts = await ask(App(service, http), canvas_slack)
+    assert canvas_slack.canvases == {} and canvas_slack.calls_of("canvases.delete")
+    [file] = canvas_slack.thread_files("C1", ts)
+    assert file.filename == "answer.md" and file.text == LONG_ANSWER
+    assert "is attached as `answer.md`" in canvas_slack.thread_messages("C1", ts)[-1].block_text()

@@ -421,6 +421,9 @@ class FakeSlack:
             # --- files out (F4)
             "files.getUploadURLExternal": self._upload_url,
             "files.completeUploadExternal": self._complete_upload,
+            "canvases.create": self._create_canvas,
+            "canvases.access.set": self._canvas_access,
+            "canvases.delete": self._delete_canvas,
         }
 
     def stream(self, channel: str, ts: str) -> Stream:
@@ -735,6 +738,33 @@ class FakeSlack:
             done.append({"id": upload.file_id, "name": upload.filename, "title": upload.title,
                          "size": upload.length})
         return {"ok": True, "files": done}
+
+    @property
+    def canvases(self) -> dict[str, dict[str, Any]]:
+        """Canvases made by canvases.create, by id: ``title``, ``markdown`` and ``readers`` (channel ids)."""
+        canvases: dict[str, dict[str, Any]] = self.__dict__.setdefault("_canvases", {})
+        return canvases
+
+    def _create_canvas(self, params: dict[str, Any]) -> dict[str, Any]:
+        content = params.get("document_content") or {}
+        if not isinstance(content, dict) or content.get("type") != "markdown":
+            return {"ok": False, "error": "invalid_arguments"}
+        canvas_id = f"F{next(self._serial):08d}"
+        self.canvases[canvas_id] = {"title": str(params.get("title") or ""), "markdown": str(content.get("markdown")),
+                                    "readers": []}
+        return {"ok": True, "canvas_id": canvas_id}
+
+    def _delete_canvas(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.canvases.pop(str(params.get("canvas_id") or ""), None) is None:
+            return {"ok": False, "error": "canvas_not_found"}
+        return {"ok": True}
+
+    def _canvas_access(self, params: dict[str, Any]) -> dict[str, Any]:
+        canvas = self.canvases.get(str(params.get("canvas_id") or ""))
+        if canvas is None:
+            return {"ok": False, "error": "canvas_not_found"}
+        canvas["readers"].extend(c for c in str(params.get("channel_ids") or "").split(",") if c)
+        return {"ok": True}
 
 
 async def _params(request: web.Request) -> dict[str, Any]:
