@@ -252,7 +252,7 @@ class FakeSlack:
         app.router.add_post("/api/{method}", self._handle)
         app.router.add_get("/api/{method}", self._handle)
         app.router.add_post("/response/{name}", self._respond)
-        # --- files out (F4): the upload URL files.getUploadURLExternal hands out
+        # --- files out: the upload URL files.getUploadURLExternal hands out
         app.router.add_post("/upload/{file_id}", self._upload_bytes)
         # A hung handler (`hang=True`) is cancelled a second into close, not after aiohttp's default minute.
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
@@ -418,7 +418,7 @@ class FakeSlack:
             "chat.stopStream": self._stop_stream,
             "assistant.threads.setSuggestedPrompts": self._set_prompts,
             "assistant.threads.setTitle": self._set_title,
-            # --- files out (F4)
+            # --- files out
             "files.getUploadURLExternal": self._upload_url,
             "files.completeUploadExternal": self._complete_upload,
             "canvases.create": self._create_canvas,
@@ -692,7 +692,7 @@ class FakeSlack:
         url = self.socket_mode_url if isinstance(self.socket_mode_url, str) else self.socket_mode_url()
         return {"ok": True, "url": url}
 
-    # --- files out (F4): files.getUploadURLExternal -> POST the bytes -> files.completeUploadExternal --------------
+    # --- files out: files.getUploadURLExternal -> POST the bytes -> files.completeUploadExternal --------------
     @property
     def uploads(self) -> dict[str, UploadedFile]:
         """Uploads begun and done, by file id (bytes once POSTed; channel and thread once completed). Made on first
