@@ -147,7 +147,8 @@ class StreamEventSink:
         if (filed := await self.parts.file_answer(event)) is not None:
             # Too long for one message: what was streamed (else the first lines) stays as its opening, and the
             # whole answer is the file (or canvas).
-            opening = "…" if continues else ("\n\n" if self._streamed else "") + render.preview(answer)
+            fence = "\n```\n" if self._streamed.count("```") % 2 else ""  # the cut may fall inside a code block
+            opening = f"{fence}…" if continues else ("\n\n" if self._streamed else "") + render.preview(answer)
             where = (f"is in [this canvas]({filed.canvas_url})" if filed.canvas_url
                      else f"is attached as {ANSWER_FILE_NAME}")
             rest = f"{opening}\n\n:page_facing_up: _The full answer ({filed.chars:,} characters) {where}._"
