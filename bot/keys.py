@@ -141,6 +141,11 @@ class AppKeys(Keys):
         """Flag: this workspace already refused streaming once (its fallback to replies was logged)."""
         return f"{self.namespace(ws)}:stream:fallback"
 
+    def upload_refused(self, ws: Workspace, kind: str) -> str:
+        """Flag: this workspace refused a file upload (``kind`` ``file``) or a canvas (``canvas``) once: its
+        fallback was logged."""
+        return f"{self.namespace(ws)}:files:refused:{kind}"
+
     def open_streams(self, ws: Workspace) -> str:
         """Hash: stream id -> a stream that may be open in Slack (where, its ts once known, whether its run left
         it), from before its ``chat.startStream`` until its ``chat.stopStream`` succeeded

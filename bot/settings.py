@@ -32,6 +32,7 @@ DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
 DEFAULT_BOT_SCOPES = (
     "app_mentions:read,assistant:write,channels:history,chat:write,commands,groups:history,im:history,"
     "mpim:history,reactions:write,users:read"
+    ",files:write,canvases:write"  # files out: long answers (a canvas with AGENT_ANSWER_CANVAS), attach_file
 )
 #: Suggested prompts of a new assistant thread (AGENT_SUGGESTED_PROMPTS overrides them; at most 4 are shown).
 DEFAULT_SUGGESTED_PROMPTS = (
@@ -39,6 +40,9 @@ DEFAULT_SUGGESTED_PROMPTS = (
     ' {"title": "Do the maths", "message": "What is 17% of 2,340, rounded to the cent?"},'
     ' {"title": "What can you do?", "message": "Which tools can you use, and what are your limits?"}]'
 )
+#: Past this many characters an answer goes as a file: Slack's cap on one Markdown message (12,000); the
+#: replies display would split it over two or more messages of 8,000.
+DEFAULT_ANSWER_FILE_CHARS = 12_000
 #: Runs one workspace has in flight by default (``/agent-limits max-concurrent`` changes it), and the most allowed.
 DEFAULT_MAX_CONCURRENT_RUNS = 10
 MAX_CONCURRENT_RUNS_CAP = 1000
@@ -99,6 +103,15 @@ class Settings(AgentSettings, ToolSettings):
     )
     slack_stream_interval_seconds: float = Field(
         default=1.0, ge=0, description="Least time between two chat.appendStream calls of one stream (0: none)."
+    )
+    agent_answer_file_chars: int = Field(
+        default=DEFAULT_ANSWER_FILE_CHARS, ge=0,
+        description="Answer length (characters) past which it is uploaded into the thread as answer.md under a "
+        "short summary, not split over messages (0: never).",
+    )
+    agent_answer_canvas: bool = Field(
+        default=False, description="Put an answer past AGENT_ANSWER_FILE_CHARS in a canvas the channel may read "
+        "(canvases:write, files:read) instead of answer.md; where Slack refuses, it goes as the file.",
     )
     data_dir: Path = Field(default=Path("data"), description="Where the embedded Redis keeps its files.")
     slack_max_retry_after_seconds: float = Field(

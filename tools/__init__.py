@@ -20,6 +20,7 @@ from tools.egress import (
 )
 from tools.executor import DEFAULT_OBSERVATION_MAX_CHARS, Executor, PreparedCall
 from tools.mcp import McpConfigError, McpServers
+from tools.outbox import Outbox, OutgoingFile
 from tools.policy import ToolListing, ToolPolicy, matches, run_registry
 from tools.redact import Redactor, wrap_untrusted
 from tools.registry import Registry, tool
@@ -46,6 +47,7 @@ __all__ = [
     "DEFAULT_GUARD_MODE",
     "DEFAULT_OBSERVATION_MAX_CHARS",
     "parse_domain",
+    "OutgoingFile",
     # ports and their simple implementations
     "SlackReader",
     "Approver",
@@ -55,6 +57,7 @@ __all__ = [
     "EgressAnswer",
     "EgressApprover",
     "HeldBackSink",
+    "Outbox",
     # building and running tools
     "tool",
     "Registry",

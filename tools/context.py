@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tools.egress import EgressPolicy
+from tools.outbox import Outbox
 
 
 class SlackReader(Protocol):
@@ -54,3 +55,8 @@ class ToolContext:
     #: Set by the executor on a cleared outbound call: a tool that follows redirects calls it with each hop's
     #: URL, and it raises ``EgressHeld`` for one the guard does not allow.
     egress_hop: Callable[[str], None] | None = None
+    #: Where ``attach_file`` hands files over (the Slack app's thread); None outside Slack.
+    outbox: Outbox | None = None
+    #: Set by the executor on a call of a ``shown_in_thread`` tool once the guard is armed: text as the run may
+    #: show it in the thread (links it may not reach shown as text, as in the answer).
+    for_thread: Callable[[str], str] | None = None

@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -157,6 +158,8 @@ class Executor:
                 return refusal
         if tool.outbound:  # redirects and other hops of a cleared call are checked as they happen
             ctx = replace(ctx, egress_hop=self._guard.hop_check(tool, call.arguments, ctx))
+        elif tool.shown_in_thread and self._guard.armed(ctx.egress):
+            ctx = replace(ctx, for_thread=partial(self._guard.answer, ctx=ctx))
         timeout = self._timeouts.get(tool.name, tool.timeout_seconds)
         try:
             async with asyncio.timeout(timeout):

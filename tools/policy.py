@@ -21,7 +21,7 @@ from tools.tool import Tool
 
 Environment = Literal["slack", "terminal"]
 #: Built-ins that need a Slack workspace behind them.
-SLACK_ONLY_TOOLS = frozenset({"channel_history"})
+SLACK_ONLY_TOOLS = frozenset({"channel_history", "attach_file"})
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _BM25_K1, _BM25_B = 1.2, 0.75
 

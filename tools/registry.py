@@ -31,6 +31,7 @@ def tool(
     destination_args: tuple[str, ...] | None = None,
     sends_to: str = "",
     requester_words_pass: bool = False,
+    shown_in_thread: bool = False,
 ) -> Callable[[Handler], Tool]:
     """Turn ``fn(args: SomeModel, ctx: ToolContext)`` into a ``Tool``.
 
@@ -56,6 +57,7 @@ def tool(
             destination_args=destination_args,
             sends_to=sends_to,
             requester_words_pass=requester_words_pass,
+            shown_in_thread=shown_in_thread,
         )
 
     return decorate

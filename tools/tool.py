@@ -67,6 +67,9 @@ class Tool:
     #: None: every URL and e-mail address found in any argument (none found: the call still needs approval).
     #: All arguments are leak-checked.
     destination_args: tuple[str, ...] | None = None
+    #: What it is given is shown in the run's own thread (attach_file): no exfiltration (the answer goes there
+    #: too), but once the guard is armed it gets ``ToolContext.for_thread``, the answer's link rule.
+    shown_in_thread: bool = False
     #: The raw JSON schema sent to the model instead of the strict one (MCP tools: the server's own schema,
     #: which need not fit the strict subset; ``args_model`` then validates against it).
     input_schema: dict[str, Any] | None = None

@@ -50,6 +50,7 @@ from bot.thread.poster import Pacer, Poster, ThreadStatus
 from bot.thread.sink import RunLedger, RunSink, SinkParts, SlackEventSink
 from bot.thread.slack_reader import WebSlackReader
 from bot.thread.stream_sink import StreamEventSink
+from bot.thread.uploads import ThreadFiles
 from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
 from tools import Registry, ToolContext
 
@@ -250,11 +251,13 @@ class TurnRunner:
             deadline=time.monotonic() + plan.limits.max_seconds,
         )
         egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn.target))
+        files = self.files(turn, poster)
         scope = ToolContext(
             run_id=run_id, step=0, team_id=turn.workspace.team_id, channel_id=turn.conversation.channel_id,
             user_id=turn.user_id, slack=WebSlackReader(poster.client), approver=approver, egress=egress,
+            outbox=files,
         )
-        sink = self.sink(turn, view, ledger, poster, (plan.display, plan.verbosity))
+        sink = self.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files)
         return RunParts(plan, ledger, sink, CancelToken(), approver, scope)
 
     async def _drive(
@@ -312,12 +315,22 @@ class TurnRunner:
     def ledger(self, turn: Turn) -> RunLedger:
         return RunLedger(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
 
+    def files(self, turn: Turn, poster: Poster) -> ThreadFiles:
+        """The run's files out: a long answer, and the files its tools attach (uploaded by its sink)."""
+        return ThreadFiles(
+            poster.client, turn.target, answer_chars=self.settings.agent_answer_file_chars,
+            canvas=self.settings.agent_answer_canvas, redis=self.redis,
+            refused_key=partial(self.keys.upload_refused, turn.workspace),
+        )
+
     def sink(
-        self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster, shown: tuple[Display, Verbosity]
+        self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster, shown: tuple[Display, Verbosity],
+        *, files: ThreadFiles | None = None,
     ) -> RunSink:
         """The thread's renderer for one run, in the workspace's display and verbosity."""
         display, verbosity = shown
-        parts = SinkParts(poster, turn.target, view, ledger, verbosity, ThreadStatus(poster.client, turn.target))
+        parts = SinkParts(poster, turn.target, view, ledger, verbosity, ThreadStatus(poster.client, turn.target),
+                          files or self.files(turn, poster))
         if display == "replies":
             return SlackEventSink(parts)
         ws = turn.workspace

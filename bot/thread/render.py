@@ -4,7 +4,8 @@ The thread shape (``full`` verbosity):
 
 1. on ``RunStarted``: a short "working on it" reply carrying the Stop button;
 2. one reply per step: the thought, each tool call (name, arguments as code) and its observation (shortened);
-3. on ``Stopped``: the answer (split over as many replies as it needs) and a footer with the stop reason
+3. on ``Stopped``: the answer (split over as many replies as it needs; past ``AGENT_ANSWER_FILE_CHARS`` its first
+   lines, the whole being uploaded as a file: ``filed_answer_messages``) and a footer with the stop reason
    verbatim (``final_answer``) beside human words, steps, tokens and cost; the first reply is edited once to
    drop its Stop button.
 
@@ -22,6 +23,7 @@ from slack_sdk.models.blocks import ContextActionsBlock, FeedbackButtonObject, F
 
 from agent_core import Observed, RunStarted, StepFinished, Stopped, StopReason, ToolCalled
 from bot.thread import mrkdwn
+from bot.thread.uploads import ANSWER_FILE_NAME, Filed
 
 #: action_id of the Stop button (matched by bot.receive.listeners.actions).
 STOP_ACTION_ID = "agent_stop"
@@ -37,6 +39,9 @@ MESSAGE_TEXT_LIMIT = 8_000
 MESSAGE_BLOCK_LIMIT = 40
 #: chat.update rejects a text over about 4,000 bytes: live status edits stay far below.
 UPDATE_TEXT_LIMIT = 1_500
+#: The first lines of an answer uploaded as a file, shown above the note that it is attached.
+PREVIEW_CHARS = 700
+PREVIEW_LINES = 8
 
 STOP_WORDS: dict[StopReason, str] = {
     StopReason.FINAL_ANSWER: "answered",
@@ -155,14 +160,45 @@ def raise_hint(event: Stopped) -> str:
     return f"Workspace admins can raise this limit with `{command}`." if command else ""
 
 
-def final_messages(event: Stopped, view: RunView | None = None) -> list[SlackMessage]:
-    """The answer and the stop line; with ``view``, the last message carries the feedback buttons."""
-    answer = mrkdwn.to_mrkdwn(event.answer or "(no answer)")
-    messages = pack(None, [answer], footer=stop_line(event))
+def final_messages(
+    event: Stopped, view: RunView | None = None, *, answer: str | None = None, note: str = ""
+) -> list[SlackMessage]:
+    """The answer (``answer``: what of it to show, when not all) and the stop line; ``note``: a line of the app's
+    own under it. With ``view``, the last message carries the feedback buttons."""
+    shown = [mrkdwn.to_mrkdwn((event.answer if answer is None else answer) or "(no answer)"), *([note] if note else [])]
+    messages = pack(None, shown, footer=stop_line(event))
     if view is not None:
         last = messages[-1]
         messages[-1] = SlackMessage(last.text, (*last.blocks, feedback_block(view)))
     return messages
+
+
+def preview(answer: str) -> str:
+    """The first lines of an answer too long for messages (whole lines; a code block it opens is closed)."""
+    lines: list[str] = []
+    size = 0
+    for line in answer.strip().splitlines():
+        if lines and (size + len(line) > PREVIEW_CHARS or len(lines) >= PREVIEW_LINES):
+            lines.append("…")
+            break
+        lines.append(line[:PREVIEW_CHARS])
+        size += len(line) + 1
+    if sum(line.lstrip().startswith("```") for line in lines) % 2:
+        lines.insert(len(lines) - (lines[-1] == "…"), "```")
+    return "\n".join(lines)
+
+
+def filed_answer_messages(event: Stopped, view: RunView | None, filed: Filed) -> list[SlackMessage]:
+    """An answer put in a file or a canvas: its first lines, a note saying where, the stop line."""
+    where = f"is in <{filed.canvas_url}|this canvas>" if filed.canvas_url else f"is attached as `{ANSWER_FILE_NAME}`"
+    note = f":page_facing_up: The full answer ({filed.chars:,} characters) {where}."
+    return final_messages(event, view, answer=preview(event.answer), note=note)
+
+
+def unattached_file(name: str, content: str) -> list[SlackMessage]:
+    """A file Slack would not take as a file, as messages instead (nothing the model handed over is lost)."""
+    header = f":paperclip: {mrkdwn.inline_code(name)} (could not be attached as a file)"
+    return pack(header, [mrkdwn.code_block(content)])
 
 
 def feedback_block(view: RunView) -> dict[str, Any]:

@@ -4,6 +4,8 @@
 ``SlackEventSink.emit`` takes the events in order and awaits each post before the next (see :mod:`bot.thread.poster`).
 :class:`RunSink` is what a run drives, whatever the display, and :class:`SinkParts` what every display's sink is
 made of; the streamed one is :mod:`bot.thread.stream_sink`, which falls back to this one (:mod:`bot.thread.fallback`).
+Files out (an answer too long for messages, the files the model attached) go through ``SinkParts.files``
+(:mod:`bot.thread.uploads`), in every display.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from bot.settings import Verbosity
 from bot.thread import render
 from bot.thread.poster import Poster, Target, ThreadStatus
 from bot.thread.render import RunView, SlackMessage
+from bot.thread.uploads import Filed, ThreadFiles
 
 
 class RunSink(Protocol):
@@ -121,6 +124,8 @@ class SinkParts:
     verbosity: Verbosity = "full"
     #: The thread's "is working" status, kept while the run goes on (none: the sink leaves it alone).
     status: ThreadStatus | None = None
+    #: Files out: a long answer, the files the model attached (none: every answer goes as messages).
+    files: ThreadFiles | None = None
 
     async def post(self, message: SlackMessage) -> str | None:
         return await self.poster.post(self.target, message)
@@ -139,6 +144,20 @@ class SinkParts:
         if self.status is not None:
             await self.status.start()
         return first_ts
+
+    async def send_files(self) -> None:
+        """Upload the files the model attached since the last call; one Slack refuses goes as messages."""
+        if self.files is None:
+            return
+        for file in self.files.take_pending():
+            if not await self.files.upload(file):
+                for message in render.unattached_file(file.name, file.content):
+                    await self.post(message)
+
+    async def file_answer(self, event: Stopped) -> Filed | None:
+        """An answer too long for messages (``AGENT_ANSWER_FILE_CHARS``) put in a Markdown file or a canvas;
+        None when it goes as messages, as it always did."""
+        return await self.files.file_answer(event.answer) if self.files is not None else None
 
 
 class SlackEventSink:
@@ -191,27 +210,36 @@ class SlackEventSink:
             if self.first_ts:
                 live = render.live_status(step, self.parts.view, steps_done=step.step)
                 await self.parts.update(self.first_ts, live, best_effort=True)
+            await self.parts.send_files()
             return
         await asyncio.shield(self._post_all(render.step_messages(step)))  # not cut in two by a shutdown
+        await self.parts.send_files()  # after the step that attached them
         if self.parts.status is not None:
             await self.parts.status.touch()
 
     async def _stopped(self, event: Stopped) -> None:
         self.final = event
         mark = self.parts.status.mark() if self.parts.status is not None else None
-        replied = await self._post_then_mark(render.final_messages(event, self.parts.view), final="1")
+        await self.parts.send_files()
+        replied = await self._answer_then_mark(event)
         if self.first_ts:
             await self.parts.update(self.first_ts, render.finished_header(event))
         if self.parts.status is not None:
             # The answer is a reply, which cleared the status: clearing it again is a Web API call for nothing.
             await self.parts.status.stop(cleared=mark if replied else None)
 
-    async def _post_then_mark(self, messages: Iterable[SlackMessage], **mark: str | int) -> bool:
-        """Post, then write to the ledger that it was posted, as one unit a shutdown cannot cut in two: a run
-        resumed after a handover then never posts the same replies again."""
+    async def _answer_then_mark(self, event: Stopped) -> bool:
+        """Post the answer (filed first when too long for messages), then write to the ledger that it was
+        posted, as one unit a shutdown cannot cut in two: a run resumed after a handover then never posts the
+        same replies again."""
         async def both() -> bool:
+            filed = await self.parts.file_answer(event)
+            if filed is not None:
+                messages = render.filed_answer_messages(event, self.parts.view, filed)
+            else:
+                messages = render.final_messages(event, self.parts.view)
             posted = await self._post_all(messages)
-            await self.parts.ledger.set(**mark)
+            await self.parts.ledger.set(final="1")
             return posted
 
         return await asyncio.shield(both())

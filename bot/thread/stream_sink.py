@@ -21,13 +21,14 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
-from agent_core import Event, Observed, RunStarted, Stopped, Thought, ToolCalled
+from agent_core import Event, Observed, RunStarted, StepFinished, Stopped, Thought, ToolCalled
 from bot.errors import StreamRefused
 from bot.thread import render, stream_render
 from bot.thread.open_streams import StreamTracker
 from bot.thread.poster import Pacer
 from bot.thread.sink import SinkParts
 from bot.thread.stream_writer import StreamWriter
+from bot.thread.uploads import ANSWER_FILE_NAME
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,11 @@ class StreamEventSink:
         await self._render(event, mark)
 
     async def append_answer(self, text: str) -> None:
-        """The hook for the engine's ``AnswerDelta``: the text is streamed as it comes (paced, safe cuts)."""
+        """The hook for the engine's ``AnswerDelta``: the text is streamed as it comes (paced, safe cuts), up to
+        ``AGENT_ANSWER_FILE_CHARS``: an answer longer than that is uploaded as a file when the run stops."""
+        limit = self.parts.files.answer_chars if self.parts.files is not None else 0
+        if limit > 0:
+            text = text[: max(0, limit - len(self._streamed))]
         if not text or self.final is not None:
             return
         writer = await self._open()
@@ -123,6 +128,8 @@ class StreamEventSink:
                 call = self._calls.get(event.call_id) or ToolCalled(event.step, event.call_id, event.tool, {})
                 card = stream_render.task_finished(call, event, self._thoughts.get(event.step), self.parts.verbosity)
                 await (await self._open()).push(card, mark=mark)
+            case StepFinished():
+                await self.parts.send_files()  # what the step attached, once its cards are out
             case Stopped():
                 await self._stopped(event, mark)
 
@@ -135,7 +142,17 @@ class StreamEventSink:
 
     async def _stopped(self, event: Stopped, mark: int) -> None:
         answer = event.answer or "(no answer)"
-        if self._streamed and answer.startswith(self._streamed):
+        await self.parts.send_files()
+        continues = bool(self._streamed) and answer.startswith(self._streamed)
+        if (filed := await self.parts.file_answer(event)) is not None:
+            # Too long for one message: what was streamed (else the first lines) stays as its opening, and the
+            # whole answer is the file (or canvas).
+            fence = "\n```\n" if self._streamed.count("```") % 2 else ""  # the cut may fall inside a code block
+            opening = f"{fence}…" if continues else ("\n\n" if self._streamed else "") + render.preview(answer)
+            where = (f"is in [this canvas]({filed.canvas_url})" if filed.canvas_url
+                     else f"is attached as {ANSWER_FILE_NAME}")
+            rest = f"{opening}\n\n:page_facing_up: _The full answer ({filed.chars:,} characters) {where}._"
+        elif continues:
             rest = answer[len(self._streamed):]
         else:
             # Nothing streamed, or the streamed text was not the answer after all: the answer in full, below it.

@@ -17,9 +17,11 @@ def test_scopes_are_exactly_the_ones_used() -> None:
     assert sorted(MANIFEST["oauth_config"]["scopes"]["bot"]) == [
         "app_mentions:read",   # app_mention
         "assistant:write",     # the assistant container: suggested prompts, thread titles
+        "canvases:write",      # AGENT_ANSWER_CANVAS: a long answer as a canvas
         "channels:history",    # thread replies in public channels; channel_history tool
         "chat:write",          # replies, chat.update, assistant.threads.setStatus in threads
         "commands",            # /agent-limits
+        "files:write",         # files out: an answer too long for a message, attach_file's files
         "groups:history",      # thread replies in private channels
         "im:history",          # DMs
         "mpim:history",        # group DMs

@@ -43,7 +43,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-__all__ = ["Call", "FakeSlack", "Failure", "Grant", "IssuedToken", "PostedMessage", "Stream"]
+__all__ = ["Call", "FakeSlack", "Failure", "Grant", "IssuedToken", "PostedMessage", "Stream", "UploadedFile"]
 
 MAX_TEXT_CHARS = 40_000
 MAX_BLOCKS = 50
@@ -120,6 +120,25 @@ class Stream:
 
     def feedback_buttons(self) -> list[dict[str, Any]]:
         return [e for b in self.blocks if b.get("type") == "context_actions" for e in b.get("elements", [])]
+
+
+@dataclass
+class UploadedFile:
+    """A file uploaded through files.getUploadURLExternal / POST / files.completeUploadExternal (files out)."""
+
+    file_id: str
+    filename: str
+    length: int
+    data: bytes | None = None
+    title: str = ""
+    channel: str = ""
+    thread_ts: str = ""
+    #: The ts of its share in the thread ("" until completed): orders files among themselves.
+    shared_at: str = ""
+
+    @property
+    def text(self) -> str:
+        return (self.data or b"").decode()
 
 
 @dataclass
@@ -233,6 +252,8 @@ class FakeSlack:
         app.router.add_post("/api/{method}", self._handle)
         app.router.add_get("/api/{method}", self._handle)
         app.router.add_post("/response/{name}", self._respond)
+        # --- files out: the upload URL files.getUploadURLExternal hands out
+        app.router.add_post("/upload/{file_id}", self._upload_bytes)
         # A hung handler (`hang=True`) is cancelled a second into close, not after aiohttp's default minute.
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -397,6 +418,12 @@ class FakeSlack:
             "chat.stopStream": self._stop_stream,
             "assistant.threads.setSuggestedPrompts": self._set_prompts,
             "assistant.threads.setTitle": self._set_title,
+            # --- files out
+            "files.getUploadURLExternal": self._upload_url,
+            "files.completeUploadExternal": self._complete_upload,
+            "canvases.create": self._create_canvas,
+            "canvases.access.set": self._canvas_access,
+            "canvases.delete": self._delete_canvas,
         }
 
     def stream(self, channel: str, ts: str) -> Stream:
@@ -664,6 +691,80 @@ class FakeSlack:
             return {"ok": False, "error": "not_allowed_token_type"}
         url = self.socket_mode_url if isinstance(self.socket_mode_url, str) else self.socket_mode_url()
         return {"ok": True, "url": url}
+
+    # --- files out: files.getUploadURLExternal -> POST the bytes -> files.completeUploadExternal --------------
+    @property
+    def uploads(self) -> dict[str, UploadedFile]:
+        """Uploads begun and done, by file id (bytes once POSTed; channel and thread once completed). Made on first
+        use rather than in ``__init__``, so the files-out block stays in one piece."""
+        uploads: dict[str, UploadedFile] = self.__dict__.setdefault("_uploads", {})
+        return uploads
+
+    def thread_files(self, channel: str, thread_ts: str) -> list[UploadedFile]:
+        """The files shared into one thread (files.completeUploadExternal), in the order Slack shared them."""
+        return sorted((f for f in self.uploads.values() if f.channel == channel and f.thread_ts == thread_ts
+                       and f.shared_at), key=lambda f: f.shared_at)
+
+    def _upload_url(self, params: dict[str, Any]) -> dict[str, Any]:
+        filename, length = str(params.get("filename") or ""), str(params.get("length") or "")
+        if not filename or not length.isdigit():
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"F{next(self._serial):08d}"
+        self.uploads[file_id] = UploadedFile(file_id, filename, int(length))
+        return {"ok": True, "upload_url": f"http://127.0.0.1:{self._port}/upload/{file_id}", "file_id": file_id}
+
+    async def _upload_bytes(self, request: web.Request) -> web.Response:
+        upload = self.uploads.get(request.match_info["file_id"])
+        if upload is None:
+            return web.Response(status=404, text="unknown upload")
+        upload.data = await request.read()
+        return web.Response(text=f"OK - {len(upload.data)}")
+
+    def _complete_upload(self, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            files = json.loads(str(params.get("files") or "[]"))
+        except ValueError:
+            return {"ok": False, "error": "invalid_arguments"}
+        channel, thread_ts = str(params.get("channel_id") or ""), str(params.get("thread_ts") or "")
+        done = []
+        for item in files:
+            upload = self.uploads.get(str(item.get("id") or ""))
+            if upload is None or upload.data is None:
+                return {"ok": False, "error": "file_not_found"}
+            if len(upload.data) != upload.length:
+                return {"ok": False, "error": "file_upload_size_mismatch"}
+            upload.title, upload.channel, upload.thread_ts = str(item.get("title") or ""), channel, thread_ts
+            upload.shared_at = self._next_ts()
+            done.append({"id": upload.file_id, "name": upload.filename, "title": upload.title,
+                         "size": upload.length})
+        return {"ok": True, "files": done}
+
+    @property
+    def canvases(self) -> dict[str, dict[str, Any]]:
+        """Canvases made by canvases.create, by id: ``title``, ``markdown`` and ``readers`` (channel ids)."""
+        canvases: dict[str, dict[str, Any]] = self.__dict__.setdefault("_canvases", {})
+        return canvases
+
+    def _create_canvas(self, params: dict[str, Any]) -> dict[str, Any]:
+        content = params.get("document_content") or {}
+        if not isinstance(content, dict) or content.get("type") != "markdown":
+            return {"ok": False, "error": "invalid_arguments"}
+        canvas_id = f"F{next(self._serial):08d}"
+        self.canvases[canvas_id] = {"title": str(params.get("title") or ""), "markdown": str(content.get("markdown")),
+                                    "readers": []}
+        return {"ok": True, "canvas_id": canvas_id}
+
+    def _delete_canvas(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.canvases.pop(str(params.get("canvas_id") or ""), None) is None:
+            return {"ok": False, "error": "canvas_not_found"}
+        return {"ok": True}
+
+    def _canvas_access(self, params: dict[str, Any]) -> dict[str, Any]:
+        canvas = self.canvases.get(str(params.get("canvas_id") or ""))
+        if canvas is None:
+            return {"ok": False, "error": "canvas_not_found"}
+        canvas["readers"].extend(c for c in str(params.get("channel_ids") or "").split(",") if c)
+        return {"ok": True}
 
 
 async def _params(request: web.Request) -> dict[str, Any]:

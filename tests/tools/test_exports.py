@@ -51,6 +51,9 @@ def test_public_names() -> None:
         "DEFAULT_GUARD_MODE",
         "DEFAULT_OBSERVATION_MAX_CHARS",
         "parse_domain",
+        # files out: attach_file's port
+        "Outbox",
+        "OutgoingFile",
     }
     for name in tools.__all__:
         assert getattr(tools, name) is not None

@@ -10,6 +10,7 @@ from tools.registry import Registry
 from tools.settings import ToolSettings
 from tools.tool import Tool
 
+from .attach_file import attach_file
 from .calculator import calculator
 from .channel_history import channel_history
 from .current_time import make_current_time
@@ -20,7 +21,7 @@ __all__ = ["builtin_registry"]
 
 
 def builtin_registry(settings: ToolSettings, *, http: aiohttp.ClientSession | None = None) -> Registry:
-    """calculator, current_time, fetch_url, channel_history, and web_search when a backend is configured.
+    """calculator, current_time, fetch_url, channel_history, attach_file, and web_search when a backend is configured.
 
     ``http`` is a shared session for web_search (the service's); fetch_url always opens its own per
     call, because its connections must go only to addresses the SSRF guard checked.
@@ -31,6 +32,7 @@ def builtin_registry(settings: ToolSettings, *, http: aiohttp.ClientSession | No
         dataclasses.replace(make_current_time(), timeout_seconds=default),
         make_fetch_url(settings),
         dataclasses.replace(channel_history, timeout_seconds=default),
+        dataclasses.replace(attach_file, timeout_seconds=default),
     ]
     backend = search_backend(settings)
     if backend is not None:
