@@ -572,8 +572,7 @@ class FakeOpenAI:
             return self._transcription(recorded)
         return _error_response(
             error(
-                404, f"Invalid URL ({request.method} {request.path}): FakeOpenAI serves chat completions and "
-                "audio transcriptions only"
+                404, f"Invalid URL ({request.method} {request.path}): FakeOpenAI serves chat completions only"
             )
         )
 
