@@ -33,6 +33,7 @@ from agent_core.keys import Keys
 from agent_core.run_state import split_resumed
 from agent_core.tokens import IMAGE_MAX_TOKENS, count_message, counter_for, image_size, image_tokens
 from tests.agent_core.conftest import AgentFactory
+from tests.agent_core.test_cli import run_cli
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, text, tool_calls
 from tools import Registry, ToolContext, ToolSettings, tool
 from tools.builtins.fetch_url import make_fetch_url
@@ -177,6 +178,17 @@ async def test_an_image_reaches_a_vision_model_as_an_image_part(
     assert words.startswith("What is in this screenshot?\n\n## Attached files")
     # Resized to AGENT_IMAGE_MAX_SIDE (1568) on its longer side.
     assert "shot.png" in words and "1568×784 px" in words
+
+
+async def test_a_user_role_note_joins_the_task_with_its_image(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    # Some chat templates refuse two user messages in a row: the note is one more text part of the task's.
+    fake_openai.queue(text("A red rectangle."))
+    await make_agent(note_role="user").run(RunRequest("What is in this screenshot?", attachments=(SHOT,)))
+    users = [m for m in fake_openai.requests[0].messages if m["role"] == "user"]
+    assert len(users) == 1 and len(image_parts(users[0])) == 1
+    assert users[0]["content"][-1]["text"].startswith("## Original task (pinned)")
 
 
 async def test_without_vision_the_task_says_the_image_cannot_be_seen(
@@ -330,6 +342,18 @@ def test_vision_by_model_name() -> None:
         assert vision_default(model), model
     for model in ("gpt-3.5-turbo", "gpt-4", "o3-mini", "o1-mini", "llama-3.1-8b-instruct", "mistral-large"):
         assert not vision_default(model), model
+
+
+@pytest.mark.skipif(not hasattr(tools, "sniff"), reason="needs tools.files (F1) in the subprocess")
+async def test_the_terminal_runner_gives_the_run_its_files(fake_openai: FakeOpenAI, tmp_path: Any) -> None:
+    (tmp_path / "notes.txt").write_text("The launch is on May 3.")
+    fake_openai.queue(text("May 3."))
+    code, out, err = await run_cli("When is the launch?", {
+        "OPENAI_API_KEY": "test", "OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_MODEL": "gpt-4o-mini",
+    }, "--file", str(tmp_path / "notes.txt"))
+    assert code == 0, err
+    message = user_message(fake_openai.requests[0])["content"]
+    assert "notes.txt (text/plain" in message and "The launch is on May 3." in message
 
 
 def test_terminal_files_are_sniffed_and_named(tmp_path: Any) -> None:
