@@ -3,6 +3,7 @@
 It knows nothing of Slack; callers plug in an LLM, tools, a store, a budget and read the event stream.
 """
 
+from agent_core.attachments import Attachment
 from agent_core.budget import (
     Budget,
     BudgetLayer,
@@ -52,6 +53,7 @@ __all__ = [
     "AgentError",
     "AgentSettings",
     "AnswerDelta",
+    "Attachment",
     "Budget",
     "BudgetLayer",
     "BudgetState",

@@ -6,12 +6,15 @@ import argparse
 import asyncio
 import json
 import os
+import pathlib
 import signal
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 from pydantic import ValidationError
 
+from agent_core.attachments import Attachment
 from agent_core.cost import format_usd
 from agent_core.errors import ConfigError
 from agent_core.events import Event, FinalAnswer, Observed, RunStarted, Stopped, StopReason, Thought, ToolCalled
@@ -22,6 +25,8 @@ from tools import McpConfigError, McpServers, ToolSettings
 
 #: Observations are shortened to this many characters on screen (the model sees the shaped result).
 SCREEN_OBSERVATION_CHARS = 600
+#: ``--file`` reads at most this much in all (the Slack side's per-run default, AGENT_FILES_MAX_BYTES_PER_RUN).
+FILES_MAX_BYTES = 50 * 1024 * 1024
 
 
 def render(event: Event, out: TextIO) -> None:
@@ -50,7 +55,30 @@ def render(event: Event, out: TextIO) -> None:
             pass  # streamed text (deltas): the terminal prints each step whole
 
 
-async def _main(task: str) -> int:
+def attachments(paths: Sequence[str]) -> tuple[Attachment, ...]:
+    """``--file`` paths as the run's files, their types sniffed from their bytes; ValueError says what is wrong."""
+    if not paths:
+        return ()
+    from tools import sniff  # type: ignore[attr-defined, unused-ignore]
+
+    files: dict[str, Attachment] = {}
+    total = 0
+    for raw in paths:
+        path = pathlib.Path(raw)
+        if not path.is_file():
+            raise ValueError(f"--file {raw}: no such file")
+        total += path.stat().st_size
+        if total > FILES_MAX_BYTES:
+            raise ValueError(f"--file: the files come to more than {FILES_MAX_BYTES // (1024 * 1024)} MB")
+        name = path.name
+        while name in files:  # names are unique within a run: read_file finds a file by its name
+            name = f"{path.stem}-{len(files)}{path.suffix}"
+        data = path.read_bytes()
+        files[name] = Attachment(name, sniff(data, path.name), data)
+    return tuple(files.values())
+
+
+async def _main(task: str, files: tuple[Attachment, ...] = ()) -> int:
     # SIGTERM ends the run like Ctrl-C, through the finally below: the stdio MCP servers end with it.
     main_task = asyncio.current_task()
     assert main_task is not None
@@ -62,7 +90,7 @@ async def _main(task: str) -> int:
     )
     await servers.start()
     try:
-        final = await _run(task, settings, tool_settings, servers)
+        final = await _run(task, settings, tool_settings, servers, files)
     finally:
         await servers.aclose()  # stdio servers are child processes: never leave them behind
     if final is not None and final.reason is StopReason.ERROR:
@@ -71,7 +99,10 @@ async def _main(task: str) -> int:
     return 0
 
 
-async def _run(task: str, settings: AgentSettings, tool_settings: ToolSettings, servers: McpServers) -> Stopped | None:
+async def _run(
+    task: str, settings: AgentSettings, tool_settings: ToolSettings, servers: McpServers,
+    files: tuple[Attachment, ...] = (),
+) -> Stopped | None:
     from tools import ToolPolicy, builtin_registry, run_registry
 
     registry = servers.registry(builtin_registry(tool_settings))
@@ -87,7 +118,7 @@ async def _run(task: str, settings: AgentSettings, tool_settings: ToolSettings, 
     )
     final: Stopped | None = None
     try:
-        async for event in agent.events(RunRequest(task, registry=run_tools)):
+        async for event in agent.events(RunRequest(task, registry=run_tools, attachments=files)):
             render(event, sys.stdout)
             sys.stdout.flush()
             if isinstance(event, Stopped):
@@ -100,9 +131,15 @@ async def _run(task: str, settings: AgentSettings, tool_settings: ToolSettings, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent_core", description="Run one agent task in the terminal.")
     parser.add_argument("task", help="what the agent should do")
+    parser.add_argument("--file", action="append", default=[], metavar="PATH",
+                        help="a file given with the task (an image, text, PDF, DOCX, audio); repeatable")
     args = parser.parse_args(argv)
     try:
-        return asyncio.run(_main(args.task))
+        files = attachments(args.file)
+    except (ValueError, OSError) as exc:
+        parser.error(str(exc))
+    try:
+        return asyncio.run(_main(args.task, files))
     except (ConfigError, McpConfigError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2

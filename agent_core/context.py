@@ -81,6 +81,8 @@ def assemble(
         last = rest[-1]
         if last.get("role") == "user" and isinstance(last.get("content"), str):
             rest[-1] = {**last, "content": f"{last['content']}\n\n{progress_note}"}
+        elif last.get("role") == "user" and isinstance(last.get("content"), list):  # a task with its images
+            rest[-1] = {**last, "content": [*last["content"], {"type": "text", "text": progress_note}]}
         else:
             rest.append({"role": "user", "content": progress_note})
     # The earlier part's tokens are known from the window, the run's own from above: only the rest is counted.

@@ -139,6 +139,7 @@ class OpenAIChatLLM:
             self._client = openai.AsyncOpenAI(api_key=api_key, base_url=plain, timeout=timeout, max_retries=0)
         # A gateway's key in the query string is kept on every request (but never shown, see redact_url).
         query = {**{k: str(v) for k, v in self._client.default_query.items()}, **url.query}
+        self._query = query
         self._url = str(yarl.URL(f"{self._client.base_url}{path}").with_query(query))
         headers = {k: v for k, v in self._client.default_headers.items() if isinstance(v, str)}
         self._headers = {**headers, **self._client.auth_headers}
@@ -146,6 +147,7 @@ class OpenAIChatLLM:
             # `user:pass@` in the base URL is HTTP Basic auth for a gateway in front of the model server.
             userinfo = f"{url.user}:{url.password or ''}".encode()
             self._headers["Authorization"] = "Basic " + base64.b64encode(userinfo).decode()
+        self._basic_auth = {"Authorization": self._headers["Authorization"]} if url.user is not None else None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
@@ -154,6 +156,23 @@ class OpenAIChatLLM:
             await self._session.close()
             self._session = None
         await self._client.close()
+
+    async def transcribe(self, data: bytes, name: str, mimetype: str, *, model: str) -> str:
+        """Speech to text through the endpoint's ``/audio/transcriptions``; LLMError when it fails."""
+        import openai
+
+        try:
+            answer = await self._client.audio.transcriptions.create(
+                model=model, file=(name, data, mimetype), response_format="json",
+                extra_headers=self._basic_auth, extra_query=self._query)
+        except openai.APIStatusError as exc:
+            raise LLMError(redact_urls(f"transcription failed with HTTP {exc.status_code}: {exc.message}"),
+                           cause=_cause(exc.status_code, _error_fields(exc.body)), status=exc.status_code) from None
+        except openai.APITimeoutError:
+            raise LLMError("transcription timed out", cause="timeout") from None
+        except openai.APIError as exc:
+            raise LLMError(redact_urls(f"transcription failed: {exc}"), cause="unreachable") from None
+        return answer.text
 
     def _open_session(self) -> aiohttp.ClientSession:
         # aiohttp's default pool holds 100 connections: more runs in flight than that would queue for one.

@@ -10,7 +10,20 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import replace
 from typing import Literal, TypeVar, cast
 
-from agent_core import accounting, acting, closing, context, deltas, endings, history, progress, reading, text_react
+from agent_core import (
+    accounting,
+    acting,
+    closing,
+    context,
+    deltas,
+    endings,
+    files_in,
+    history,
+    progress,
+    reading,
+    text_react,
+)
+from agent_core.attachments import vision_default
 from agent_core.budget import DEFAULT_BUDGET_WAIT_SECONDS, Budget, RunHolds
 from agent_core.calibration import Calibration
 from agent_core.cancel import Cancelled, CancelToken
@@ -91,8 +104,15 @@ class Agent:
         budget_wait_seconds: float = DEFAULT_BUDGET_WAIT_SECONDS,
         exfiltration_guard: GuardMode | str = DEFAULT_GUARD_MODE,
         on_llm_call: LLMCallObserver | None = None,
+        vision: bool | None = None,
+        image_max_side: int = files_in.DEFAULT_IMAGE_MAX_SIDE,
+        transcribe_model: str = "",
     ) -> None:
         self.llm, self.registry, self.price = llm, registry, price
+        # How a run's files reach the model (``vision`` None: decided by the model's name).
+        self.files = files_in.FileOptions(
+            vision_default(llm.model) if vision is None else vision, image_max_side, transcribe_model,
+            llm if isinstance(llm, files_in.Transcriber) else None)
         self.on_llm_call = on_llm_call
         self.limits = limits or Limits()
         self.budget, self.store, self.trace = budget, store, trace
@@ -135,6 +155,8 @@ class Agent:
             observation_max_chars=observation_max_chars, tool_timeouts=tool_timeouts,
             budget_wait_seconds=settings.agent_budget_wait_seconds,
             exfiltration_guard=exfiltration_guard, on_llm_call=on_llm_call,
+            vision=settings.vision(), image_max_side=settings.agent_image_max_side,
+            transcribe_model=settings.openai_transcribe_model or "",
         )
 
     async def aclose(self) -> None:
@@ -247,17 +269,23 @@ class Agent:
         # The guard is the run's, but private data read by earlier runs of the thread is in its context too.
         executor.remember_transcript(m.get("content") for m in (*earlier, *current))
         is_new = not current
+        scope = request.scope or ToolContext(run_id="", step=0)
+        stored_task = task_message
+        if request.attachments:  # a resumed run is given its files again: its images are sent again
+            built, scope = await files_in.hand_over(progress_state.task, request.attachments, self.files,
+                                                    executor, scope)
+            task_message, stored_task = built.sent, (built.stored if is_new else task_message)
         tools_spec = executor.registry.schemas() if self.protocol == "tools" and len(executor.registry) else None
         protocol_text = text_react.PROTOCOL_TEXT if self.protocol == "react" else ""
         run = Run(
             run_id=run_id, thread=thread, task=task_message,
             # Counted once here, fitted to what the run's own messages leave at each step.
             earlier=history.Window(history.repair(earlier), self.counter), current=history.repair(current),
-            unsaved=[task_message] if is_new else [], progress=replace(progress_state, status="running"),
+            unsaved=[stored_task] if is_new else [], progress=replace(progress_state, status="running"),
             stopper=stopper, executor=executor,
             holds=RunHolds(budget, run_id, stopper, calibration, wait_seconds=self.budget_wait_seconds,
                            clock=self._clock),
-            cancel=request.cancel or CancelToken(), scope=request.scope or ToolContext(run_id="", step=0),
+            cancel=request.cancel or CancelToken(), scope=scope,
             tools_spec=tools_spec, traces=traces, finished_steps=request.finished_steps,
             streams=self._streams and request.stream_text,
             # The run's tools are fixed: its system message and the schemas' tokens are made once.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Literal
 
 from agent_core import progress
+from agent_core.attachments import is_task_message
 from agent_core.calibration import scaled, unscaled
 from agent_core.context import Prompt, assemble
 from agent_core.events import StopReason
@@ -54,7 +55,7 @@ class Planner:
             history_tokens = min(history_tokens, current + earlier_tokens)
         return assemble(
             run.system, run.earlier, run.task, run.current,
-            progress.note(run.progress, run.stopper, task_sent=run.task.get("content") == run.progress.task),
+            progress.note(run.progress, run.stopper, task_sent=is_task_message(run.task, run.progress.task)),
             history_tokens=history_tokens, counter=self.counter, note_role=self.note_role,
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 
+from agent_core.attachments import Attachment
 from agent_core.budget import Budget
 from agent_core.cancel import CancelToken
 from agent_core.limits import Limits
@@ -50,4 +51,7 @@ class RunRequest:
     #: shows only whole steps and the answer whole (Slack's replies) turns it off: one plain response per call,
     #: not a stream of chunks to parse.
     stream_text: bool = True
+    #: Files given with the task (checked bytes): images go to the model with the task's message, other files are
+    #: listed in it and read with ``read_file`` (``agent_core.files_in``); any of them arms the exfiltration guard.
+    attachments: tuple[Attachment, ...] = ()
 

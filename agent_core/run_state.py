@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_core.attachments import is_task_message
 from agent_core.budget.hold import RunHolds
 from agent_core.calibration import Calibration
 from agent_core.cancel import CancelToken
@@ -85,12 +86,13 @@ class TraceBuffer:
 
 
 def split_resumed(earlier: list[Message], task: str) -> tuple[list[Message], Message, list[Message]] | None:
-    """A crashed worker's run: its messages start at its task message (the newest one with that text).
+    """A crashed worker's run: its messages start at its task message (the newest one with that text, its files'
+    listing after it when it had files).
 
     Returns (history before the run, the task message, the run's own messages so far); None when not found.
     """
     for i in range(len(earlier) - 1, -1, -1):
-        if earlier[i].get("role") == "user" and earlier[i].get("content") == task:
+        if is_task_message(earlier[i], task):
             return earlier[:i], earlier[i], earlier[i + 1 :]
     return None
 

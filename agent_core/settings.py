@@ -8,9 +8,11 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agent_core.attachments import vision_default
 from agent_core.budget.wait import DEFAULT_BUDGET_WAIT_SECONDS
 from agent_core.cost import MICROS_PER_USD, Price, price_for, usd_to_micros
 from agent_core.errors import ConfigError
+from agent_core.files_in import DEFAULT_IMAGE_MAX_SIDE
 from agent_core.history import DEFAULT_HISTORY_TOKENS
 from agent_core.limits import Limits
 from agent_core.llm import OpenAIChatLLM
@@ -54,6 +56,18 @@ class AgentSettings(BaseSettings):
         default="auto",
         description="Tokenizer of the offline counts: `auto` is the model's own for OpenAI models, else o200k_base "
         "with a 25% margin; the provider's reported usage corrects the counts as a run goes.",
+    )
+    openai_vision: bool | None = Field(
+        default=None,
+        description="The model takes images (image parts of the user message); unset: decided by the model's name.",
+    )
+    openai_transcribe_model: str | None = Field(
+        default=None,
+        description="Model of the endpoint's /audio/transcriptions for audio files (e.g. whisper-1); unset: none.",
+    )
+    agent_image_max_side: int = Field(
+        default=DEFAULT_IMAGE_MAX_SIDE, ge=64, le=8192,
+        description="Images are resized so their longer side is at most this many pixels before they are sent.",
     )
     agent_max_steps: int = Field(default=_LIMITS.max_steps, gt=0, description="LLM calls per run.")
     agent_max_tokens: int = Field(
@@ -111,6 +125,10 @@ class AgentSettings(BaseSettings):
             no_progress_steps=self.agent_no_progress_steps,
             max_completion_tokens=self.agent_max_completion_tokens,
         )
+
+    def vision(self) -> bool:
+        """Whether the model is sent images: ``OPENAI_VISION``, else decided by the model's name."""
+        return vision_default(self.openai_model) if self.openai_vision is None else self.openai_vision
 
     def llm(self) -> OpenAIChatLLM:
         """A client of the OpenAI-compatible endpoint these settings name (its key checked by ``require_llm``)."""

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import logging
 import pathlib
+import struct
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Protocol
@@ -193,6 +194,8 @@ def count_message(counter: TokenCounter, message: Mapping[str, Any]) -> int:
     content = message.get("content")
     if isinstance(content, str):
         total += counter.count(content)
+    elif isinstance(content, list):
+        total += _count_parts(counter, content)
     elif content is not None:
         total += counter.count(json.dumps(content, ensure_ascii=False))
     for call in message.get("tool_calls") or ():
@@ -218,3 +221,67 @@ def count_tools(counter: TokenCounter, tools: list[dict[str, Any]] | None) -> in
     if not tools:
         return 0
     return counter.count(json.dumps(tools, separators=(",", ":"), ensure_ascii=False))
+
+
+#: OpenAI's documented cost of an image part at ``detail: high``: a base, plus each 512-pixel tile of the image
+#: once scaled to fit 2048×2048 and then so its shorter side is at most 768.
+IMAGE_BASE_TOKENS, IMAGE_TILE_TOKENS = 85, 170
+#: The most any image costs by that formula (768×2048: 8 tiles), for an image whose size cannot be read.
+IMAGE_MAX_TOKENS = IMAGE_BASE_TOKENS + 8 * IMAGE_TILE_TOKENS
+
+
+def image_tokens(width: int, height: int) -> int:
+    """Prompt tokens of a ``width``×``height`` image part, by OpenAI's formula for high detail."""
+    if width <= 0 or height <= 0:
+        return IMAGE_MAX_TOKENS
+    scale = min(1.0, 2048 / max(width, height))
+    w, h = width * scale, height * scale
+    scale = min(1.0, 768 / min(w, h))
+    w, h = w * scale, h * scale
+    return IMAGE_BASE_TOKENS + IMAGE_TILE_TOKENS * (-(-int(w) // 512)) * (-(-int(h) // 512))
+
+
+def _count_parts(counter: TokenCounter, parts: list[Any]) -> int:
+    total = 0
+    for part in parts:
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") == "text":
+            total += counter.count(str(part.get("text", "")))
+        elif part.get("type") == "image_url":
+            url = part.get("image_url", {}).get("url", "")
+            total += _data_url_tokens(url) if isinstance(url, str) else IMAGE_MAX_TOKENS
+        else:
+            total += counter.count(json.dumps(part, ensure_ascii=False))
+    return total
+
+
+@lru_cache(maxsize=64)  # the task's image is counted at every step; a str's hash is cached, so this is a lookup
+def _data_url_tokens(url: str) -> int:
+    """An image part's tokens from the size in its data URL's header (its base64 text is not tokens)."""
+    head, _, payload = url.partition(",")
+    if not head.startswith("data:") or not head.endswith(";base64"):
+        return IMAGE_MAX_TOKENS  # a remote URL: its size is unknown here
+    try:
+        data = base64.b64decode(payload[: 64 * 1024 // 3 * 4], validate=False)
+    except ValueError:
+        return IMAGE_MAX_TOKENS
+    size = image_size(data)
+    return image_tokens(*size) if size is not None else IMAGE_MAX_TOKENS
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a PNG, GIF or JPEG header (the first bytes suffice); None for anything else."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
+        return struct.unpack(">II", data[16:24])
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        return struct.unpack("<HH", data[6:10])
+    if data.startswith(b"\xff\xd8"):
+        i = 2
+        while i + 9 <= len(data) and data[i] == 0xFF:
+            marker, length = data[i + 1], struct.unpack(">H", data[i + 2 : i + 4])[0]
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start of frame
+                height, width = struct.unpack(">HH", data[i + 5 : i + 9])
+                return width, height
+            i += 2 + length
+    return None

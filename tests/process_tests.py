@@ -24,6 +24,8 @@ PROCESS_TESTS = frozenset({
     "tests/agent_core/test_budget_contention.py::test_a_call_billed_to_a_killed_worker_is_recorded_at_its_worst_case_within_one_lease_period",
     "tests/agent_core/test_budget_contention.py::test_a_call_billed_while_redis_was_down_is_recorded_once_redis_is_back",
     "tests/agent_core/test_budget_contention.py::test_a_call_whose_hold_cannot_be_renewed_is_abandoned_before_the_hold_lapses",
+    "tests/agent_core/test_attachments.py::test_a_pdf_is_listed_and_read_file_is_offered_and_sees_it",
+    "tests/agent_core/test_attachments.py::test_the_terminal_runner_gives_the_run_its_files",
     "tests/agent_core/test_cli.py",
     "tests/bot/test_cancel_watch.py::test_a_press_whose_message_was_lost_to_a_redis_restart_still_stops_the_run",
     "tests/bot/test_embedded_redis.py::test_single_machine_mode",

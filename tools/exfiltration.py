@@ -6,8 +6,8 @@ outbound channel. The guard watches the first and holds back the third, deciding
 model can reshape the data at will (reversed, encoded, split, paraphrased), but not where it sends it.
 It arms when a tool marked ``reads_private_data`` returns (``channel_history``, flagged MCP tools), when a
 tool's ``private_result`` says so (fetch_url: a page from a ``FETCH_URL_ALLOWED_HOSTS`` host, internal means
-private), when the caller passes thread text by others (``EgressPolicy.private_texts``), or when the
-conversation it resumes holds such output. Armed, each call of a tool marked ``outbound`` is checked first:
+private), when the caller passes thread text by others (``EgressPolicy.private_texts``) or files (``given``),
+or when the conversation it resumes holds such output. Armed, each call of a tool marked ``outbound`` is checked first:
 
 1. a destination on the deny-list: held back, whatever else would allow it;
 2. any argument carrying private text (``tools.leaks``, the second layer): held back, even where allowed;
@@ -107,6 +107,11 @@ class ExfiltrationGuard:
                 source = (name if "__" in name else None) if tool is None else private_source(tool, body)
                 if source and body.strip():
                     self._add(source, body if tool is None else private_text(tool, body))
+
+    def given(self, source: str, text: str = "") -> None:
+        """Arm with private data the caller gave the run itself (a file attached to it): ``text`` is what of it
+        the model sees as text, for the leak check ("" for an image, or a file read later through a tool)."""
+        self._add(source, text)
 
     async def clear(self, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext) -> HeldBack | None:
         """None when ``tool`` may run with ``arguments``; else what was held back (the sink is told)."""

@@ -12,6 +12,7 @@ def test_public_names() -> None:
         "Agent",
         "AgentSettings",
         "RunRequest",
+        "Attachment",
         "Limits",
         "CancelToken",
         # the event stream

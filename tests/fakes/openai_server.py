@@ -24,6 +24,7 @@ hangs up on a request that was still being answered (e.g. one held back by ``del
 from __future__ import annotations
 
 import asyncio
+import email.policy
 import inspect
 import json
 import math
@@ -32,6 +33,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from email.parser import BytesParser
 from types import TracebackType
 from typing import Any, Literal, Self
 from urllib.parse import urlsplit
@@ -424,6 +426,11 @@ class FakeOpenAI:
         self._closing = False
         self._runner: web.AppRunner | None = None
         self._base_url: str | None = None
+        # -- audio transcriptions (issue 28)
+        self.transcript = "This is the fake transcript."
+        """What ``POST /v1/audio/transcriptions`` answers (``{"text": transcript}``)."""
+        self.transcriptions: list[dict[str, Any]] = []
+        """Each transcription request's form: ``model``, ``filename``, ``content_type`` and ``size`` of the file."""
 
     # -- lifecycle
 
@@ -553,7 +560,7 @@ class FakeOpenAI:
                     401, "You didn't provide an API key (Authorization: Bearer ...).", code="invalid_api_key"
                 )
             )
-        if malformed:
+        if malformed and not recorded.headers.get("content-type", "").startswith("multipart/form-data"):
             return _error_response(
                 error(400, "We could not parse the JSON body of your request. (HINT: it is not valid JSON.)")
             )
@@ -561,6 +568,8 @@ class FakeOpenAI:
             return web.json_response(self._models_body())
         if (request.method, request.path) == ("POST", "/v1/chat/completions"):
             return await self._chat_completions(request, recorded)
+        if (request.method, request.path) == ("POST", "/v1/audio/transcriptions"):
+            return self._transcription(recorded)
         return _error_response(
             error(
                 404, f"Invalid URL ({request.method} {request.path}): FakeOpenAI serves chat completions only"
@@ -644,6 +653,25 @@ class FakeOpenAI:
     def _next_call_id(self) -> str:
         self._call_ids += 1
         return f"call_{self._call_ids}"
+
+    # -- audio transcriptions (issue 28)
+
+    def _transcription(self, recorded: RecordedRequest) -> web.Response:
+        """``/audio/transcriptions``: a multipart form with ``file`` and ``model``; answers ``{"text": ...}``."""
+        head = f"Content-Type: {recorded.headers.get('content-type', '')}\r\n\r\n".encode()
+        form = BytesParser(policy=email.policy.HTTP).parsebytes(head + recorded.body)
+        fields: dict[str, Any] = {}
+        for part in form.iter_parts() if form.is_multipart() else ():
+            name = part.get_param("name", header="content-disposition")
+            payload = part.get_payload(decode=True) or b""
+            if name == "file":
+                fields.update(filename=part.get_filename(), content_type=part.get_content_type(), size=len(payload))
+            elif isinstance(name, str):
+                fields[name] = payload.decode()
+        if "size" not in fields or not fields.get("model"):
+            return _error_response(error(400, "Missing required parameters: 'file' and 'model'.", param="file"))
+        self.transcriptions.append(fields)
+        return web.json_response({"text": self.transcript})
 
 
 # === Response shapes
