@@ -17,6 +17,30 @@ class SlackReader(Protocol):
         ...
 
 
+class RunFile(Protocol):
+    """A file given to the run (``agent_core.Attachment`` is one): what ``read_file`` reads."""
+
+    @property
+    def name(self) -> str:
+        """The file's name, unique within the run ("report.pdf")."""
+        ...
+
+    @property
+    def mimetype(self) -> str:
+        """The type sniffed from the bytes (``tools.files.sniff``)."""
+        ...
+
+    @property
+    def data(self) -> bytes:
+        """The file's bytes."""
+        ...
+
+    @property
+    def note(self) -> str:
+        """Why the file cannot be used ("" when it can): shown to the model instead of its content."""
+        ...
+
+
 class Approver(Protocol):
     """Asked before a tool marked ``needs_approval`` runs."""
 
@@ -54,3 +78,5 @@ class ToolContext:
     #: Set by the executor on a cleared outbound call: a tool that follows redirects calls it with each hop's
     #: URL, and it raises ``EgressHeld`` for one the guard does not allow.
     egress_hop: Callable[[str], None] | None = None
+    #: The files given to the run, by name (``read_file`` reads them); empty when it has none.
+    files: Mapping[str, RunFile] = field(default_factory=dict)
