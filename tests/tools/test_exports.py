@@ -51,6 +51,15 @@ def test_public_names() -> None:
         "DEFAULT_GUARD_MODE",
         "DEFAULT_OBSERVATION_MAX_CHARS",
         "parse_domain",
+        # files given to a run
+        "RunFile",
+        "sniff",
+        "kind_of",
+        "extract",
+        "prepare_image",
+        "FileUnreadable",
+        "Extracted",
+        "Kind",
     }
     for name in tools.__all__:
         assert getattr(tools, name) is not None

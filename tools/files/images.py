@@ -33,7 +33,7 @@ def prepare_image(data: bytes, mimetype: str, *, max_side: int) -> tuple[bytes, 
             image.load()
             picture = ImageOps.exif_transpose(image)  # phone photos: stored sideways, shown upright
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise FileUnreadable(f"the image declares too many pixels to decode safely ({exc})") from exc
+        raise FileUnreadable(f"the image declares more pixels than are decoded ({exc}) (a decompression bomb?)") from exc
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:  # Pillow's ways of saying "broken"
         raise FileUnreadable(f"the image cannot be decoded ({exc})") from exc
     picture.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
