@@ -33,7 +33,8 @@ def prepare_image(data: bytes, mimetype: str, *, max_side: int) -> tuple[bytes, 
             image.load()
             picture = ImageOps.exif_transpose(image)  # phone photos: stored sideways, shown upright
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise FileUnreadable(f"the image declares more pixels than are decoded ({exc}) (a decompression bomb?)") from exc
+        too_many = f"the image declares more pixels than are decoded ({exc}) (a decompression bomb?)"
+        raise FileUnreadable(too_many) from exc
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:  # Pillow's ways of saying "broken"
         raise FileUnreadable(f"the image cannot be decoded ({exc})") from exc
     picture.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
