@@ -98,7 +98,8 @@ def _answer(file: RunFile, kind: str, extracted: Extracted, pages: str | None, s
             raise ReadFileError(f"{file.name} has no pages (only PDFs do): ask for a range of lines instead")
         chosen = _page_numbers(pages, count, file.name)
     if kind == "pdf":
-        label = f"pages {pages.strip()} of {count}" if pages is not None else f"{count} pages"
+        plural = "s" if len(chosen) > 1 else ""
+        label = f"{count} pages" if pages is None else f"page{plural} {pages.strip()} of {count}"
         text = "\n\n".join(f"--- page {n} ---\n{extracted.pages[n - 1]}" for n in chosen)
     else:
         label, text = file.mimetype, extracted.text
