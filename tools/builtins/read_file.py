@@ -55,10 +55,10 @@ class ReadFileArgs(BaseModel):
 
 @tool(name="read_file", timeout=30.0, reads_private_data=True)
 async def read_file(args: ReadFileArgs, ctx: ToolContext) -> str:
-    """Read a file given in this conversation (text, CSV, JSON, Markdown, code, PDF, Word): whole, some PDF pages,
-    or a range of lines or characters.
+    """Read a file given in this conversation: text, CSV, JSON, Markdown, code, PDF or Word (DOCX).
 
-    Large files: read the pages or lines you need rather than the whole file.
+    Reads the whole file, some PDF pages, or a range of lines or characters; for a large file, read the pages or
+    lines you need rather than all of it.
     """
     file = _find(ctx, args.name)
     if file.note:
