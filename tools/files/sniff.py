@@ -7,8 +7,6 @@ read as the PNG it is. Text has no magic number, so bytes that decode as text ar
 
 from __future__ import annotations
 
-import zipfile
-from io import BytesIO
 from typing import Literal
 
 Kind = Literal["image", "text", "pdf", "docx", "audio", "other"]
@@ -84,13 +82,9 @@ def kind_of(mimetype: str) -> Kind:
 
 
 def _is_docx(data: bytes) -> bool:
-    # Only the central directory is read (names, no content): cheap even for a zip bomb.
-    try:
-        with zipfile.ZipFile(BytesIO(data)) as archive:
-            names = set(archive.namelist())
-    except (zipfile.BadZipFile, ValueError, OSError):
-        return False
-    return "[Content_Types].xml" in names and "word/document.xml" in names
+    # The part names stand in the zip's headers as plain bytes: a scan at memchr speed, where parsing the
+    # central directory of a crafted zip with a million entries would hold the event loop for seconds.
+    return b"[Content_Types].xml" in data and b"word/document.xml" in data
 
 
 def _looks_like_text(head: bytes) -> bool:
