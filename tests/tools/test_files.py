@@ -317,3 +317,18 @@ def test_read_file_is_a_builtin_offered_only_to_runs_with_files() -> None:
 
 def test_extracted_joins_pages() -> None:
     assert Extracted.of(["a", "b"]) == Extracted("a\n\nb", ("a", "b"), False)
+
+
+async def test_a_password_protected_pdf_says_so_and_an_owner_only_one_is_read() -> None:
+    from pypdf import PdfReader, PdfWriter
+
+    def encrypted(user_password: str) -> bytes:
+        writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_bytes(["classified figures"]))))
+        writer.encrypt(user_password, owner_password="owner", algorithm="AES-128")
+        out = io.BytesIO()
+        writer.write(out)
+        return out.getvalue()
+
+    with pytest.raises(FileUnreadable, match="the PDF is encrypted with a password"):
+        await extract(encrypted("secret"), PDF, timeout=20, max_chars=1000)
+    assert (await extract(encrypted(""), PDF, timeout=20, max_chars=1000)).text == "classified figures"
