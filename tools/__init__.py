@@ -1,11 +1,11 @@
 """The tool system: tool values and their registry, the executor that runs one call, and the built-ins.
 
-The engine imports only these names. No Slack here (``SlackReader`` is a port ``bot`` implements), and
-no ``agent_core``.
+The engine imports only these names (the reading of files given to a run too: ``tools.files``). No Slack
+here (``SlackReader`` is a port ``bot`` implements), and no ``agent_core``.
 """
 
 from tools.builtins import builtin_registry
-from tools.context import Approver, RefuseAll, SlackReader, ToolContext
+from tools.context import Approver, RefuseAll, RunFile, SlackReader, ToolContext
 from tools.egress import (
     DEFAULT_GUARD_MODE,
     EgressAnswer,
@@ -18,7 +18,9 @@ from tools.egress import (
     HoldReason,
     parse_domain,
 )
+from tools.errors import FileUnreadable
 from tools.executor import DEFAULT_OBSERVATION_MAX_CHARS, Executor, PreparedCall
+from tools.files import Extracted, Kind, extract, kind_of, prepare_image, sniff
 from tools.mcp import McpConfigError, McpServers
 from tools.outbox import Outbox, OutgoingFile
 from tools.policy import ToolListing, ToolPolicy, matches, run_registry
@@ -48,8 +50,11 @@ __all__ = [
     "DEFAULT_OBSERVATION_MAX_CHARS",
     "parse_domain",
     "OutgoingFile",
+    "Extracted",
+    "Kind",
     # ports and their simple implementations
     "SlackReader",
+    "RunFile",
     "Approver",
     "RefuseAll",
     "TraceSink",
@@ -74,4 +79,10 @@ __all__ = [
     "ToolSettings",
     "secret_values",
     "builtin_registry",
+    # files given to a run
+    "sniff",
+    "kind_of",
+    "extract",
+    "prepare_image",
+    "FileUnreadable",
 ]

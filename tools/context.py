@@ -18,6 +18,30 @@ class SlackReader(Protocol):
         ...
 
 
+class RunFile(Protocol):
+    """A file given to the run (``agent_core.Attachment`` is one): what ``read_file`` reads."""
+
+    @property
+    def name(self) -> str:
+        """The file's name, unique within the run ("report.pdf")."""
+        ...
+
+    @property
+    def mimetype(self) -> str:
+        """The type sniffed from the bytes (``tools.files.sniff``)."""
+        ...
+
+    @property
+    def data(self) -> bytes:
+        """The file's bytes."""
+        ...
+
+    @property
+    def note(self) -> str:
+        """Why the file cannot be used ("" when it can): shown to the model instead of its content."""
+        ...
+
+
 class Approver(Protocol):
     """Asked before a tool marked ``needs_approval`` runs."""
 
@@ -60,3 +84,5 @@ class ToolContext:
     #: Set by the executor on a call of a ``shown_in_thread`` tool once the guard is armed: text as the run may
     #: show it in the thread (links it may not reach shown as text, as in the answer).
     for_thread: Callable[[str], str] | None = None
+    #: The files given to the run, by name (``read_file`` reads them); empty when it has none.
+    files: Mapping[str, RunFile] = field(default_factory=dict)

@@ -10,6 +10,7 @@
     +-- FetchError             fetch_url could not read the page (HTTP status, content type, size)
     |   +-- BlockedURLError    the URL, or a redirect hop, points somewhere fetch_url must not go
     +-- SearchError            the search backend failed or answered something unreadable
+    +-- FileUnreadable         a file given to the run cannot be read (broken, hostile, wrong type, too slow)
 
     ToolDefinitionError        (a TypeError) a programmer mistake in a @tool definition; raised at
                                import or start-up, never during a run
@@ -47,6 +48,11 @@ class BlockedURLError(FetchError):
 
 class SearchError(ToolError):
     """The web search backend failed or answered something that is not a result list."""
+
+
+class FileUnreadable(ToolError):
+    """A file cannot be read: damaged, encrypted, not what its type says, a zip or decompression bomb, or too
+    slow to read; the message says which, for the user."""
 
 
 class ToolDefinitionError(TypeError):

@@ -1,9 +1,9 @@
 """Per-workspace tool policy and the per-run tool list.
 
 ``ToolPolicy`` is a workspace's allow-list. ``run_registry`` then fits the enabled tools to one run: only
-the ones that can work where it runs, and, past ``AGENT_TOOLS_PER_RUN``, the ones most relevant to the
-task (BM25 over names and descriptions; built-ins always kept). The rest stay callable: a call to one is
-accepted and adds it to the run's list.
+the ones that can work where it runs (``read_file`` only in a run given files), and, past
+``AGENT_TOOLS_PER_RUN``, the ones most relevant to the task (BM25 over names and descriptions; built-ins always
+kept). The rest stay callable: a call to one is accepted and adds it to the run's list.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from tools.tool import Tool
 Environment = Literal["slack", "terminal"]
 #: Built-ins that need a Slack workspace behind them.
 SLACK_ONLY_TOOLS = frozenset({"channel_history", "attach_file"})
+#: Built-ins that need files given to the run.
+FILE_TOOLS = frozenset({"read_file"})
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _BM25_K1, _BM25_B = 1.2, 0.75
 
@@ -71,10 +73,20 @@ class ToolListing:
 
 
 def run_registry(
-    enabled: Registry, *, task: str, environment: Environment, limit: int = DEFAULT_TOOLS_PER_RUN
+    enabled: Registry,
+    *,
+    task: str,
+    environment: Environment,
+    limit: int = DEFAULT_TOOLS_PER_RUN,
+    has_files: bool = False,
 ) -> Registry:
-    """The run's tools: those that work in ``environment``, offering at most ``limit`` (built-ins kept)."""
-    usable = [t for t in enabled if environment == "slack" or t.name not in SLACK_ONLY_TOOLS]
+    """The run's tools: those that work in ``environment`` (and with or without files), offering at most
+    ``limit`` (built-ins kept)."""
+    usable = [
+        t
+        for t in enabled
+        if (environment == "slack" or t.name not in SLACK_ONLY_TOOLS) and (has_files or t.name not in FILE_TOOLS)
+    ]
     if len(usable) <= limit:
         return Registry(usable)
     builtins = [t for t in usable if t.server is None]

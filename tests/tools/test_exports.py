@@ -54,6 +54,15 @@ def test_public_names() -> None:
         # files out: attach_file's port
         "Outbox",
         "OutgoingFile",
+        # files given to a run
+        "RunFile",
+        "sniff",
+        "kind_of",
+        "extract",
+        "prepare_image",
+        "FileUnreadable",
+        "Extracted",
+        "Kind",
     }
     for name in tools.__all__:
         assert getattr(tools, name) is not None
