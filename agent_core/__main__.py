@@ -59,7 +59,7 @@ def attachments(paths: Sequence[str]) -> tuple[Attachment, ...]:
     """``--file`` paths as the run's files, their types sniffed from their bytes; ValueError says what is wrong."""
     if not paths:
         return ()
-    from tools import sniff  # type: ignore[attr-defined, unused-ignore]
+    from tools import sniff
 
     files: dict[str, Attachment] = {}
     total = 0
@@ -114,7 +114,7 @@ async def _run(
     )
     run_tools = run_registry(
         ToolPolicy(tool_settings.agent_tools or None).enabled(registry),
-        task=task, environment="terminal", limit=tool_settings.agent_tools_per_run,
+        task=task, environment="terminal", limit=tool_settings.agent_tools_per_run, has_files=bool(files),
     )
     final: Stopped | None = None
     try:

@@ -113,11 +113,11 @@ async def hand_over(
 def with_files(scope: ToolContext, files: Sequence[Attachment]) -> ToolContext:
     """The tools' view of the run with its files, by name."""
     named: Mapping[str, Attachment] = {f.name: f for f in files}
-    return replace(scope, files=named)  # type: ignore[call-arg, unused-ignore]  # ToolContext.files: tools.files
+    return replace(scope, files=named)  # ToolContext.files: tools.files
 
 
 async def _add(listing: _Listing, file: Attachment, options: FileOptions, *, readable: bool) -> None:
-    from tools import kind_of  # type: ignore[attr-defined, unused-ignore]
+    from tools import kind_of
 
     source = f"attached file {file.name}"
     listing.private.append((source, ""))
@@ -138,7 +138,7 @@ async def _add(listing: _Listing, file: Attachment, options: FileOptions, *, rea
 
 
 async def _image(listing: _Listing, file: Attachment, head: str, options: FileOptions) -> None:
-    from tools import FileUnreadable, prepare_image  # type: ignore[attr-defined, unused-ignore]
+    from tools import FileUnreadable, prepare_image
 
     if not options.vision:
         listing.line(f"{head}): an image, and this model cannot see images. Tell the user you cannot see it.")
@@ -159,7 +159,7 @@ async def _image(listing: _Listing, file: Attachment, head: str, options: FileOp
 async def _document(
     listing: _Listing, file: Attachment, head: str, source: str, *, pdf: bool, readable: bool
 ) -> None:
-    from tools import FileUnreadable, extract  # type: ignore[attr-defined, unused-ignore]
+    from tools import FileUnreadable, extract
 
     try:
         read = await extract(file.data, file.mimetype, timeout=EXTRACT_SECONDS, max_chars=EXTRACT_MAX_CHARS)

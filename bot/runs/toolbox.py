@@ -74,11 +74,12 @@ class Toolbox:
         """Every tool the operator enabled, as the servers list them right now."""
         return self._policy.enabled(self.servers.registry(self._base))
 
-    def for_run(self, choice: ToolChoice, *, task: str) -> Registry:
-        """The run's tools: enabled here, on in the workspace, usable in Slack, the most relevant past the cap."""
+    def for_run(self, choice: ToolChoice, *, task: str, has_files: bool = False) -> Registry:
+        """The run's tools: enabled here, on in the workspace, usable in Slack (``read_file`` in a run given files),
+        the most relevant past the cap."""
         enabled = self.enabled()
         mine = enabled.select(t.name for t in enabled if choice.is_on(t.name))
-        return run_registry(mine, task=task, environment="slack", limit=self._per_run)
+        return run_registry(mine, task=task, environment="slack", limit=self._per_run, has_files=has_files)
 
     def secrets(self) -> list[str]:
         """The ``${VAR}`` values of the MCP config, for the run's redactor and the logs."""
