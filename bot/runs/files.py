@@ -8,7 +8,8 @@ gone, another workspace's, a login page in its place) becomes an attachment with
 model is told, and the thread hears about the message's own files in one short reply before the run.
 
 Earlier files: each run records its turn's files in the thread's ``files`` hash (expiring with the thread), and
-the next runs of the thread get them too, newest first after their own, as far as the per-run cap allows. The
+the next runs of the thread get them too, newest first after their own, as far as the per-run cap allows; the
+first run in a thread also reads the files of the messages before it (``conversations.replies``, once). The
 token is only ever sent to Slack's own hosts (the Web API's host and its subdomains).
 """
 
@@ -43,6 +44,9 @@ FILES_ONLY_TASK = "Look at the attached file(s) and tell me what they contain."
 MAX_FILES_PER_MESSAGE = 10
 #: Earlier files of the thread a run gets at most (newest first).
 MAX_THREAD_FILES = 20
+#: The thread's messages before the bot's first run in it whose files it reads (``conversations.replies``).
+SCANNED_MESSAGES = 100
+_SCANNED = "scanned"
 #: Redirects followed within Slack's hosts (a redirect elsewhere is refused: the token stays with Slack).
 MAX_REDIRECTS = 3
 _CHUNK = 64 * 1024
@@ -75,35 +79,73 @@ def files_of_event(event: dict[str, object]) -> tuple[FileRef, ...]:
 
 
 class ThreadFiles:
-    """The files posted in a thread's turns, so a follow-up run can use them (the thread's ``files`` hash)."""
+    """The files posted in a thread, so a follow-up run can use them (the thread's ``files`` hash).
+
+    The hash holds each turn's files, and once (field ``scanned``) those of the thread's messages before the bot's
+    first run in it: a reply mentioning the bot under a message with a PDF gets the PDF.
+    """
 
     def __init__(self, redis: Redis, keys: AppKeys, ttl_seconds: int) -> None:
         self.redis = redis
         self.keys = keys
         self.ttl_seconds = ttl_seconds
 
-    async def for_run(self, turn: Turn) -> tuple[FileRef, ...]:
+    async def for_run(self, turn: Turn, client: AsyncWebClient) -> tuple[FileRef, ...]:
         """The turn's own files, then the thread's earlier ones (newest first); records the turn's for later."""
         key = self.keys.thread_files(turn.thread)
         stored: dict[bytes, bytes] = await self.redis.hgetall(key)  # type: ignore[misc]
+        new = [(turn.message_ts, ref) for ref in turn.files]
+        just_scanned = False
+        if _SCANNED.encode() not in stored:
+            found = await _files_before(turn, client)
+            just_scanned = found is not None
+            new.extend(found or ())
         own = {f.id for f in turn.files}
-        earlier: list[tuple[float, FileRef]] = []
-        for raw in stored.values():
+        earlier: dict[str, tuple[float, FileRef]] = {}
+        for raw in [*stored.values(), *(_record(ts, ref) for ts, ref in new)]:
             try:
                 record = json.loads(raw)
                 ref, ts = FileRef.from_record(record["file"]), float(record["ts"])
             except (ValueError, TypeError, KeyError):
-                continue  # not written by this code: skipped, never fatal
+                continue  # the marker, or not written by this code: skipped, never fatal
             if ref.id not in own and ts < float(turn.message_ts):
-                earlier.append((ts, ref))
-        earlier.sort(key=lambda e: e[0], reverse=True)
-        if turn.files:
+                earlier[ref.id] = (ts, ref)
+        if new or just_scanned:
             async with self.redis.pipeline(transaction=False) as pipe:
-                for ref in turn.files:
-                    pipe.hset(key, ref.id, json.dumps({"ts": turn.message_ts, "file": ref.to_record()}))
+                for ts, ref in new:
+                    pipe.hset(key, ref.id, _record(ts, ref))
+                if just_scanned:
+                    pipe.hset(key, _SCANNED, "1")
                 pipe.expire(key, self.ttl_seconds)
                 await pipe.execute()
-        return (*turn.files, *(ref for _, ref in earlier[:MAX_THREAD_FILES]))
+        newest = sorted(earlier.values(), key=lambda e: e[0], reverse=True)[:MAX_THREAD_FILES]
+        return (*turn.files, *(ref for _, ref in newest))
+
+
+def _record(ts: str, ref: FileRef) -> str:
+    return json.dumps({"ts": ts, "file": ref.to_record()})
+
+
+async def _files_before(turn: Turn, client: AsyncWebClient) -> list[tuple[str, FileRef]] | None:
+    """The files of the thread's messages before this turn, when it is a reply (``[]`` for a thread's first
+    message); None when Slack could not say (the next run asks again)."""
+    if turn.reply_thread_ts == turn.message_ts:
+        return []
+    try:
+        reply = await client.conversations_replies(
+            channel=turn.conversation.channel_id, ts=turn.reply_thread_ts, latest=turn.message_ts, inclusive=False,
+            limit=SCANNED_MESSAGES,
+        )
+    except SlackApiError as exc:
+        log.info("the files of thread %s were not read: %s", turn.thread, exc.response.get("error"))
+        return None
+    messages = reply.get("messages") or []
+    return [
+        (str(m["ts"]), ref) for m in messages
+        if isinstance(m, dict) and not m.get("bot_id") and isinstance(m.get("ts"), str)
+        and float(m["ts"]) < float(turn.message_ts)
+        for ref in files_of_event(m)
+    ]
 
 
 class FileFetcher:
@@ -261,7 +303,7 @@ async def gather_attachments(
     turn: Turn, client: AsyncWebClient, thread_files: ThreadFiles, caps: FileCaps
 ) -> tuple[tuple[Attachment, ...], str]:
     """The run's attachments and the notice about the problems of the turn's own files ("" when none)."""
-    refs = await thread_files.for_run(turn)
+    refs = await thread_files.for_run(turn, client)
     if not refs:
         return (), ""
     attachments = await FileFetcher(client, turn.workspace, caps).fetch(refs)

@@ -226,3 +226,22 @@ async def test_same_names_are_made_unique_and_a_malformed_files_list_is_refused(
     assert [a.name for a in capture.attachments()] == ["image.png", "image (2).png"]
     refused = await app.post_event(event_body({**mention(text="<@UBOT> x", ts=next_ts()), "files": "F1"}))
     assert refused.status == 400
+
+
+async def test_a_mention_under_a_message_with_a_file_gets_that_file(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.queue(text("The report says..."), text("Page two says..."))
+    pdf = fake_slack.add_file(FakeFile("F1", "q3.pdf", PDF, "application/pdf"))
+    parent = next_ts()
+    fake_slack.replies[("C1", parent)] = [
+        {"type": "message", "user": "U2", "ts": parent, "text": "the Q3 report", "files": [pdf]},
+    ]
+    capture = Capture()
+    await app.post_event(event_body(mention(text="<@UBOT> summarise it", thread_ts=parent, ts=next_ts())))
+    await app.drain(agent_factory=capture)
+    await app.post_event(event_body(message(text="and page two?", thread_ts=parent, ts=next_ts())))
+    await app.drain(agent_factory=capture)
+    assert [[a.name for a in capture.attachments(i)] for i in range(2)] == [["q3.pdf"], ["q3.pdf"]]
+    scans = [c for c in fake_slack.calls_of("conversations.replies") if "latest" in c.params]
+    assert len(scans) == 1  # read for files once, at the thread's first run
