@@ -134,12 +134,15 @@ async def test_a_file_shared_in_a_reply_and_then_a_follow_up_refer_to_earlier_fi
     assert [d[0] for d in fake_slack.downloads] == ["F1", "F1"]
 
 
-async def test_a_slack_connect_stub_is_resolved_with_files_info(
-    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+@pytest.mark.parametrize("shape", ["Slack Connect stub", "id only"])
+async def test_a_file_the_event_only_names_is_described_with_files_info(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, shape: str
 ) -> None:
     fake_openai.queue(text("ok"))
     stub = fake_slack.add_file(FakeFile("F1", "notes.txt", b"meeting notes", "text/plain", stub=True))
-    assert stub == {"id": "F1", "file_access": "check_file_info", "mode": "hidden_by_limit"}
+    assert stub["file_access"] == "check_file_info" and "url_private_download" not in stub
+    if shape == "id only":  # what an app_mention may carry: files: [{"id": ...}]
+        stub = {"id": "F1"}
     capture = Capture()
     ts = next_ts()
     await app.post_event(event_body(with_files(mention(text="<@UBOT> read it", ts=ts), stub)))

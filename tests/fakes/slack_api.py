@@ -196,7 +196,8 @@ class FakeFile:
     def entry(self, base: str) -> dict[str, Any]:
         """The file as a message event's ``files[]`` lists it (``base``: the fake's own address)."""
         if self.stub:
-            return {"id": self.id, "file_access": "check_file_info", "mode": "hidden_by_limit"}
+            return {"id": self.id, "mode": "file_access", "file_access": "check_file_info", "created": 0,
+                    "timestamp": 0, "user": ""}
         url = f"{base}/files-pri/{self.id}/{self.name}"
         return {
             "id": self.id, "name": self.name, "title": self.name, "mimetype": self.mimetype,
