@@ -101,19 +101,21 @@ class ThreadFiles:
             just_scanned = found is not None
             new.extend(found or ())
         own = {f.id for f in turn.files}
+        records = [*(_record(ts, ref) for ts, ref in new)]
         earlier: dict[str, tuple[float, FileRef]] = {}
-        for raw in [*stored.values(), *(_record(ts, ref) for ts, ref in new)]:
+        raws: list[str | bytes] = [*stored.values(), *records]
+        for raw in raws:
             try:
                 record = json.loads(raw)
-                ref, ts = FileRef.from_record(record["file"]), float(record["ts"])
+                ref, when = FileRef.from_record(record["file"]), float(record["ts"])
             except (ValueError, TypeError, KeyError):
                 continue  # the marker, or not written by this code: skipped, never fatal
-            if ref.id not in own and ts < float(turn.message_ts):
-                earlier[ref.id] = (ts, ref)
-        if new or just_scanned:
+            if ref.id not in own and when < float(turn.message_ts):
+                earlier[ref.id] = (when, ref)
+        if records or just_scanned:
             async with self.redis.pipeline(transaction=False) as pipe:
-                for ts, ref in new:
-                    pipe.hset(key, ref.id, _record(ts, ref))
+                for (_, ref), raw in zip(new, records, strict=True):
+                    pipe.hset(key, ref.id, raw)
                 if just_scanned:
                     pipe.hset(key, _SCANNED, "1")
                 pipe.expire(key, self.ttl_seconds)

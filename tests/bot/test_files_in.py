@@ -4,6 +4,8 @@ workspace's token and handed to the run; every file that cannot be used gets its
 from __future__ import annotations
 
 import json
+import struct
+import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,8 +22,40 @@ from tests.fakes.openai_server import FakeOpenAI, text
 from tests.fakes.slack_api import FakeFile, FakeSlack, PostedMessage
 from tests.signing import event_body, mention, message, next_ts
 
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(64)
-PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+
+def _png(width: int = 4, height: int = 3) -> bytes:
+    """A real PNG (grey pixels), decodable by any image library."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + bytes([128] * width) for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def _pdf(text: str) -> bytes:
+    """A one-page PDF drawing ``text`` in Helvetica: a PDF reader reads the text back."""
+    stream = f"BT /F1 12 Tf 50 780 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 842] /Resources << /Font << /F1 4 0 R >> >> "
+        b"/Contents 5 0 R >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+PNG = _png()
+PDF = _pdf("Quarterly revenue grew by 12 percent")
 #: Small caps, so the tests' files cross them without megabytes of traffic.
 FILE_CAP, RUN_CAP = 4_000, 6_000
 
@@ -48,7 +82,7 @@ class Capture:
         return Recording()
 
     def attachments(self, run: int = -1) -> list[Any]:
-        return list(getattr(self.requests[run], "attachments", ()))
+        return list(self.requests[run].attachments)
 
 
 @pytest.fixture
@@ -88,17 +122,9 @@ async def test_a_mention_with_a_png_and_a_pdf_hands_both_to_the_run(
         ("chart.png", "image/png", PNG, "F1", ""), ("report.pdf", "application/pdf", PDF, "F2", ""),
     ]
     assert not notices(fake_slack.thread_messages("C1", ts))
-    if _engine_takes_attachments():  # F3: the image reaches the model as an image part, the PDF is named
-        sent = json.dumps(fake_openai.requests[0].json)
-        assert "image_url" in sent and "report.pdf" in sent
-
-
-def _engine_takes_attachments() -> bool:
-    import dataclasses
-
-    import agent_core.request
-
-    return "attachments" in {f.name for f in dataclasses.fields(agent_core.request.RunRequest)}
+    # The model gets the image as an image part of the task's message, and the PDF named in it.
+    [task] = [m for m in fake_openai.requests[0].json["messages"] if isinstance(m["content"], list)]
+    assert [p["type"] for p in task["content"]].count("image_url") == 1 and "report.pdf" in json.dumps(task)
 
 
 async def test_a_mention_with_only_a_file_still_runs(app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI) -> None:
