@@ -25,7 +25,7 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 from redis.asyncio import Redis
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import Attachment
@@ -138,16 +138,23 @@ async def _files_before(turn: Turn, client: AsyncWebClient) -> list[tuple[str, F
             channel=turn.conversation.channel_id, ts=turn.reply_thread_ts, latest=turn.message_ts, inclusive=False,
             limit=SCANNED_MESSAGES,
         )
-    except SlackApiError as exc:
-        log.info("the files of thread %s were not read: %s", turn.thread, exc.response.get("error"))
+    except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+        log.info("the files of thread %s were not read: %s", turn.thread, exc)
         return None
     messages = reply.get("messages") or []
     return [
         (str(m["ts"]), ref) for m in messages
-        if isinstance(m, dict) and not m.get("bot_id") and isinstance(m.get("ts"), str)
-        and float(m["ts"]) < float(turn.message_ts)
+        if isinstance(m, dict) and not m.get("bot_id") and _before(m.get("ts"), turn.message_ts)
         for ref in files_of_event(m)
     ]
+
+
+def _before(ts: object, than: str) -> bool:
+    """``ts`` is a message ts older than ``than`` (anything else is not)."""
+    try:
+        return isinstance(ts, str) and float(ts) < float(than)
+    except ValueError:
+        return False
 
 
 class FileFetcher:
@@ -198,6 +205,8 @@ class FileFetcher:
                 if error in ("file_not_found", "file_deleted"):
                     raise FileProblem(f"Slack says it no longer exists (`{error}`)") from exc
                 raise FileProblem(f"Slack would not describe it (`{error}`)") from exc
+            except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+                raise FileProblem(f"Slack could not be asked about it ({type(exc).__name__})") from exc
             full = FileRef.of_event(info.get("file"))
             if full is None:
                 raise FileProblem("Slack would not describe it")
