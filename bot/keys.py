@@ -53,6 +53,11 @@ class AppKeys(Keys):
         """One approval request: ``pending``, then its decision; also the channel the decision is published on."""
         return f"{self.thread_base(thread)}:approval:{run_id}:{request_id}"
 
+    def thread_files(self, thread: str) -> str:
+        """Hash: file id -> a file posted in the thread's turns (its reference and the message ts), so a follow-up
+        can use files posted earlier; it expires with the thread (``bot.runs.files``)."""
+        return f"{self.thread_base(thread)}:files"
+
     def job_id(self, kind: str, thread: str, turn: str) -> str:
         """An arq job id (``turn``, ``next``, or ``wake`` with a unique ``turn``): arq's own keys
         (``arq:job:<id>``) then carry the prefix too, and Slack's retries of one message map to one job."""

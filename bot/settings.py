@@ -30,7 +30,7 @@ DEFAULT_QUEUE_NAME = "agent:queue"
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
 #: The bot scopes an OAuth install asks for: exactly manifest.json's (tests/bot/test_manifest.py).
 DEFAULT_BOT_SCOPES = (
-    "app_mentions:read,assistant:write,channels:history,chat:write,commands,groups:history,im:history,"
+    "app_mentions:read,assistant:write,channels:history,chat:write,commands,files:read,groups:history,im:history,"
     "mpim:history,reactions:write,users:read"
     ",files:write,canvases:write"  # files out: long answers (a canvas with AGENT_ANSWER_CANVAS), attach_file
 )
@@ -48,6 +48,11 @@ DEFAULT_MAX_CONCURRENT_RUNS = 10
 MAX_CONCURRENT_RUNS_CAP = 1000
 #: Runs one person has in flight in a workspace by default (``/agent-limits max-concurrent-per-user`` changes it).
 DEFAULT_MAX_CONCURRENT_RUNS_PER_USER = 3
+#: Files in (bot/runs/files.py): the largest file a run downloads, all of one run's files together, and how long
+#: one download may take.
+DEFAULT_FILE_MAX_BYTES = 20 * 1024 * 1024
+DEFAULT_FILES_MAX_BYTES_PER_RUN = 50 * 1024 * 1024
+DEFAULT_FILE_DOWNLOAD_TIMEOUT_SECONDS = 30.0
 #: Slack shows up to four suggested prompts; a title is a short label, a message is what gets sent.
 MAX_SUGGESTED_PROMPTS = 4
 
@@ -162,6 +167,17 @@ class Settings(AgentSettings, ToolSettings):
     agent_approval_timeout_seconds: float = Field(
         default=DEFAULT_APPROVAL_TIMEOUT_SECONDS, gt=0,
         description="How long a tool call needing approval waits for a press before it is denied.",
+    )
+    agent_file_max_bytes: int = Field(
+        default=DEFAULT_FILE_MAX_BYTES, gt=0,
+        description="Largest file a run downloads from Slack (bytes); a larger one is refused with a note.",
+    )
+    agent_files_max_bytes_per_run: int = Field(
+        default=DEFAULT_FILES_MAX_BYTES_PER_RUN, gt=0,
+        description="All the files one run downloads together (bytes): the message's own first, then the thread's.",
+    )
+    agent_file_download_timeout_seconds: float = Field(
+        default=DEFAULT_FILE_DOWNLOAD_TIMEOUT_SECONDS, gt=0, description="How long one file's download may take."
     )
     slack_client_id: str | None = Field(
         default=None, description="OAuth client id; set instead of SLACK_BOT_TOKEN to serve many workspaces."

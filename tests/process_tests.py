@@ -31,6 +31,8 @@ PROCESS_TESTS = frozenset({
     "tests/bot/test_embedded_redis.py::test_single_machine_mode",
     "tests/bot/test_events.py::test_healthz_is_503_when_redis_is_down",
     "tests/bot/test_exfiltration_corpus.py",
+    "tests/bot/test_files_in.py::test_a_mention_under_a_message_with_a_file_gets_that_file",  # a PDF is read
+    "tests/bot/test_files_in.py::test_a_mention_with_a_png_and_a_pdf_hands_both_to_the_run",
     "tests/bot/test_grid.py::test_a_guest_of_one_workspace_gets_no_run_there_after_a_run_at_home_and_each_run_is_paid_by_its_own",
     "tests/bot/test_grid.py::test_an_admin_of_one_workspace_is_no_admin_of_its_sibling_before_or_after_acting_at_home",
     "tests/bot/test_handover.py",

@@ -66,6 +66,12 @@ def check_event(event: Mapping[str, Any]) -> None:
         _ts(event, name)
     for name in _EVENT_TEXTS:
         _text(event, name)
+    files = event.get("files")
+    if files is not None:
+        if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+            raise Refused("event.files is not a list of objects")
+        for file in files:
+            _id(file, "id", required=True)
     if event.get("type") == "app_home_opened":
         _id(event, "user", required=True)
     if event.get("type") in ("assistant_thread_started", "assistant_thread_context_changed"):

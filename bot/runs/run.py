@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent_core import (
+    Attachment,
     CancelToken,
     Event,
     Lease,
@@ -39,6 +40,7 @@ from bot.runs.after import AfterRun
 from bot.runs.approvals import SlackApprover
 from bot.runs.cancel_watch import CancelWatch
 from bot.runs.egress import ThreadNotices, egress_policy
+from bot.runs.files import EarlierFiles, FileCaps, gather_attachments
 from bot.runs.toolbox import Toolbox
 from bot.runs.turn import Turn
 from bot.settings import Display, Settings, Verbosity
@@ -105,6 +107,8 @@ class RunParts:
     token: CancelToken
     approver: SlackApprover
     scope: ToolContext
+    #: The turn's files and the thread's earlier ones, downloaded (``bot.runs.files``).
+    attachments: tuple[Attachment, ...] = ()
 
 
 class TurnRunner:
@@ -135,6 +139,8 @@ class TurnRunner:
         self.leases = leases
         self.missing_final = missing_final
         self.after = AfterRun(settings, store, limits)
+        self.thread_files = EarlierFiles(redis, keys, settings.thread_ttl_seconds)
+        self.file_caps = FileCaps.of(settings)
         self.cancels = CancelWatch(redis, keys.cancel_pattern())
         # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
         # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
@@ -240,6 +246,9 @@ class TurnRunner:
         if isinstance(plan, RunBlocked):
             await poster.post(turn.target, render.notice(plan.message))
             return None
+        attachments, problems = await gather_attachments(turn, poster.client, self.thread_files, self.file_caps)
+        if problems:
+            await poster.post(turn.target, render.notice(problems))
         run_id = turn.run_id
         ledger = self.ledger(turn)
         # ``job``: the job holding the thread's slot, which a worker resuming the run frees when it is done.
@@ -258,7 +267,7 @@ class TurnRunner:
             outbox=files,
         )
         sink = self.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files)
-        return RunParts(plan, ledger, sink, CancelToken(), approver, scope)
+        return RunParts(plan, ledger, sink, CancelToken(), approver, scope, attachments)
 
     async def _drive(
         self, turn: Turn, parts: RunParts, lease: Lease, state: ThreadState, *, resume: bool, last_try: bool
@@ -273,9 +282,10 @@ class TurnRunner:
                 events = self.agent.events(RunRequest(
                     turn.text, thread=turn.thread, loaded=state, run_id=run_id, cancel=parts.token, scope=parts.scope,
                     limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
-                    registry=self.toolbox.for_run(parts.plan.tools, task=turn.text),
+                    registry=self.toolbox.for_run(
+                        parts.plan.tools, task=turn.text, has_files=bool(parts.attachments)),
                     finished_steps=True,  # the replies display posts whole steps, once persisted
-                    stream_text=sink.shows_answer_live,
+                    stream_text=sink.shows_answer_live, attachments=parts.attachments,
                 ))
                 interrupted = await pipelined(events, sink, keeper.valid)
                 if interrupted is not None or not keeper.valid():

@@ -12,6 +12,63 @@ from bot.thread.poster import Target
 
 
 @dataclass(frozen=True, slots=True)
+class FileRef:
+    """A file attached to a message, as the event names it; its bytes are fetched when the run starts
+    (:mod:`bot.runs.files`). Everything here is what Slack claims: the bytes decide the type."""
+
+    id: str
+    name: str = ""
+    mimetype: str = ""
+    """Slack's claim, from the name; the run sniffs the real type from the bytes."""
+    size: int = 0
+    """Declared size in bytes (0: not given); refused against the caps before any download."""
+    url: str = ""
+    """``url_private_download``: needs the workspace's bot token (scope ``files:read``)."""
+    team: str = ""
+    """The workspace the file belongs to (``user_team``, else ``source_team``), when the event says."""
+    stub: bool = False
+    """A Slack Connect stub (``file_access: check_file_info``): ``files.info`` gives the rest."""
+
+    @classmethod
+    def of_event(cls, raw: Any) -> FileRef | None:
+        """From one entry of a message event's ``files[]``; None when it names no file."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not raw["id"]:
+            return None
+
+        def text(name: str) -> str:
+            value = raw.get(name)
+            return value if isinstance(value, str) else ""
+
+        size = raw.get("size")
+        return cls(
+            raw["id"], name=text("name") or text("title"), mimetype=text("mimetype"),
+            size=size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 0,
+            url=text("url_private_download") or text("url_private"), team=text("user_team") or text("source_team"),
+            stub=raw.get("file_access") == "check_file_info",
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"id": self.id, "name": self.name, "mimetype": self.mimetype, "size": self.size,
+                                  "url": self.url, "team": self.team}
+        if self.stub:
+            record["stub"] = True
+        return record
+
+    @classmethod
+    def from_record(cls, record: Any) -> FileRef:
+        """What ``to_record`` wrote; raises ``TypeError`` for anything else."""
+        if not isinstance(record, dict):
+            raise TypeError("a file record is a JSON object")
+        values = {name: record.get(name, "") for name in ("id", "name", "mimetype", "url", "team")}
+        size, stub = record.get("size", 0), record.get("stub", False)
+        if not all(isinstance(v, str) for v in values.values()) or not values["id"]:
+            raise TypeError(f"a file record's fields are strings and it has an id, got {record!r:.200}")
+        if not isinstance(size, int) or not isinstance(stub, bool):
+            raise TypeError(f"a file record's size is a number, got {record!r:.200}")
+        return cls(size=size, stub=stub, **values)
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One human message to answer: the conversation it continues and where to reply.
 
@@ -28,14 +85,19 @@ class Turn:
     reply_thread_ts: str
     """The Slack thread the replies go in (a DM conversation spans many)."""
     message_ts: str
+    files: tuple[FileRef, ...] = ()
+    """The files attached to the message (stored only when there are some: older readers see the same shape)."""
 
     def to_json(self) -> str:
         conv, ws = self.conversation, self.conversation.workspace
-        return json.dumps({
+        record: dict[str, Any] = {
             "thread": conv.id, "turn_id": self.turn_id, "text": self.text, "user_id": self.user_id,
             "team_id": ws.team_id, "enterprise_id": ws.enterprise_id, "channel_id": conv.channel_id,
             "reply_thread_ts": self.reply_thread_ts, "message_ts": self.message_ts,
-        }, ensure_ascii=False)
+        }
+        if self.files:
+            record["files"] = [f.to_record() for f in self.files]
+        return json.dumps(record, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Turn:
@@ -51,9 +113,12 @@ class Turn:
                 raise TypeError(f"a turn record's {name!r} is a string, got {value!r}")
             return value
 
+        files = record.get("files", [])
+        if not isinstance(files, list):
+            raise TypeError("a turn record's 'files' is a list")
         return cls(
             Conversation.parse(text("thread")), text("turn_id"), text("text"), text("user_id"),
-            text("reply_thread_ts"), text("message_ts"),
+            text("reply_thread_ts"), text("message_ts"), tuple(FileRef.from_record(f) for f in files),
         )
 
     @property

@@ -306,6 +306,9 @@ class LimitsPolicy:
     """The built-ins AGENT_TOOLS leaves on: what ``/agent-limits tools`` lists before any worker published."""
     display: Display = _DEFAULTS["agent_display"].default
     """AGENT_DISPLAY: replies, timeline or plan for workspaces that chose none."""
+    file_caps: tuple[int, int] = (_DEFAULTS["agent_file_max_bytes"].default,
+                                  _DEFAULTS["agent_files_max_bytes_per_run"].default)
+    """AGENT_FILE_MAX_BYTES and AGENT_FILES_MAX_BYTES_PER_RUN: what ``show`` lists."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LimitsPolicy:
@@ -336,4 +339,5 @@ class LimitsPolicy:
             renew_seconds=settings.agent_lease_renew_seconds,
             builtin_tools=tuple(catalog_of(ToolPolicy(settings.allowlist()).enabled(builtin_registry(settings)))),
             display=settings.agent_display,
+            file_caps=(settings.agent_file_max_bytes, settings.agent_files_max_bytes_per_run),
         )

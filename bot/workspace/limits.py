@@ -47,6 +47,7 @@ from bot.workspace.replies import (
     budget_exhausted_message,
     changed_reply,
     display_reply,
+    file_caps_line,
     format_show,
     format_tools,
     is_exhausted,
@@ -106,6 +107,8 @@ class WorkspaceLimits:
         catalog: ToolCatalog,
         builtin_tools: tuple[CatalogEntry, ...] = (),
         feedback: FeedbackStore | None = None,
+        *,
+        files_line: str = "",
     ) -> None:
         self.store = store
         self.users = users
@@ -113,6 +116,8 @@ class WorkspaceLimits:
         self.catalog = catalog
         self.builtin_tools = builtin_tools
         self.feedback = feedback
+        #: ``show``'s line about the file caps (the deployment's settings).
+        self.files_line = files_line
         # Built here, not passed in: they only need the store's client and keys.
         self.domains = DomainStore(store.redis, store.keys)
         self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
@@ -141,7 +146,7 @@ class WorkspaceLimits:
         display = DisplaySettings(redis, keys, default=policy.verbosity, display=policy.display)
         return cls(
             store, users, display, ToolCatalog(redis, keys), policy.builtin_tools,
-            FeedbackStore(redis, keys, clock=clock),
+            FeedbackStore(redis, keys, clock=clock), files_line=file_caps_line(*policy.file_caps),
         )
 
     def refusal(self) -> str:
@@ -181,7 +186,7 @@ class WorkspaceLimits:
         return format_show(
             config, usage, changes, verbosity=verbosity, display=shape, feedback=feedback, domains=hosts,
             can_change=can_change, admin_user_ids=self.users.admin_user_ids, spenders=spenders,
-            org_unreadable=org is not None and org.unreadable,
+            org_unreadable=org is not None and org.unreadable, files=self.files_line,
         )
 
     async def run_command(self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str) -> str:

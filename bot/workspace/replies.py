@@ -29,6 +29,19 @@ NO_CATALOG_NOTE = (
 )
 
 
+def format_bytes(size: int) -> str:
+    """``20 MB``, ``1.5 GB``, ``300 bytes`` (units of 1,024)."""
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{size} bytes"
+
+
+def file_caps_line(max_bytes: int, max_bytes_per_run: int) -> str:
+    """``show``: the deployment's caps on the files a run downloads (AGENT_FILE_MAX_BYTES and the per-run one)."""
+    return f"• Files attached: up to {format_bytes(max_bytes)} each, {format_bytes(max_bytes_per_run)} per run"
+
+
 def _reset_date(usage: BudgetUsage) -> str:
     return usage.resets_at.strftime("%Y-%m-%d") + " (00:00 UTC)"
 
@@ -59,8 +72,9 @@ def format_show(
     admin_user_ids: Collection[str] = (),
     spenders: Sequence[tuple[str, int]] = (),
     org_unreadable: bool = False,
+    files: str = "",
 ) -> str:
-    """The ephemeral answer to ``/agent-limits show`` (mrkdwn)."""
+    """The ephemeral answer to ``/agent-limits show`` (mrkdwn); ``files``: the file caps' line."""
     lines = [
         "*Agent limits for this workspace*",
         *unreadable_lines(config, org_unreadable),
@@ -71,6 +85,7 @@ def format_show(
         f"• Max cost per run: {shown(config, 'max_cost_micros')}",
         f"• Runs at once: {shown(config, 'max_concurrent')} (more wait their turn)",
         f"• Runs at once per person: {shown(config, 'max_concurrent_per_user')} (their others wait behind their own)",
+        *([files] if files else []),
         f"• Budget: {describe_budget(config)}",
         f"• Spent {_this_period(usage.window.period)}: {format_usd(usage.spent_micros)}"
         + (f" (+ {format_usd(usage.held_micros)} held by runs in progress)" if usage.held_micros else ""),

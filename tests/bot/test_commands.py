@@ -24,6 +24,7 @@ from bot.receive.listeners import commands, home
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 from bot.workspace import USAGE, LimitsPolicy, RunBlocked, RunPlan, WorkspaceConfig, WorkspaceLimits
+from bot.workspace.replies import file_caps_line
 from tests.conftest import TEST_REDIS_URL
 from tests.fakes.slack_api import FakeSlack
 from tests.signing import command_body, event_body, signed_headers
@@ -445,3 +446,14 @@ async def test_run_caps_are_set_audited_shown_and_reset(
     assert label.format(value) in text and f"<@{LISTED}>: {name} {default} → {value}" in text
     assert f"{name}: {value} → {default}" in await harness.command("reset", user=LISTED)
     assert await harness.limits.store.get(WS) == DEFAULTS
+
+
+async def test_show_lists_the_file_caps(harness: Harness):
+    # AGENT_FILE_MAX_BYTES and AGENT_FILES_MAX_BYTES_PER_RUN: the deployment's, the same in every workspace.
+    assert "• Files attached: up to 20 MB each, 50 MB per run" in await harness.command("show")
+    settings = Settings(_env_file=None, agent_file_max_bytes=1536 * 1024,  # type: ignore[call-arg]
+                        agent_files_max_bytes_per_run=3 * 1024**3)
+    assert LimitsPolicy.from_settings(settings).file_caps == (1536 * 1024, 3 * 1024**3)
+    assert file_caps_line(*LimitsPolicy.from_settings(settings).file_caps) == (
+        "• Files attached: up to 1.5 MB each, 3 GB per run"
+    )

@@ -21,6 +21,7 @@ def test_scopes_are_exactly_the_ones_used() -> None:
         "channels:history",    # thread replies in public channels; channel_history tool
         "chat:write",          # replies, chat.update, assistant.threads.setStatus in threads
         "commands",            # /agent-limits
+        "files:read",          # files attached to mentions and replies: files.info, url_private_download
         "files:write",         # files out: an answer too long for a message, attach_file's files
         "groups:history",      # thread replies in private channels
         "im:history",          # DMs

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 
 from bot.identity import Conversation, Workspace
-from bot.runs.turn import Turn
+from bot.runs.turn import FileRef, Turn
 from bot.thread.poster import Target
 
 # Byte for byte what the version before the conversation value wrote into a thread's ``turns`` hash.
@@ -43,3 +46,36 @@ def test_a_record_this_code_did_not_write_is_refused(raw: str) -> None:
     # ThreadQueue drops such a record (ValueError or TypeError) rather than leave it blocking its thread.
     with pytest.raises((ValueError, TypeError)):
         Turn.from_json(raw)
+
+
+def test_a_turn_with_files_stores_them_and_one_without_keeps_the_old_shape() -> None:
+    base = Turn.from_json(STORED)
+    png = FileRef("F1", "chart.png", "image/png", 1234, "https://files.slack.com/files-pri/T1-F1/chart.png", "T0001")
+    stub = FileRef("F2", stub=True)
+    turn = replace(base, files=(png, stub))
+    raw = turn.to_json()
+    assert json.loads(raw)["files"] == [
+        {"id": "F1", "name": "chart.png", "mimetype": "image/png", "size": 1234,
+         "url": "https://files.slack.com/files-pri/T1-F1/chart.png", "team": "T0001"},
+        {"id": "F2", "name": "", "mimetype": "", "size": 0, "url": "", "team": "", "stub": True},
+    ]
+    assert Turn.from_json(raw) == turn
+    assert replace(turn, files=()).to_json() == STORED  # no files: byte for byte the previous version's record
+    # The previous version reads only the fields it knows: the new record is still a valid turn for it.
+    assert {k: v for k, v in json.loads(raw).items() if k != "files"} == json.loads(STORED)
+
+
+@pytest.mark.parametrize("files", ['"F1"', '[{"name": "x"}]', '[{"id": "F1", "size": "big"}]', "[1]"])
+def test_a_files_record_this_code_did_not_write_is_refused(files: str) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        Turn.from_json(STORED[:-1] + f', "files": {files}}}')
+
+
+def test_a_file_is_read_from_the_event_as_slack_sends_it() -> None:
+    assert FileRef.of_event({
+        "id": "F1", "name": "a.pdf", "mimetype": "application/pdf", "size": 10, "url_private": "u",
+        "url_private_download": "u?d=1", "user_team": "T1", "source_team": "T2",
+    }) == FileRef("F1", "a.pdf", "application/pdf", 10, "u?d=1", "T1")
+    assert FileRef.of_event({"id": "F2", "file_access": "check_file_info"}) == FileRef("F2", stub=True)
+    assert FileRef.of_event({"id": "F3", "size": True, "name": 5}) == FileRef("F3")
+    assert FileRef.of_event({"name": "no id"}) is None and FileRef.of_event("F1") is None

@@ -27,6 +27,11 @@ OAuth: ``add_install(code, Grant(...))`` makes ``oauth.v2.access`` answer that c
 ``refresh_token``/``expires_in``, or org-wide); a refresh spends the refresh token and revokes the old access
 token; ``auth.test`` answers per issued token; a revoked token gets ``token_revoked`` from every method, and
 ``Call.token`` / ``tokens_used(method)`` tell which token each call carried.
+
+Files in: ``add_file(FakeFile(...))`` returns the ``files[]`` entry of a message event; ``files.info`` describes
+it and ``url_private_download`` serves it (``Authorization: Bearer`` required, else a redirect to an HTML login
+page, as Slack does), or answers 404, a login page, slowly, or more bytes than declared; ``downloads`` records
+each download (file id, token).
 """
 
 from __future__ import annotations
@@ -36,14 +41,14 @@ import base64
 import itertools
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-__all__ = ["Call", "FakeSlack", "Failure", "Grant", "IssuedToken", "PostedMessage", "Stream", "UploadedFile"]
+__all__ = ["Call", "FakeFile", "FakeSlack", "Failure", "Grant", "IssuedToken", "PostedMessage", "Stream", "UploadedFile"]
 
 MAX_TEXT_CHARS = 40_000
 MAX_BLOCKS = 50
@@ -183,6 +188,45 @@ class IssuedToken:
 
 
 @dataclass
+class FakeFile:
+    """A file in Slack (files in): what ``files.info`` describes and ``url_private_download`` serves."""
+
+    id: str
+    name: str
+    data: bytes = b""
+    mimetype: str = "application/octet-stream"
+    team: str = "T0001"
+    """The workspace it belongs to (``user_team``)."""
+    declared_size: int | None = None
+    """The size the event and files.info claim (default: the bytes' length)."""
+    stub: bool = False
+    """A Slack Connect stub: the event carries only the id and ``file_access: check_file_info``."""
+    info_error: str = ""
+    """files.info answers this error (``file_not_found``)."""
+    status: int = 200
+    """The download's HTTP status (404: gone)."""
+    login_page: bool = False
+    """The download answers Slack's HTML login page instead of the file."""
+    delay: float = 0.0
+    """Seconds the download waits before its first byte."""
+    endless: bool = False
+    """The download streams zeros until the client stops reading (a file far larger than declared)."""
+
+    def entry(self, base: str) -> dict[str, Any]:
+        """The file as a message event's ``files[]`` lists it (``base``: the fake's own address)."""
+        if self.stub:
+            return {"id": self.id, "mode": "file_access", "file_access": "check_file_info", "created": 0,
+                    "timestamp": 0, "user": ""}
+        url = f"{base}/files-pri/{self.id}/{self.name}"
+        return {
+            "id": self.id, "name": self.name, "title": self.name, "mimetype": self.mimetype,
+            "size": len(self.data) if self.declared_size is None else self.declared_size,
+            "url_private": url, "url_private_download": url + "?download=1", "user_team": self.team,
+            "mode": "hosted", "is_external": False,
+        }
+
+
+@dataclass
 class _Waiter:
     predicate: Callable[[], bool]
     future: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
@@ -244,6 +288,9 @@ class FakeSlack:
         self.tokens: dict[str, IssuedToken] = {}
         self.refresh_tokens: dict[str, str] = {}
         self._serial = itertools.count(1)
+        #: Files in: the files Slack holds (``add_file``), and each download served: (file id, token).
+        self.files: dict[str, FakeFile] = {}
+        self.downloads: list[tuple[str, str]] = []
 
     # --- lifecycle
 
@@ -254,6 +301,9 @@ class FakeSlack:
         app.router.add_post("/response/{name}", self._respond)
         # --- files out: the upload URL files.getUploadURLExternal hands out
         app.router.add_post("/upload/{file_id}", self._upload_bytes)
+        # Files in: url_private_download and the login page Slack redirects an unauthenticated download to.
+        app.router.add_get("/files-pri/{file_id}/{name}", self._serve_file)
+        app.router.add_get("/login", self._login_page)
         # A hung handler (`hang=True`) is cancelled a second into close, not after aiohttp's default minute.
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -424,6 +474,8 @@ class FakeSlack:
             "canvases.create": self._create_canvas,
             "canvases.access.set": self._canvas_access,
             "canvases.delete": self._delete_canvas,
+            # Files in
+            "files.info": self._files_info,
         }
 
     def stream(self, channel: str, ts: str) -> Stream:
@@ -765,6 +817,49 @@ class FakeSlack:
             return {"ok": False, "error": "canvas_not_found"}
         canvas["readers"].extend(c for c in str(params.get("channel_ids") or "").split(",") if c)
         return {"ok": True}
+
+    # --- files in (issue 28): files.info and url_private_download ----------------------------------------------
+
+    def add_file(self, file: FakeFile) -> dict[str, Any]:
+        """Slack holds ``file`` now; returns its entry for a message event's ``files[]``."""
+        self.files[file.id] = file
+        return file.entry(f"http://127.0.0.1:{self._port}")
+
+    def _files_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        file = self.files.get(str(params.get("file") or ""))
+        if file is None:
+            return {"ok": False, "error": "file_not_found"}
+        if file.info_error:
+            return {"ok": False, "error": file.info_error}
+        full = replace(file, stub=False)
+        return {"ok": True, "file": full.entry(f"http://127.0.0.1:{self._port}")}
+
+    async def _serve_file(self, request: web.Request) -> web.StreamResponse:
+        token = _bearer(request.headers.get("Authorization", ""))
+        issued = self.tokens.get(token)
+        if not token or (issued is not None and issued.revoked):
+            raise web.HTTPFound("/login")  # Slack sends an unauthenticated download to its login page
+        file = self.files.get(request.match_info["file_id"])
+        if file is None or file.status == 404:
+            raise web.HTTPNotFound(text="<html><body>Not found</body></html>", content_type="text/html")
+        self.downloads.append((file.id, token))
+        if file.delay:
+            await asyncio.sleep(file.delay)
+        if file.login_page:
+            return await self._login_page(request)
+        if file.status != 200:
+            return web.Response(status=file.status, text="error")
+        if not file.endless:
+            return web.Response(body=file.data, content_type=file.mimetype)
+        response = web.StreamResponse(headers={"Content-Type": file.mimetype})
+        await response.prepare(request)
+        chunk = bytes(64 * 1024)
+        while True:  # ends when the client stops reading and closes the connection
+            await response.write(chunk)
+
+    async def _login_page(self, request: web.Request) -> web.Response:
+        page = "<!DOCTYPE html><html><head><title>Sign in | Slack</title></head><body>Sign in</body></html>"
+        return web.Response(text=page, content_type="text/html")
 
 
 async def _params(request: web.Request) -> dict[str, Any]:

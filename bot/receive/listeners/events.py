@@ -23,6 +23,7 @@ from bot.identity import DM_THREAD, Conversation, Workspace
 from bot.queue.turns import enqueue_turn, request_cancel
 from bot.receive.dedupe import Dedupe
 from bot.receive.listeners.control import may_control
+from bot.runs.files import FILES_ONLY_TASK, files_of_event
 from bot.runs.turn import Turn
 from bot.thread import mrkdwn
 from bot.workspace import WorkspaceLimits
@@ -97,7 +98,8 @@ async def _take(
         # Progress appears after a run's first step, the waiting turn before it: either marks a bot thread.
         if not await services.redis.exists(services.keys.progress(thread), services.keys.turns(thread)):
             return  # a thread the bot never ran in
-    task = _strip_mention(text, bot_user)
+    files = files_of_event(event)  # a file_share message or a mention with files: the run downloads them
+    task = _strip_mention(text, bot_user) or (FILES_ONLY_TASK if files else "")
     if not task:
         return
     assistant = await _assistant_thread(services, ws, channel, thread_ts) if is_dm else None
@@ -108,7 +110,8 @@ async def _take(
         log.info("duplicate delivery of %s/%s ignored", channel, ts)
         return
     turn = Turn(
-        conv, turn_id=ts, text=task, user_id=str(event["user"]), reply_thread_ts=thread_ts or ts, message_ts=ts
+        conv, turn_id=ts, text=task, user_id=str(event["user"]), reply_thread_ts=thread_ts or ts, message_ts=ts,
+        files=files,
     )
     try:
         await enqueue_turn(
