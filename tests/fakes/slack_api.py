@@ -48,7 +48,9 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-__all__ = ["Call", "FakeFile", "FakeSlack", "Failure", "Grant", "IssuedToken", "PostedMessage", "Stream", "UploadedFile"]
+__all__ = [
+    "Call", "FakeFile", "FakeSlack", "Failure", "Grant", "IssuedToken", "PostedMessage", "Stream", "UploadedFile",
+]
 
 MAX_TEXT_CHARS = 40_000
 MAX_BLOCKS = 50
