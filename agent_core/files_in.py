@@ -6,7 +6,8 @@ pages). It is built twice: as this run sends it (images as ``image_url`` parts w
 thread's history stores it (each image a text line ``[image: name]``), so no later request carries an image's
 bytes again, and the stored thread stays small. A later turn that needs the image again has it attached again.
 
-``tools``' file functions (Pillow, pypdf, python-docx) are imported on the first run that has files.
+A file ``tools`` cannot read (``FileUnreadable``: damaged, hostile, not what its type says) is listed with the
+reason, for the model to tell the user; it never ends the run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Protocol, runtime_checkable
 from agent_core.attachments import FILES_HEADER, Attachment, size_label
 from agent_core.errors import LLMError
 from agent_core.store import Message
-from tools import Executor, ToolContext, wrap_untrusted
+from tools import Executor, FileUnreadable, ToolContext, extract, kind_of, prepare_image, wrap_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -113,12 +114,10 @@ async def hand_over(
 def with_files(scope: ToolContext, files: Sequence[Attachment]) -> ToolContext:
     """The tools' view of the run with its files, by name."""
     named: Mapping[str, Attachment] = {f.name: f for f in files}
-    return replace(scope, files=named)  # ToolContext.files: tools.files
+    return replace(scope, files=named)
 
 
 async def _add(listing: _Listing, file: Attachment, options: FileOptions, *, readable: bool) -> None:
-    from tools import kind_of
-
     source = f"attached file {file.name}"
     listing.private.append((source, ""))
     head = f"- {file.name} ({file.mimetype}, {size_label(len(file.data))}"
@@ -138,8 +137,6 @@ async def _add(listing: _Listing, file: Attachment, options: FileOptions, *, rea
 
 
 async def _image(listing: _Listing, file: Attachment, head: str, options: FileOptions) -> None:
-    from tools import FileUnreadable, prepare_image
-
     if not options.vision:
         listing.line(f"{head}): an image, and this model cannot see images. Tell the user you cannot see it.")
         return
@@ -159,14 +156,12 @@ async def _image(listing: _Listing, file: Attachment, head: str, options: FileOp
 async def _document(
     listing: _Listing, file: Attachment, head: str, source: str, *, pdf: bool, readable: bool
 ) -> None:
-    from tools import FileUnreadable, extract
-
     try:
         read = await extract(file.data, file.mimetype, timeout=EXTRACT_SECONDS, max_chars=EXTRACT_MAX_CHARS)
     except FileUnreadable as exc:
         listing.line(f"{head}): cannot be read: {exc}. Tell the user.")
         return
-    text: str = read.text
+    text = read.text
     pages = f", {len(read.pages)} pages" if pdf else ""
     length = f"{'over ' if read.truncated else ''}{len(text):,} characters"
     if len(text) <= INLINE_CHARS:

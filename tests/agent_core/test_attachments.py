@@ -4,18 +4,15 @@ endpoint's ``/audio/transcriptions``, the guard armed, and no image bytes in the
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 from PIL import Image
-from pydantic import BaseModel
 
-import tools
 from agent_core import (
     Attachment,
     InMemoryThreadStore,
@@ -25,7 +22,6 @@ from agent_core import (
     RunRequest,
     Stopped,
     StopReason,
-    files_in,
 )
 from agent_core.__main__ import attachments
 from agent_core.attachments import is_task_message, vision_default
@@ -35,78 +31,9 @@ from agent_core.tokens import IMAGE_MAX_TOKENS, count_message, counter_for, imag
 from tests.agent_core.conftest import AgentFactory
 from tests.agent_core.test_cli import run_cli
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, text, tool_calls
-from tools import Registry, ToolContext, ToolSettings, tool
+from tests.tools.file_samples import pdf_bytes
+from tools import Registry, ToolPolicy, ToolSettings, builtin_registry, run_registry
 from tools.builtins.fetch_url import make_fetch_url
-
-# -- tools.files until it lands on this branch (F1 builds it): the same contract, in this file only
-
-
-class _Unreadable(Exception):
-    pass
-
-
-def _kind_of(mimetype: str) -> str:
-    base = mimetype.split(";")[0]
-    if base.startswith("image/"):
-        return "image"
-    if base.startswith("audio/"):
-        return "audio"
-    return {"application/pdf": "pdf", "text/plain": "text", "text/csv": "text"}.get(base, "other")
-
-
-def _sniff(data: bytes, name: str = "") -> str:
-    for magic, mimetype in ((b"\x89PNG", "image/png"), (b"%PDF", "application/pdf"), (b"ID3", "audio/mpeg")):
-        if data.startswith(magic):
-            return mimetype
-    return "text/plain"
-
-
-def _prepare_image(data: bytes, mimetype: str, *, max_side: int) -> tuple[bytes, str, int, int]:
-    image = Image.open(io.BytesIO(data))
-    image.thumbnail((max_side, max_side))
-    out = io.BytesIO()
-    image.save(out, "PNG")
-    return out.getvalue(), "image/png", image.width, image.height
-
-
-@dataclasses.dataclass(frozen=True)
-class _Extracted:
-    text: str
-    pages: tuple[str, ...]
-    truncated: bool = False
-
-
-async def _extract(data: bytes, mimetype: str, *, timeout: float, max_chars: int) -> _Extracted:
-    if _kind_of(mimetype) == "pdf":
-        import pypdf
-
-        pages = tuple(p.extract_text() for p in pypdf.PdfReader(io.BytesIO(data)).pages)
-        return _Extracted("\n\n".join(pages), pages)
-    if _kind_of(mimetype) != "text":
-        raise _Unreadable(f"a {mimetype} file cannot be read as text")
-    return _Extracted(data.decode(), (data.decode(),))
-
-
-def _with_files(scope: ToolContext, files: Any) -> ToolContext:
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class FilesContext(ToolContext):
-        files: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-    values = {f.name: getattr(scope, f.name) for f in dataclasses.fields(scope)}
-    return FilesContext(**values, files={f.name: f for f in files})
-
-
-@pytest.fixture(autouse=True)
-def files_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The real ``tools`` file functions once they exist; before, the doubles above."""
-    if not hasattr(tools, "kind_of"):
-        for name, double in (("kind_of", _kind_of), ("sniff", _sniff), ("prepare_image", _prepare_image),
-                             ("extract", _extract), ("FileUnreadable", _Unreadable)):
-            monkeypatch.setattr(tools, name, double, raising=False)
-    if "files" not in {f.name for f in dataclasses.fields(ToolContext)}:
-        monkeypatch.setattr(files_in, "with_files", _with_files)
-    yield
-
 
 # -- files
 
@@ -115,28 +42,6 @@ def png(width: int, height: int) -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (width, height), (200, 30, 30)).save(out, "PNG")
     return out.getvalue()
-
-
-def pdf(pages: list[str]) -> bytes:
-    """A PDF with one line of Helvetica text per page."""
-    n = len(pages)
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
-               f"<< /Type /Pages /Kids [{' '.join(f'{4 + 2 * i} 0 R' for i in range(n))}] /Count {n} >>".encode(),
-               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
-    for i, line in enumerate(pages):
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> "
-                       f">> /Contents {5 + 2 * i} 0 R >>".encode())
-        stream = f"BT /F1 6 Tf 10 700 Td ({line}) Tj ET".encode()
-        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    out += b"".join(f"{offset:010d} 00000 n \n".encode() for offset in offsets)
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return bytes(out)
 
 
 SHOT = Attachment("shot.png", "image/png", png(2000, 1000), file_id="F1")
@@ -151,15 +56,10 @@ def image_parts(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [p for p in content if p.get("type") == "image_url"] if isinstance(content, list) else []
 
 
-class ReadArgs(BaseModel):
-    name: str
-
-
-@tool(name="read_file", description="Read a file attached to the run.")
-async def read_file(args: ReadArgs, ctx: ToolContext) -> str:
-    # The engine's side of the contract: the run's files reach the tools as ``ToolContext.files``.
-    files: Mapping[str, Attachment] = getattr(ctx, "files", {})
-    return f"{args.name}: {len(files[args.name].data)} bytes, {files[args.name].mimetype}"
+def with_read_file(task: str) -> Registry:
+    """The tools a terminal run given files gets: the real built-ins, here only ``read_file`` enabled."""
+    enabled = ToolPolicy(["read_file"]).enabled(builtin_registry(ToolSettings(_env_file=None)))
+    return run_registry(enabled, task=task, environment="terminal", has_files=True)
 
 
 # -- images
@@ -267,18 +167,20 @@ def test_a_resumed_run_finds_its_task_message_with_its_files() -> None:
 async def test_a_pdf_is_listed_and_read_file_is_offered_and_sees_it(
     fake_openai: FakeOpenAI, make_agent: AgentFactory
 ) -> None:
-    report = Attachment("report.pdf", "application/pdf", pdf([f"Page {i} " + "revenue grew " * 150 for i in (1, 2, 3)]))
-    fake_openai.queue(tool_calls(("read_file", {"name": "report.pdf"})), text("Revenue grew."))
-    registry = Registry([read_file])
-    events = [e async for e in make_agent(registry=registry).events(
-        RunRequest("Summarise the report.", attachments=(report,)))]
+    pages = [f"Page {i} " + "revenue grew " * 150 for i in (1, 2, 3)]
+    report = Attachment("report.pdf", "application/pdf", pdf_bytes(pages))
+    fake_openai.queue(tool_calls(("read_file", {"name": "report.pdf", "pages": "2"})), text("Revenue grew."))
+    task = "Summarise the report."
+    events = [e async for e in make_agent().events(
+        RunRequest(task, registry=with_read_file(task), attachments=(report,)))]
     first = fake_openai.requests[0]
     assert [t["function"]["name"] for t in first.tools] == ["read_file"]
     message = user_message(first)["content"]
     assert "report.pdf (application/pdf" in message and "3 pages" in message and "read_file" in message
     assert "revenue grew revenue grew" not in message  # too long to inline: read through the tool
     [observed] = [e for e in events if isinstance(e, Observed)]
-    assert observed.outcome == "ok" and f"{len(report.data)} bytes, application/pdf" in observed.text
+    assert observed.outcome == "ok" and "report.pdf (page 2 of 3" in observed.text
+    assert "Page 2 revenue grew" in observed.text and "Page 1" not in observed.text
 
 
 async def test_a_small_text_file_is_put_in_the_task_as_data(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
@@ -287,6 +189,36 @@ async def test_a_small_text_file_is_put_in_the_task_as_data(fake_openai: FakeOpe
     await make_agent().run(RunRequest("When is the launch?", attachments=(notes,)))
     message = user_message(fake_openai.requests[0])["content"]
     assert "The launch is on May 3." in message and '<<<tool_output name="read_file">>>' in message
+
+
+async def test_an_image_that_cannot_be_decoded_is_named_with_its_reason(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    broken = Attachment("shot.png", "image/png", png(40, 40)[:60])  # cut off after its header
+    fake_openai.queue(text("That image is damaged."))
+    stopped = await make_agent().run(RunRequest("What is in this screenshot?", attachments=(broken,)))
+    assert stopped.reason is StopReason.FINAL_ANSWER
+    message = user_message(fake_openai.requests[0])["content"]
+    assert isinstance(message, str) and "base64" not in message
+    assert "shot.png" in message and "cannot be shown: the image cannot be decoded" in message
+    assert "Tell the user" in message
+
+
+async def test_a_file_that_is_not_what_its_type_says_is_named_and_read_file_says_why(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    fake = Attachment("report.pdf", "application/pdf", png(10, 10))
+    task = "Summarise the report."
+    fake_openai.queue(tool_calls(("read_file", {"name": "report.pdf"})), text("The file is not a PDF."))
+    events = [e async for e in make_agent().events(
+        RunRequest(task, registry=with_read_file(task), attachments=(fake,)))]
+    message = user_message(fake_openai.requests[0])["content"]
+    assert "report.pdf (application/pdf" in message and "Tell the user" in message
+    assert "cannot be read: the file is not a PDF: its content is an image" in message
+    # Asked anyway, read_file answers with the reason: an error observation, and the run goes on.
+    [observed] = [e for e in events if isinstance(e, Observed)]
+    assert observed.outcome == "error" and "not a PDF" in observed.text
+    assert isinstance(events[-1], Stopped) and events[-1].reason is StopReason.FINAL_ANSWER
 
 
 async def test_a_file_with_a_note_is_named_with_its_reason(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
@@ -344,7 +276,6 @@ def test_vision_by_model_name() -> None:
         assert not vision_default(model), model
 
 
-@pytest.mark.skipif(not hasattr(tools, "sniff"), reason="needs tools.files (F1) in the subprocess")
 async def test_the_terminal_runner_gives_the_run_its_files(fake_openai: FakeOpenAI, tmp_path: Any) -> None:
     (tmp_path / "notes.txt").write_text("The launch is on May 3.")
     fake_openai.queue(text("May 3."))
@@ -361,8 +292,8 @@ def test_terminal_files_are_sniffed_and_named(tmp_path: Any) -> None:
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "shot.png").write_bytes(b"plain words")
     files = attachments([str(tmp_path / "shot.png"), str(tmp_path / "b" / "shot.png")])
+    # Typed by their bytes, not their names: the second "shot.png" is text.
     assert [(f.name, f.mimetype, f.file_id) for f in files] == [("shot.png", "image/png", ""),
-                                                                 ("shot-1.png", tools.sniff(b"plain words", "shot.png"),
-                                                                  "")]
+                                                                 ("shot-1.png", "text/plain", "")]
     with pytest.raises(ValueError, match="no such file"):
         attachments([str(tmp_path / "missing.pdf")])
