@@ -147,7 +147,9 @@ async def test_redis_killed_mid_run_and_restarted_from_aof(
         assert finals or _error_reply(fake_slack, ts), thread
     resumed = [ts for ts in threads if any(STORE_LOST_NOTICE in t for t in thread_texts(fake_slack, ts))]
     # They went on once Redis was back, to the model's own end, not an error.
-    assert resumed and all(f"Counted {STEPS} steps." in final_answers(fake_slack, ts)[0] for ts in resumed)
+    assert resumed, [thread_texts(fake_slack, ts) for ts in threads]
+    for ts in resumed:
+        assert f"Counted {STEPS} steps." in final_answers(fake_slack, ts)[0], thread_texts(fake_slack, ts)
     assert_no_secrets(log_lines(web, worker), fake_slack, fake_openai)
 
 
