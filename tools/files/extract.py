@@ -63,19 +63,10 @@ async def extract(
 
 
 async def _in_child(data: bytes, kind: str, *, timeout: float, max_chars: int, max_memory: int) -> dict[str, Any]:
-    # -P: the script's folder is not put on sys.path, so its neighbours cannot shadow standard modules.
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-P",
-        readers.__file__,
-        kind,
-        str(max_chars),
-        str(max_memory),
-        str(math.ceil(timeout) + 1),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    try:
+        process = await _start_reader(kind, max_chars=max_chars, max_memory=max_memory, timeout=timeout)
+    except OSError as exc:  # out of processes or memory: this file cannot be read now, the run goes on
+        raise FileUnreadable(f"the reader could not start ({exc})") from exc
     try:
         out, _ = await asyncio.wait_for(process.communicate(data), timeout)
     except TimeoutError:
@@ -96,4 +87,20 @@ async def _in_child(data: bytes, kind: str, *, timeout: float, max_chars: int, m
     raise FileUnreadable(
         f"the reader stopped (exit status {process.returncode}) before it finished: the file may be damaged "
         "or built to exhaust readers"
+    )
+
+
+async def _start_reader(kind: str, *, max_chars: int, max_memory: int, timeout: float) -> asyncio.subprocess.Process:
+    # -P: the script's folder is not put on sys.path, so its neighbours cannot shadow standard modules.
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-P",
+        readers.__file__,
+        kind,
+        str(max_chars),
+        str(max_memory),
+        str(math.ceil(timeout) + 1),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
     )

@@ -22,7 +22,7 @@ def prepare_image(data: bytes, mimetype: str, *, max_side: int) -> tuple[bytes, 
 
     CPU-bound (a large photo takes a few hundred milliseconds): call it in a worker thread. Raises
     ``FileUnreadable`` for an image that cannot be decoded or declares too many pixels."""
-    from PIL import Image, ImageOps, UnidentifiedImageError  # here: Pillow costs start-up time, few runs need it
+    from PIL import Image, ImageOps  # here: Pillow costs start-up time, few runs need it
 
     try:
         with Image.open(BytesIO(data)) as image:
@@ -32,19 +32,21 @@ def prepare_image(data: bytes, mimetype: str, *, max_side: int) -> tuple[bytes, 
             image.seek(0)  # an animation: its first frame
             image.load()
             picture = ImageOps.exif_transpose(image)  # phone photos: stored sideways, shown upright
+        picture.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+        alpha = picture.mode in ("RGBA", "LA", "PA") or "transparency" in picture.info
+        photo = mimetype in ("image/jpeg", "image/webp") and not alpha
+        out = BytesIO()
+        if photo:
+            picture.convert("RGB").save(out, "JPEG", quality=_JPEG_QUALITY, optimize=True)
+        else:
+            picture.convert("RGBA" if alpha else "RGB").save(out, "PNG", optimize=True)
+    except FileUnreadable:
+        raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         too_many = f"the image declares more pixels than are decoded ({exc}) (a decompression bomb?)"
         raise FileUnreadable(too_many) from exc
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:  # Pillow's ways of saying "broken"
-        raise FileUnreadable(f"the image cannot be decoded ({exc})") from exc
-    picture.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
-    alpha = picture.mode in ("RGBA", "LA", "PA") or "transparency" in picture.info
-    photo = mimetype in ("image/jpeg", "image/webp") and not alpha
-    out = BytesIO()
-    if photo:
-        picture.convert("RGB").save(out, "JPEG", quality=_JPEG_QUALITY, optimize=True)
-    else:
-        picture.convert("RGBA" if alpha else "RGB").save(out, "PNG", optimize=True)
+    except Exception as exc:  # a hostile image may break Pillow anywhere (decoder, EXIF, encoder): never the run
+        raise FileUnreadable(f"the image cannot be decoded ({type(exc).__name__}: {exc})") from exc
     return out.getvalue(), "image/jpeg" if photo else "image/png", picture.width, picture.height
 
 
