@@ -213,6 +213,16 @@ def _fair_share(data: dict[str, Any]) -> list[Cell]:
              f"{data['a_in_flight_max_from_posts']}")]
 
 
+def _file_extract(data: dict[str, Any]) -> list[Cell]:
+    by = {c["file"]: c for c in data["cases"]}
+    pdf, docx, csv = by["50-pages.pdf"], by["500-paras.docx"], by["10mb.csv"]
+    return [(f"read_file: `{pdf['file']}` read in a reader process (its start included)",
+             f"{pdf['median_ms']:.0f} ms", f"worst {pdf['max_ms']:.0f} ms; peak {pdf['peak_mb']:.0f} MB; "
+             f"1-page PDF {by['one-page.pdf']['median_ms']:.0f} ms; {docx['file']} {docx['median_ms']:.0f} ms"),
+            (f"read_file: `{csv['file']}` decoded in a worker thread", f"{csv['median_ms']:.0f} ms",
+             f"worst {csv['max_ms']:.0f} ms; peak {csv['peak_mb']:.0f} MB")]
+
+
 BENCHES = (
     Bench("ack_latency", "ack_latency", ("--reps", "1", "--seconds", "5", "--rates", "200"),
           ("--reps", "3", "--seconds", "20", "--rates", "200"), _ack),
@@ -233,6 +243,7 @@ BENCHES = (
     Bench("budget_contention", "budget_contention", ("--reps", "1", "--drain-runs", "180"), ("--reps", "3"), _budget),
     Bench("mcp_overhead", "mcp_overhead", ("--calls", "100", "--reps", "1"), ("--calls", "300", "--reps", "3"), _mcp),
     Bench("leak_check", "leak_check", ("--reps", "5"), ("--reps", "20"), _leaks),
+    Bench("file_extract", "file_extract", ("--quick",), ("--reps", "5"), _file_extract),
     Bench("slow_clients", "slow_clients", None, ("--seconds", "10", "--reps", "3"), _slow_clients),
     Bench("fair_share", "fair_share", None, ("--flood", "300"), _fair_share),
     Bench("person_flood", "person_flood", None, (), _person_flood),

@@ -5,31 +5,41 @@ applies an ``/agent-limits`` change, and stops cleanly on SIGTERM (exit 0, no pr
 - the same in OAuth mode, installed as Slack installs it: an Enterprise Grid org-wide install whose two
   workspaces send events, and a plain workspace beside it;
 - ``python -m bot web`` and ``python -m bot worker`` side by side on one host, from one ``.env`` (one PORT),
-  filled in from ``.env.example``.
+  filled in from ``.env.example``;
+- ``python -m bot`` as in the first, given a PNG and a PDF with a mention: the model sees the image, reads the PDF
+  through ``read_file`` (its reader a child of the supervised worker), and its long answer arrives as ``answer.md``.
 """
 
 from __future__ import annotations
 
+import io
+import json
 from collections import Counter
 from pathlib import Path
 
 import redis.asyncio as aioredis
+from PIL import Image
 
 from agent_core import format_usd
 from tests.bot.conftest import BOT_TOKEN, SECRET
 from tests.bot.oauth_helpers import KEY
 from tests.conftest import session_redis_url
-from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text
-from tests.fakes.slack_api import FakeSlack, Grant
-from tests.processes import ROOT
+from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text, tool_calls
+from tests.fakes.slack_api import FakeFile, FakeSlack, Grant
+from tests.processes import ROOT, until
+from tests.shapes import harness
 from tests.shapes.harness import SlackSide, Tree, answer_in_thread, env_file_from_example, free_port_pair
 from tests.signing import command_body, event_body, mention, next_ts
+from tests.tools.file_samples import pdf_bytes
 
 OPENAI_KEY = "sk-test-shapes-key"
 #: USD per 1M tokens, both ways: 10 micro-dollars a token, so each run's cost shows in `/agent-limits`.
 PRICE_PER_1M = 10
 COMPLETION_TOKENS = 100
 SUPERVISED_ALL = Counter(web=1, worker=2)
+PDF_TEXT = "Quarterly revenue grew by 12 percent"
+#: 20,000 characters in 400 numbered lines: past a message's length, so it arrives as ``answer.md``.
+LONG_ANSWER = "\n".join(f"Line {i:03d}: " + "x" * 39 for i in range(400))
 
 
 def settings(key_prefix: str, slack: FakeSlack, openai: FakeOpenAI, port: int) -> dict[str, str]:
@@ -187,3 +197,49 @@ async def test_web_and_worker_side_by_side_from_one_env_file(
     assert web.warnings() == [] and worker.warnings() == []
     await web.stop_cleanly()
     await worker.stop_cleanly()
+
+
+def png() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (4, 3), (128, 128, 128)).save(out, "PNG")
+    return out.getvalue()
+
+
+async def test_python_m_bot_takes_a_png_and_a_pdf_and_answers_long_as_a_file(
+    tmp_path: Path, key_prefix: str, redis_client: aioredis.Redis, fake_slack: FakeSlack, fake_openai: FakeOpenAI,
+    trees: list[Tree],
+) -> None:
+    env = {**settings(key_prefix, fake_slack, fake_openai, free_port_pair()), "SLACK_BOT_TOKEN": BOT_TOKEN}
+    fake_openai.queue(tool_calls(("read_file", {"name": "report.pdf"})), text(LONG_ANSWER, completion_tokens=300))
+    files = [fake_slack.add_file(FakeFile("F1", "chart.png", png(), "image/png")),
+             fake_slack.add_file(FakeFile("F2", "report.pdf", pdf_bytes([PDF_TEXT]), "application/pdf"))]
+    tree = Tree([], tmp_path, env=env)
+    trees.append(tree)
+    tree.start()
+    await tree.ready(web=1, workers=2)
+
+    slack, ts = SlackSide(tree.url, SECRET), next_ts()
+    event = {**mention(text="<@UBOT> summarise the report and the chart", ts=ts), "files": files}
+    assert await slack.event(event_body(event)) == 200
+
+    async def answered() -> bool:
+        thread = fake_slack.thread_messages("C1", ts)
+        return bool(thread) and "Stop reason" in thread[-1].block_text()
+
+    await until(answered, timeout=harness.ANSWER_TIMEOUT, what="the answer in the thread")
+    assert sorted(fake_slack.downloads) == [("F1", BOT_TOKEN), ("F2", BOT_TOKEN)]
+    # The model (the default gpt-4o-mini: vision on) sees the image as an image part of the task, the PDF named.
+    first, second = fake_openai.requests
+    [task] = [m for m in first.messages if isinstance(m["content"], list)]
+    assert [p["type"] for p in task["content"]].count("image_url") == 1 and "report.pdf" in json.dumps(task)
+    # read_file's reader, a child process of the supervised worker, read the PDF's page.
+    [observation] = [m["content"] for m in second.messages if m["role"] == "tool"]
+    assert "--- page 1 ---" in observation and PDF_TEXT in observation
+    # The long answer: answer.md in the thread, under a summary with the stop line.
+    [file] = fake_slack.thread_files("C1", ts)
+    assert file.filename == "answer.md" and file.text == LONG_ANSWER
+    shown = fake_slack.thread_messages("C1", ts)[-1].block_text()
+    assert "Line 000" in shown and "is attached as `answer.md`" in shown and "Stop reason: `final_answer`" in shown
+
+    assert tree.warnings() == []
+    await tree.stop_cleanly()
