@@ -161,6 +161,10 @@ class AppKeys(Keys):
         """Hash: an assistant-container thread (opened with ``assistant_thread_started``); ``titled`` once set."""
         return f"{self.namespace(ws)}:assistant:{channel_id}:{thread_ts}"
 
+    def agent_pane(self, ws: Workspace, channel_id: str) -> str:
+        """String: set while the DM ``channel_id`` is opened as the agent pane (``agent_view``'s Messages tab)."""
+        return f"{self.namespace(ws)}:agent-pane:{channel_id}"
+
     def egress_domains(self, ws: Workspace) -> str:
         """Hash: host -> allow | deny, the exfiltration guard's lists (``/agent-limits allow-domain``)."""
         return f"{self.namespace(ws)}:egress"

@@ -9,7 +9,7 @@ event type this app does not subscribe to, acked with 200 and dropped.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bot.errors import Refused
@@ -23,6 +23,7 @@ HANDLED_EVENTS = frozenset({
     "app_mention", "message", "app_home_opened", "agent_session_stopped",
     "app_uninstalled", "tokens_revoked",  # OAuth mode: the installation store forgets the tokens
     "assistant_thread_started", "assistant_thread_context_changed",  # the assistant container
+    "app_context_changed",  # the agent pane (agent_view): what the person is looking at
 })
 #: Event fields that hold an id or a ts when present.
 _EVENT_IDS = ("user", "channel", "team", "bot_id", "app_id")
@@ -74,15 +75,43 @@ def check_event(event: Mapping[str, Any]) -> None:
             _id(file, "id", required=True)
     if event.get("type") == "app_home_opened":
         _id(event, "user", required=True)
-    if event.get("type") in ("assistant_thread_started", "assistant_thread_context_changed"):
-        thread = event.get("assistant_thread")
-        if not isinstance(thread, dict):
-            raise Refused("event.assistant_thread is not an object")
-        for name in ("user_id", "channel_id"):
-            _id(thread, name, required=True)
-        if not isinstance(thread.get("thread_ts"), str):
-            raise Refused("assistant_thread.thread_ts is missing")
-        _ts(thread, "thread_ts")
+    shape = _SHAPES.get(str(event.get("type")))
+    if shape is not None:
+        shape(event)
+
+
+def _check_assistant_thread(event: Mapping[str, Any]) -> None:
+    thread = event.get("assistant_thread")
+    if not isinstance(thread, dict):
+        raise Refused("event.assistant_thread is not an object")
+    for name in ("user_id", "channel_id"):
+        _id(thread, name, required=True)
+    if not isinstance(thread.get("thread_ts"), str):
+        raise Refused("assistant_thread.thread_ts is missing")
+    _ts(thread, "thread_ts")
+
+
+def _check_app_context(event: Mapping[str, Any]) -> None:
+    """``context`` is an object (``{}`` when nothing is in view) whose ``entities`` are typed objects."""
+    context = event.get("context")
+    if not isinstance(context, dict):
+        raise Refused("event.context is not an object")
+    entities = context.get("entities")
+    if entities is None:
+        return
+    if not isinstance(entities, list) or not all(isinstance(e, dict) for e in entities):
+        raise Refused("context.entities is not a list of objects")
+    for entity in entities:
+        _text(entity, "type", required=True)
+        _id(entity, "team_id")
+
+
+#: The event types with fields of their own to check.
+_SHAPES: dict[str, Callable[[Mapping[str, Any]], None]] = {
+    "assistant_thread_started": _check_assistant_thread,
+    "assistant_thread_context_changed": _check_assistant_thread,
+    "app_context_changed": _check_app_context,
+}
 
 
 def check_command(form: Mapping[str, str]) -> None:

@@ -150,9 +150,9 @@ _json = st.recursive(
 def slack_events(draw: st.DrawFn) -> bytes:
     event = draw(st.fixed_dictionaries(
         {"type": st.sampled_from(["app_mention", "message", "app_home_opened", "agent_session_stopped",
-                                  "assistant_thread_started", "x"])},
+                                  "assistant_thread_started", "app_context_changed", "x"])},
         optional={"user": _json, "text": _json, "ts": _json, "channel": _json, "thread_ts": _json,
-                  "subtype": _json, "channel_type": _json, "bot_id": _json, "tab": _json},
+                  "subtype": _json, "channel_type": _json, "bot_id": _json, "tab": _json, "context": _json},
     ))
     envelope = draw(st.fixed_dictionaries(
         {"type": st.just("event_callback"), "event": st.just(event) | _json},

@@ -37,6 +37,7 @@ def test_events_command_and_interactivity() -> None:
         "app_mention", "message.channels", "message.groups", "message.im", "message.mpim", "app_home_opened",
         "app_uninstalled", "tokens_revoked",  # OAuth mode forgets the workspace's tokens
         "assistant_thread_started", "assistant_thread_context_changed",  # the assistant container
+        "app_context_changed",  # the agent pane
     }
     # Every subscribed event type passes the receiver's shape check (a dropped one would never reach Bolt).
     assert {e.split(".")[0] for e in settings["event_subscriptions"]["bot_events"]} <= HANDLED_EVENTS
@@ -52,9 +53,10 @@ def test_the_redirect_url_is_the_oauth_route() -> None:
     assert url.endswith(REDIRECT_PATH)
 
 
-def test_the_assistant_container_is_enabled() -> None:
-    # Agents & AI Apps: the split view in DMs, where assistant_thread_started sets the suggested prompts.
-    assert "assistant_view" in MANIFEST["features"]
+def test_the_agent_pane_is_enabled() -> None:
+    # Agent messaging: the app's DM is the pane, where app_home_opened (tab "messages") sets the suggested prompts;
+    # manifest.assistant_view.json keeps the legacy container for apps that still use it.
+    assert "agent_view" in MANIFEST["features"] and "assistant_view" not in MANIFEST["features"]
     assert "display replies|timeline|plan" in MANIFEST["features"]["slash_commands"][0]["usage_hint"]
 
 

@@ -21,7 +21,8 @@ characters per call (``msg_too_long``); chunks of a known type and shape, task t
 256 characters, a known status (``invalid_chunks``); ``recipient_user_id``/``recipient_team_id`` outside DMs; no
 call on a stopped stream (``message_not_in_streaming_state``); final blocks as for posts, feedback buttons with
 Slack's text and value limits. ``assistant.threads.setSuggestedPrompts`` (1 to 4 prompts) and ``setTitle`` are
-recorded in ``suggested_prompts`` and ``titles``.
+recorded in ``suggested_prompts`` (the prompts' heading in ``prompt_titles``) and ``titles``; with ``agent_view``
+set, prompts given a ``thread_ts`` are dropped without an error, as Slack does for agent apps.
 
 OAuth: ``add_install(code, Grant(...))`` makes ``oauth.v2.access`` answer that code once (plain, rotating with
 ``refresh_token``/``expires_in``, or org-wide); a refresh spends the refresh token and revokes the old access
@@ -293,6 +294,12 @@ class FakeSlack:
         #: Files in: the files Slack holds (``add_file``), and each download served: (file id, token).
         self.files: dict[str, FakeFile] = {}
         self.downloads: list[tuple[str, str]] = []
+        # --- agent pane (agent_view)
+        #: An app declared with agent_view: setSuggestedPrompts with a thread_ts "silently fails", as Slack's method
+        #: page says (ok, nothing shown); without one the prompts sit at the top of the DM.
+        self.agent_view = False
+        #: The title each setSuggestedPrompts call gave its list of prompts, in call order ("" when none).
+        self.prompt_titles: list[str] = []
 
     # --- lifecycle
 
@@ -570,6 +577,9 @@ class FakeSlack:
         shaped = all(isinstance(p, dict) and p.get("title") and p.get("message") for p in prompts)
         if not 1 <= len(prompts) <= MAX_SUGGESTED_PROMPTS or not shaped:
             return {"ok": False, "error": "invalid_arguments"}
+        if self.agent_view and params.get("thread_ts"):
+            return {"ok": True}
+        self.prompt_titles.append(str(params.get("title") or ""))
         self.suggested_prompts.append((str(params["channel_id"]), str(params.get("thread_ts") or ""), prompts))
         return {"ok": True}
 

@@ -1,6 +1,12 @@
-"""The assistant container (split view in DMs): a new thread gets the suggested prompts (``AGENT_SUGGESTED_PROMPTS``)
-and is remembered as an assistant thread, so its messages are a chat of their own (see ``events``), titled from
-their first task.
+"""The agent's pane, in both of Slack's shapes.
+
+``agent_view`` (the current one): the pane is the app's DM, its Messages tab. Opening it (``app_home_opened``
+with ``tab == "messages"``) sets the suggested prompts (``AGENT_SUGGESTED_PROMPTS``) for the DM and marks the DM
+as a pane, so each of its threads is a chat of its own, titled from its first task (see ``events``).
+``app_context_changed`` (what the person is looking at) is acknowledged and not kept: runs read the thread itself.
+
+``assistant_view`` (legacy, older apps): a new thread (``assistant_thread_started``) gets the prompts and is
+remembered as an assistant thread, with the same consequences.
 """
 
 from __future__ import annotations
@@ -16,10 +22,37 @@ from bot import identity
 from bot.deps import Services
 
 log = logging.getLogger(__name__)
+#: The heading Slack shows above the suggested prompts in the agent pane.
+PROMPTS_TITLE = "Try asking"
 
 
 def register(app: AsyncApp, services: Services) -> None:
+    """Register before ``home``: Bolt runs only the first listener that matches an ``app_home_opened``."""
     prompts = services.settings.suggested_prompts()  # checked at start-up: a bad setting never gets this far
+
+    async def messages_tab(event: dict[str, Any]) -> bool:
+        return event.get("tab") == "messages"
+
+    @app.event("app_home_opened", matchers=[messages_tab])
+    async def on_pane_opened(event: dict[str, Any], context: AsyncBoltContext) -> None:
+        channel = str(event.get("channel") or "")
+        if not channel.startswith("D"):
+            return
+        key = services.keys.agent_pane(identity.workspace(context), channel)
+        await services.redis.set(key, "1", ex=services.settings.thread_ttl_seconds)
+        try:
+            # No thread_ts: Slack's agent pane holds the prompts for the whole DM (a thread_ts there is ignored).
+            await context.client.assistant_threads_setSuggestedPrompts(
+                channel_id=channel, prompts=prompts, title=PROMPTS_TITLE
+            )
+        except SlackApiError as exc:
+            log.warning("assistant.threads.setSuggestedPrompts refused: %s", exc.response.get("error"))
+
+    @app.event("app_context_changed")
+    async def on_app_context_changed(event: dict[str, Any]) -> None:
+        # The channel or canvas the person is looking at changed; runs read their own thread and no tool is
+        # scoped to "what I am looking at", so there is nothing to keep.
+        return None
 
     @app.event("assistant_thread_started")
     async def on_thread_started(event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -45,4 +78,3 @@ def register(app: AsyncApp, services: Services) -> None:
     async def on_context_changed(event: dict[str, Any]) -> None:
         # The channel the person is looking at changed; runs read the thread itself, so there is nothing to keep.
         return None
-

@@ -102,9 +102,14 @@ async def _take(
     task = _strip_mention(text, bot_user) or (FILES_ONLY_TASK if files else "")
     if not task:
         return
-    assistant = await _assistant_thread(services, ws, channel, thread_ts) if is_dm else None
+    root = thread_ts or ts
+    assistant = None
+    if is_dm:
+        assistant = await _assistant_thread(services, ws, channel, thread_ts) or await _pane_thread(
+            services, ws, channel, root, str(event["user"])
+        )
     if assistant is not None:
-        conv = Conversation(ws, channel, thread_ts)  # each assistant thread is a chat of its own
+        conv = Conversation(ws, channel, root)  # each assistant or agent-pane thread is a chat of its own
     claim = await dedupe.claim(ws, event_id=body.get("event_id"), channel_id=channel, ts=ts)
     if claim is None:
         log.info("duplicate delivery of %s/%s ignored", channel, ts)
@@ -122,7 +127,7 @@ async def _take(
         await dedupe.release(claim)
         raise
     if assistant is not None:
-        await _title(services, context, assistant, channel, thread_ts, task)
+        await _title(services, context, assistant, channel, root, task)
 
 
 async def _assistant_thread(services: Services, ws: Workspace, channel: str, thread_ts: str) -> str | None:
@@ -131,6 +136,19 @@ async def _assistant_thread(services: Services, ws: Workspace, channel: str, thr
         return None
     key = services.keys.assistant_thread(ws, channel, thread_ts)
     return key if await services.redis.exists(key) else None
+
+
+async def _pane_thread(services: Services, ws: Workspace, channel: str, root: str, user: str) -> str | None:
+    """In a DM opened as the agent pane (``agent_view``), the thread starting at ``root`` becomes an assistant
+    thread: a chat of its own, titled from its first task, as the legacy container's threads are."""
+    if not await services.redis.exists(services.keys.agent_pane(ws, channel)):
+        return None
+    key = services.keys.assistant_thread(ws, channel, root)
+    async with services.redis.pipeline(transaction=True) as pipe:
+        pipe.hsetnx(key, "user", user)
+        pipe.expire(key, services.settings.thread_ttl_seconds)
+        await pipe.execute()
+    return key
 
 
 async def _title(
