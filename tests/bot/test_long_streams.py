@@ -88,11 +88,11 @@ async def test_a_stream_sealed_while_the_model_thinks_gets_its_end_in_a_new_stre
 ) -> None:
     # The step's cards go out at once; the answer (one line, held for its end) comes after the seal, so the stop
     # that would carry it is refused: a new stream takes the answer, the stop line and the feedback buttons.
-    fake_slack.stream_seal_seconds = 1.0
+    fake_slack.stream_seal_seconds = 1.5
     answer = "The answer is 42."
     fake_openai.queue(
         tool_calls(("calculator", {"expression": "6*7"}), content="Multiply first."),
-        delay(1.5, text(answer)),
+        delay(2.5, text(answer)),
     )
     ts, streams = await run_one(app, fake_slack, redis_client, key_prefix, "timeline")
     first, last = streams
