@@ -180,7 +180,7 @@ class StreamEventSink:
             await self._stop_orphan(orphan)
         self._writer = StreamWriter(
             self._start_stream, interval=self._interval, pacer=self._pacer, pace_key=self._pace_key,
-            on_started=self._started_stream, tracker=self._trackers() if self._trackers is not None else None,
+            on_started=self._started_stream, trackers=self._trackers,
         )
         if resumed or resumed_step:
             await self._writer.push(text=stream_render.resumed_markdown(resumed_step))

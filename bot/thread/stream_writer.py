@@ -10,9 +10,13 @@ out at once: the first visible token is never held back.
 A refusal (``SlackApiError``) is kept in ``refused`` and raised as :class:`StreamRefused`; the sink then falls back
 to replies. ``confirmed`` is the mark of the last pushed item Slack accepted, so nothing is lost or said twice.
 
-With a ``tracker`` the stream is recorded in Redis from before the call that starts it until its stop succeeded,
+With ``trackers`` each stream is recorded in Redis from before the call that starts it until its stop succeeded,
 and marked left when the writer gives up on a stream that may be open (a stop that failed, a start that timed
 out after Slack may have made the message): the workers' sweep stops those (``bot.thread.open_streams``).
+
+Slack seals a stream about five minutes after its start: a call on it then fails ``message_not_in_streaming_state``
+and the message keeps what it accepted. The writer then goes on in a new stream in the same thread, which gets
+that call's chunks and everything after: a long run reads on across several messages, nothing lost or repeated.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ log = logging.getLogger(__name__)
 
 #: Markdown held back for a safe boundary at most this long before it is cut at any space.
 HOLD_CHARS = 2_000
+#: Slack's answer to a call on a stream it stopped or sealed.
+NOT_STREAMING = "message_not_in_streaming_state"
 
 
 @dataclass
@@ -78,10 +84,12 @@ class StreamWriter:
         pacer: Pacer | None = None,
         pace_key: str = "",
         on_started: Callable[[str], Awaitable[None]] | None = None,
-        tracker: StreamTracker | None = None,
+        trackers: Callable[[], StreamTracker] | None = None,
     ) -> None:
+        """``trackers`` makes each stream's record (a long run has more than one stream)."""
         self._open = open_stream
-        self._tracker = tracker
+        self._trackers = trackers
+        self._tracker = trackers() if trackers is not None else None
         self._stream: AsyncChatStream | None = None
         self._interval = interval
         self._pacer = pacer
@@ -189,6 +197,10 @@ class StreamWriter:
             await stream.append(chunks=list(chunks))
             self.calls += 1
         except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
+            if not started and _not_streaming(exc):
+                await self._renew(stream)
+                await self._call(chunks, mark)  # starts the new stream: never sealed, so one level deep
+                return
             raise StreamRefused(await self._given_up(stream, exc)) from exc
         if started and stream.ts:
             if self._tracker is not None:
@@ -206,6 +218,21 @@ class StreamWriter:
             else:
                 await self._tracker.left(self.refused)
         return self.refused
+
+    async def _renew(self, sealed: AsyncChatStream) -> None:
+        """Slack sealed the stream (a long run): stop it if Slack still lets us, as it is, and drop it; the next
+        call starts a new stream, with a record of its own."""
+        log.info("stream %s was sealed by Slack; the run goes on in a new stream", sealed.ts)
+        await self._pace()
+        try:
+            await sealed.stop()
+            self.calls += 1
+        except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
+            log.debug("the sealed stream %s was not stopped (%s): sealed is stopped enough", sealed.ts, _error_of(exc))
+        if self._tracker is not None:
+            await self._tracker.stopped()  # sealed: nothing of it is open for the sweep to stop
+        self._stream = None
+        self._tracker = self._trackers() if self._trackers is not None else None
 
     async def _ensure_stream(self) -> AsyncChatStream:
         if self._stream is None:
@@ -238,16 +265,20 @@ class StreamWriter:
                     await self._call(chunks, last_mark)
                 else:
                     rest, mark = chunks, max(mark, last_mark)
-            await self._pace()
-            stream = await self._ensure_stream()
-            unstarted = stream.ts is None
-            if unstarted and self._tracker is not None:
-                await self._tracker.opening()
-            try:
-                await stream.stop(chunks=rest or None, blocks=blocks)
-                self.calls += 2 if unstarted else 1
-            except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
-                raise StreamRefused(await self._given_up(stream, exc)) from exc
+            while True:
+                await self._pace()
+                stream = await self._ensure_stream()
+                unstarted = stream.ts is None
+                if unstarted and self._tracker is not None:
+                    await self._tracker.opening()
+                try:
+                    await stream.stop(chunks=rest or None, blocks=blocks)
+                    self.calls += 2 if unstarted else 1
+                    break
+                except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
+                    if unstarted or not _not_streaming(exc):
+                        raise StreamRefused(await self._given_up(stream, exc)) from exc
+                    await self._renew(stream)  # sealed: the end goes to a new stream (started and stopped)
             if self._tracker is not None:
                 await self._tracker.stopped()
             self.closed = True
@@ -272,12 +303,17 @@ class StreamWriter:
         try:
             await self._stream.stop(markdown_text=note)
             self.calls += 1
-        except Exception as exc:  # best effort: the sweep stops it later
+        except Exception as exc:  # best effort: the sweep stops it later (a sealed one has nothing to stop)
             if self._tracker is not None:
-                await self._tracker.left(_error_of(exc))
+                await (self._tracker.stopped() if _not_streaming(exc) else self._tracker.left(_error_of(exc)))
             return
         if self._tracker is not None:
             await self._tracker.stopped()
+
+
+def _not_streaming(exc: BaseException) -> bool:
+    """Slack refused a call on a started stream as sealed (or stopped): a new stream may take it."""
+    return isinstance(exc, SlackApiError) and exc.response.get("error") == NOT_STREAMING
 
 
 def _error_of(exc: BaseException) -> str:

@@ -41,6 +41,7 @@ import asyncio
 import base64
 import itertools
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import TracebackType
@@ -125,6 +126,7 @@ class Stream:
     blocks: list[dict[str, Any]] = field(default_factory=list)
     stopped: bool = False
     calls: int = 0
+    started: float = field(default_factory=time.monotonic)  # when chat.startStream made it (sealing counts from)
 
     def feedback_buttons(self) -> list[dict[str, Any]]:
         return [e for b in self.blocks if b.get("type") == "context_actions" for e in b.get("elements", [])]
@@ -517,7 +519,7 @@ class FakeSlack:
             stream = self.stream(str(params.get("channel") or ""), str(params.get("ts") or ""))
         except StopIteration:
             return "message_not_found"
-        return "message_not_in_streaming_state" if stream.stopped else stream
+        return "message_not_in_streaming_state" if stream.stopped or self.sealed(stream) else stream
 
     def _append_stream(self, params: dict[str, Any]) -> dict[str, Any]:
         stream = self._live_stream(params)
@@ -872,6 +874,22 @@ class FakeSlack:
     async def _login_page(self, request: web.Request) -> web.Response:
         page = "<!DOCTYPE html><html><head><title>Sign in | Slack</title></head><body>Sign in</body></html>"
         return web.Response(text=page, content_type="text/html")
+
+    # --- sealed streams (issue 29): Slack seals a stream about five minutes after its start -------------------
+
+    #: Seconds after its ``chat.startStream`` when a stream is sealed (None: never). From then on Slack answers
+    #: ``chat.appendStream`` and ``chat.stopStream`` with ``message_not_in_streaming_state`` and the message
+    #: keeps what it had, as for a stopped stream (observed, not documented; about 300 s in Slack).
+    stream_seal_seconds: float | None = None
+
+    def sealed(self, stream: Stream) -> bool:
+        """Whether Slack sealed ``stream``: not stopped, and started ``stream_seal_seconds`` ago or more."""
+        seal = self.stream_seal_seconds
+        return not stream.stopped and seal is not None and time.monotonic() - stream.started >= seal
+
+    def open_streams(self) -> list[Stream]:
+        """The streams still open: neither stopped nor sealed."""
+        return [s for s in self.streams if not s.stopped and not self.sealed(s)]
 
 
 async def _params(request: web.Request) -> dict[str, Any]:
