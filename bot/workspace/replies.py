@@ -18,7 +18,7 @@ from bot.workspace.config import (
     shown,
 )
 from bot.workspace.people import who_may_change
-from tools import ToolListing
+from tools import OFFERED_ONLY, ToolListing
 
 #: Rows of ``/agent-limits tools`` beyond which the list is cut (an ephemeral reply should stay readable).
 TOOLS_SHOWN = 60
@@ -245,7 +245,8 @@ def tool_line(row: ToolListing) -> str:
     where = f" ({row.server})" if row.server else " (built-in)"
     summary = row.description.replace("<", "‹").replace(">", "›").replace("&", "＆").replace("`", "'")
     summary = summary if len(summary) <= 100 else summary[:97] + "..."
-    return f"{mark} `{row.name}`{where} {summary}".rstrip()
+    only = f" _({OFFERED_ONLY[row.name]})_" if row.server is None and row.name in OFFERED_ONLY else ""
+    return f"{mark} `{row.name}`{where} {summary}".rstrip() + only
 
 
 def format_tools(
