@@ -3,33 +3,32 @@ Real-time Search as the asker."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.workspace import search_access
 from tools import ToolError
 
 #: conversations.history returns at most this many messages per call anyway.
 MAX_HISTORY = 200
-#: Slack's answers meaning the app cannot use Real-time Search at all (not this query's fault).
-SEARCH_UNAVAILABLE = {
-    "missing_scope": "the app lacks the `search:read.public` scope (reinstall it with the manifest's scopes)",
-    "not_allowed_token_type": "Slack does not allow this app's bot token to search",
-    "unknown_method": "this Slack does not offer Real-time Search (`assistant.search.context`)",
-    "invalid_action_token": "Slack's permission to search for this message has expired",
-}
 
 
 class WebSlackReader:
     """Implements ``tools.SlackReader`` with conversations.history (newest first, as Slack returns them) and
-    assistant.search.context with the run's ``action_token`` (none: the run is not offered ``slack_search``)."""
+    assistant.search.context with the run's ``action_token`` (none: the run is not offered ``slack_search``).
+    ``refused`` hears Slack's error when a search fails (``SearchAccess.refuse``: the app's refusals are kept)."""
 
-    def __init__(self, client: AsyncWebClient, *, action_token: str = "", channel_id: str = "") -> None:
+    def __init__(
+        self, client: AsyncWebClient, *, action_token: str = "", channel_id: str = "",
+        refused: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self._client = client
         self._action_token = action_token
         self._channel_id = channel_id
+        self._refused = refused
 
     async def history(self, channel_id: str, limit: int) -> list[Mapping[str, Any]]:
         resp = await self._client.conversations_history(channel=channel_id, limit=max(1, min(limit, MAX_HISTORY)))
@@ -46,6 +45,7 @@ class WebSlackReader:
             )
         except SlackApiError as exc:
             error = str(exc.response.get("error") or "")
-            why = SEARCH_UNAVAILABLE.get(error, error or "no reason given")
-            raise ToolError(f"Slack search failed: {why}") from exc
+            if self._refused is not None:
+                await self._refused(error)
+            raise ToolError(f"Slack search failed: {search_access.why(error)}") from exc
         return dict(resp.data) if isinstance(resp.data, dict) else {}

@@ -104,14 +104,31 @@ async def test_without_an_action_token_the_tool_is_not_offered_and_agent_limits_
     assert "offered only in runs Slack gives an `action_token`" in line and "search:read.public" in line
 
 
-async def test_a_workspace_without_the_scope_gets_a_reason_not_a_crash(
-    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+@pytest.mark.parametrize(("refusal", "why"), [
+    ("missing_scope", "lacks the `search:read.public` scope"),
+    ("not_allowed_token_type", "does not allow this app's token to search"),
+    ("unknown_method", "does not offer Real-time Search"),
+])
+async def test_when_slack_refuses_the_app_the_next_runs_go_without_the_tool_and_agent_limits_says_why(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, refusal: str, why: str
 ) -> None:
-    fake_slack.search.action_tokens.add("tok-1")
-    fake_slack.search.scope_granted = False
+    fake_slack.search.action_tokens.update({"tok-1", "tok-2"})
+    if refusal == "missing_scope":
+        fake_slack.search.scope_granted = False  # the fake's own check, as Slack answers it
+    else:
+        fake_slack.fail("assistant.search.context", error=refusal)
     fake_openai.queue(tool_calls(("slack_search", {"query": "roadmap"})), text("I could not search Slack."))
-    ts = next_ts()
-    await app.post_event(event_body({**mention(text="<@UBOT> find the roadmap", ts=ts), "action_token": "tok-1"}))
+    await app.post_event(event_body({**mention(text="<@UBOT> find the roadmap", ts=next_ts()),
+                                     "action_token": "tok-1"}))
     await app.drain()
     [told] = observations(fake_openai)
-    assert "lacks the `search:read.public` scope" in told, told
+    assert why in told, told  # the model (and so the user) hears Slack's reason, not a crash
+
+    fake_openai.queue(text("Hello again."))
+    await app.post_event(event_body({**mention(text="<@UBOT> find it again", ts=next_ts()), "action_token": "tok-2"}))
+    await app.drain()
+    assert "slack_search" not in {t["function"]["name"] for t in fake_openai.requests[-1].tools}
+    body = command_body(command="/agent-limits", text="tools", user="U1", team_id="T0001")
+    reply = json.loads(await (await app.post_form(body)).text())["text"]
+    line = next(line for line in reply.splitlines() if "`slack_search`" in line)
+    assert "not offered now: Slack refused it" in line and why in line, line
