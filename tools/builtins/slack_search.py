@@ -81,8 +81,8 @@ def render_results(response: Mapping[str, Any]) -> str:
 
 @tool(name="slack_search", timeout=15.0, reads_private_data=True)
 async def slack_search(args: SlackSearchArgs, ctx: ToolContext) -> str:
-    """Search Slack itself (messages and files in the channels the asker can see), newest and most relevant
-    first, one line per result with its permalink."""
+    """Search Slack itself: messages and files in the channels the asker can see, one line per result with who
+    wrote it, where, and its permalink."""
     if ctx.slack is None:
         raise NotInSlackError("slack_search is only available inside Slack")
     filters: dict[str, Any] = {
