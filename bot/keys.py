@@ -151,6 +151,11 @@ class AppKeys(Keys):
         fallback was logged."""
         return f"{self.namespace(ws)}:files:refused:{kind}"
 
+    def search_refused(self, ws: Workspace) -> str:
+        """String, expiring: the error Slack refused this workspace's Real-time Search with (``slack_search`` is not
+        offered to its runs meanwhile; ``bot.workspace.search_access``)."""
+        return f"{self.namespace(ws)}:search:refused"
+
     def open_streams(self, ws: Workspace) -> str:
         """Hash: stream id -> a stream that may be open in Slack (where, its ts once known, whether its run left
         it), from before its ``chat.startStream`` until its ``chat.stopStream`` succeeded

@@ -18,12 +18,12 @@ from tools.egress import (
     HoldReason,
     parse_domain,
 )
-from tools.errors import FileUnreadable
+from tools.errors import FileUnreadable, ToolError
 from tools.executor import DEFAULT_OBSERVATION_MAX_CHARS, Executor, PreparedCall
 from tools.files import Extracted, Kind, extract, kind_of, prepare_image, sniff
 from tools.mcp import McpConfigError, McpServers
 from tools.outbox import Outbox, OutgoingFile
-from tools.policy import ToolListing, ToolPolicy, matches, run_registry
+from tools.policy import OFFERED_ONLY, ToolListing, ToolPolicy, matches, run_registry
 from tools.redact import Redactor, wrap_untrusted
 from tools.registry import Registry, tool
 from tools.result import Outcome, ToolResult
@@ -71,6 +71,8 @@ __all__ = [
     "run_registry",
     "McpServers",
     "McpConfigError",
+    "ToolError",
+    "OFFERED_ONLY",
     "ToolListing",
     "matches",
     "Redactor",

@@ -17,6 +17,13 @@ class SlackReader(Protocol):
         """The channel's most recent messages, newest first, as Slack returns them."""
         ...
 
+    async def search(self, query: str, *, limit: int, cursor: str, filters: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Slack's Real-time Search (``assistant.search.context``) as the asker: the response as Slack returns it
+        (``results.messages``/``results.files``, ``response_metadata.next_cursor``). ``filters`` are the method's
+        own arguments (``channel_types``, ``content_types``, ``before``, ``after``). Never stored or cached: the
+        API's terms allow no copies. Raises ``ToolError`` when Slack refuses."""
+        ...
+
 
 class RunFile(Protocol):
     """A file given to the run (``agent_core.Attachment`` is one): what ``read_file`` reads."""

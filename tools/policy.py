@@ -21,9 +21,16 @@ from tools.tool import Tool
 
 Environment = Literal["slack", "terminal"]
 #: Built-ins that need a Slack workspace behind them.
-SLACK_ONLY_TOOLS = frozenset({"channel_history", "attach_file"})
+SLACK_ONLY_TOOLS = frozenset({"channel_history", "attach_file", "slack_search"})
 #: Built-ins that need files given to the run.
 FILE_TOOLS = frozenset({"read_file"})
+#: Built-ins that need Slack's Real-time Search for this run (the event's ``action_token``).
+SEARCH_TOOLS = frozenset({"slack_search"})
+#: When the conditional built-ins are offered, as ``/agent-limits tools`` says it.
+OFFERED_ONLY = {
+    "slack_search": "offered only in runs Slack gives an `action_token` (Real-time Search as the asker; "
+    "the app needs `search:read.public`)",
+}
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _BM25_K1, _BM25_B = 1.2, 0.75
 
@@ -79,13 +86,15 @@ def run_registry(
     environment: Environment,
     limit: int = DEFAULT_TOOLS_PER_RUN,
     has_files: bool = False,
+    can_search: bool = False,
 ) -> Registry:
-    """The run's tools: those that work in ``environment`` (and with or without files), offering at most
-    ``limit`` (built-ins kept)."""
+    """The run's tools: those that work in ``environment`` (and with or without files, with or without Slack's
+    search), offering at most ``limit`` (built-ins kept)."""
     usable = [
         t
         for t in enabled
         if (environment == "slack" or t.name not in SLACK_ONLY_TOOLS) and (has_files or t.name not in FILE_TOOLS)
+        and (can_search or t.name not in SEARCH_TOOLS)
     ]
     if len(usable) <= limit:
         return Registry(usable)

@@ -28,7 +28,7 @@ HANDLED_EVENTS = frozenset({
 #: Event fields that hold an id or a ts when present.
 _EVENT_IDS = ("user", "channel", "team", "bot_id", "app_id")
 _EVENT_TS = ("ts", "thread_ts", "event_ts")
-_EVENT_TEXTS = ("text", "subtype", "channel_type", "tab", "type")
+_EVENT_TEXTS = ("text", "subtype", "channel_type", "tab", "type", "action_token")
 
 
 def check_event_envelope(body: Mapping[str, Any]) -> None:

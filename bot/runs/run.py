@@ -263,7 +263,9 @@ class TurnRunner:
         files = self.files(turn, poster)
         scope = ToolContext(
             run_id=run_id, step=0, team_id=turn.workspace.team_id, channel_id=turn.conversation.channel_id,
-            user_id=turn.user_id, slack=WebSlackReader(poster.client), approver=approver, egress=egress,
+            user_id=turn.user_id, approver=approver, egress=egress, slack=WebSlackReader(
+                poster.client, action_token=turn.action_token, channel_id=turn.conversation.channel_id,
+                refused=partial(self.limits.search.refuse, turn.workspace)),
             outbox=files,
         )
         sink = self.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files)
@@ -283,7 +285,8 @@ class TurnRunner:
                     turn.text, thread=turn.thread, loaded=state, run_id=run_id, cancel=parts.token, scope=parts.scope,
                     limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
                     registry=self.toolbox.for_run(
-                        parts.plan.tools, task=turn.text, has_files=bool(parts.attachments)),
+                        parts.plan.tools, task=turn.text, has_files=bool(parts.attachments),
+                        can_search=bool(turn.action_token) and not parts.plan.search_refused),
                     finished_steps=True,  # the replies display posts whole steps, once persisted
                     stream_text=sink.shows_answer_live, attachments=parts.attachments,
                 ))

@@ -87,6 +87,9 @@ class Turn:
     message_ts: str
     files: tuple[FileRef, ...] = ()
     """The files attached to the message (stored only when there are some: older readers see the same shape)."""
+    action_token: str = ""
+    """The event's ``action_token`` ("": none): lets the run's ``slack_search`` search as the asker (stored only
+    when present, like ``files``)."""
 
     def to_json(self) -> str:
         conv, ws = self.conversation, self.conversation.workspace
@@ -97,6 +100,8 @@ class Turn:
         }
         if self.files:
             record["files"] = [f.to_record() for f in self.files]
+        if self.action_token:
+            record["action_token"] = self.action_token
         return json.dumps(record, ensure_ascii=False)
 
     @classmethod
@@ -119,6 +124,7 @@ class Turn:
         return cls(
             Conversation.parse(text("thread")), text("turn_id"), text("text"), text("user_id"),
             text("reply_thread_ts"), text("message_ts"), tuple(FileRef.from_record(f) for f in files),
+            text("action_token") if "action_token" in record else "",
         )
 
     @property

@@ -60,10 +60,12 @@ from bot.workspace.replies import (
     unreadable_lines,
     unreadable_message,
 )
+from bot.workspace.search_access import SearchAccess
 from bot.workspace.store import WorkspaceLimitsStore
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, catalog_of
 
 __all__ = [
+    "SearchAccess",
     "TOP_SPENDERS",
     "OrgBudget",
     "OrgBudgetStore",

@@ -57,6 +57,7 @@ from bot.workspace.replies import (
     unreadable_message,
     verbosity_reply,
 )
+from bot.workspace.search_access import SearchAccess
 from bot.workspace.store import WorkspaceLimitsStore
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, rows, unknown_pattern
 from tools import ToolListing
@@ -79,6 +80,8 @@ class RunPlan:
     tools: ToolChoice = ToolChoice()
     #: The exfiltration guard's host lists (``/agent-limits allow-domain``).
     domains: DomainLists = DomainLists()
+    #: Why Slack refused this workspace's Real-time Search lately ("": it did not): no ``slack_search`` then.
+    search_refused: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,7 @@ class WorkspaceLimits:
         # Built here, not passed in: they only need the store's client and keys.
         self.domains = DomainStore(store.redis, store.keys)
         self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
+        self.search = SearchAccess(store.redis, store.keys)
 
     @classmethod
     def create(
@@ -211,7 +215,8 @@ class WorkspaceLimits:
                 can_change = False
             listed, published = await self.tools(ws)
             return format_tools(listed, published=published, can_change=can_change,
-                                admin_user_ids=self.users.admin_user_ids)
+                                admin_user_ids=self.users.admin_user_ids,
+                                refused={"slack_search": await self.search.refused(ws)})
         if isinstance(command, ToolRuleCommand):
             return await self.set_tool(client, ws, user_id, command.pattern, command.on)
         if isinstance(command, DisplayCommand):
@@ -319,4 +324,4 @@ class WorkspaceLimits:
             return RunBlocked("budget_exhausted", message)
         display, verbosity = self.display.decode(shown)
         return RunPlan(config, limits_for(config, base), budget, display, verbosity, tools,
-                       self.domains.decode(egress))
+                       self.domains.decode(egress), await self.search.refused(ws))

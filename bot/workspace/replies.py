@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from agent_core import BudgetUsage, Period, format_usd
 from bot.settings import Display, Verbosity
@@ -18,7 +18,7 @@ from bot.workspace.config import (
     shown,
 )
 from bot.workspace.people import who_may_change
-from tools import ToolListing
+from tools import OFFERED_ONLY, ToolListing
 
 #: Rows of ``/agent-limits tools`` beyond which the list is cut (an ephemeral reply should stay readable).
 TOOLS_SHOWN = 60
@@ -239,22 +239,27 @@ def verbosity_reply(value: Verbosity) -> str:
     return f"Verbosity is now `{value}`: {shape}. It applies from the next run."
 
 
-def tool_line(row: ToolListing) -> str:
-    """``:white_check_mark: `name` (server) summary``; the summary is the server's text, so it is cut short."""
+def tool_line(row: ToolListing, refused: str = "") -> str:
+    """``:white_check_mark: `name` (server) summary``; the summary is the server's text, so it is cut short. A
+    built-in offered only sometimes says when (``refused``: why Slack refuses it in this workspace now)."""
     mark = ":white_check_mark:" if row.enabled else ":no_entry_sign:"
     where = f" ({row.server})" if row.server else " (built-in)"
     summary = row.description.replace("<", "‹").replace(">", "›").replace("&", "＆").replace("`", "'")
     summary = summary if len(summary) <= 100 else summary[:97] + "..."
-    return f"{mark} `{row.name}`{where} {summary}".rstrip()
+    only = f" _({OFFERED_ONLY[row.name]})_" if row.server is None and row.name in OFFERED_ONLY else ""
+    if refused and row.server is None:
+        only = f" _(not offered now: Slack refused it: {refused})_"
+    return f"{mark} `{row.name}`{where} {summary}".rstrip() + only
 
 
 def format_tools(
-    listed: Sequence[ToolListing], *, published: bool, can_change: bool, admin_user_ids: Collection[str] = ()
+    listed: Sequence[ToolListing], *, published: bool, can_change: bool, admin_user_ids: Collection[str] = (),
+    refused: Mapping[str, str] | None = None,
 ) -> str:
-    """The ephemeral answer to ``/agent-limits tools`` (mrkdwn)."""
+    """The ephemeral answer to ``/agent-limits tools`` (mrkdwn); ``refused``: built-ins Slack refuses now, and why."""
     on = sum(r.enabled for r in listed)
     lines = [f"*Tools for this workspace* ({on} of {len(listed)} on)"]
-    lines.extend(tool_line(r) for r in listed[:TOOLS_SHOWN])
+    lines.extend(tool_line(r, (refused or {}).get(r.name, "")) for r in listed[:TOOLS_SHOWN])
     if len(listed) > TOOLS_SHOWN:
         lines.append(f"... and {len(listed) - TOOLS_SHOWN} more")
     if not published:

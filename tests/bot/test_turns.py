@@ -79,3 +79,14 @@ def test_a_file_is_read_from_the_event_as_slack_sends_it() -> None:
     assert FileRef.of_event({"id": "F2", "file_access": "check_file_info"}) == FileRef("F2", stub=True)
     assert FileRef.of_event({"id": "F3", "size": True, "name": 5}) == FileRef("F3")
     assert FileRef.of_event({"name": "no id"}) is None and FileRef.of_event("F1") is None
+
+
+def test_an_action_token_is_stored_only_when_the_event_carried_one() -> None:
+    base = Turn.from_json(STORED)
+    assert base.action_token == "" and "action_token" not in json.loads(base.to_json())
+    with_token = replace(base, action_token="12345.98765.abcd")
+    raw = with_token.to_json()
+    assert json.loads(raw)["action_token"] == "12345.98765.abcd"
+    assert Turn.from_json(raw) == with_token
+    with pytest.raises(TypeError):
+        Turn.from_json(STORED.replace('"message_ts"', '"action_token": 7, "message_ts"'))

@@ -33,6 +33,11 @@ Files in: ``add_file(FakeFile(...))`` returns the ``files[]`` entry of a message
 it and ``url_private_download`` serves it (``Authorization: Bearer`` required, else a redirect to an HTML login
 page, as Slack does), or answers 404, a login page, slowly, or more bytes than declared; ``downloads`` records
 each download (file id, token).
+
+Real-time Search: ``search`` (a :class:`FakeSearch`) holds what ``assistant.search.context`` finds and the
+``action_token`` values Slack handed out; a bot token must send one of them (``invalid_action_token``), a token
+that is neither a bot's nor a user's gets ``not_allowed_token_type``, and ``search.scope_granted = False`` answers
+``missing_scope``. Results come in Slack's documented shape (``results.messages``/``files``, ``next_cursor``).
 """
 
 from __future__ import annotations
@@ -454,6 +459,8 @@ class FakeSlack:
             return 200, self._auth_test_of(issued), {}
         if method == "users.info":
             return 200, self._users_info(params, issued), {}
+        if method == "assistant.search.context":
+            return 200, self._search_context(params, _bearer(request.headers.get("Authorization", ""))), {}
         handler = self._methods().get(method)
         if handler is None:
             return 200, {"ok": False, "error": "unknown_method"}, {}
@@ -487,6 +494,8 @@ class FakeSlack:
             "canvases.delete": self._delete_canvas,
             # Files in
             "files.info": self._files_info,
+            # --- Real-time Search (issue 29): the token decides too (see ``_answer``)
+            "assistant.search.context": lambda p: self._search_context(p, ""),
         }
 
     def stream(self, channel: str, ts: str) -> Stream:
@@ -892,6 +901,41 @@ class FakeSlack:
         return [s for s in self.streams if not s.stopped and not self.sealed(s)]
 
 
+    # --- Real-time Search (issue 29): assistant.search.context ------------------------------------------------
+
+    @property
+    def search(self) -> FakeSearch:
+        """What Real-time Search finds. Made on first use rather than in ``__init__``, so this block stays whole."""
+        search: FakeSearch = self.__dict__.setdefault("_search", FakeSearch())
+        return search
+
+    def _search_context(self, params: dict[str, Any], token: str) -> dict[str, Any]:
+        search, kind = self.search, (token or str(params.get("token") or "")).removeprefix("xoxe.")[:4]
+        if kind not in ("xoxb", "xoxp"):
+            return {"ok": False, "error": "not_allowed_token_type"}
+        if not search.scope_granted:
+            return {"ok": False, "error": "missing_scope", "needed": "search:read.public", "provided": "chat:write"}
+        query = str(params.get("query") or "")
+        if not query:
+            return {"ok": False, "error": "missing_argument"}
+        if kind == "xoxb" and str(params.get("action_token") or "") not in search.action_tokens:
+            return {"ok": False, "error": "invalid_action_token"}  # a bot token searches only for an event's asker
+        search.requests.append(dict(params))
+        kinds = str(params.get("content_types") or "messages").split(",")
+        words = query.lower().split()
+
+        def hit(item: dict[str, Any]) -> bool:
+            return all(w in f"{item.get('content', '')} {item.get('title', '')}".lower() for w in words)
+
+        found = [("messages", m) for m in search.messages if "messages" in kinds and hit(m)]
+        found += [("files", f) for f in search.files if "files" in kinds and hit(f)]
+        start, limit = int(str(params.get("cursor") or "0")), int(params.get("limit") or 20)
+        results: dict[str, list[dict[str, Any]]] = {"messages": [], "files": []}
+        for name, item in found[start:start + limit]:
+            results[name].append(item)
+        more = str(start + limit) if start + limit < len(found) else ""
+        return {"ok": True, "results": results, "response_metadata": {"next_cursor": more}}
+
 async def _params(request: web.Request) -> dict[str, Any]:
     params: dict[str, Any] = dict(request.query)
     raw = await request.read()
@@ -997,3 +1041,19 @@ def _feedback_problem(blocks: list[dict[str, Any]]) -> str:
                 if not text or len(text) > 75 or not button.get("value") or len(str(button["value"])) > 2_000:
                     return "invalid_blocks"
     return ""
+
+
+# --- Real-time Search (issue 29) ---------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeSearch:
+    """What ``assistant.search.context`` finds: messages and files (Slack's result objects), matched when every
+    word of the query is in their ``content``/``title``; the action tokens events carried; the scope; the
+    searches answered (their parameters)."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    files: list[dict[str, Any]] = field(default_factory=list)
+    action_tokens: set[str] = field(default_factory=set)
+    scope_granted: bool = True
+    requests: list[dict[str, Any]] = field(default_factory=list)

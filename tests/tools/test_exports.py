@@ -26,6 +26,8 @@ def test_public_names() -> None:
         "McpServers",
         "McpConfigError",
         "ToolListing",
+        "OFFERED_ONLY",
+        "ToolError",
         "matches",
         "Executor",
         "PreparedCall",

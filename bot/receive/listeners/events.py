@@ -116,7 +116,7 @@ async def _take(
         return
     turn = Turn(
         conv, turn_id=ts, text=task, user_id=str(event["user"]), reply_thread_ts=thread_ts or ts, message_ts=ts,
-        files=files,
+        files=files, action_token=action_token_of(event),
     )
     try:
         await enqueue_turn(
@@ -128,6 +128,13 @@ async def _take(
         raise
     if assistant is not None:
         await _title(services, context, assistant, channel, root, task)
+
+
+def action_token_of(event: dict[str, Any]) -> str:
+    """The event's ``action_token`` (Real-time Search as the asker), where Slack sends one; "" otherwise."""
+    thread = event.get("assistant_thread")
+    token = event.get("action_token") or (thread.get("action_token") if isinstance(thread, dict) else None)
+    return token if isinstance(token, str) else ""
 
 
 async def _assistant_thread(services: Services, ws: Workspace, channel: str, thread_ts: str) -> str | None:
