@@ -26,6 +26,7 @@ from bot.receive.listeners.control import may_control
 from bot.runs.files import FILES_ONLY_TASK, files_of_event
 from bot.runs.turn import Turn
 from bot.thread import mrkdwn
+from bot.thread.agent_session import close_session
 from bot.workspace import WorkspaceLimits
 
 log = logging.getLogger(__name__)
@@ -57,10 +58,10 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         if await _assistant_thread(services, ws, str(channel), str(thread_ts)):
             thread = Conversation(ws, str(channel), str(thread_ts)).id
         raw = await services.redis.get(services.keys.progress(thread))
-        if raw is None:
-            return
-        progress = json.loads(raw)
+        progress = json.loads(raw) if raw is not None else {}
         if progress.get("status") != "running":
+            # No run of ours to stop: Slack leaves the status as it was, so it is moved off processing here.
+            await close_session(context.client, str(channel), str(thread_ts))
             return
         run_id = str(progress.get("run_id", ""))
         with contextlib.suppress(SlackLookupError):
