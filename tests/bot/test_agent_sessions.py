@@ -17,6 +17,7 @@ from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.runs.approval_messages import APPROVE_ACTION_ID
 from bot.thread.agent_session import session_title
+from bot.workspace import DisplaySettings
 from tests.bot.conftest import App
 from tests.bot.test_approvals import _press, _start
 from tests.fakes.openai_server import FakeOpenAI, delay, text, tool_calls
@@ -58,6 +59,20 @@ async def test_a_run_is_processing_then_closed_and_named_by_its_first_line(
     assert rename.ok and rename.params == {"channel_id": "C1", "thread_ts": ts, "title": "plan the offsite"}
     # The session's status is the working indicator: no assistant status, no reaction.
     assert agent_app.statuses == [] and not agent_app.calls_of("reactions.add")
+
+
+async def test_a_streamed_run_closes_its_session_after_its_stream(
+    app: App, agent_app: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str,
+) -> None:
+    await DisplaySettings(redis_client, AppKeys(key_prefix)).set_display(WS, "timeline")
+    fake_openai.queue(text("hi"))
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> hello", ts=ts)))
+    await app.drain()
+    [stream] = agent_app.thread_streams("C1", ts)
+    assert stream.stopped and statuses(agent_app, ts) == ["processing", "closed"]
+    methods = [c.method for c in agent_app.calls if c.method.startswith(("agents.", "chat.st"))]
+    assert methods.index("chat.stopStream") < len(methods) - 1 and methods[-1] == "agents.sessions.setStatus"
 
 
 async def test_a_follow_up_in_the_thread_keeps_the_sessions_name(
