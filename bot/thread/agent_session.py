@@ -118,8 +118,8 @@ class AgentSession:
         if self._redis is not None and self._fallback_key:
             with contextlib.suppress(RedisError):
                 first = bool(await self._redis.set(self._fallback_key, error, nx=True, ex=FALLBACK_SECONDS))
-        if first:
-            log.warning("Slack refused agent sessions in %s (%s): runs fall back to assistant.threads.setStatus",
+        if first:  # info, not a warning: an app with only assistant_view is the ordinary case
+            log.info("Slack refused agent sessions in %s (%s): runs fall back to assistant.threads.setStatus",
                         self._fallback_key, error)
 
 
