@@ -146,6 +146,10 @@ class AppKeys(Keys):
         """Flag: this workspace already refused streaming once (its fallback to replies was logged)."""
         return f"{self.namespace(ws)}:stream:fallback"
 
+    def session_fallback(self, ws: Workspace) -> str:
+        """Flag: this workspace refused agent sessions (its fallback to the assistant status was logged)."""
+        return f"{self.namespace(ws)}:session:fallback"
+
     def upload_refused(self, ws: Workspace, kind: str) -> str:
         """Flag: this workspace refused a file upload (``kind`` ``file``) or a canvas (``canvas``) once: its
         fallback was logged."""

@@ -30,7 +30,7 @@ from redis.exceptions import RedisError
 from bot.keys import AppKeys
 from bot.runs.approval_messages import decided_message, egress_message, request_message
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide, next_decision, open_request
-from bot.thread.poster import Poster, Target
+from bot.thread.poster import Poster, Target, ThreadStatus
 from bot.thread.render import SlackMessage
 from tools import EgressAnswer, EgressRequest, ToolContext
 
@@ -55,8 +55,10 @@ class SlackApprover:
         requester: str,
         timeout_seconds: float,
         deadline: float,
+        status: ThreadStatus | None = None,
     ) -> None:
-        """``deadline`` is the run's end on ``time.monotonic``'s clock: no request waits beyond it."""
+        """``deadline`` is the run's end on ``time.monotonic``'s clock: no request waits beyond it; ``status``
+        (the thread's agent session) shows ``suspended`` while a request waits."""
         self._redis = redis
         self._keys = keys
         self._poster = poster
@@ -70,6 +72,8 @@ class SlackApprover:
         self._posting = asyncio.Lock()
         self._closed = asyncio.Event()
         self._open: set[asyncio.Future[None]] = set()
+        self._status = status
+        self._waiting = 0  # requests waiting now: the session is suspended from the first to the last
 
     async def approve(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
         decision = await self._ask(tool, arguments,
@@ -103,7 +107,7 @@ class SlackApprover:
                 if ts is None:
                     log.warning("approval request for %s could not be posted: refused", tool)
                     return Decision(Verdict.FAILED)
-                decision = await self._wait(ref, pubsub, timeout)
+                decision = await self._waited(ref, pubsub, timeout)
         except (RedisError, OSError) as exc:
             log.warning("approval of %s failed (%s): refused", tool, exc)
         except asyncio.CancelledError:
@@ -134,6 +138,19 @@ class SlackApprover:
         finally:
             with contextlib.suppress(RedisError, OSError):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def _waited(self, ref: ApprovalRef, pubsub: PubSub, timeout: float) -> Decision:
+        """``_wait`` with the session ``suspended`` meanwhile (a stopped run's session is closed instead)."""
+        self._waiting += 1
+        if self._waiting == 1 and self._status is not None:
+            await self._status.suspend()
+        try:
+            decision = await self._wait(ref, pubsub, timeout)
+        finally:
+            self._waiting -= 1
+        if self._waiting == 0 and self._status is not None:
+            await self._status.resume()
+        return decision
 
     async def _wait(self, ref: ApprovalRef, pubsub: PubSub, timeout: float) -> Decision:
         reader = asyncio.ensure_future(next_decision(pubsub))

@@ -45,6 +45,7 @@ from bot.runs.toolbox import Toolbox
 from bot.runs.turn import Turn
 from bot.settings import Display, Settings, Verbosity
 from bot.thread import render
+from bot.thread.agent_session import AgentSession, session_title
 from bot.thread.fallback import StreamOrReplies
 from bot.thread.feed import aclose_events, pipelined
 from bot.thread.open_streams import LEFT_GRACE_SECONDS, OpenStreams
@@ -254,10 +255,11 @@ class TurnRunner:
         # ``job``: the job holding the thread's slot, which a worker resuming the run frees when it is done.
         await ledger.open(requester=turn.user_id, thread=turn.thread, job=job_id)
         view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps)
+        status = self.status(turn, poster)
         approver = SlackApprover(
             self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
             timeout_seconds=self.settings.agent_approval_timeout_seconds,
-            deadline=time.monotonic() + plan.limits.max_seconds,
+            deadline=time.monotonic() + plan.limits.max_seconds, status=status,
         )
         egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn.target))
         files = self.files(turn, poster)
@@ -268,7 +270,7 @@ class TurnRunner:
                 refused=partial(self.limits.search.refuse, turn.workspace)),
             outbox=files,
         )
-        sink = self.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files)
+        sink = self.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)
         return RunParts(plan, ledger, sink, CancelToken(), approver, scope, attachments)
 
     async def _drive(
@@ -336,13 +338,24 @@ class TurnRunner:
             refused_key=partial(self.keys.upload_refused, turn.workspace),
         )
 
+    def status(self, turn: Turn, poster: Poster) -> ThreadStatus:
+        """The run's "working" status: its thread's agent session (named by its first line when the turn opened
+        the thread), else the assistant status (``bot.thread.agent_session``)."""
+        target = turn.target
+        session = AgentSession(
+            poster.client, target.channel_id, target.thread_ts, title=session_title(turn.text),
+            names=target.message_ts == target.thread_ts, redis=self.redis,
+            fallback_key=self.keys.session_fallback(turn.workspace),
+        )
+        return ThreadStatus(poster.client, target, session=session)
+
     def sink(
         self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster, shown: tuple[Display, Verbosity],
-        *, files: ThreadFiles | None = None,
+        *, files: ThreadFiles | None = None, status: ThreadStatus | None = None,
     ) -> RunSink:
         """The thread's renderer for one run, in the workspace's display and verbosity."""
         display, verbosity = shown
-        parts = SinkParts(poster, turn.target, view, ledger, verbosity, ThreadStatus(poster.client, turn.target),
+        parts = SinkParts(poster, turn.target, view, ledger, verbosity, status or self.status(turn, poster),
                           files or self.files(turn, poster))
         if display == "replies":
             return SlackEventSink(parts)

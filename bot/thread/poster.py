@@ -23,6 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import ThreadUnwritable
 from bot.identity import Conversation
 from bot.thread import mrkdwn
+from bot.thread.agent_session import AgentSession, SessionStatus
 from bot.thread.render import SlackMessage
 
 log = logging.getLogger(__name__)
@@ -207,11 +208,14 @@ class Poster:
 
 @dataclass
 class ThreadStatus:
-    """'is working…' under the thread: assistant.threads.setStatus where it works, else a reaction."""
+    """'is working…' under the thread: the agent session's status where Slack has them, else
+    assistant.threads.setStatus where it works, else a reaction."""
 
     client: AsyncWebClient
     target: Target
-    mode: Literal["status", "reaction", "off"] = "status"
+    mode: Literal["session", "status", "reaction", "off"] = "status"
+    #: The thread's agent session, tried first (none: straight to assistant.threads.setStatus).
+    session: AgentSession | None = None
     resume_seconds: float = STATUS_RESUME_SECONDS
     _refresher: asyncio.Task[None] | None = field(default=None, repr=False)
     _resume: asyncio.TimerHandle | None = field(default=None, repr=False)
@@ -219,8 +223,12 @@ class ThreadStatus:
     _done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _sets_started: int = field(default=0, repr=False)
     _sets_ended: int = field(default=0, repr=False)
+    _session_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     async def start(self) -> None:
+        if self.session is not None and await self.session.open():
+            self.mode = "session"  # a lifecycle status: no reply clears it, nothing to refresh
+            return
         if not await self._set(STATUS_TEXT):
             self.mode = "reaction"
             try:
@@ -254,6 +262,19 @@ class ThreadStatus:
             log.info("could not set the thread status again: %s", type(exc).__name__)
             return False
 
+    async def suspend(self) -> None:
+        """The run waits for an approval: the agent session says so (``suspended``)."""
+        await self._session_status("suspended")
+
+    async def resume(self) -> None:
+        """The approval is decided: the run works again (``processing``) unless it has ended meanwhile."""
+        await self._session_status("processing")
+
+    async def _session_status(self, status: SessionStatus) -> None:
+        async with self._session_lock:  # one write at a time: ``closed`` is never overtaken by a late one
+            if self.mode == "session" and self.session is not None and not self._done.is_set():
+                await self.session.set(status)
+
     def abandon(self) -> None:
         """Stop refreshing without touching Slack (the run ended without ``stop``, e.g. a shutdown)."""
         self._done.set()
@@ -276,7 +297,10 @@ class ThreadStatus:
                 await self._refresher
         if self._resuming is not None:
             await self._resuming  # a status being set now lands before it is cleared, never after
-        if self.mode == "status":
+        if self.mode == "session" and self.session is not None:
+            async with self._session_lock:
+                await self.session.set("closed")  # done or stopped: never left on processing
+        elif self.mode == "status":
             if cleared is None or cleared != self._sets_started:
                 await self._set("")
         elif self.mode == "reaction":

@@ -39,6 +39,7 @@ def test_events_command_and_interactivity() -> None:
         "app_uninstalled", "tokens_revoked",  # OAuth mode forgets the workspace's tokens
         "assistant_thread_started", "assistant_thread_context_changed",  # the assistant container
         "app_context_changed",  # the agent pane
+        "agent_session_stopped",  # Slack's stop button on an agent session: stops the run
     }
     # Every subscribed event type passes the receiver's shape check (a dropped one would never reach Bolt).
     assert {e.split(".")[0] for e in settings["event_subscriptions"]["bot_events"]} <= HANDLED_EVENTS

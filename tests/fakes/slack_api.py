@@ -38,6 +38,11 @@ Real-time Search: ``search`` (a :class:`FakeSearch`) holds what ``assistant.sear
 ``action_token`` values Slack handed out; a bot token must send one of them (``invalid_action_token``), a token
 that is neither a bot's nor a user's gets ``not_allowed_token_type``, and ``search.scope_granted = False`` answers
 ``missing_scope``. Results come in Slack's documented shape (``results.messages``/``files``, ``next_cursor``).
+
+Agent sessions: ``agents.sessions.setStatus`` and ``agents.sessions.rename`` keep ``sessions`` and
+``session_statuses``, checked as Slack documents them (a known status, titles of at most 200 characters, a rename
+only of a session that exists: ``session_not_found``). They are refused (``agent_sessions_refusal``, by default
+``not_allowed``) as for an app not declared as an agent; set it to "" for one that is.
 """
 
 from __future__ import annotations
@@ -307,6 +312,14 @@ class FakeSlack:
         self.agent_view = False
         #: The title each setSuggestedPrompts call gave its list of prompts, in call order ("" when none).
         self.prompt_titles: list[str] = []
+        # --- agent sessions (agents.sessions.*)
+        #: What agents.sessions.* answer an app that is not declared as an agent (the default: an app with only
+        #: ``assistant_view``); set it to "" to make them available, to another error to refuse them so.
+        self.agent_sessions_refusal = "not_allowed"
+        #: The sessions as Slack keeps them: (channel, thread ts) -> {"status", "title"}.
+        self.sessions: dict[tuple[str, str], dict[str, str]] = {}
+        #: Every status set, in order: (channel, thread ts, status).
+        self.session_statuses: list[tuple[str, str, str]] = []
 
     # --- lifecycle
 
@@ -496,6 +509,9 @@ class FakeSlack:
             "files.info": self._files_info,
             # --- Real-time Search (issue 29): the token decides too (see ``_answer``)
             "assistant.search.context": lambda p: self._search_context(p, ""),
+            # --- agent sessions
+            "agents.sessions.setStatus": self._session_set_status,
+            "agents.sessions.rename": self._session_rename,
         }
 
     def stream(self, channel: str, ts: str) -> Stream:
@@ -935,6 +951,45 @@ class FakeSlack:
             results[name].append(item)
         more = str(start + limit) if start + limit < len(found) else ""
         return {"ok": True, "results": results, "response_metadata": {"next_cursor": more}}
+    # --- agent sessions: a session is named by ``channel_id`` and ``thread_ts`` (its thread's root)
+
+    #: Slack's session statuses and its title limit.
+    SESSION_STATUSES = frozenset({"active", "processing", "suspended", "closed"})
+    MAX_TITLE_CHARS = 200
+
+    def session_status(self, channel: str, thread_ts: str) -> str | None:
+        """The status a session shows now, or None when there is none."""
+        return self.sessions.get((channel, thread_ts), {}).get("status")
+
+    def _session_set_status(self, params: dict[str, Any]) -> dict[str, Any]:
+        """agents.sessions.setStatus: ``status`` one of Slack's four; creates the session (with ``title``, at most
+        200 characters, used only then) when there is none yet."""
+        if self.agent_sessions_refusal:
+            return {"ok": False, "error": self.agent_sessions_refusal}
+        channel, thread_ts = str(params.get("channel_id") or ""), str(params.get("thread_ts") or "")
+        status, title = str(params.get("status") or ""), params.get("title")
+        if (not channel or status not in self.SESSION_STATUSES
+                or (title is not None and len(str(title)) > self.MAX_TITLE_CHARS)):
+            return {"ok": False, "error": "invalid_arguments"}
+        session = self.sessions.setdefault((channel, thread_ts), {"title": str(title or "")})
+        session["status"] = status
+        self.session_statuses.append((channel, thread_ts, status))
+        return {"ok": True, "status": status, "title": session["title"]}
+
+    def _session_rename(self, params: dict[str, Any]) -> dict[str, Any]:
+        """agents.sessions.rename: ``title`` of 1 to 200 characters, on a session that exists."""
+        if self.agent_sessions_refusal:
+            return {"ok": False, "error": self.agent_sessions_refusal}
+        channel, thread_ts = str(params.get("channel_id") or ""), str(params.get("thread_ts") or "")
+        title = str(params.get("title") or "")
+        if not channel or not 1 <= len(title) <= self.MAX_TITLE_CHARS:
+            return {"ok": False, "error": "invalid_arguments"}
+        session = self.sessions.get((channel, thread_ts))
+        if session is None:
+            return {"ok": False, "error": "session_not_found"}
+        session["title"] = title
+        return {"ok": True, "title": title}
+
 
 async def _params(request: web.Request) -> dict[str, Any]:
     params: dict[str, Any] = dict(request.query)

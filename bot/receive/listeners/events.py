@@ -23,9 +23,11 @@ from bot.identity import DM_THREAD, Conversation, Workspace
 from bot.queue.turns import enqueue_turn, request_cancel
 from bot.receive.dedupe import Dedupe
 from bot.receive.listeners.control import may_control
+from bot.redis import as_text, awaited
 from bot.runs.files import FILES_ONLY_TASK, files_of_event
 from bot.runs.turn import Turn
 from bot.thread import mrkdwn
+from bot.thread.agent_session import close_session
 from bot.workspace import WorkspaceLimits
 
 log = logging.getLogger(__name__)
@@ -56,17 +58,32 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         thread = _conversation(ws, str(channel), str(thread_ts))
         if await _assistant_thread(services, ws, str(channel), str(thread_ts)):
             thread = Conversation(ws, str(channel), str(thread_ts)).id
-        raw = await services.redis.get(services.keys.progress(thread))
-        if raw is None:
+        run_id = await _running(services, thread)
+        if run_id is None:
+            # No run of ours to stop: Slack leaves the status as it was, so it is moved off processing here.
+            await close_session(context.client, str(channel), str(thread_ts))
             return
-        progress = json.loads(raw)
-        if progress.get("status") != "running":
-            return
-        run_id = str(progress.get("run_id", ""))
         with contextlib.suppress(SlackLookupError):
             refusal = await may_control(services, users, context.client, ws, thread, run_id, str(user), "stop it")
             if refusal is None:
                 await request_cancel(services.redis, services.keys, thread, run_id, "stopped with Slack's stop button")
+
+
+async def _running(services: Services, thread: str) -> str | None:
+    """The run id of the conversation's run in progress, or None. Its progress names it from its first step on;
+    before that (its first LLM call), the turn at the head of the inbox while a job holds the run slot is it."""
+    raw = await services.redis.get(services.keys.progress(thread))
+    progress = json.loads(raw) if raw is not None else {}
+    if progress.get("status") == "running":
+        return str(progress.get("run_id", ""))
+    if not await services.redis.exists(services.keys.lock(thread)):
+        return None
+    head = as_text(await awaited(services.redis.lindex(services.keys.inbox(thread), 0)))
+    record = await awaited(services.redis.hget(services.keys.turns(thread), head)) if head else None
+    try:
+        return Turn.from_json(record).run_id if record is not None else None
+    except (ValueError, TypeError):
+        return None  # a record this code did not write: nothing of ours to stop
 
 
 def _conversation(ws: Workspace, channel: str, thread_ts: str) -> str:
