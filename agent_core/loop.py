@@ -10,19 +10,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import replace
 from typing import Literal, TypeVar, cast
 
-from agent_core import (
-    accounting,
-    acting,
-    closing,
-    context,
-    deltas,
-    endings,
-    files_in,
-    history,
-    progress,
-    reading,
-    text_react,
-)
+import agent_core.files_in as files_in
+from agent_core import accounting, acting, closing, context, deltas, endings, history, progress, reading, text_react
 from agent_core.attachments import vision_default
 from agent_core.budget import DEFAULT_BUDGET_WAIT_SECONDS, Budget, RunHolds
 from agent_core.calibration import Calibration

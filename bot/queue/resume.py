@@ -43,7 +43,7 @@ def holder_of(worker_id: str, job_id: str) -> str:
 async def post_missing_final(runner: TurnRunner, turn: Turn, progress: Progress, poster: Poster) -> None:
     """The end of a run that finished just before a restart. The end is saved before it is posted, so the answer
     may not be out yet: the ledger, not the progress, says whether it is."""
-    ledger = runner.ledger(turn)
+    ledger = runner.outputs.ledger(turn)
     seen = await ledger.get()
     if seen.get("final") == "1":
         return
@@ -56,7 +56,7 @@ async def post_missing_final(runner: TurnRunner, turn: Turn, progress: Progress,
         run_id=turn.run_id,
     )
     view = render.RunView(turn.run_id, stop_value=f"{turn.thread}|{turn.run_id}")
-    sink = runner.sink(turn, view, ledger, poster, await runner.limits.display.both(turn.workspace))
+    sink = runner.outputs.sink(turn, view, ledger, poster, await runner.limits.display.both(turn.workspace))
     sink.first_ts = seen.get("first_ts") or None
     await sink.emit(stopped)
     await runner.after.record(turn, stopped, poster.client)

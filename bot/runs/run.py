@@ -41,25 +41,20 @@ from bot.runs.approvals import SlackApprover
 from bot.runs.cancel_watch import CancelWatch
 from bot.runs.egress import ThreadNotices, egress_policy
 from bot.runs.files import EarlierFiles, FileCaps, gather_attachments
+from bot.runs.outputs import ThreadOutputs
 from bot.runs.toolbox import Toolbox
 from bot.runs.turn import Turn
-from bot.settings import Display, Settings, Verbosity
+from bot.settings import Settings
 from bot.thread import render
-from bot.thread.agent_session import AgentSession, session_title
-from bot.thread.fallback import StreamOrReplies
 from bot.thread.feed import aclose_events, pipelined
-from bot.thread.open_streams import LEFT_GRACE_SECONDS, OpenStreams
-from bot.thread.poster import Pacer, Poster, ThreadStatus
-from bot.thread.sink import RunLedger, RunSink, SinkParts, SlackEventSink
+from bot.thread.poster import Pacer, Poster
+from bot.thread.sink import RunLedger, RunSink
 from bot.thread.slack_reader import WebSlackReader
-from bot.thread.stream_sink import StreamEventSink
-from bot.thread.uploads import ThreadFiles
 from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
 from tools import Registry, ToolContext
 
 log = logging.getLogger(__name__)
 #: Stream calls per minute per workspace, all streams together (under Slack's Tier 4).
-STREAM_CALLS_PER_MINUTE = 90
 #: Queue notices (chat.postEphemeral, Tier 4) per minute per workspace, all askers together.
 NOTICES_PER_MINUTE = 90
 
@@ -147,16 +142,11 @@ class TurnRunner:
         # book, then still fits instead of drawing a 429 (measured: 4-5 429s per run -> 0, bench/slack_posting).
         self.post_pacer = Pacer(redis, per_second=settings.slack_posts_per_second, burst=2)
         self.update_pacer = Pacer(redis, per_second=settings.slack_updates_per_minute / 60, burst=5)
-        # chat.appendStream is Tier 4 (100+ a minute per workspace): every stream of a workspace shares this,
-        # on top of each stream's own SLACK_STREAM_INTERVAL_SECONDS.
-        per_second = STREAM_CALLS_PER_MINUTE / 60 if settings.slack_stream_interval_seconds > 0 else 0
-        self.stream_pacer = Pacer(redis, per_second=per_second, burst=10)
         # chat.postEphemeral is Tier 4 too: queue notices share this per workspace, never a channel's post pace.
         notices = NOTICES_PER_MINUTE / 60 if settings.slack_posts_per_second > 0 else 0
         self.notice_pacer = Pacer(redis, per_second=notices, burst=10)
-        # A stream outlives no run: past a run's longest life (and its lease's lapse), one still open was left.
-        self.open_streams = OpenStreams(redis, keys, clients, abandoned_seconds=(
-            settings.agent_max_seconds + 2 * settings.agent_lease_seconds + LEFT_GRACE_SECONDS))
+        self.outputs = ThreadOutputs(settings, redis, keys, clients)
+        self.open_streams = self.outputs.open_streams
 
     async def poster(self, turn: Turn) -> Poster:
         """The thread's writer, with the workspace's own token; raises ``NotInstalled`` when there is none."""
@@ -251,18 +241,18 @@ class TurnRunner:
         if problems:
             await poster.post(turn.target, render.notice(problems))
         run_id = turn.run_id
-        ledger = self.ledger(turn)
+        ledger = self.outputs.ledger(turn)
         # ``job``: the job holding the thread's slot, which a worker resuming the run frees when it is done.
         await ledger.open(requester=turn.user_id, thread=turn.thread, job=job_id)
         view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps)
-        status = self.status(turn, poster)
+        status = self.outputs.status(turn, poster)
         approver = SlackApprover(
             self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
             timeout_seconds=self.settings.agent_approval_timeout_seconds,
             deadline=time.monotonic() + plan.limits.max_seconds, status=status,
         )
         egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn.target))
-        files = self.files(turn, poster)
+        files = self.outputs.files(turn, poster)
         scope = ToolContext(
             run_id=run_id, step=0, team_id=turn.workspace.team_id, channel_id=turn.conversation.channel_id,
             user_id=turn.user_id, approver=approver, egress=egress, slack=WebSlackReader(
@@ -270,7 +260,7 @@ class TurnRunner:
                 refused=partial(self.limits.search.refuse, turn.workspace)),
             outbox=files,
         )
-        sink = self.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)
+        sink = self.outputs.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)
         return RunParts(plan, ledger, sink, CancelToken(), approver, scope, attachments)
 
     async def _drive(
@@ -326,44 +316,3 @@ class TurnRunner:
                 await watcher
             await asyncio.shield(parts.approver.aclose())  # requests a stopped run left open are closed, denied
         return ""
-
-    def ledger(self, turn: Turn) -> RunLedger:
-        return RunLedger(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
-
-    def files(self, turn: Turn, poster: Poster) -> ThreadFiles:
-        """The run's files out: a long answer, and the files its tools attach (uploaded by its sink)."""
-        return ThreadFiles(
-            poster.client, turn.target, answer_chars=self.settings.agent_answer_file_chars,
-            canvas=self.settings.agent_answer_canvas, redis=self.redis,
-            refused_key=partial(self.keys.upload_refused, turn.workspace),
-        )
-
-    def status(self, turn: Turn, poster: Poster) -> ThreadStatus:
-        """The run's "working" status: its thread's agent session (named by its first line when the turn opened
-        the thread), else the assistant status (``bot.thread.agent_session``)."""
-        target = turn.target
-        session = AgentSession(
-            poster.client, target.channel_id, target.thread_ts, title=session_title(turn.text),
-            names=target.message_ts == target.thread_ts, redis=self.redis,
-            fallback_key=self.keys.session_fallback(turn.workspace),
-        )
-        return ThreadStatus(poster.client, target, session=session)
-
-    def sink(
-        self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster, shown: tuple[Display, Verbosity],
-        *, files: ThreadFiles | None = None, status: ThreadStatus | None = None,
-    ) -> RunSink:
-        """The thread's renderer for one run, in the workspace's display and verbosity."""
-        display, verbosity = shown
-        parts = SinkParts(poster, turn.target, view, ledger, verbosity, status or self.status(turn, poster),
-                          files or self.files(turn, poster))
-        if display == "replies":
-            return SlackEventSink(parts)
-        ws = turn.workspace
-        stream = StreamEventSink(
-            parts, display=display, recipient_user_id=turn.user_id,
-            interval=self.settings.slack_stream_interval_seconds,
-            pacer=self.stream_pacer, pace_key=self.keys.rate(ws, "slack:stream"),
-            trackers=partial(self.open_streams.tracker, ws, turn.target.channel_id, turn.target.thread_ts),
-        )
-        return StreamOrReplies(stream, redis=self.redis, fallback_key=self.keys.stream_fallback(ws))
