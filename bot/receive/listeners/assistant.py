@@ -40,13 +40,8 @@ def register(app: AsyncApp, services: Services) -> None:
             return
         key = services.keys.agent_pane(identity.workspace(context), channel)
         await services.redis.set(key, "1", ex=services.settings.thread_ttl_seconds)
-        try:
-            # No thread_ts: Slack's agent pane holds the prompts for the whole DM (a thread_ts there is ignored).
-            await context.client.assistant_threads_setSuggestedPrompts(
-                channel_id=channel, prompts=prompts, title=PROMPTS_TITLE
-            )
-        except SlackApiError as exc:
-            log.warning("assistant.threads.setSuggestedPrompts refused: %s", exc.response.get("error"))
+        # No thread_ts: Slack's agent pane holds the prompts for the whole DM (a thread_ts there is ignored).
+        await suggest(context, channel_id=channel, prompts=prompts, title=PROMPTS_TITLE)
 
     @app.event("app_context_changed")
     async def on_app_context_changed(event: dict[str, Any]) -> None:
@@ -67,14 +62,17 @@ def register(app: AsyncApp, services: Services) -> None:
             pipe.hset(key, "user", str(thread.get("user_id") or ""))
             pipe.expire(key, services.settings.thread_ttl_seconds)
             await pipe.execute()
-        try:
-            await context.client.assistant_threads_setSuggestedPrompts(
-                channel_id=channel, thread_ts=thread_ts, prompts=prompts
-            )
-        except SlackApiError as exc:
-            log.warning("assistant.threads.setSuggestedPrompts refused: %s", exc.response.get("error"))
+        await suggest(context, channel_id=channel, thread_ts=thread_ts, prompts=prompts)
 
     @app.event("assistant_thread_context_changed")
     async def on_context_changed(event: dict[str, Any]) -> None:
         # The channel the person is looking at changed; runs read the thread itself, so there is nothing to keep.
         return None
+
+
+async def suggest(context: AsyncBoltContext, **where: Any) -> None:
+    """Set suggested prompts; a refusal is logged, never the listener's failure (the pane works without them)."""
+    try:
+        await context.client.assistant_threads_setSuggestedPrompts(**where)
+    except SlackApiError as exc:
+        log.warning("assistant.threads.setSuggestedPrompts refused: %s", exc.response.get("error"))
