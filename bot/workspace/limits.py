@@ -312,7 +312,8 @@ class WorkspaceLimits:
         refusal = await self.users.run_permission(client, ws, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
-        config, tools, (egress, shown) = await self.store.for_run(ws, self.domains.key(ws), self.display.key(ws))
+        config, tools, (egress, shown, search) = await self.store.for_run(
+            ws, self.domains.key(ws), self.display.key(ws), values=(self.search.key(ws),))
         org = await self.org_budget(ws)
         unreadable = unreadable_message(config, org is not None and org.unreadable, self.users.admin_user_ids)
         if unreadable:
@@ -324,4 +325,4 @@ class WorkspaceLimits:
             return RunBlocked("budget_exhausted", message)
         display, verbosity = self.display.decode(shown)
         return RunPlan(config, limits_for(config, base), budget, display, verbosity, tools,
-                       self.domains.decode(egress), await self.search.refused(ws))
+                       self.domains.decode(egress), self.search.decode(search))

@@ -37,13 +37,22 @@ class SearchAccess:
         self._redis = redis
         self._keys = keys
 
+    def key(self, ws: Workspace) -> str:
+        """Where the refusal is kept: a run's preflight reads it with the workspace's other values."""
+        return self._keys.search_refused(ws)
+
+    @staticmethod
+    def decode(raw: bytes | str | None) -> str:
+        """Why Slack refused, from the stored error ("" when it did not)."""
+        error = as_text(raw)
+        return why(error) if error else ""
+
     async def refused(self, ws: Workspace) -> str:
         """Why Slack refused the workspace's search lately ("" when it did not, or Redis cannot say)."""
         try:
-            error = as_text(await self._redis.get(self._keys.search_refused(ws)))
+            return self.decode(await self._redis.get(self.key(ws)))
         except RedisError:
             return ""  # the tool then fails with Slack's own reason, which is all this would add
-        return why(error) if error else ""
 
     async def refuse(self, ws: Workspace, error: str) -> None:
         """Slack answered ``error``: remembered when it concerns the app, not the query."""

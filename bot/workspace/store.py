@@ -114,14 +114,19 @@ class WorkspaceLimitsStore:
             raise unavailable(exc) from exc
         return self._merge(raw)
 
-    async def for_run(self, ws: Workspace, *also: str) -> tuple[WorkspaceConfig, ToolChoice, list[Any]]:
-        """The config and the tool choice a run starts with, and the hashes ``also`` names, in one round trip."""
+    async def for_run(
+        self, ws: Workspace, *also: str, values: tuple[str, ...] = ()
+    ) -> tuple[WorkspaceConfig, ToolChoice, list[Any]]:
+        """The config and the tool choice a run starts with, then the hashes ``also`` names and the plain
+        ``values``, in one round trip."""
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.hgetall(self._config_key(ws))
                 pipe.hgetall(self._keys.tool_choice(ws))
                 for key in also:
                     pipe.hgetall(key)
+                for key in values:
+                    pipe.get(key)
                 raw = await pipe.execute()
         except RedisError as exc:
             raise unavailable(exc) from exc
