@@ -131,6 +131,28 @@ async def web_and_worker(
             yield server, web, worker
 
 
+async def told(worker: BotProcess, fake_slack: FakeSlack, ts: str, notice: str, what: str) -> None:
+    """Until the thread shows ``notice`` (the worker alive meanwhile)."""
+    async def shown() -> bool:
+        worker.check_alive()
+        return notice in thread_texts(fake_slack, ts)
+
+    await until(shown, timeout=30, what=what)
+
+
+async def answered_once_freed(worker: BotProcess, fake_slack: FakeSlack, ts: str, filler: Filler) -> float:
+    """Frees Redis's memory, then waits for the run's answer; the seconds it took after the free."""
+    await filler.free()
+    freed = time.monotonic()
+
+    async def answered() -> bool:
+        worker.check_alive()
+        return bool(final_answers(fake_slack, ts))
+
+    await until(answered, timeout=60, what="the run to answer once memory is freed")
+    return time.monotonic() - freed
+
+
 def assert_no_unread_task_errors(*processes: BotProcess) -> None:
     lines = [line for line in log_lines(*processes) if UNRETRIEVED in line]
     assert not lines, lines[0][:500]
@@ -195,21 +217,9 @@ async def test_a_run_whose_first_write_is_refused_says_so_and_answers_once_memor
         await fake_slack.wait_for("users.info", timeout=30)
         await filler.fill()
 
-        async def told() -> bool:
-            worker.check_alive()
-            return STORE_REFUSED_NOTICE in thread_texts(fake_slack, ts)
-
-        await until(told, timeout=30, what="the thread to be told the run could not save its state")
+        await told(worker, fake_slack, ts, STORE_REFUSED_NOTICE, "the thread to be told the run could not save")
         assert not final_answers(fake_slack, ts)
-        await filler.free()
-        freed = time.monotonic()
-
-        async def answered() -> bool:
-            worker.check_alive()
-            return bool(final_answers(fake_slack, ts))
-
-        await until(answered, timeout=60, what="the run to answer once memory is freed")
-        took = time.monotonic() - freed
+        took = await answered_once_freed(worker, fake_slack, ts, filler)
         thread = thread_texts(fake_slack, ts)
         assert len(final_answers(fake_slack, ts)) == 1, thread
         assert "The answer." in final_answers(fake_slack, ts)[0]
@@ -239,20 +249,8 @@ async def test_a_run_whose_llm_call_outlives_its_lease_in_a_full_redis_says_so_a
         await fake_openai.wait_for_requests(1, timeout=30)
         await filler.fill()
 
-        async def told() -> bool:
-            worker.check_alive()
-            return STORE_LOST_NOTICE in thread_texts(fake_slack, ts)
-
-        await until(told, timeout=30, what="the thread to be told the run lost its state store")
-        await filler.free()
-        freed = time.monotonic()
-
-        async def answered() -> bool:
-            worker.check_alive()
-            return bool(final_answers(fake_slack, ts))
-
-        await until(answered, timeout=60, what="the run to answer once memory is freed")
-        took = time.monotonic() - freed
+        await told(worker, fake_slack, ts, STORE_LOST_NOTICE, "the thread to be told the run lost its state store")
+        took = await answered_once_freed(worker, fake_slack, ts, filler)
         assert len(final_answers(fake_slack, ts)) == 1, thread_texts(fake_slack, ts)
     print(f"\nRedis full during an LLM call longer than the lease: answered {took:.1f}s after memory was freed")
     assert_logs_clean(web, worker, fake_slack, fake_openai)
