@@ -25,6 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import RedisThreadStore, RedisTraceSink, RunLeases
 from bot.errors import NotInstalled
+from bot.i18n import _, ngettext, speaking
 from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
@@ -37,7 +38,6 @@ from bot.runs.turn import Turn
 from bot.settings import MAX_CONCURRENT_RUNS_CAP, Settings
 from bot.thread import render
 from bot.thread.poster import Poster
-from bot.thread.render import SlackMessage
 from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
 
 __all__ = [
@@ -219,10 +219,13 @@ class Runtime:
 
     async def _fail(self, turn: Turn, exc: Exception) -> None:
         with contextlib.suppress(Exception):
-            what = ("The run did not finish in time and was stopped" if isinstance(exc, TimeoutError)
-                    else "Something went wrong around this run (the state store or Slack failed)")
             poster = await self.runner.poster(turn)
-            await poster.post(turn.target, render.error_message(f"{what}; please ask again."))
+            with speaking(await self._locale(poster, turn)):
+                what = (_("The run did not finish in time and was stopped; please ask again.")
+                        if isinstance(exc, TimeoutError)
+                        else _("Something went wrong around this run (the state store or Slack failed); please ask "
+                               "again."))
+                await poster.post(turn.target, render.error_message(what))
         with contextlib.suppress(Exception):
             await self.threads.done(turn.conversation, turn.turn_id)
 
@@ -236,9 +239,9 @@ class Runtime:
         if asker is None:
             return
         turn, poster = asker
-        self._notify(poster, turn, render.notice(queued_text(admission)))
+        self._notify(poster, turn, lambda: queued_text(admission))
 
-    def _notify(self, poster: Poster, turn: Turn, notice: SlackMessage) -> None:
+    def _notify(self, poster: Poster, turn: Turn, notice: Callable[[], str]) -> None:
         """Tell the asker alone, on the side: a waiting job would hold a worker's job slot that a run needs."""
         if len(self._notices) >= MAX_PENDING_NOTICES:
             log.warning("thread %s: too many queued notices on their way; this asker is not told", turn.thread)
@@ -247,11 +250,17 @@ class Runtime:
         self._notices.add(task)
         task.add_done_callback(self._notices.discard)
 
-    async def _post_notice(self, poster: Poster, turn: Turn, notice: SlackMessage) -> None:
+    async def _post_notice(self, poster: Poster, turn: Turn, notice: Callable[[], str]) -> None:
         try:
-            await poster.notify(turn.target, turn.user_id, notice)
+            with speaking(await self._locale(poster, turn)):
+                text = notice()
+            await poster.notify(turn.target, turn.user_id, render.notice(text))
         except Exception:
             log.warning("thread %s: the queued notice could not be posted", turn.thread, exc_info=True)
+
+    async def _locale(self, poster: Poster, turn: Turn) -> str:
+        """The asker's language: the users.info answer their run's preflight reads anyway (cached per worker)."""
+        return await self.runner.limits.users.locale(poster.client, turn.workspace, turn.user_id)
 
     async def _asker(
         self, job_id: str, lookup: Callable[[], Awaitable[Turn | None]]
@@ -273,7 +282,7 @@ class Runtime:
         if asker is None:
             return
         turn, poster = asker
-        self._notify(poster, turn, render.notice(
+        self._notify(poster, turn, lambda: _(
             ":hourglass: I'm still working on an earlier request in this thread. "
             "Yours is queued and I'll start on it as soon as that run ends."
         ))
@@ -281,22 +290,23 @@ class Runtime:
 
 def queued_text(admission: Admission) -> str:
     """What the asker of a parked or held turn is told (only they see it)."""
-    runs = "one request" if admission.cap == 1 else f"{admission.cap:,} requests"
+    runs = ngettext("one request", "{n} requests", admission.cap).format(n=f"{admission.cap:,}")
+    position = f"{admission.position:,}"
     if admission.state == "parked":
-        return (
-            f":hourglass: This workspace runs {runs} at once, and that many are running now. Yours is queued "
-            f"(#{admission.position:,} in line) and I'll start on it as soon as one finishes."
-        )
+        return _(
+            ":hourglass: This workspace runs {runs} at once, and that many are running now. Yours is queued "
+            "(#{position} in line) and I'll start on it as soon as one finishes."
+        ).format(runs=runs, position=position)
     if admission.position <= NOTICES_EACH:
-        return (
-            f":hourglass: One person can have {runs} running at once here, and you have that many. Yours is "
-            f"queued (#{admission.position:,} of yours waiting) and I'll start on it as soon as one of yours "
+        return _(
+            ":hourglass: One person can have {runs} running at once here, and you have that many. Yours is "
+            "queued (#{position} of yours waiting) and I'll start on it as soon as one of yours "
             "finishes."
-        )
-    return (
-        f":hourglass: You have more requests waiting than the {runs} one person can have running at once here. "
+        ).format(runs=runs, position=position)
+    return _(
+        ":hourglass: You have more requests waiting than the {runs} one person can have running at once here. "
         "Yours are queued and I'll take them in the order you sent them as yours finish, without a notice for each."
-    )
+    ).format(runs=runs)
 
 
 def job_timeout(settings: Settings) -> int:

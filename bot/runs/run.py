@@ -33,6 +33,7 @@ from agent_core import (
 )
 from bot import metrics
 from bot.errors import NotInstalled, ThreadUnwritable
+from bot.i18n import N_, _, speaking
 from bot.keys import AppKeys
 from bot.logs import log_context
 from bot.oauth.clients import WorkspaceClients
@@ -78,11 +79,11 @@ MissingFinal = Callable[["TurnRunner", Turn, Progress, Poster], Awaitable[None]]
 #: runner holds its lease: leave it alone) or ``interrupted`` (its lease was lost or its state store failed:
 #: the lease lapses and a worker resumes it from its last persisted step).
 RunOutcome = Literal["done", "elsewhere", "interrupted"]
-STORE_LOST_NOTICE = (
+STORE_LOST_NOTICE = N_(
     ":warning: I lost my state store (Redis) mid-run. I'll pick up from the last saved step as soon as it is back."
 )
 
-STORE_REFUSED_NOTICE = (
+STORE_REFUSED_NOTICE = N_(
     ":warning: I can't save this run's state right now (Redis refused the write), so I haven't started. "
     "I'll start as soon as Redis accepts writes again."
 )
@@ -175,6 +176,14 @@ class TurnRunner:
             # Nowhere to reply: the admin sees it in the log (App Home needs the token too).
             log.error("run %s in %s not started: %s", turn.run_id, turn.thread, exc)
             return await self._let_go(lease)
+        # Everything the run posts is in the asker's language: the users.info answer its preflight reads anyway
+        # (cached), so no extra call; English when Slack cannot say (the preflight then says why).
+        with speaking(await self.limits.users.locale(poster.client, turn.workspace, turn.user_id)):
+            return await self._start(turn, poster, lease, job_id, resumed=resumed, last_try=last_try)
+
+    async def _start(
+        self, turn: Turn, poster: Poster, lease: Lease, job_id: str, *, resumed: bool, last_try: bool
+    ) -> RunOutcome:
         try:
             # Read once, here: the run starts from it (RunRequest.loaded) rather than reading it again.
             state = await self.store.load(turn.thread)
@@ -193,7 +202,7 @@ class TurnRunner:
         # Said where the run had shown something; one that never got as far has said it was waiting.
         if resume or (resumed and (await parts.ledger.get()).get("first_ts")):
             await poster.post(turn.target, render.notice(
-                ":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step."
+                _(":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step.")
             ))
         with metrics.run_in_progress():
             unwritable = await self._drive(turn, parts, lease, state, resume=resume, last_try=last_try)
@@ -213,7 +222,7 @@ class TurnRunner:
                     turn.run_id, turn.thread, exc)
         if not told:
             with contextlib.suppress(Exception):
-                await poster.post(turn.target, render.notice(STORE_REFUSED_NOTICE))
+                await poster.post(turn.target, render.notice(_(STORE_REFUSED_NOTICE)))
         with contextlib.suppress(Exception):
             await self.leases.hand_over(lease)  # refused too while Redis is full: then it lapses by itself
         return "interrupted"
@@ -286,7 +295,7 @@ class TurnRunner:
                 if interrupted is not None or not keeper.valid():
                     if (interrupted is not None and interrupted.store_failed) or keeper.unrenewable:
                         with contextlib.suppress(Exception):
-                            await sink.parts.post(render.notice(STORE_LOST_NOTICE))
+                            await sink.parts.post(render.notice(_(STORE_LOST_NOTICE)))
                     log.warning("run %s interrupted (%s); left for a resume", run_id,
                                 interrupted.detail if interrupted else keeper.lost_reason)
                     with contextlib.suppress(Exception):
@@ -299,10 +308,10 @@ class TurnRunner:
             return f"error: {exc}; the run was stopped"
         except Exception as exc:  # a bug or an outage: tell the thread, never fail silently
             log.exception("run %s in %s failed", run_id, turn.thread)
-            await sink.fail(f"The run failed ({type(exc).__name__}); please try again.")
+            await sink.fail(_("The run failed ({error}); please try again.").format(error=type(exc).__name__))
         except asyncio.CancelledError:
             if last_try:  # arq will not run this job again: say so before going
-                await asyncio.shield(sink.fail("The run was interrupted and cannot resume."))
+                await asyncio.shield(sink.fail(_("The run was interrupted and cannot resume.")))
             raise
         finally:
             with contextlib.suppress(Exception):

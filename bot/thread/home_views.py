@@ -12,6 +12,7 @@ from typing import Any
 
 from agent_core import BudgetUsage, format_usd
 from bot.errors import InvalidValue
+from bot.i18n import N_, _, ngettext
 from bot.workspace import (
     LABELS,
     NO_CATALOG_NOTE,
@@ -43,11 +44,11 @@ TOOLS_SHOWN = 60
 
 #: Modal inputs: block id (also the field it sets) and its label. Each input's action id is "value".
 _INPUTS: tuple[tuple[ConfigField, str], ...] = (
-    ("budget_micros", "Budget per period (USD)"),
-    ("period", "Budget period"),
-    ("max_steps", "Max steps per run"),
-    ("max_tokens", "Max tokens per run"),
-    ("max_cost_micros", "Max cost per run (USD)"),
+    ("budget_micros", N_("Budget per period (USD)")),
+    ("period", N_("Budget period")),
+    ("max_steps", N_("Max steps per run")),
+    ("max_tokens", N_("Max tokens per run")),
+    ("max_cost_micros", N_("Max cost per run (USD)")),
 )
 
 
@@ -63,22 +64,26 @@ def usage_bar(used: int, limit: int, width: int = BAR_WIDTH) -> str:
 def _budget_text(config: WorkspaceConfig, usage: BudgetUsage) -> str:
     resets = usage.resets_at.strftime("%Y-%m-%d")
     if usage.limit_micros is None:
-        return f"*Budget:* none. Spent this period: {format_usd(usage.spent_micros)}."
+        return _("*Budget:* none. Spent this period: {spent}.").format(spent=format_usd(usage.spent_micros))
     used = usage.spent_micros + usage.held_micros
     remaining = usage.remaining_micros or 0
-    held = f" (incl. {format_usd(usage.held_micros)} held by runs in progress)" if usage.held_micros else ""
+    spent = format_usd(used)
+    if usage.held_micros:
+        spent = _("{spent} (incl. {held} held by runs in progress)").format(
+            spent=spent, held=format_usd(usage.held_micros))
     return (
-        f"*Budget:* {describe_budget(config)}\n"
+        _("*Budget:* {budget}").format(budget=describe_budget(config)) + "\n"
         f"`{usage_bar(used, usage.limit_micros)}`\n"
-        f"*Used:* {format_usd(used)}{held} · *Remaining:* {format_usd(remaining)} · "
-        f"resets {resets} (00:00 UTC)"
+        + _("*Used:* {spent} · *Remaining:* {remaining} · resets {date} (00:00 UTC)").format(
+            spent=spent, remaining=format_usd(remaining), date=resets)
     )
 
 
 def _run_line(run: RunRecord) -> str:
-    where = f"<{run.permalink}|thread>" if run.permalink else f"in <#{run.channel_id}>"
+    where = (_("<{link}|thread>").format(link=run.permalink) if run.permalink
+             else _("in <#{channel}>").format(channel=run.channel_id))
     when = run.at.strftime("%Y-%m-%d %H:%M UTC")
-    steps = f"{run.steps} step" + ("" if run.steps == 1 else "s")
+    steps = ngettext("{n} step", "{n} steps", run.steps).format(n=run.steps)
     line = f"<@{run.user_id}> · {when} · `{run.stop_reason}` · {steps} · {format_usd(run.cost_micros)} · {where}"
     return f"{line}\n_{run.note}_" if run.note else line
 
@@ -98,7 +103,7 @@ def home_view(
     org_unreadable: bool = False,
 ) -> dict[str, Any]:
     """The Home tab: budget with a bar, the limits, the tools, the last runs, buttons for admins (≤ 100 blocks)."""
-    blocks: list[dict[str, Any]] = [{"type": "header", "text": _plain("Agent limits and budget")}]
+    blocks: list[dict[str, Any]] = [{"type": "header", "text": _plain(_("Agent limits and budget"))}]
     if notice:
         blocks.append({"type": "section", "text": _mrkdwn(notice[:2900])})
     if warnings := unreadable_lines(config, org_unreadable):
@@ -110,12 +115,13 @@ def home_view(
         {
             "type": "section",
             "fields": [
-                _mrkdwn(f"*Max steps per run:* {shown(config, 'max_steps')}"),
-                _mrkdwn(f"*Max tokens per run:* {shown(config, 'max_tokens')}"),
-                _mrkdwn(f"*Max cost per run:* {shown(config, 'max_cost_micros')}"),
-                _mrkdwn(f"*Budget period:* {shown(config, 'period')}"),
-                _mrkdwn(f"*Runs at once:* {shown(config, 'max_concurrent')}"),
-                _mrkdwn(f"*Runs at once per person:* {shown(config, 'max_concurrent_per_user')}"),
+                _mrkdwn(_("*Max steps per run:* {value}").format(value=shown(config, "max_steps"))),
+                _mrkdwn(_("*Max tokens per run:* {value}").format(value=shown(config, "max_tokens"))),
+                _mrkdwn(_("*Max cost per run:* {value}").format(value=shown(config, "max_cost_micros"))),
+                _mrkdwn(_("*Budget period:* {value}").format(value=shown(config, "period"))),
+                _mrkdwn(_("*Runs at once:* {value}").format(value=shown(config, "max_concurrent"))),
+                _mrkdwn(_("*Runs at once per person:* {value}").format(
+                    value=shown(config, "max_concurrent_per_user"))),
             ],
         }
     )
@@ -124,33 +130,35 @@ def home_view(
             {
                 "type": "actions",
                 "elements": [
-                    {"type": "button", "action_id": EDIT_ACTION, "text": _plain("Change limits"), "style": "primary"},
+                    {"type": "button", "action_id": EDIT_ACTION, "text": _plain(_("Change limits")),
+                     "style": "primary"},
                     {
                         "type": "button",
                         "action_id": RESET_ACTION,
-                        "text": _plain("Reset to defaults"),
+                        "text": _plain(_("Reset to defaults")),
                         "confirm": {
-                            "title": _plain("Reset the limits?"),
-                            "text": _plain("Every limit and the budget go back to the service's defaults."),
-                            "confirm": _plain("Reset"),
-                            "deny": _plain("Cancel"),
+                            "title": _plain(_("Reset the limits?")),
+                            "text": _plain(_("Every limit and the budget go back to the service's defaults.")),
+                            "confirm": _plain(_("Reset")),
+                            "deny": _plain(_("Cancel")),
                         },
                     },
                 ],
             }
         )
     else:
-        blocks.append({"type": "context", "elements": [_mrkdwn(f"Only {who_may_change} can change these.")]})
+        only = _("Only {who} can change these.").format(who=who_may_change)
+        blocks.append({"type": "context", "elements": [_mrkdwn(only)]})
     if feedback is not None:
         blocks.append({"type": "section", "text": _mrkdwn(format_feedback(feedback)[:2900])})
     blocks.extend(tools_blocks(tools, published=tools_published, is_admin=is_admin))
     blocks.append({"type": "divider"})
-    blocks.append({"type": "header", "text": _plain(f"Last {RECENT_RUNS} runs")})
+    blocks.append({"type": "header", "text": _plain(_("Last {n} runs").format(n=RECENT_RUNS))})
     lines = [_run_line(r) for r in list(runs)[:RECENT_RUNS]]
     if lines:
         blocks.extend({"type": "section", "text": _mrkdwn(line)} for line in lines)
     else:
-        blocks.append({"type": "context", "elements": [_mrkdwn("No runs yet.")]})
+        blocks.append({"type": "context", "elements": [_mrkdwn(_("No runs yet."))]})
     return {"type": "home", "blocks": blocks}
 
 
@@ -159,18 +167,19 @@ def tools_blocks(tools: Sequence[ToolListing], *, published: bool, is_admin: boo
     on = sum(t.enabled for t in tools)
     blocks: list[dict[str, Any]] = [
         {"type": "divider"},
-        {"type": "header", "text": _plain(f"Tools ({on} of {len(tools)} on)")},
+        {"type": "header", "text": _plain(_("Tools ({on} of {total} on)").format(on=on, total=len(tools)))},
     ]
     lines = [tool_line(t) for t in tools[:TOOLS_SHOWN]]
     if len(tools) > TOOLS_SHOWN:
-        lines.append(f"... and {len(tools) - TOOLS_SHOWN} more: `/agent-limits tools` lists them all")
+        lines.append(_("... and {n} more: `/agent-limits tools` lists them all").format(n=len(tools) - TOOLS_SHOWN))
     for start in range(0, len(lines), TOOLS_PER_BLOCK):
         blocks.append({"type": "section", "text": _mrkdwn("\n".join(lines[start:start + TOOLS_PER_BLOCK]))})
     if not tools:
-        blocks.append({"type": "context", "elements": [_mrkdwn("No tools are enabled in this deployment.")]})
-    notes = [] if published else [NO_CATALOG_NOTE]
+        blocks.append({"type": "context", "elements": [_mrkdwn(_("No tools are enabled in this deployment."))]})
+    notes = [] if published else [_(NO_CATALOG_NOTE)]
     if is_admin:
-        notes.append("Turn one on or off with `/agent-limits tools enable|disable <name>` (`time__*`: a whole server).")
+        notes.append(_("Turn one on or off with `/agent-limits tools enable|disable <name>` (`time__*`: a whole "
+                       "server)."))
     if notes:
         blocks.append({"type": "context", "elements": [_mrkdwn(n) for n in notes]})
     return blocks
@@ -178,7 +187,7 @@ def tools_blocks(tools: Sequence[ToolListing], *, published: bool, is_admin: boo
 
 def unavailable_view() -> dict[str, Any]:
     """The Home tab when the limits store cannot be read."""
-    text = "The limits store is unavailable right now, so the budget cannot be shown. Try again shortly."
+    text = _("The limits store is unavailable right now, so the budget cannot be shown. Try again shortly.")
     return {"type": "home", "blocks": [{"type": "section", "text": _mrkdwn(text)}]}
 
 
@@ -208,8 +217,8 @@ def limits_modal(config: WorkspaceConfig) -> dict[str, Any]:
             element = {"type": "plain_text_input", "action_id": "value"}
             if initial[block_id]:
                 element["initial_value"] = initial[block_id]
-        hint = "0 freezes spending. Applies to the next run." if block_id == "budget_micros" else ""
-        block: dict[str, Any] = {"type": "input", "block_id": block_id, "label": _plain(label), "element": element}
+        hint = _("0 freezes spending. Applies to the next run.") if block_id == "budget_micros" else ""
+        block: dict[str, Any] = {"type": "input", "block_id": block_id, "label": _plain(_(label)), "element": element}
         if hint:
             block["hint"] = _plain(hint)
         if block_id == "budget_micros" and config.budget_micros is None:
@@ -218,9 +227,9 @@ def limits_modal(config: WorkspaceConfig) -> dict[str, Any]:
     return {
         "type": "modal",
         "callback_id": MODAL_CALLBACK,
-        "title": _plain("Agent limits"),
-        "submit": _plain("Save"),
-        "close": _plain("Cancel"),
+        "title": _plain(_("Agent limits")),
+        "submit": _plain(_("Save")),
+        "close": _plain(_("Cancel")),
         "private_metadata": json.dumps({"v": 1}),
         "blocks": blocks,
     }
@@ -243,7 +252,8 @@ def read_modal(view: Mapping[str, Any]) -> tuple[list[tuple[ConfigField, ConfigV
             changes.append((block_id, parse_value(block_id, raw)))
         except InvalidValue as exc:
             # Plain text in modal errors: drop the code-span backticks meant for messages.
-            errors[block_id] = str(exc).replace("`", "")[:150] or f"Enter a value for {LABELS[block_id]}."
+            errors[block_id] = (str(exc).replace("`", "")[:150]
+                                or _("Enter a value for {name}.").format(name=LABELS[block_id]))
     return changes, errors
 
 

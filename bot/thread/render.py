@@ -22,6 +22,7 @@ from typing import Any
 from slack_sdk.models.blocks import ContextActionsBlock, FeedbackButtonObject, FeedbackButtonsElement
 
 from agent_core import Observed, RunStarted, StepFinished, Stopped, StopReason, ToolCalled
+from bot.i18n import N_, _, ngettext
 from bot.thread import mrkdwn
 from bot.thread.uploads import ANSWER_FILE_NAME, Filed
 
@@ -43,20 +44,21 @@ UPDATE_TEXT_LIMIT = 1_500
 PREVIEW_CHARS = 700
 PREVIEW_LINES = 8
 
+#: The human words beside each stop reason (the reason itself is shown verbatim); translated where shown.
 STOP_WORDS: dict[StopReason, str] = {
-    StopReason.FINAL_ANSWER: "answered",
-    StopReason.MAX_STEPS: "step limit reached",
-    StopReason.MAX_TOKENS: "token limit reached",
-    StopReason.MAX_COST: "cost limit reached",
-    StopReason.NO_PROGRESS: "stopped: no progress",
-    StopReason.DANGEROUS_LOOP: "stopped a repeating risky action",
-    StopReason.BUDGET_EXHAUSTED: "workspace budget used up",
-    StopReason.BUDGET_BUSY: "workspace budget busy",
-    StopReason.CANCELLED: "stopped on request",
-    StopReason.ERROR: "failed",
-    StopReason.MAX_TIME: "time limit reached",
-    StopReason.REFUSED: "the model declined",
-    StopReason.CUT_OFF: "answer cut off",
+    StopReason.FINAL_ANSWER: N_("answered"),
+    StopReason.MAX_STEPS: N_("step limit reached"),
+    StopReason.MAX_TOKENS: N_("token limit reached"),
+    StopReason.MAX_COST: N_("cost limit reached"),
+    StopReason.NO_PROGRESS: N_("stopped: no progress"),
+    StopReason.DANGEROUS_LOOP: N_("stopped a repeating risky action"),
+    StopReason.BUDGET_EXHAUSTED: N_("workspace budget used up"),
+    StopReason.BUDGET_BUSY: N_("workspace budget busy"),
+    StopReason.CANCELLED: N_("stopped on request"),
+    StopReason.ERROR: N_("failed"),
+    StopReason.MAX_TIME: N_("time limit reached"),
+    StopReason.REFUSED: N_("the model declined"),
+    StopReason.CUT_OFF: N_("answer cut off"),
 }
 
 
@@ -83,8 +85,9 @@ class RunView:
 
 
 def started(event: RunStarted, view: RunView) -> SlackMessage:
-    resumed = f" (resuming at step {event.step + 1})" if event.step else ""
-    text = f":hourglass_flowing_sand: Working on it{resumed}. I'll post each step in this thread."
+    text = (_(":hourglass_flowing_sand: Working on it (resuming at step {step}). I'll post each step in this thread.")
+            .format(step=event.step + 1) if event.step
+            else _(":hourglass_flowing_sand: Working on it. I'll post each step in this thread."))
     return SlackMessage(text, (_section(text), stop_button(view)))
 
 
@@ -94,7 +97,7 @@ def stop_button(view: RunView) -> dict[str, Any]:
         "block_id": "agent_run_controls",
         "elements": [{
             "type": "button", "action_id": STOP_ACTION_ID, "style": "danger",
-            "text": {"type": "plain_text", "text": "Stop"}, "value": view.stop_value,
+            "text": {"type": "plain_text", "text": _("Stop")}, "value": view.stop_value,
         }],
     }
 
@@ -109,31 +112,37 @@ def step_messages(step: Step) -> list[SlackMessage]:
         if call.call_id in observed:
             sections.append(observation_text(observed.pop(call.call_id)))
     sections.extend(observation_text(o) for o in observed.values())
-    return pack(f"*Step {step.step}*", sections or ["(no output)"])
+    return pack(_("*Step {n}*").format(n=step.step), sections or [_("(no output)")])
 
 
 def call_text(call: ToolCalled) -> str:
     args = json.dumps(call.arguments, indent=2, ensure_ascii=False, sort_keys=True, default=str)
-    return f":hammer_and_wrench: Calling {mrkdwn.inline_code(call.tool)}\n" + mrkdwn.code_block(
-        mrkdwn.shorten(args, ARGUMENTS_LIMIT)
-    )
+    head = _(":hammer_and_wrench: Calling {tool}").format(tool=mrkdwn.inline_code(call.tool))
+    return head + "\n" + mrkdwn.code_block(mrkdwn.shorten(args, ARGUMENTS_LIMIT))
 
 
 def observation_text(obs: Observed) -> str:
     icon = ":mag:" if obs.outcome == "ok" else ":warning:"
-    size = f"{obs.full_chars:,} chars" + (f", {obs.duration_ms / 1000:.1f}s" if obs.duration_ms else "")
+    size = _("{n} chars").format(n=f"{obs.full_chars:,}")
+    size += f", {obs.duration_ms / 1000:.1f}s" if obs.duration_ms else ""
     head = f"{icon} {mrkdwn.inline_code(obs.tool)} → {mrkdwn.escape(obs.outcome)} ({size})"
     return head + "\n" + mrkdwn.code_block(mrkdwn.shorten(obs.text, OBSERVATION_LIMIT))
 
 
 def stop_summary(event: Stopped) -> str:
     """``Stop reason: `final_answer` (answered) · 3 steps · 1,200 tokens · $0.0012``: every display ends with it."""
-    words = STOP_WORDS.get(event.reason, str(event.reason))
     usage = event.usage
-    return (
-        f"Stop reason: `{event.reason.value}` ({words}) · {event.steps} step{'s' if event.steps != 1 else ''}"
-        f" · {usage.total_tokens:,} tokens · {money(usage.cost_micros)}{' (estimate)' if usage.estimated else ''}"
+    cost = money(usage.cost_micros)
+    return _("Stop reason: `{reason}` ({words}) · {steps} · {tokens} tokens · {cost}").format(
+        reason=event.reason.value, words=stop_words(event.reason),
+        steps=ngettext("{n} step", "{n} steps", event.steps).format(n=event.steps),
+        tokens=f"{usage.total_tokens:,}", cost=_("{cost} (estimate)").format(cost=cost) if usage.estimated else cost,
     )
+
+
+def stop_words(reason: StopReason) -> str:
+    """The human words beside a stop reason, in the current locale."""
+    return _(STOP_WORDS[reason]) if reason in STOP_WORDS else str(reason)
 
 
 def stop_line(event: Stopped) -> str:
@@ -157,7 +166,7 @@ RAISED_WITH: dict[StopReason, str] = {
 def raise_hint(event: Stopped) -> str:
     """Under a run a per-run cap stopped: who can raise it, and how (the engine knows no Slack commands)."""
     command = RAISED_WITH.get(event.reason)
-    return f"Workspace admins can raise this limit with `{command}`." if command else ""
+    return _("Workspace admins can raise this limit with `{command}`.").format(command=command) if command else ""
 
 
 def final_messages(
@@ -165,7 +174,8 @@ def final_messages(
 ) -> list[SlackMessage]:
     """The answer (``answer``: what of it to show, when not all) and the stop line; ``note``: a line of the app's
     own under it. With ``view``, the last message carries the feedback buttons."""
-    shown = [mrkdwn.to_mrkdwn((event.answer if answer is None else answer) or "(no answer)"), *([note] if note else [])]
+    text = (event.answer if answer is None else answer) or _("(no answer)")
+    shown = [mrkdwn.to_mrkdwn(text), *([note] if note else [])]
     messages = pack(None, shown, footer=stop_line(event))
     if view is not None:
         last = messages[-1]
@@ -190,14 +200,17 @@ def preview(answer: str) -> str:
 
 def filed_answer_messages(event: Stopped, view: RunView | None, filed: Filed) -> list[SlackMessage]:
     """An answer put in a file or a canvas: its first lines, a note saying where, the stop line."""
-    where = f"is in <{filed.canvas_url}|this canvas>" if filed.canvas_url else f"is attached as `{ANSWER_FILE_NAME}`"
-    note = f":page_facing_up: The full answer ({filed.chars:,} characters) {where}."
+    chars = f"{filed.chars:,}"
+    note = (_(":page_facing_up: The full answer ({chars} characters) is in <{url}|this canvas>.").format(
+        chars=chars, url=filed.canvas_url) if filed.canvas_url
+        else _(":page_facing_up: The full answer ({chars} characters) is attached as `{name}`.").format(
+            chars=chars, name=ANSWER_FILE_NAME))
     return final_messages(event, view, answer=preview(event.answer), note=note)
 
 
 def unattached_file(name: str, content: str) -> list[SlackMessage]:
     """A file Slack would not take as a file, as messages instead (nothing the model handed over is lost)."""
-    header = f":paperclip: {mrkdwn.inline_code(name)} (could not be attached as a file)"
+    header = _(":paperclip: {name} (could not be attached as a file)").format(name=mrkdwn.inline_code(name))
     return pack(header, [mrkdwn.code_block(content)])
 
 
@@ -206,10 +219,10 @@ def feedback_block(view: RunView) -> dict[str, Any]:
     buttons = FeedbackButtonsElement(
         action_id=FEEDBACK_ACTION_ID,
         positive_button=FeedbackButtonObject(
-            text="👍", accessibility_label="Good answer", value=f"up|{view.stop_value}"
+            text="👍", accessibility_label=_("Good answer"), value=f"up|{view.stop_value}"
         ),
         negative_button=FeedbackButtonObject(
-            text="👎", accessibility_label="Bad answer", value=f"down|{view.stop_value}"
+            text="👎", accessibility_label=_("Bad answer"), value=f"down|{view.stop_value}"
         ),
     )
     return ContextActionsBlock(block_id="agent_feedback", elements=[buttons]).to_dict()
@@ -217,8 +230,8 @@ def feedback_block(view: RunView) -> dict[str, Any]:
 
 def parse_vote(value: str) -> tuple[str, str, str]:
     """``(vote, thread, run_id)`` of a feedback button's value; raises ValueError when it is not one of ours."""
-    vote, _, rest = value.partition("|")
-    thread, _, run_id = rest.rpartition("|")
+    vote, _sep, rest = value.partition("|")
+    thread, _sep, run_id = rest.rpartition("|")
     if vote not in ("up", "down") or not thread or not run_id:
         raise ValueError("not a feedback button value")
     return vote, thread, run_id
@@ -227,17 +240,19 @@ def parse_vote(value: str) -> tuple[str, str, str]:
 def finished_header(event: Stopped) -> SlackMessage:
     """The edit of the first reply once the run ended: same place, no Stop button."""
     icon = ":white_check_mark:" if event.reason is StopReason.FINAL_ANSWER else ":octagonal_sign:"
-    text = f"{icon} Finished: `{event.reason.value}` ({STOP_WORDS.get(event.reason, '')})"
+    text = _("{icon} Finished: `{reason}` ({words})").format(
+        icon=icon, reason=event.reason.value, words=stop_words(event.reason))
     return SlackMessage(text, (_section(text),))
 
 
 def live_status(step: Step, view: RunView, *, steps_done: int) -> SlackMessage:
     """``compact`` verbosity: the first reply, edited to show the latest step (stays under chat.update's cap)."""
-    of = f" of {view.max_steps}" if view.max_steps else ""
     last = ", ".join(
         f"{mrkdwn.inline_code(o.tool)} → {mrkdwn.escape(o.outcome)}" for o in step.observations
-    ) or "thinking"
-    text = mrkdwn.shorten(f":hourglass_flowing_sand: Working… step {steps_done}{of} · last: {last}", UPDATE_TEXT_LIMIT)
+    ) or _("thinking")
+    working = (_(":hourglass_flowing_sand: Working… step {n} of {max} · last: {last}") if view.max_steps
+               else _(":hourglass_flowing_sand: Working… step {n} · last: {last}"))
+    text = mrkdwn.shorten(working.format(n=steps_done, max=view.max_steps, last=last), UPDATE_TEXT_LIMIT)
     return SlackMessage(text, (_section(text), stop_button(view)))
 
 

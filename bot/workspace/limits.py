@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import Limits, RedisBudget, utc_now
 from bot.errors import SlackLookupError
+from bot.i18n import DEFAULT_LOCALE, _, speaking
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Display, Verbosity
@@ -82,6 +83,8 @@ class RunPlan:
     domains: DomainLists = DomainLists()
     #: Why Slack refused this workspace's Real-time Search lately ("": it did not): no ``slack_search`` then.
     search_refused: str = ""
+    #: The asker's Slack locale (``users.info``): the language everything the run posts is in.
+    locale: str = DEFAULT_LOCALE
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +157,9 @@ class WorkspaceLimits:
         )
 
     def refusal(self) -> str:
-        return (
-            f"Only {self.users.who_may_change()} can change the agent's limits. "
-            "Anyone can see them with `/agent-limits show`."
-        )
+        return _(
+            "Only {who} can change the agent's limits. Anyone can see them with `/agent-limits show`."
+        ).format(who=self.users.who_may_change())
 
     async def may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
         """Raises :class:`SlackLookupError` when Slack cannot say."""
@@ -236,7 +238,7 @@ class WorkspaceLimits:
         try:
             change = await self.domains.apply(ws, host, action, user_id)
         except ValueError as exc:
-            return f"Nothing changed: {exc}."
+            return _("Nothing changed: {why}.").format(why=exc)
         return domain_reply(host, action, change)
 
     async def set_org_budget(
@@ -244,11 +246,11 @@ class WorkspaceLimits:
     ) -> str:
         """``org-budget``: Enterprise Grid org admins and owners only, audited in the org's log."""
         if not ws.enterprise_id:
-            return ("`org-budget` caps what all workspaces of an Enterprise Grid org spend together; this "
-                    "workspace is not part of one. Its own budget is `/agent-limits budget <usd>`.")
+            return _("`org-budget` caps what all workspaces of an Enterprise Grid org spend together; this "
+                     "workspace is not part of one. Its own budget is `/agent-limits budget <usd>`.")
         if not await self.users.is_org_admin(client, ws, user_id):
-            return ("Only the org's admins and owners can change the org budget. "
-                    "Anyone can see it with `/agent-limits show`.")
+            return _("Only the org's admins and owners can change the org budget. "
+                     "Anyone can see it with `/agent-limits show`.")
         done = await self.org.set(ws.enterprise_id, command.budget_micros, command.period, user_id)
         return org_budget_reply(done)
 
@@ -269,7 +271,7 @@ class WorkspaceLimits:
         if not await self.may_change(client, ws, user_id):
             return self.refusal()
         done = await self.store.reset(ws, actor=user_id)
-        return changed_reply(done, nothing="The limits already are the defaults; nothing changed.")
+        return changed_reply(done, nothing=_("The limits already are the defaults; nothing changed."))
 
     async def set_verbosity(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Verbosity) -> str:
         if not await self.may_change(client, ws, user_id):
@@ -308,7 +310,14 @@ class WorkspaceLimits:
     ) -> RunPlan | RunBlocked:
         """Before a run: may this user start it, can every limit it runs under be read, and is there budget left?
         Raises ``StoreError`` when Redis is down (fail closed: reply with ``error``, make no LLM call) and
-        ``SlackLookupError`` when Slack is."""
+        ``SlackLookupError`` when Slack is. Its refusals, and the run, speak the asker's language."""
+        locale = await self.users.locale(client, ws, user_id)
+        with speaking(locale):
+            return await self._preflight(client, ws, user_id, locale, base)
+
+    async def _preflight(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, locale: str, base: Limits | None
+    ) -> RunPlan | RunBlocked:
         refusal = await self.users.run_permission(client, ws, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
@@ -325,4 +334,4 @@ class WorkspaceLimits:
             return RunBlocked("budget_exhausted", message)
         display, verbosity = self.display.decode(shown)
         return RunPlan(config, limits_for(config, base), budget, display, verbosity, tools,
-                       self.domains.decode(egress), self.search.decode(search))
+                       self.domains.decode(egress), self.search.decode(search), locale)

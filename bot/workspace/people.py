@@ -19,6 +19,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackLookupError
+from bot.i18n import DEFAULT_LOCALE, _
 from bot.identity import Workspace
 
 ADMIN_CACHE_SECONDS = 300.0
@@ -50,14 +51,14 @@ def run_permission(
     if not allow_external and (user.get("is_stranger") or not _member_of(user, team_id)):
         return RunRefusal(
             "external",
-            "Sorry, I can only run for members of this workspace: people from other organisations in a "
-            "shared channel can't start runs on its budget. Ask someone from this workspace to mention me.",
+            _("Sorry, I can only run for members of this workspace: people from other organisations in a "
+              "shared channel can't start runs on its budget. Ask someone from this workspace to mention me."),
         )
     if not allow_guests and (user.get("is_restricted") or user.get("is_ultra_restricted")):
         return RunRefusal(
             "guest",
-            "Sorry, guests can't start runs: they are paid from this workspace's budget. "
-            "Ask a full member to mention me; the app's operator can allow guests (AGENT_ALLOW_GUESTS).",
+            _("Sorry, guests can't start runs: they are paid from this workspace's budget. "
+              "Ask a full member to mention me; the app's operator can allow guests (AGENT_ALLOW_GUESTS)."),
         )
     return None
 
@@ -65,7 +66,9 @@ def run_permission(
 def who_may_change(admin_user_ids: Collection[str]) -> str:
     """ "workspace admins and owners (or <@U1>, <@U2>)" for refusals and budget messages."""
     listed = ", ".join(f"<@{u}>" for u in sorted(admin_user_ids))
-    return "workspace admins and owners" + (f" (or {listed})" if listed else "")
+    if listed:
+        return _("workspace admins and owners (or {listed})").format(listed=listed)
+    return _("workspace admins and owners")
 
 
 class SlackUsers:
@@ -106,7 +109,7 @@ class SlackUsers:
         # workspace is the same one, and Slack ignores the argument for it).
         where: dict[str, Any] = {"team_id": ws.team_id} if ws.enterprise_id and ws.team_id != "-" else {}
         try:
-            response = await client.users_info(user=user_id, **where)
+            response = await client.users_info(user=user_id, include_locale=True, **where)
         except SlackApiError as exc:
             raise SlackLookupError(user_id, str(exc.response.get("error", "unknown_error"))) from exc
         user = response.get("user")
@@ -116,6 +119,15 @@ class SlackUsers:
             self._cache.clear()  # crude, but bounded; a refill costs one users.info per active user
         self._cache[(ws, user_id)] = (now + self._ttl, user)
         return user
+
+    async def locale(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> str:
+        """The person's Slack locale (``es-ES``; English when Slack cannot say): the language the bot answers in.
+        The same cached users.info answer as the permission checks, so it costs no extra call."""
+        try:
+            user = await self.info(client, ws, user_id)
+        except SlackLookupError:
+            return DEFAULT_LOCALE  # the check that needs the answer says so, in English
+        return str(user.get("locale") or DEFAULT_LOCALE)
 
     async def is_admin(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
         """May ``user_id`` change ``ws``'s limits? Listed users may; else Slack's admin/owner flags there."""

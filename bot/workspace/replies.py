@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from agent_core import BudgetUsage, Period, format_usd
+from bot.i18n import N_, _
 from bot.settings import Display, Verbosity
 from bot.workspace.config import (
     FIX_COMMANDS,
@@ -23,7 +24,7 @@ from tools import OFFERED_ONLY, ToolListing
 #: Rows of ``/agent-limits tools`` beyond which the list is cut (an ephemeral reply should stay readable).
 TOOLS_SHOWN = 60
 #: Said when no worker has published its tools yet: the list is the built-ins the web side knows itself.
-NO_CATALOG_NOTE = (
+NO_CATALOG_NOTE = N_(
     "_No worker has published its tool list yet, so only the built-in tools are shown; "
     "MCP servers' tools appear once a worker has started._"
 )
@@ -39,24 +40,26 @@ def format_bytes(size: int) -> str:
 
 def file_caps_line(max_bytes: int, max_bytes_per_run: int) -> str:
     """``show``: the deployment's caps on the files a run downloads (AGENT_FILE_MAX_BYTES and the per-run one)."""
-    return f"• Files attached: up to {format_bytes(max_bytes)} each, {format_bytes(max_bytes_per_run)} per run"
+    return _("• Files attached: up to {each} each, {total} per run").format(
+        each=format_bytes(max_bytes), total=format_bytes(max_bytes_per_run))
 
 
 def _reset_date(usage: BudgetUsage) -> str:
-    return usage.resets_at.strftime("%Y-%m-%d") + " (00:00 UTC)"
+    return usage.resets_at.strftime("%Y-%m-%d") + " (00:00 UTC)"  # dates and times stay ISO in every language
 
 
 def describe_budget(config: WorkspaceConfig) -> str:
     if "budget_micros" in config.unreadable or "period" in config.unreadable:
         return UNREADABLE
     if config.budget_micros is None:
-        return "no budget"
-    frozen = " (spending frozen)" if config.budget_micros == 0 else ""
-    return f"{format_usd(config.budget_micros)} per {_unit(config.period)}{frozen}"
+        return _("no budget")
+    per = _per_period(format_usd(config.budget_micros), config.period)
+    return _("{budget} (spending frozen)").format(budget=per) if config.budget_micros == 0 else per
 
 
-def _unit(period: Period) -> str:
-    return "month" if period == "monthly" else "day"
+def _per_period(amount: str, period: Period) -> str:
+    """``$5.00 per month`` / ``$5.00 per day``."""
+    return (_("{amount} per month") if period == "monthly" else _("{amount} per day")).format(amount=amount)
 
 
 def format_show(
@@ -76,23 +79,23 @@ def format_show(
 ) -> str:
     """The ephemeral answer to ``/agent-limits show`` (mrkdwn); ``files``: the file caps' line."""
     lines = [
-        "*Agent limits for this workspace*",
+        _("*Agent limits for this workspace*"),
         *unreadable_lines(config, org_unreadable),
-        *([f"*Verbosity:* `{verbosity}`"] if verbosity else []),
-        *([f"*Display:* `{display}`"] if display else []),
-        f"• Max steps per run: {shown(config, 'max_steps')}",
-        f"• Max tokens per run: {shown(config, 'max_tokens')}",
-        f"• Max cost per run: {shown(config, 'max_cost_micros')}",
-        f"• Runs at once: {shown(config, 'max_concurrent')} (more wait their turn)",
-        f"• Runs at once per person: {shown(config, 'max_concurrent_per_user')} (their others wait behind their own)",
+        *([_("*Verbosity:* `{value}`").format(value=verbosity)] if verbosity else []),
+        *([_("*Display:* `{value}`").format(value=display)] if display else []),
+        _("• Max steps per run: {value}").format(value=shown(config, "max_steps")),
+        _("• Max tokens per run: {value}").format(value=shown(config, "max_tokens")),
+        _("• Max cost per run: {value}").format(value=shown(config, "max_cost_micros")),
+        _("• Runs at once: {value} (more wait their turn)").format(value=shown(config, "max_concurrent")),
+        _("• Runs at once per person: {value} (their others wait behind their own)").format(
+            value=shown(config, "max_concurrent_per_user")),
         *([files] if files else []),
-        f"• Budget: {describe_budget(config)}",
-        f"• Spent {_this_period(usage.window.period)}: {format_usd(usage.spent_micros)}"
-        + (f" (+ {format_usd(usage.held_micros)} held by runs in progress)" if usage.held_micros else ""),
+        _("• Budget: {budget}").format(budget=describe_budget(config)),
+        _spent_line(usage),
     ]
     if usage.remaining_micros is not None:
-        lines.append(f"• Remaining: {format_usd(usage.remaining_micros)}")
-    lines.append(f"• Period resets on {_reset_date(usage)}")
+        lines.append(_("• Remaining: {amount}").format(amount=format_usd(usage.remaining_micros)))
+    lines.append(_("• Period resets on {date}").format(date=_reset_date(usage)))
     lines.extend(layer_lines(usage, spenders, unreadable=unreadable_layers(config, org_unreadable)))
     if domains:
         lines.append(domains)
@@ -100,11 +103,25 @@ def format_show(
         lines.append(feedback)
     recent = list(changes)
     if recent:
-        lines.append("*Recent changes*")
+        lines.append(_("*Recent changes*"))
         lines.extend(f"• {c.describe()}" for c in recent)
     if not can_change:
-        lines.append(f"_Only {who_may_change(admin_user_ids)} can change these._")
+        lines.append(only_they_change(admin_user_ids))
     return "\n".join(lines)
+
+
+def _spent_line(usage: BudgetUsage) -> str:
+    spent = format_usd(usage.spent_micros)
+    if usage.held_micros:
+        spent = _("{spent} (+ {held} held by runs in progress)").format(
+            spent=spent, held=format_usd(usage.held_micros))
+    return (_("• Spent this month: {spent}") if usage.window.period == "monthly"
+            else _("• Spent today: {spent}")).format(spent=spent)
+
+
+def only_they_change(admin_user_ids: Collection[str]) -> str:
+    """The footer under limits a person may not change."""
+    return _("_Only {who} can change these._").format(who=who_may_change(admin_user_ids))
 
 
 def budget_exhausted_message(config: WorkspaceConfig, usage: BudgetUsage, admin_user_ids: Collection[str]) -> str:
@@ -112,24 +129,24 @@ def budget_exhausted_message(config: WorkspaceConfig, usage: BudgetUsage, admin_
     workspace's, its org's or the asker's own."""
     layer = next((u for u in usage.layers if is_exhausted(u)), None) if not is_exhausted(usage) else None
     if layer is not None and layer.name == ORG_LAYER:
-        return (
-            f"`budget_exhausted`: the org's agent budget ({_per(layer)}, shared by all its workspaces) is used up, "
-            f"{format_usd(layer.spent_micros)} spent. It resets on {_reset_date(layer)}. Org admins and owners can "
+        return _(
+            "`budget_exhausted`: the org's agent budget ({budget}, shared by all its workspaces) is used up, "
+            "{spent} spent. It resets on {date}. Org admins and owners can "
             "raise it with `/agent-limits org-budget <usd>`; then reply in this thread to continue."
-        )
+        ).format(budget=_per(layer), spent=format_usd(layer.spent_micros), date=_reset_date(layer))
+    who = _capital(who_may_change(admin_user_ids))
     if layer is not None:
-        return (
-            f"`budget_exhausted`: your own agent budget in this workspace ({_per(layer)}) is used up, "
-            f"{format_usd(layer.spent_micros)} spent. It resets on {_reset_date(layer)}. "
-            f"{_capital(who_may_change(admin_user_ids))} can raise it with `/agent-limits user-budget <usd>`; "
+        return _(
+            "`budget_exhausted`: your own agent budget in this workspace ({budget}) is used up, "
+            "{spent} spent. It resets on {date}. "
+            "{who} can raise it with `/agent-limits user-budget <usd>`; "
             "then reply in this thread to continue."
-        )
-    return (
-        f"`budget_exhausted`: this workspace's agent budget ({describe_budget(config)}) is used up, "
-        f"{format_usd(usage.spent_micros)} spent. It resets on {_reset_date(usage)}. "
-        f"{_capital(who_may_change(admin_user_ids))} can raise it with "
+        ).format(budget=_per(layer), spent=format_usd(layer.spent_micros), date=_reset_date(layer), who=who)
+    return _(
+        "`budget_exhausted`: this workspace's agent budget ({budget}) is used up, "
+        "{spent} spent. It resets on {date}. {who} can raise it with "
         "`/agent-limits budget <usd>`; then reply in this thread to continue."
-    )
+    ).format(budget=describe_budget(config), spent=format_usd(usage.spent_micros), date=_reset_date(usage), who=who)
 
 
 #: What fixes an unreadable org budget, and who may run it.
@@ -143,26 +160,26 @@ def unreadable_message(config: WorkspaceConfig, org_unreadable: bool, admin_user
     if config.unreadable:
         names = ", ".join(f"`{LABELS[f]}`" for f in config.unreadable)
         fixes = ", ".join(f"`{FIX_COMMANDS[f]}`" for f in config.unreadable)
-        parts.append(
-            f"this workspace's stored {names} cannot be read. {_capital(who_may_change(admin_user_ids))} can set "
-            f"it again with {fixes} (or go back to the defaults with `/agent-limits reset`)"
-        )
+        parts.append(_(
+            "this workspace's stored {names} cannot be read. {who} can set "
+            "it again with {fixes} (or go back to the defaults with `/agent-limits reset`)"
+        ).format(names=names, who=_capital(who_may_change(admin_user_ids)), fixes=fixes))
     if org_unreadable:
-        parts.append(f"the org's stored `org-budget` cannot be read. Org admins and owners can set it again with "
-                     f"`{_ORG_FIX}`")
+        parts.append(_("the org's stored `org-budget` cannot be read. Org admins and owners can set it again with "
+                       "`{command}`").format(command=_ORG_FIX))
     if not parts:
         return ""
-    return (f"`limit_unreadable`: no run starts while a limit cannot be read: {'; and '.join(parts)}. "
-            "Then reply in this thread to continue.")
+    return _("`limit_unreadable`: no run starts while a limit cannot be read: {what}. "
+             "Then reply in this thread to continue.").format(what=_("; and ").join(parts))
 
 
 def unreadable_lines(config: WorkspaceConfig, org_unreadable: bool = False) -> list[str]:
     """``show`` and App Home: each stored limit that cannot be read, and what sets it again."""
-    lines = [f"• :warning: {LABELS[f]}: the stored value cannot be read; runs are refused until it is set again "
-             f"with `{FIX_COMMANDS[f]}`" for f in config.unreadable]
+    lines = [_("• :warning: {name}: the stored value cannot be read; runs are refused until it is set again "
+               "with `{command}`").format(name=LABELS[f], command=FIX_COMMANDS[f]) for f in config.unreadable]
     if org_unreadable:
-        lines.append(f"• :warning: Org budget: the stored value cannot be read; the org's runs are refused until an "
-                     f"org admin sets it again with `{_ORG_FIX}`")
+        lines.append(_("• :warning: Org budget: the stored value cannot be read; the org's runs are refused until an "
+                       "org admin sets it again with `{command}`").format(command=_ORG_FIX))
     return lines
 
 
@@ -172,11 +189,7 @@ def _capital(text: str) -> str:
 
 def _per(usage: BudgetUsage) -> str:
     """``$5.00 per month`` (a capped layer)."""
-    return f"{format_usd(usage.limit_micros or 0)} per {_unit(usage.window.period)}"
-
-
-def _this_period(period: Period) -> str:
-    return "this month" if period == "monthly" else "today"
+    return _per_period(format_usd(usage.limit_micros or 0), usage.window.period)
 
 
 def unreadable_layers(config: WorkspaceConfig, org_unreadable: bool) -> frozenset[str]:
@@ -191,34 +204,41 @@ def layer_lines(
     ``unreadable``: layers whose stored limit cannot be read (their limit is no real figure: said so)."""
     lines: list[str] = []
     for layer in usage.layers:
-        held = f" (+ {format_usd(layer.held_micros)} held)" if layer.held_micros else ""
-        spent = f"{format_usd(layer.spent_micros)}{held} {_this_period(layer.window.period)}"
-        if layer.name in unreadable:
-            who = "the org's workspaces" if layer.name == ORG_LAYER else "you"
-            what = "Org budget" if layer.name == ORG_LAYER else "Per-person cap"
-            lines.append(f"• {what}: unreadable (runs refused); {who} spent {spent}")
+        spent = format_usd(layer.spent_micros)
+        if layer.held_micros:
+            spent = _("{spent} (+ {held} held)").format(spent=spent, held=format_usd(layer.held_micros))
+        spent = (_("{spent} this month") if layer.window.period == "monthly" else _("{spent} today")).format(
+            spent=spent)
+        if layer.name in unreadable and layer.name == ORG_LAYER:
+            lines.append(_("• Org budget: unreadable (runs refused); the org's workspaces spent {spent}").format(
+                spent=spent))
+        elif layer.name in unreadable:
+            lines.append(_("• Per-person cap: unreadable (runs refused); you spent {spent}").format(spent=spent))
         elif layer.name == ORG_LAYER and layer.limit_micros is None:
-            lines.append(f"• Org budget: none; the org's workspaces spent {spent}")
+            lines.append(_("• Org budget: none; the org's workspaces spent {spent}").format(spent=spent))
         elif layer.name == ORG_LAYER:
-            lines.append(
-                f"• Org budget: {_per(layer)} for all its workspaces: {spent} spent, "
-                f"{format_usd(layer.remaining_micros or 0)} remaining, resets on {_reset_date(layer)}"
-            )
+            lines.append(_(
+                "• Org budget: {budget} for all its workspaces: {spent} spent, "
+                "{remaining} remaining, resets on {date}"
+            ).format(budget=_per(layer), spent=spent, remaining=format_usd(layer.remaining_micros or 0),
+                     date=_reset_date(layer)))
         elif layer.name == PERSON_LAYER:
             cap = "none" if layer.limit_micros is None else _per(layer)
-            lines.append(f"• Per-person cap: {cap}; you spent {spent}")
+            lines.append(_("• Per-person cap: {cap}; you spent {spent}").format(cap=cap, spent=spent))
     if spenders:
         top = ", ".join(f"<@{user}> {format_usd(micros)}" for user, micros in spenders)
-        lines.append(f"• Top spenders {_this_period(usage.window.period)}: {top}")
+        lines.append((_("• Top spenders this month: {top}") if usage.window.period == "monthly"
+                      else _("• Top spenders today: {top}")).format(top=top))
     return lines
 
 
 def org_budget_reply(done: list[Change]) -> str:
     if not done:
-        return "The org budget is that already; nothing changed."
+        return _("The org budget is that already; nothing changed.")
     change = done[0]
-    return (f"Org budget: {change.old} → {change.new}. It caps what all the org's workspaces spend together; "
-            "each workspace keeps its own budget and limits. Applies to the next run.")
+    return _("Org budget: {old} → {new}. It caps what all the org's workspaces spend together; "
+             "each workspace keeps its own budget and limits. Applies to the next run.").format(
+        old=change.old, new=change.new)
 
 
 def is_exhausted(usage: BudgetUsage) -> bool:
@@ -227,28 +247,30 @@ def is_exhausted(usage: BudgetUsage) -> bool:
     return usage.limit_micros is not None and usage.limit_micros - usage.spent_micros <= 0
 
 
-def changed_reply(done: list[Change], nothing: str = "That is the current value already; nothing changed.") -> str:
+def changed_reply(done: list[Change], nothing: str = "") -> str:
+    """What changed; ``nothing`` (translated already), or the default, when nothing did."""
     if not done:
-        return nothing
+        return nothing or _("That is the current value already; nothing changed.")
     lines = [f"• {label_of(c.field)}: {c.old} → {c.new}" for c in done]
-    return "Changed (applies to the next run; runs in progress keep their limits):\n" + "\n".join(lines)
+    return _("Changed (applies to the next run; runs in progress keep their limits):") + "\n" + "\n".join(lines)
 
 
 def verbosity_reply(value: Verbosity) -> str:
-    shape = "a thread reply per step" if value == "full" else "one status message edited per step, then the answer"
-    return f"Verbosity is now `{value}`: {shape}. It applies from the next run."
+    shape = (_("a thread reply per step") if value == "full"
+             else _("one status message edited per step, then the answer"))
+    return _("Verbosity is now `{value}`: {shape}. It applies from the next run.").format(value=value, shape=shape)
 
 
 def tool_line(row: ToolListing, refused: str = "") -> str:
     """``:white_check_mark: `name` (server) summary``; the summary is the server's text, so it is cut short. A
     built-in offered only sometimes says when (``refused``: why Slack refuses it in this workspace now)."""
     mark = ":white_check_mark:" if row.enabled else ":no_entry_sign:"
-    where = f" ({row.server})" if row.server else " (built-in)"
+    where = f" ({row.server})" if row.server else " " + _("(built-in)")
     summary = row.description.replace("<", "‹").replace(">", "›").replace("&", "＆").replace("`", "'")
     summary = summary if len(summary) <= 100 else summary[:97] + "..."
     only = f" _({OFFERED_ONLY[row.name]})_" if row.server is None and row.name in OFFERED_ONLY else ""
     if refused and row.server is None:
-        only = f" _(not offered now: Slack refused it: {refused})_"
+        only = " " + _("_(not offered now: Slack refused it: {why})_").format(why=refused)
     return f"{mark} `{row.name}`{where} {summary}".rstrip() + only
 
 
@@ -258,41 +280,43 @@ def format_tools(
 ) -> str:
     """The ephemeral answer to ``/agent-limits tools`` (mrkdwn); ``refused``: built-ins Slack refuses now, and why."""
     on = sum(r.enabled for r in listed)
-    lines = [f"*Tools for this workspace* ({on} of {len(listed)} on)"]
+    lines = [_("*Tools for this workspace* ({on} of {total} on)").format(on=on, total=len(listed))]
     lines.extend(tool_line(r, (refused or {}).get(r.name, "")) for r in listed[:TOOLS_SHOWN])
     if len(listed) > TOOLS_SHOWN:
-        lines.append(f"... and {len(listed) - TOOLS_SHOWN} more")
+        lines.append(_("... and {n} more").format(n=len(listed) - TOOLS_SHOWN))
     if not published:
-        lines.append(NO_CATALOG_NOTE)
+        lines.append(_(NO_CATALOG_NOTE))
     if can_change:
-        lines.append("_Change with `/agent-limits tools enable|disable <name>` (`time__*` style for a whole server)._")
+        lines.append(_("_Change with `/agent-limits tools enable|disable <name>` (`time__*` style for a whole "
+                       "server)._"))
     else:
-        lines.append(f"_Only {who_may_change(admin_user_ids)} can change these._")
+        lines.append(only_they_change(admin_user_ids))
     return "\n".join(lines)
 
 
 def tool_rule_reply(pattern: str, on: bool, done: list[Change]) -> str:
-    state = "on" if on else "off"
     if not done:
-        return f"`{pattern}` is {state} already; nothing changed."
+        return (_("`{pattern}` is on already; nothing changed.") if on
+                else _("`{pattern}` is off already; nothing changed.")).format(pattern=pattern)
     change = done[0]
-    return f"Tool `{pattern}`: {change.old} → {change.new} for this workspace. It applies from the next run."
+    return _("Tool `{pattern}`: {old} → {new} for this workspace. It applies from the next run.").format(
+        pattern=pattern, old=change.old, new=change.new)
 
 
 def unknown_tool_reply(pattern: str, close: Sequence[str], *, published: bool) -> str:
-    text = f"`{pattern}` is not one of this deployment's tools."
+    text = [_("`{pattern}` is not one of this deployment's tools.").format(pattern=pattern)]
     if close:
-        text += " Did you mean " + ", ".join(f"`{c}`" for c in close) + "?"
-    text += " `/agent-limits tools` lists them."
+        text.append(_("Did you mean {names}?").format(names=", ".join(f"`{c}`" for c in close)))
+    text.append(_("`/agent-limits tools` lists them."))
     if not published:
-        text += " (No worker has published its tool list yet, so only the built-in tools are known.)"
-    return text
+        text.append(_("(No worker has published its tool list yet, so only the built-in tools are known.)"))
+    return " ".join(text)
 
 
 def display_reply(value: Display) -> str:
     shape = {
-        "replies": "a thread reply per step",
-        "timeline": "one streamed reply, a task card per tool call",
-        "plan": "one streamed reply, the task cards grouped in a plan",
+        "replies": N_("a thread reply per step"),
+        "timeline": N_("one streamed reply, a task card per tool call"),
+        "plan": N_("one streamed reply, the task cards grouped in a plan"),
     }[value]
-    return f"Display is now `{value}`: {shape}. It applies from the next run."
+    return _("Display is now `{value}`: {shape}. It applies from the next run.").format(value=value, shape=_(shape))

@@ -262,7 +262,8 @@ class FakeSlack:
         self.bot_user_id = bot_user_id
         self.bot_id = bot_id
         self.set_status_available = set_status_available
-        #: users.info answers: user id -> fields merged into the ``user`` object (e.g. ``{"is_admin": True}``).
+        #: users.info answers: user id -> fields merged into the ``user`` object (e.g. ``{"is_admin": True}``;
+        #: ``{"locale": "es-ES"}`` is answered only to a call with ``include_locale``, as Slack does).
         self.users: dict[str, dict[str, Any]] = {}
         #: Enterprise Grid: one person's flags in one workspace of the org, (team id, user id) -> fields merged
         #: over ``users[user id]`` when users.info is asked for that workspace (its ``team_id`` argument, else the
@@ -762,6 +763,10 @@ class FakeSlack:
         user.update(self.users.get(user_id, {}))
         asked = str(params.get("team_id") or "") or (issued.grant.team_id if issued else None) or user["team_id"]
         user.update(self.members.get((str(asked), user_id), {}))
+        # As Slack does: the person's locale (set one in ``users``, default en-US) only with include_locale.
+        locale = user.pop("locale", "en-US")
+        if str(params.get("include_locale")).lower() in ("1", "true"):
+            user["locale"] = locale
         return {"ok": True, "user": user}
 
     def _history(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from agent_core import StoreError
 from bot import identity
 from bot.deps import Services
 from bot.errors import SlackLookupError
+from bot.i18n import DEFAULT_LOCALE, _, speaking
 from bot.identity import Workspace
 from bot.workspace import LimitsPolicy, WorkspaceLimits
 
@@ -55,19 +56,24 @@ def workspace_of(context: AsyncBoltContext) -> Workspace:
 async def answer(
     rules: WorkspaceLimits, client: AsyncWebClient, context: AsyncBoltContext, user_id: str, text: str
 ) -> str:
-    """The ephemeral text for one ``/agent-limits`` request; every failure becomes a reply saying what to do."""
+    """The ephemeral text for one ``/agent-limits`` request, in the asker's language (their users.info answer,
+    which the permission check reads anyway); every failure becomes a reply saying what to do."""
+    ws, locale = workspace_of(context), DEFAULT_LOCALE
     try:
-        return await asyncio.wait_for(
-            rules.run_command(client, workspace_of(context), user_id, text), ANSWER_WITHIN_SECONDS
-        )
+        async with asyncio.timeout(ANSWER_WITHIN_SECONDS):
+            locale = await rules.users.locale(client, ws, user_id)
+            with speaking(locale):
+                return await rules.run_command(client, ws, user_id, text)
     except SlackLookupError as exc:
         return str(exc)
     except StoreError as exc:
         log.warning("/agent-limits: %s", exc)
-        return "The limits store is unavailable right now, so nothing was shown or changed. Try again shortly."
+        with speaking(locale):
+            return _("The limits store is unavailable right now, so nothing was shown or changed. Try again shortly.")
     except TimeoutError:
         log.warning("/agent-limits took longer than %.1fs (text %r)", ANSWER_WITHIN_SECONDS, text)
-        return (
-            "That took too long (Slack or Redis is slow). A change may or may not have been applied: "
-            "check with `/agent-limits show`."
-        )
+        with speaking(locale):
+            return _(
+                "That took too long (Slack or Redis is slow). A change may or may not have been applied: "
+                "check with `/agent-limits show`."
+            )

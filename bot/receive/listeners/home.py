@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import StoreError
 from bot.deps import Services
 from bot.errors import SlackLookupError
+from bot.i18n import speaking
 from bot.identity import Workspace
 from bot.receive.listeners.commands import limits_for_services, workspace_of
 from bot.thread.home_views import (
@@ -42,50 +43,62 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
     async def on_home_opened(event: dict[str, Any], context: AsyncBoltContext) -> None:
         if event.get("tab", "home") != "home":
             return  # the Messages tab opens this event too
-        await publish_home(rules, context.client or services.slack, workspace_of(context), str(event["user"]))
+        client, ws, user_id = context.client or services.slack, workspace_of(context), str(event["user"])
+        with speaking(await rules.users.locale(client, ws, user_id)):
+            await publish_home(rules, client, ws, user_id)
 
     async def on_edit(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
         client, ws, user_id = context.client or services.slack, workspace_of(context), _user_of(body)
-        notice = await _authorize(rules, client, ws, user_id)
-        if notice:
-            await publish_home(rules, client, ws, user_id, notice=notice)
-            return
-        config = await rules.store.get(ws)
-        await client.views_open(trigger_id=str(body["trigger_id"]), view=limits_modal(config))
+        with speaking(await rules.users.locale(client, ws, user_id)):
+            notice = await _authorize(rules, client, ws, user_id)
+            if notice:
+                await publish_home(rules, client, ws, user_id, notice=notice)
+                return
+            config = await rules.store.get(ws)
+            await client.views_open(trigger_id=str(body["trigger_id"]), view=limits_modal(config))
 
     async def on_reset(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
         client, ws, user_id = context.client or services.slack, workspace_of(context), _user_of(body)
-        try:
-            reply = await rules.reset(client, ws, user_id)
-        except (SlackLookupError, StoreError) as exc:
-            reply = str(exc)
-        await publish_home(rules, client, ws, user_id, notice=reply)
+        with speaking(await rules.users.locale(client, ws, user_id)):
+            try:
+                reply = await rules.reset(client, ws, user_id)
+            except (SlackLookupError, StoreError) as exc:
+                reply = str(exc)
+            await publish_home(rules, client, ws, user_id, notice=reply)
 
     async def on_submit(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], context: AsyncBoltContext) -> None:
         client, ws, user_id = context.client or services.slack, workspace_of(context), _user_of(body)
-        changes, errors = read_modal(view)
-        if not errors:
-            # Authorized again on submit: the button is only shown to admins, but a view can be replayed.
-            notice = await _authorize(rules, client, ws, user_id)
-            if notice:
-                errors = {"budget_micros": notice}
-        if errors:
-            await ack(response_action="errors", errors=errors)
-            return
-        try:
-            reply = await rules.change(client, ws, user_id, changes)
-        except (SlackLookupError, StoreError) as exc:
-            await ack(response_action="errors", errors={"budget_micros": str(exc)[:150]})
-            return
-        await ack()
-        await publish_home(rules, client, ws, user_id, notice=reply)
+        with speaking(await rules.users.locale(client, ws, user_id)):
+            await _submit(rules, client, ws, user_id, ack, view)
 
     app.event("app_home_opened")(on_home_opened)
     app.action(EDIT_ACTION)(on_edit)
     app.action(RESET_ACTION)(on_reset)
     app.view(MODAL_CALLBACK)(on_submit)
+
+
+async def _submit(
+    rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user_id: str, ack: AsyncAck, view: dict[str, Any]
+) -> None:
+    """The limits modal's submission: validated and authorized like ``/agent-limits``, then the Home tab again."""
+    changes, errors = read_modal(view)
+    if not errors:
+        # Authorized again on submit: the button is only shown to admins, but a view can be replayed.
+        notice = await _authorize(rules, client, ws, user_id)
+        if notice:
+            errors = {"budget_micros": notice}
+    if errors:
+        await ack(response_action="errors", errors=errors)
+        return
+    try:
+        reply = await rules.change(client, ws, user_id, changes)
+    except (SlackLookupError, StoreError) as exc:
+        await ack(response_action="errors", errors={"budget_micros": str(exc)[:150]})
+        return
+    await ack()
+    await publish_home(rules, client, ws, user_id, notice=reply)
 
 
 def _user_of(body: Mapping[str, Any]) -> str:
