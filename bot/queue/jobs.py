@@ -133,7 +133,7 @@ class Runtime:
 
     async def aclose(self) -> None:
         if self._notices:
-            _, late = await asyncio.wait(self._notices, timeout=NOTICE_DRAIN_SECONDS)
+            _done, late = await asyncio.wait(self._notices, timeout=NOTICE_DRAIN_SECONDS)
             for task in late:
                 task.cancel()
         try:

@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from bot.i18n import _
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict
 from bot.thread import mrkdwn
 from bot.thread.render import ARGUMENTS_LIMIT, SlackMessage
@@ -21,7 +22,7 @@ DENY_ACTION_ID = "agent_deny"
 
 def request_message(tool: str, arguments: Mapping[str, Any], ref: ApprovalRef, requester: str) -> SlackMessage:
     """The reply asking for a decision: the tool, its arguments as code, Approve and Deny."""
-    head = f":raised_hand: Approval needed: I want to run {mrkdwn.inline_code(tool)} with"
+    head = _(":raised_hand: Approval needed: I want to run {tool} with").format(tool=mrkdwn.inline_code(tool))
     return _asking(head, f"{head}\n{_arguments_block(arguments)}", ref, requester)
 
 
@@ -29,37 +30,39 @@ def egress_message(request: EgressRequest, ref: ApprovalRef, requester: str) -> 
     """The exfiltration guard's question: why, the destination by name, exactly what would be sent (a URL's query
     string on a line of its own), and Approve / Approve for this run / Deny."""
     where = request.destination or request.host
-    head = (f":raised_hand: Approval needed: {mrkdwn.inline_code(request.tool)} wants to send data to "
-            f"{mrkdwn.escape(where)}")
+    head = _(":raised_hand: Approval needed: {tool} wants to send data to {where}").format(
+        tool=mrkdwn.inline_code(request.tool), where=mrkdwn.escape(where))
     lines = [head, mrkdwn.escape(request.reason)]
     if request.url:
-        lines.append(f"Where: {mrkdwn.inline_code(request.location)}")
+        lines.append(_("Where: {location}").format(location=mrkdwn.inline_code(request.location)))
         if request.query:
-            lines.append(f":warning: *Query string* (what it sends): {mrkdwn.inline_code('?' + request.query)}")
+            lines.append(_(":warning: *Query string* (what it sends): {query}").format(
+                query=mrkdwn.inline_code("?" + request.query)))
     else:
-        lines.append(f"*What it would send* to {mrkdwn.escape(where)}:")
+        lines.append(_("*What it would send* to {where}:").format(where=mrkdwn.escape(where)))
         lines.append(mrkdwn.code_block(mrkdwn.shorten(request.payload, ARGUMENTS_LIMIT)))
-    run_label = mrkdwn.shorten(f"Approve {where} for this run", 75)
-    lines.append(f"_{mrkdwn.escape(run_label)}_ lets every later call of this run to {mrkdwn.escape(where)} "
-                 "go out without asking.")
+    run_label = mrkdwn.shorten(_("Approve {where} for this run").format(where=where), 75)
+    lines.append(_("_{label}_ lets every later call of this run to {where} go out without asking.").format(
+        label=mrkdwn.escape(run_label), where=mrkdwn.escape(where)))
     return _asking(head, "\n".join(lines), ref, requester, run_label=run_label)
 
 
 def _asking(head: str, text: str, ref: ApprovalRef, requester: str, *, run_label: str = "") -> SlackMessage:
-    who = f"<@{requester}>" if requester else "the person who asked"
+    who = f"<@{requester}>" if requester else _("the person who asked")
     elements: list[dict[str, Any]] = [
         {"type": "button", "action_id": APPROVE_ACTION_ID, "style": "primary",
-         "text": {"type": "plain_text", "text": "Approve once" if run_label else "Approve"}, "value": ref.value()},
+         "text": {"type": "plain_text", "text": _("Approve once") if run_label else _("Approve")},
+         "value": ref.value()},
     ]
     if run_label:
         elements.append({"type": "button", "action_id": APPROVE_RUN_ACTION_ID,
                          "text": {"type": "plain_text", "text": run_label}, "value": ref.value()})
     elements.append({"type": "button", "action_id": DENY_ACTION_ID, "style": "danger",
-                     "text": {"type": "plain_text", "text": "Deny"}, "value": ref.value()})
+                     "text": {"type": "plain_text", "text": _("Deny")}, "value": ref.value()})
     buttons = {"type": "actions", "block_id": "agent_approval", "elements": elements}
-    note = f"Only {who} or a workspace admin can decide."
+    note = _("Only {who} or a workspace admin can decide.").format(who=who)
     return SlackMessage(
-        mrkdwn.shorten(f"{head} (approve or deny in Slack)", 1_500),
+        mrkdwn.shorten(_("{head} (approve or deny in Slack)").format(head=head), 1_500),
         (_section(text), {"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}, buttons),
     )
 
@@ -69,21 +72,26 @@ def decided_message(
 ) -> SlackMessage:
     """The request's reply once decided: what became of it and who said so, no buttons."""
     name = mrkdwn.inline_code(tool)
-    by = f" by <@{decision.user}>" if decision.user else ""
     match decision.verdict:
         case Verdict.APPROVED:
-            head = f":white_check_mark: {name} approved{by}"
+            head = _(":white_check_mark: {tool} approved") + _by(decision)
         case Verdict.APPROVED_FOR_RUN:
-            head = f":white_check_mark: {name} approved for the rest of this run{by}"
+            head = _(":white_check_mark: {tool} approved for the rest of this run") + _by(decision)
         case Verdict.DENIED:
-            head = f":no_entry_sign: {name} denied{by}"
+            head = _(":no_entry_sign: {tool} denied") + _by(decision)
         case Verdict.TIMED_OUT:
-            head = f":hourglass: {name} timed out after {timeout_seconds:.3g}s without a decision: denied"
+            head = _(":hourglass: {tool} timed out after {seconds}s without a decision: denied")
         case Verdict.STOPPED:
-            head = f":octagonal_sign: {name} not run: the run stopped before a decision"
+            head = _(":octagonal_sign: {tool} not run: the run stopped before a decision")
         case Verdict.FAILED:
-            head = f":warning: {name} not run: the approval could not be checked (denied)"
+            head = _(":warning: {tool} not run: the approval could not be checked (denied)")
+    head = head.format(tool=name, seconds=f"{timeout_seconds:.3g}")
     return SlackMessage(head, (_section(f"{head}\n{_arguments_block(arguments)}"),))
+
+
+def _by(decision: Decision) -> str:
+    """`` by <@U1>``: who decided (to be formatted with the rest of the line)."""
+    return _(" by {who}").format(who=f"<@{decision.user}>") if decision.user else ""
 
 
 def _arguments_block(arguments: Mapping[str, Any]) -> str:
@@ -97,14 +105,13 @@ def _section(text: str) -> dict[str, Any]:
 
 def describe(decision: Decision) -> str:
     """How a press on an already decided request is answered."""
-    by = f" by <@{decision.user}>" if decision.user else ""
     words = {
-        Verdict.APPROVED: f"was already approved{by}",
-        Verdict.APPROVED_FOR_RUN: f"was already approved for the run{by}",
-        Verdict.DENIED: f"was already denied{by}",
-        Verdict.TIMED_OUT: "timed out and was denied",
-        Verdict.STOPPED: "ended with its run",
-        Verdict.FAILED: "is no longer open",
+        Verdict.APPROVED: _("This approval request was already approved{by}; nothing changed."),
+        Verdict.APPROVED_FOR_RUN: _("This approval request was already approved for the run{by}; nothing changed."),
+        Verdict.DENIED: _("This approval request was already denied{by}; nothing changed."),
+        Verdict.TIMED_OUT: _("This approval request timed out and was denied; nothing changed."),
+        Verdict.STOPPED: _("This approval request ended with its run; nothing changed."),
+        Verdict.FAILED: _("This approval request is no longer open; nothing changed."),
     }
-    return f"This approval request {words[decision.verdict]}; nothing changed."
+    return words[decision.verdict].format(by=_by(decision))
 

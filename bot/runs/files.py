@@ -29,6 +29,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import Attachment
+from bot.i18n import _
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.runs.turn import FileRef, Turn
@@ -114,14 +115,14 @@ class EarlierFiles:
                 earlier[ref.id] = (when, ref)
         if records or just_scanned:
             async with self.redis.pipeline(transaction=False) as pipe:
-                for (_, ref), raw in zip(new, records, strict=True):
+                for (_ts, ref), raw in zip(new, records, strict=True):
                     pipe.hset(key, ref.id, raw)
                 if just_scanned:
                     pipe.hset(key, _SCANNED, "1")
                 pipe.expire(key, self.ttl_seconds)
                 await pipe.execute()
         newest = sorted(earlier.values(), key=lambda e: e[0], reverse=True)[:MAX_THREAD_FILES]
-        return (*turn.files, *(ref for _, ref in newest))
+        return (*turn.files, *(ref for _ts, ref in newest))
 
 
 def _record(ts: str, ref: FileRef) -> str:
@@ -231,7 +232,7 @@ class FileFetcher:
 
     async def _get(self, session: aiohttp.ClientSession, ref: FileRef, cap: int) -> bytes:
         url = ref.url
-        for _ in range(MAX_REDIRECTS + 1):
+        for _attempt in range(MAX_REDIRECTS + 1):
             if not self._is_slack(url):
                 raise FileProblem("its download address is not Slack's")
             headers = {"Authorization": f"Bearer {self.client.token}"}
@@ -307,7 +308,7 @@ def problems_notice(attachments: Sequence[Attachment], own: Sequence[FileRef]) -
     lines = [f"• *{a.name}*: {a.note}" for a in attachments if a.note and a.file_id in ids]
     if not lines:
         return ""
-    return "\n".join([":warning: I can't use every file you attached; I'll go on without these:", *lines])
+    return "\n".join([_(":warning: I can't use every file you attached; I'll go on without these:"), *lines])
 
 
 async def gather_attachments(

@@ -16,6 +16,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot import identity
 from bot.deps import Services
+from bot.i18n import _, speaking
 from bot.identity import Conversation
 from bot.queue.turns import request_cancel
 from bot.receive.listeners.control import may_control
@@ -34,48 +35,53 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
     @app.action(STOP_ACTION_ID)
     async def on_stop(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
-        action = _action(body)
-        thread, _, run_id = str(action.get("value") or "").rpartition("|")
-        user, channel = _who(body)
-        try:
-            ref = Conversation.parse(thread)
-        except ValueError:
-            log.warning("Stop button with a malformed value ignored")
-            return
-        if ref.workspace != identity.workspace(context):
-            log.warning("Stop button for another workspace's thread ignored")
-            return  # a run is stopped only from the workspace it belongs to
-        if not await _may_control(services, users, context, thread, run_id, user, channel, "stop this run"):
-            return
-        await request_cancel(services.redis, services.keys, thread, run_id, f"stopped by <@{user}>")
+        # What the presser is told is in their language (the users.info answer the admin check reads anyway).
+        with speaking(await users.locale(context.client, identity.workspace(context), _who(body)[0])):
+            action = _action(body)
+            thread, _sep, run_id = str(action.get("value") or "").rpartition("|")
+            user, channel = _who(body)
+            try:
+                ref = Conversation.parse(thread)
+            except ValueError:
+                log.warning("Stop button with a malformed value ignored")
+                return
+            if ref.workspace != identity.workspace(context):
+                log.warning("Stop button for another workspace's thread ignored")
+                return  # a run is stopped only from the workspace it belongs to
+            if not await _may_control(services, users, context, thread, run_id, user, channel, _("stop this run")):
+                return
+            await request_cancel(services.redis, services.keys, thread, run_id, f"stopped by <@{user}>")
 
     async def on_decision(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
-        action = _action(body)
-        user, channel = _who(body)
-        try:
-            ref = ApprovalRef.parse(action.get("value"))
-        except ValueError as exc:
-            log.warning("approval button with a malformed value: %s", exc)
-            await _tell(context, channel, user, "This approval button is malformed; nothing was decided.")
-            return
-        if Conversation.parse(ref.thread).workspace != identity.workspace(context):
-            await _tell(context, channel, user, "This approval belongs to another workspace; nothing was decided.")
-            return
-        verdict = {APPROVE_ACTION_ID: Verdict.APPROVED, APPROVE_RUN_ACTION_ID: Verdict.APPROVED_FOR_RUN}.get(
-            str(action.get("action_id")), Verdict.DENIED)
-        try:
-            if not await _may_control(
-                services, users, context, ref.thread, ref.run_id, user, channel, "approve or deny this tool call"
-            ):
+        with speaking(await users.locale(context.client, identity.workspace(context), _who(body)[0])):
+            action = _action(body)
+            user, channel = _who(body)
+            try:
+                ref = ApprovalRef.parse(action.get("value"))
+            except ValueError as exc:
+                log.warning("approval button with a malformed value: %s", exc)
+                await _tell(context, channel, user, _("This approval button is malformed; nothing was decided."))
                 return
-            standing = await decide(services.redis, services.keys, ref, Decision(verdict, user))
-        except RedisError as exc:
-            log.warning("approval decision not recorded: %s", exc)
-            await _tell(context, channel, user, "Your decision could not be recorded; please try again.")
-            return
-        if standing is not None:
-            await _tell(context, channel, user, describe(standing))
+            if Conversation.parse(ref.thread).workspace != identity.workspace(context):
+                await _tell(context, channel, user,
+                            _("This approval belongs to another workspace; nothing was decided."))
+                return
+            verdict = {APPROVE_ACTION_ID: Verdict.APPROVED, APPROVE_RUN_ACTION_ID: Verdict.APPROVED_FOR_RUN}.get(
+                str(action.get("action_id")), Verdict.DENIED)
+            try:
+                if not await _may_control(
+                    services, users, context, ref.thread, ref.run_id, user, channel,
+                    _("approve or deny this tool call"),
+                ):
+                    return
+                standing = await decide(services.redis, services.keys, ref, Decision(verdict, user))
+            except RedisError as exc:
+                log.warning("approval decision not recorded: %s", exc)
+                await _tell(context, channel, user, _("Your decision could not be recorded; please try again."))
+                return
+            if standing is not None:
+                await _tell(context, channel, user, describe(standing))
 
     app.action(APPROVE_ACTION_ID)(on_decision)
     app.action(APPROVE_RUN_ACTION_ID)(on_decision)

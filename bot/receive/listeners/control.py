@@ -9,6 +9,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Services
 from bot.errors import SlackLookupError
+from bot.i18n import _
 from bot.identity import Workspace
 from bot.redis import as_text, awaited
 from bot.workspace import SlackUsers
@@ -27,5 +28,5 @@ async def may_control(
             return None
     except SlackLookupError as exc:
         return str(exc)
-    who = f"<@{requester}>" if requester else "the person who asked"
-    return f"Only {who} or a workspace admin can {what}."
+    who = f"<@{requester}>" if requester else _("the person who asked")
+    return _("Only {who} or a workspace admin can {what}.").format(who=who, what=what)

@@ -14,15 +14,16 @@ from slack_sdk.errors import SlackApiError
 
 from agent_core import StoreError
 from bot import identity
+from bot.i18n import N_, _, speaking
 from bot.identity import Conversation
 from bot.thread.render import FEEDBACK_ACTION_ID, parse_vote
 from bot.workspace import Vote, WorkspaceLimits
 
 log = logging.getLogger(__name__)
 
-THANKS = "Thanks: your feedback on this answer is recorded."
-ALREADY = "You already gave feedback on this answer; your first press is the one that counts."
-UNRECORDED = "Your feedback could not be recorded right now; please try again."
+THANKS = N_("Thanks: your feedback on this answer is recorded.")
+ALREADY = N_("You already gave feedback on this answer; your first press is the one that counts.")
+UNRECORDED = N_("Your feedback could not be recorded right now; please try again.")
 
 
 def register(app: AsyncApp, limits: WorkspaceLimits) -> None:
@@ -47,9 +48,9 @@ def register(app: AsyncApp, limits: WorkspaceLimits) -> None:
             recorded = await limits.feedback.record(ws, run_id, user, _vote(vote), period=config.period, link=link)
         except StoreError as exc:
             log.warning("feedback not recorded: %s", exc)
-            await _tell(context, channel, user, UNRECORDED)
+            await _tell(limits, context, channel, user, UNRECORDED)
             return
-        await _tell(context, channel, user, THANKS if recorded else ALREADY)
+        await _tell(limits, context, channel, user, THANKS if recorded else ALREADY)
 
 
 def _vote(text: str) -> Vote:
@@ -66,9 +67,12 @@ async def _link(context: AsyncBoltContext, channel: str, message_ts: str) -> str
     return str(resp.get("permalink") or "")
 
 
-async def _tell(context: AsyncBoltContext, channel: str, user: str, text: str) -> None:
+async def _tell(limits: WorkspaceLimits, context: AsyncBoltContext, channel: str, user: str, text: str) -> None:
+    """``text`` (an ``N_`` constant) to the presser alone, in their language."""
     if channel and user:
         try:
-            await context.client.chat_postEphemeral(channel=channel, user=user, text=text)
+            with speaking(await limits.users.locale(context.client, identity.workspace(context), user)):
+                said = _(text)
+            await context.client.chat_postEphemeral(channel=channel, user=user, text=said)
         except SlackApiError as exc:
             log.info("feedback reply not posted: %s", exc.response.get("error"))
