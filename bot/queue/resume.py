@@ -18,6 +18,7 @@ import uuid
 from redis.exceptions import RedisError
 
 from agent_core import Lease, Progress, RunLeases, Stopped, StopReason, StoreError, Usage
+from bot.i18n import _, speaking
 from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.queue.turns import ThreadQueue
@@ -124,7 +125,7 @@ class Resumer:
 
     async def _take_over(self, lease: Lease) -> None:
         async with self._slots:
-            thread, _, turn_id = lease.run_id.rpartition("|")
+            thread, _sep, turn_id = lease.run_id.rpartition("|")
             try:
                 conversation = Conversation.parse(thread)
             except ValueError:  # not a run this code keeps: nothing to resume
@@ -143,9 +144,9 @@ class Resumer:
             if resumes > MAX_RESUMES:
                 with contextlib.suppress(Exception):
                     poster = await self.runner.poster(turn)
-                    await poster.post(turn.target, render.error_message(
-                        f"`error`: the run was interrupted {resumes - 1} times and is given up; please ask again."
-                    ))
+                    with speaking(await self.runner.limits.users.locale(poster.client, turn.workspace, turn.user_id)):
+                        given_up = _("`error`: the run was interrupted {n} times and is given up; please ask again.")
+                    await poster.post(turn.target, render.error_message(given_up.format(n=resumes - 1)))
                 with contextlib.suppress(Exception):
                     await self.leases.release(lease)
                 outcome = "done"

@@ -11,6 +11,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.i18n import _
 from bot.runs.turn import Turn
 from bot.thread import render
 from bot.thread.poster import Poster, Target
@@ -34,13 +35,15 @@ class ThreadNotices:
         self.target = target
 
     async def held_back(self, event: HeldBack) -> None:
-        where = f" to `{event.host}`" if event.host else (f" to {event.service}" if event.service else "")
-        read = f" after reading {', '.join(event.sources)}" if event.sources else " after reading private data"
-        allow = (f" An admin can allow the host with `/agent-limits allow-domain {event.host}`."
-                 if event.host and event.reason.value == "not_allowed" else "")
-        await self.poster.post(self.target, render.notice(
-            f":shield: I held back a `{event.tool}` call{where}{read} ({event.reason.value}).{allow}"
-        ))
+        where = event.host and f"`{event.host}`" or event.service
+        read = ", ".join(event.sources) or _("private data")
+        said = (_(":shield: I held back a `{tool}` call to {where} after reading {read} ({reason}).") if where
+                else _(":shield: I held back a `{tool}` call after reading {read} ({reason})."))
+        text = said.format(tool=event.tool, where=where, read=read, reason=event.reason.value)
+        if event.host and event.reason.value == "not_allowed":
+            text += " " + _("An admin can allow the host with `/agent-limits allow-domain {host}`.").format(
+                host=event.host)
+        await self.poster.post(self.target, render.notice(text))
 
 
 async def egress_policy(

@@ -123,10 +123,14 @@ def call_text(call: ToolCalled) -> str:
 
 def observation_text(obs: Observed) -> str:
     icon = ":mag:" if obs.outcome == "ok" else ":warning:"
-    size = _("{n} chars").format(n=f"{obs.full_chars:,}")
-    size += f", {obs.duration_ms / 1000:.1f}s" if obs.duration_ms else ""
-    head = f"{icon} {mrkdwn.inline_code(obs.tool)} → {mrkdwn.escape(obs.outcome)} ({size})"
+    head = f"{icon} {mrkdwn.inline_code(obs.tool)} → {mrkdwn.escape(obs.outcome)} ({size_text(obs)})"
     return head + "\n" + mrkdwn.code_block(mrkdwn.shorten(obs.text, OBSERVATION_LIMIT))
+
+
+def size_text(obs: Observed) -> str:
+    """``1,234 chars, 0.3s``: how much a tool returned, and how long it took."""
+    size = _("{n} chars").format(n=f"{obs.full_chars:,}")
+    return size + (f", {obs.duration_ms / 1000:.1f}s" if obs.duration_ms else "")
 
 
 def stop_summary(event: Stopped) -> str:

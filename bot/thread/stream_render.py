@@ -22,6 +22,7 @@ from slack_sdk.models.blocks.block_elements import UrlSourceElement
 from slack_sdk.models.messages.chunk import PlanUpdateChunk, TaskUpdateChunk
 
 from agent_core import Observed, Stopped, ToolCalled
+from bot.i18n import _
 from bot.settings import Verbosity
 from bot.thread import mrkdwn, render
 
@@ -69,7 +70,7 @@ def task_started(call: ToolCalled, thought: str | None, verbosity: Verbosity) ->
         args = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True, default=str)
         said = (thought or "").strip()
         thought_part = f"{mrkdwn.shorten(said, TASK_TEXT_LIMIT // 2)}\n" if said else ""
-        details = mrkdwn.shorten(defuse(f"{thought_part}Arguments: {args}"), TASK_TEXT_LIMIT)
+        details = mrkdwn.shorten(defuse(thought_part + _("Arguments: {args}").format(args=args)), TASK_TEXT_LIMIT)
     return TaskUpdateChunk(id=call.call_id, title=task_title(call), status="in_progress", details=details)
 
 
@@ -77,8 +78,7 @@ def task_finished(call: ToolCalled, obs: Observed, thought: str | None, verbosit
     """The same card once observed: ``complete`` or ``error``, with the shortened observation and the sources."""
     card = task_started(call, thought, verbosity)
     card.status = "complete" if obs.outcome == "ok" else "error"
-    size = f"{obs.full_chars:,} chars" + (f", {obs.duration_ms / 1000:.1f}s" if obs.duration_ms else "")
-    head = f"{obs.outcome} ({size})"
+    head = f"{obs.outcome} ({render.size_text(obs)})"
     if verbosity == "full":
         card.output = mrkdwn.shorten(defuse(f"{head}: {obs.text.strip()}"), TASK_TEXT_LIMIT)
     else:
@@ -113,12 +113,14 @@ def _source_label(url: str) -> str:
 
 def plan_title(task: str) -> PlanUpdateChunk:
     """``plan``: the plan block's title, from the first line of the task."""
-    first = next((line.strip() for line in task.splitlines() if line.strip()), "") or "Working on it"
+    first = next((line.strip() for line in task.splitlines() if line.strip()), "") or _("Working on it")
     return PlanUpdateChunk(title=mrkdwn.shorten(defuse(first), TASK_TITLE_LIMIT))
 
 
 def resumed_markdown(step: int) -> str:
-    return f"_Resumed after a restart, from step {step + 1}._\n\n" if step else "_Resumed after a restart._\n\n"
+    if step:
+        return _("_Resumed after a restart, from step {n}._").format(n=step + 1) + "\n\n"
+    return _("_Resumed after a restart._") + "\n\n"
 
 
 def stop_markdown(event: Stopped) -> str:

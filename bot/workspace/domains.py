@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from agent_core import StoreError, utc_now
+from bot.i18n import N_, _
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
@@ -86,22 +87,28 @@ class DomainStore:
 
 def domain_reply(host: str, action: DomainAction, change: Change | None) -> str:
     if change is None:
-        state = {"allow": "allowed", "deny": "denied", "clear": "on no list"}[action]
-        return f"`{host}` is {state} already; nothing changed."
-    what = {
-        "allow": "allowed: it (and its subdomains) may receive this workspace's data. Once a run has read private "
-                 "data (channel history, others' messages, internal pages), its calls may still send to it, "
-                 "whatever they carry",
-        "deny": "denied: once a run has read private data, nothing reaches it, whatever else allows it",
-        "clear": "off both lists",
+        already = {
+            "allow": N_("`{host}` is allowed already; nothing changed."),
+            "deny": N_("`{host}` is denied already; nothing changed."),
+            "clear": N_("`{host}` is on no list already; nothing changed."),
+        }[action]
+        return _(already).format(host=host)
+    now = {
+        "allow": N_("`{host}` is now allowed: it (and its subdomains) may receive this workspace's data. Once a run "
+                    "has read private data (channel history, others' messages, internal pages), its calls may still "
+                    "send to it, whatever they carry. It applies from the next run."),
+        "deny": N_("`{host}` is now denied: once a run has read private data, nothing reaches it, whatever else "
+                   "allows it. It applies from the next run."),
+        "clear": N_("`{host}` is now off both lists. It applies from the next run."),
     }[action]
-    return f"`{host}` is now {what}. It applies from the next run."
+    return _(now).format(host=host)
 
 
 def format_domains(lists: DomainLists) -> str:
     """The ``show`` line: both lists, short."""
     def listed(hosts: tuple[str, ...]) -> str:
-        return ", ".join(f"`{h}`" for h in hosts[:20]) + (f" and {len(hosts) - 20} more" if len(hosts) > 20 else "")
+        shown = ", ".join(f"`{h}`" for h in hosts[:20])
+        return _("{hosts} and {n} more").format(hosts=shown, n=len(hosts) - 20) if len(hosts) > 20 else shown
 
-    return (f"• Outbound hosts allowed after reading private data: {listed(lists.allowed) or 'none'}; "
-            f"denied: {listed(lists.denied) or 'none'}")
+    return _("• Outbound hosts allowed after reading private data: {allowed}; denied: {denied}").format(
+        allowed=listed(lists.allowed) or "none", denied=listed(lists.denied) or "none")

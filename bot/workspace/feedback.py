@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from agent_core import Period, StoreError, utc_now
+from bot.i18n import _
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
@@ -119,15 +120,16 @@ class FeedbackStore:
 
 
 def negative_line(run: NegativeRun) -> str:
-    where = f"<{run.link}|thread>" if run.link else f"run `{run.run_id}`"
+    where = (_("<{link}|thread>").format(link=run.link) if run.link
+             else _("run `{run_id}`").format(run_id=run.run_id))
     return f"<@{run.user_id}> · {run.at.strftime('%Y-%m-%d %H:%M UTC')} · {where}"
 
 
 def format_feedback(summary: FeedbackSummary) -> str:
     """mrkdwn: the period's counts, then the last thumbs-down runs with their thread links."""
-    when = "this month" if summary.period == "monthly" else "today"
-    lines = [f"*Feedback {when}:* :+1: {summary.up:,} · :-1: {summary.down:,}"]
+    head = _("*Feedback this month:*") if summary.period == "monthly" else _("*Feedback today:*")
+    lines = [f"{head} :+1: {summary.up:,} · :-1: {summary.down:,}"]
     if summary.negative:
-        lines.append("*Last answers with a thumbs down*")
+        lines.append(_("*Last answers with a thumbs down*"))
         lines.extend(f"• {negative_line(r)}" for r in summary.negative)
     return "\n".join(lines)
