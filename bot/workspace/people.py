@@ -125,8 +125,8 @@ class SlackUsers:
         The same cached users.info answer as the permission checks, so it costs no extra call."""
         try:
             user = await self.info(client, ws, user_id)
-        except SlackLookupError:
-            return DEFAULT_LOCALE  # the check that needs the answer says so, in English
+        except Exception:  # Slack said no or did not answer: English; a check that needs the answer meets it too
+            return DEFAULT_LOCALE
         return str(user.get("locale") or DEFAULT_LOCALE)
 
     async def is_admin(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:

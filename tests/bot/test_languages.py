@@ -1,0 +1,105 @@
+"""The bot's own words in the asker's language (their Slack ``locale``), end to end: signed requests into the
+running app, a drained worker, the fake Slack answering ``users.info`` with the person's locale."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.bot.conftest import App
+from tests.fakes.openai_server import FakeOpenAI, text
+from tests.fakes.slack_api import FakeSlack, PostedMessage
+from tests.signing import command_body, event_body, mention, next_ts
+
+
+async def asked(app: App, fake_slack: FakeSlack, *, user: str) -> list[PostedMessage]:
+    """``user`` mentions the bot; the run is drained; the thread as Slack shows it."""
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> what is 2+2?", ts=ts, user=user)))
+    await app.drain()
+    return fake_slack.thread_messages("C1", ts)
+
+
+def home_view(fake_slack: FakeSlack, user: str) -> dict[str, Any]:
+    [call] = [c for c in fake_slack.calls_of("views.publish") if c.params["user_id"] == user]
+    view = call.params["view"]
+    return json.loads(view) if isinstance(view, str) else dict(view)
+
+
+async def test_a_spanish_speaker_is_answered_in_spanish_with_the_stop_reason_verbatim(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_slack.users["UES"] = {"locale": "es-LA"}
+    fake_openai.queue(text("4"))
+    first, *_, last = await asked(app, fake_slack, user="UES")
+    # The status line (edited at the end) and the stop line: Spanish words, the stop reason as it is.
+    assert "Terminado: `final_answer` (respondida)" in first.block_text()
+    assert "Motivo de parada: `final_answer` (respondida) · 1 paso ·" in last.block_text()
+    assert "Stop reason" not in last.block_text() and "4" in last.block_text()
+    # The locale was asked for, as Slack requires.
+    lookups = [c for c in fake_slack.calls_of("users.info") if c.params["user"] == "UES"]
+    assert lookups and all(c.params.get("include_locale") in ("1", "true") for c in lookups)
+
+
+async def test_the_working_line_and_its_stop_button_are_in_the_askers_language(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_slack.users["UES"] = {"locale": "es-ES"}
+    fake_openai.queue(text("4"))
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> what is 2+2?", ts=ts, user="UES")))
+    await app.drain()
+    [started] = [c for c in fake_slack.calls_of("chat.postMessage") if c.params.get("thread_ts") == ts][:1]
+    blocks = started.params["blocks"]
+    blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+    assert "Estoy en ello" in blocks[0]["text"]["text"]
+    assert blocks[-1]["elements"][0]["text"]["text"] == "Detener"
+
+
+async def test_a_refused_guest_is_told_why_in_their_language(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_slack.users["UGUEST"] = {"locale": "ja-JP", "is_restricted": True}
+    [refusal] = await asked(app, fake_slack, user="UGUEST")
+    assert refusal.block_text().startswith("申し訳ありませんが、ゲストは実行を開始できません")
+    assert "AGENT_ALLOW_GUESTS" in refusal.block_text()
+    assert fake_openai.requests == []
+
+
+async def test_an_unknown_locale_falls_back_to_english(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_slack.users["UFR"] = {"locale": "fr-FR"}  # no French catalog
+    fake_openai.queue(text("4"))
+    first, *_, last = await asked(app, fake_slack, user="UFR")
+    assert "Finished: `final_answer` (answered)" in first.block_text()
+    assert "Stop reason: `final_answer` (answered) · 1 step ·" in last.block_text()
+
+
+async def test_a_japanese_admin_gets_agent_limits_in_japanese(app: App, fake_slack: FakeSlack) -> None:
+    fake_slack.users["UJA"] = {"locale": "ja-JP", "is_admin": True}
+    fake_slack.users["UEN"] = {"locale": "en-US"}
+    replies = []
+    for user, text_ in (("UJA", "show"), ("UJA", "max-steps 40"), ("UEN", "show")):
+        response = await app.post_form(command_body(command="/agent-limits", text=text_, user=user))
+        assert response.status == 200
+        replies.append(str((await response.json())["text"]))
+    shown, changed, english = replies
+    assert shown.startswith("*このワークスペースのエージェント制限*")
+    assert "• 実行あたりの最大ステップ数: " in shown
+    # Commands and setting names stay as they are typed.
+    assert changed.startswith("変更しました") and "max-steps: " in changed and "→ 40" in changed
+    assert english.startswith("*Agent limits for this workspace*") and "• Max steps per run: 40" in english
+
+
+async def test_app_home_is_drawn_in_the_viewers_language(app: App, fake_slack: FakeSlack) -> None:
+    fake_slack.users["UES"] = {"locale": "es-ES"}
+    fake_slack.users["UFR"] = {"locale": "fr-FR"}
+    for user in ("UES", "UFR"):
+        event = {"type": "app_home_opened", "user": user, "channel": "D1", "tab": "home", "event_ts": next_ts()}
+        assert (await app.post_event(event_body(event))).status == 200
+    await fake_slack.wait_for("views.publish", count=2)
+    spanish, fallback = home_view(fake_slack, "UES"), home_view(fake_slack, "UFR")
+    assert spanish["blocks"][0]["text"]["text"] == "Límites y presupuesto del agente"
+    assert "Todavía no hay ejecuciones." in json.dumps(spanish, ensure_ascii=False)
+    assert fallback["blocks"][0]["text"]["text"] == "Agent limits and budget"
