@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator, Callable
 
 from agent_core import AnswerDelta, Event, Observed, Stopped, StreamReset, ThoughtDelta
 from bot import metrics
+from bot.i18n import N_, _
 from bot.thread.sink import RunSink
 
 #: Shown after streamed answer text the engine took back (the call was cut, or it was not the final answer).
-CUT_OFF = "\n\n_(cut off there: that was not the final answer)_\n\n"
+CUT_OFF = N_("_(cut off there: that was not the final answer)_")
 
 
 async def pipelined(
@@ -78,7 +79,7 @@ class _Deltas:
             await self.sink.append_answer(event.text)
         elif isinstance(event, StreamReset):
             if self.shown:
-                await self.sink.append_answer(CUT_OFF)
+                await self.sink.append_answer(f"\n\n{_(CUT_OFF)}\n\n")
             self.shown = False
         elif not isinstance(event, ThoughtDelta):
             return False

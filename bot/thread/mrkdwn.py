@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from bot.i18n import _
+
 WORD_JOINER = "\u2060"
 #: Slack rejects a section whose text is longer than 3,000 characters.
 SECTION_LIMIT = 3_000
@@ -105,7 +107,7 @@ def shorten(text: str, limit: int) -> str:
         return text
     # The marker's own length depends on the number it shows; 48 characters is always enough room.
     keep = max(0, limit - 48)
-    return f"{text[:keep].rstrip()}\n… ({len(text) - keep:,} more characters not shown)"
+    return f"{text[:keep].rstrip()}\n… " + _("({n} more characters not shown)").format(n=f"{len(text) - keep:,}")
 
 
 def split(text: str, limit: int = SECTION_LIMIT) -> list[str]:

@@ -28,6 +28,7 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import NotInstalled
+from bot.i18n import N_, _
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
@@ -46,7 +47,7 @@ MAX_CANDIDATES = 20
 CLOCK_SKEW_SECONDS = 60.0
 #: Streams stopped per sweep (a backlog is worked off over the next sweeps).
 SWEEP_LIMIT = 50
-SWEPT_NOTE = "_Interrupted; the run went on in the next message._"
+SWEPT_NOTE = N_("_Interrupted; the run went on in the next message._")
 #: Slack's answers to a stop that mean "nothing to stop here".
 NOT_STREAMING = frozenset({"message_not_in_streaming_state", "message_not_found", "cant_update_message"})
 
@@ -196,7 +197,7 @@ class OpenStreams:
             candidates = [record.ts] if record.ts else await self._candidates(client, record)
             for ts in candidates:
                 try:
-                    await client.chat_stopStream(channel=record.channel, ts=ts, markdown_text=SWEPT_NOTE)
+                    await client.chat_stopStream(channel=record.channel, ts=ts, markdown_text=_(SWEPT_NOTE))
                 except SlackApiError as exc:
                     if str(exc.response.get("error")) in NOT_STREAMING:
                         continue  # not a stream (any more): nothing to stop in this message

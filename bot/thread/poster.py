@@ -21,6 +21,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import ThreadUnwritable
+from bot.i18n import N_, _
 from bot.identity import Conversation
 from bot.thread import mrkdwn
 from bot.thread.agent_session import AgentSession, SessionStatus
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 WORKING_REACTION = "hourglass_flowing_sand"
 #: Slack drops a thread status after 2 minutes; it is set again well before that.
 STATUS_REFRESH_SECONDS = 90.0
-STATUS_TEXT = "is working on it…"
+STATUS_TEXT = N_("is working on it…")
 #: Quiet time after a reply before the status is shown again (a reply clears it). A run that replies again
 #: within it is visibly at work already; setting it after every reply doubled a fast run's Slack calls.
 STATUS_RESUME_SECONDS = 1.0
@@ -229,7 +230,7 @@ class ThreadStatus:
         if self.session is not None and await self.session.open():
             self.mode = "session"  # a lifecycle status: no reply clears it, nothing to refresh
             return
-        if not await self._set(STATUS_TEXT):
+        if not await self._set(_(STATUS_TEXT)):
             self.mode = "reaction"
             try:
                 await self.client.reactions_add(
@@ -257,7 +258,7 @@ class ThreadStatus:
 
     async def _show_again(self) -> bool:
         try:
-            return await self._set(STATUS_TEXT)
+            return await self._set(_(STATUS_TEXT))
         except (aiohttp.ClientError, TimeoutError) as exc:  # best effort: the next reply or refresh tries again
             log.info("could not set the thread status again: %s", type(exc).__name__)
             return False
@@ -316,7 +317,7 @@ class ThreadStatus:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._done.wait(), STATUS_REFRESH_SECONDS)
             if not self._done.is_set():
-                await self._set(STATUS_TEXT)
+                await self._set(_(STATUS_TEXT))
 
     async def _set(self, text: str) -> bool:
         self._sets_started += 1

@@ -23,6 +23,7 @@ from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from agent_core import Event, Observed, RunStarted, StepFinished, Stopped, Thought, ToolCalled
 from bot.errors import StreamRefused
+from bot.i18n import N_, _
 from bot.thread import render, stream_render
 from bot.thread.open_streams import StreamTracker
 from bot.thread.poster import Pacer
@@ -33,7 +34,7 @@ from bot.thread.uploads import ANSWER_FILE_NAME
 log = logging.getLogger(__name__)
 
 StreamDisplay = Literal["timeline", "plan"]
-INTERRUPTED_NOTE = "\n\n_Interrupted; the run goes on in the next message._"
+INTERRUPTED_NOTE = N_("_Interrupted; the run goes on in the next message._")
 
 
 class StreamEventSink:
@@ -108,7 +109,7 @@ class StreamEventSink:
         """Whatever happened, the stream ends stopped (an interrupted run's resumed run says so in a new one)."""
         writer = self._writer
         if writer is not None and not writer.closed:
-            await writer.abandon(INTERRUPTED_NOTE)
+            await writer.abandon("\n\n" + _(INTERRUPTED_NOTE))
             with contextlib.suppress(RedisError):
                 await self.parts.ledger.set(stream_done=writer.ts or "")
 
@@ -149,9 +150,12 @@ class StreamEventSink:
             # whole answer is the file (or canvas).
             fence = "\n```\n" if self._streamed.count("```") % 2 else ""  # the cut may fall inside a code block
             opening = f"{fence}…" if continues else ("\n\n" if self._streamed else "") + render.preview(answer)
-            where = (f"is in [this canvas]({filed.canvas_url})" if filed.canvas_url
-                     else f"is attached as {ANSWER_FILE_NAME}")
-            rest = f"{opening}\n\n:page_facing_up: _The full answer ({filed.chars:,} characters) {where}._"
+            chars = f"{filed.chars:,}"
+            note = (_(":page_facing_up: _The full answer ({chars} characters) is in [this canvas]({url})._").format(
+                chars=chars, url=filed.canvas_url) if filed.canvas_url
+                else _(":page_facing_up: _The full answer ({chars} characters) is attached as {name}._").format(
+                    chars=chars, name=ANSWER_FILE_NAME))
+            rest = f"{opening}\n\n{note}"
         elif continues:
             rest = answer[len(self._streamed):]
         else:
@@ -200,7 +204,7 @@ class StreamEventSink:
     async def _stop_orphan(self, ts: str) -> None:
         try:
             await self.parts.poster.client.chat_stopStream(
-                channel=self.parts.target.channel_id, ts=ts, markdown_text=INTERRUPTED_NOTE.strip()
+                channel=self.parts.target.channel_id, ts=ts, markdown_text=_(INTERRUPTED_NOTE)
             )
         except SlackApiError as exc:
             log.info("the stream %s left by a restart could not be stopped: %s", ts, exc.response.get("error"))

@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.i18n import N_, _
 from tools import OutgoingFile
 
 if TYPE_CHECKING:  # poster imports render, which names this module's Filed
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 
 #: The name a long answer is uploaded under, and the title of its canvas.
 ANSWER_FILE_NAME = "answer.md"
-ANSWER_TITLE = "The full answer"
+ANSWER_TITLE = N_("The full answer")
 #: Files one run may attach (``attach_file`` calls past it are refused with this number).
 MAX_FILES_PER_RUN = 10
 #: How long a workspace's refusal stays logged as known (then it is logged once more).
@@ -80,7 +81,7 @@ class ThreadFiles:
         (short enough, or Slack refused). Done once: a stream refused after it falls back to replies."""
         if self._filed is None and self.files_answer(answer):
             url = await self._canvas(answer) if self.canvas else ""
-            if url or await self.upload(OutgoingFile(ANSWER_FILE_NAME, answer, "text/markdown", ANSWER_TITLE)):
+            if url or await self.upload(OutgoingFile(ANSWER_FILE_NAME, answer, "text/markdown", _(ANSWER_TITLE))):
                 self._filed = Filed(len(answer), url)
         return self._filed
 
@@ -119,7 +120,7 @@ class ThreadFiles:
         canvas_id = ""
         try:
             created = await self.client.canvases_create(
-                title=ANSWER_TITLE, document_content={"type": "markdown", "markdown": markdown}
+                title=_(ANSWER_TITLE), document_content={"type": "markdown", "markdown": markdown}
             )
             canvas_id = str(created.get("canvas_id") or "")
             await self.client.canvases_access_set(

@@ -12,6 +12,7 @@ from typing import Literal, cast, get_args
 
 from agent_core import Period, format_usd
 from bot.errors import InvalidValue
+from bot.i18n import N_, _
 from bot.settings import Display, Verbosity
 from bot.workspace.config import (
     BOUNDS,
@@ -28,7 +29,7 @@ from tools import parse_domain
 VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
 DISPLAYS: tuple[Display, ...] = get_args(Display)
 
-USAGE = """\
+USAGE = N_("""\
 *Usage:* `/agent-limits [show]` shows this workspace's limits, budget and spend (anyone).
 Workspace admins and owners can change them:
 • `/agent-limits budget <usd> [monthly|daily]` what all runs may spend per period, $0.00 to $100,000.00 \
@@ -55,7 +56,7 @@ with a task card per tool call; plan: the same, the cards grouped in a plan
 • `/agent-limits allow-domain|deny-domain|clear-domain <host>` once a run has read private data \
 (channel history, others' messages, internal pages), it sends data only to the requester's own URLs and allowed \
 hosts (allowing a host means it may receive the workspace's data); denied hosts never
-Amounts are plain dollars with at most two decimals, like `25` or `0.50`."""
+Amounts are plain dollars with at most two decimals, like `25` or `0.50`.""")
 
 
 # ASCII digits only (re.ASCII and explicit [0-9]): int()/Decimal() would accept '١٢٣', '1_000', 'nan', '1e3'.
@@ -70,7 +71,8 @@ def parse_value(config_field: ConfigField, text: str) -> int | str:
     text = text.strip()
     if config_field == "period":
         if text.lower() not in ("monthly", "daily"):
-            raise InvalidValue(f"The budget period must be `monthly` or `daily`, not `{quote(text)}`.")
+            raise InvalidValue(_("The budget period must be `monthly` or `daily`, not `{text}`.").format(
+                text=quote(text)))
         return text.lower()
     bound = BOUNDS[config_field]
     label = LABELS[config_field]
@@ -78,20 +80,22 @@ def parse_value(config_field: ConfigField, text: str) -> int | str:
         match = _MONEY_RE.fullmatch(text)
         if match is None:
             raise InvalidValue(
-                f"`{label}` needs a dollar amount with at most two decimals, like `25` or `0.50`; got `{quote(text)}`."
+                _("`{name}` needs a dollar amount with at most two decimals, like `25` or `0.50`; got `{text}`.")
+                .format(name=label, text=quote(text))
             )
         micros = int(match[1]) * MICROS_PER_USD + int((match[2] or "0").ljust(2, "0")) * 10_000
         if not in_bounds(config_field, micros):
-            raise InvalidValue(
-                f"`{label}` must be between {format_usd(bound.low)} and {format_usd(bound.high)}; got `{quote(text)}`."
-            )
+            raise InvalidValue(_("`{name}` must be between {low} and {high}; got `{text}`.").format(
+                name=label, low=format_usd(bound.low), high=format_usd(bound.high), text=quote(text)))
         return micros
     match = COUNT_RE.fullmatch(text)
     if match is None:
-        raise InvalidValue(f"`{label}` needs a whole number written with digits 0-9, got `{quote(text)}`.")
+        raise InvalidValue(_("`{name}` needs a whole number written with digits 0-9, got `{text}`.").format(
+            name=label, text=quote(text)))
     count = int(match[1])
     if not in_bounds(config_field, count):
-        raise InvalidValue(f"`{label}` must be between {bound.low:,} and {bound.high:,}; got `{quote(text)}`.")
+        raise InvalidValue(_("`{name}` must be between {low} and {high}; got `{text}`.").format(
+            name=label, low=f"{bound.low:,}", high=f"{bound.high:,}", text=quote(text)))
     return count
 
 
@@ -126,7 +130,7 @@ class UsageError:
 
     @property
     def text(self) -> str:
-        return f"{self.problem}\n\n{USAGE}" if self.problem else USAGE
+        return f"{self.problem}\n\n{_(USAGE)}" if self.problem else _(USAGE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,10 +201,11 @@ def _shape_command(name: str, args: list[str]) -> Command | UsageError:
     if name == "verbosity":
         verbosity = next((v for v in VERBOSITIES if v == word), None)
         return VerbosityCommand(verbosity) if verbosity else UsageError(
-            f"`verbosity` takes one of: {', '.join(VERBOSITIES)}."
+            _("`{name}` takes one of: {values}.").format(name=name, values=", ".join(VERBOSITIES))
         )
     shape = next((d for d in DISPLAYS if d == word), None)
-    return DisplayCommand(shape) if shape else UsageError(f"`display` takes one of: {', '.join(DISPLAYS)}.")
+    return DisplayCommand(shape) if shape else UsageError(
+        _("`{name}` takes one of: {values}.").format(name=name, values=", ".join(DISPLAYS)))
 
 
 def parse_command(text: str) -> Command | UsageError:
@@ -211,7 +216,7 @@ def parse_command(text: str) -> Command | UsageError:
     name, args = words[0].lower(), words[1:]
     if name == "show" or name == "reset":
         if args:
-            return UsageError(f"`{name}` takes no value.")
+            return UsageError(_("`{name}` takes no value.").format(name=name))
         return ShowCommand() if name == "show" else ResetCommand()
     if name == "help":
         return UsageError()
@@ -225,14 +230,15 @@ def parse_command(text: str) -> Command | UsageError:
         return _parse_org_budget(args)
     config_field = _SUBCOMMANDS.get(name)
     if config_field is None:
-        return UsageError(f"Unknown subcommand `{quote(words[0])}`.")
+        return UsageError(_("Unknown subcommand `{name}`.").format(name=quote(words[0])))
     return _parse_set(name, config_field, args)
 
 
 def _parse_set(name: str, config_field: ConfigField, args: list[str]) -> SetCommand | UsageError:
     most = 2 if config_field == "budget_micros" else 1
     if not 1 <= len(args) <= most:
-        return UsageError(f"`{name}` takes {'an amount and an optional period' if most == 2 else 'one value'}.")
+        return UsageError((_("`{name}` takes an amount and an optional period.") if most == 2
+                           else _("`{name}` takes one value.")).format(name=name))
     try:
         uncapped = config_field == "user_budget_micros" and args[0].lower() == "none"
         value = None if uncapped else parse_value(config_field, args[0])
@@ -246,7 +252,7 @@ def _parse_set(name: str, config_field: ConfigField, args: list[str]) -> SetComm
 
 def _parse_org_budget(args: list[str]) -> OrgBudgetCommand | UsageError:
     if not 1 <= len(args) <= 2:
-        return UsageError("`org-budget` takes an amount (or `none`) and an optional period.")
+        return UsageError(_("`org-budget` takes an amount (or `none`) and an optional period."))
     try:
         period = cast(Period, parse_value("period", args[1])) if len(args) == 2 else None
         amount = None if args[0].lower() == "none" else int(parse_value("budget_micros", args[0]))
@@ -257,7 +263,7 @@ def _parse_org_budget(args: list[str]) -> OrgBudgetCommand | UsageError:
 
 def _parse_domain(name: str, args: list[str]) -> DomainCommand | UsageError:
     if len(args) != 1:
-        return UsageError(f"`{name}` takes one host name, like `docs.example.com`.")
+        return UsageError(_("`{name}` takes one host name, like `docs.example.com`.").format(name=name))
     try:
         host = parse_domain(args[0])
     except ValueError as exc:
@@ -273,10 +279,10 @@ def _parse_tools(args: list[str]) -> ToolsCommand | ToolRuleCommand | UsageError
         return ToolsCommand()
     action = args[0].lower()
     if action not in ("enable", "disable") or len(args) != 2:
-        return UsageError("`tools` takes nothing (the list), or `enable <name>` / `disable <name>`.")
+        return UsageError(_("`tools` takes nothing (the list), or `enable <name>` / `disable <name>`."))
     if not PATTERN_RE.fullmatch(args[1]):
-        return UsageError(
-            f"`{quote(args[1])}` is not a tool name: use a name from `/agent-limits tools`, or a server's "
+        return UsageError(_(
+            "`{name}` is not a tool name: use a name from `/agent-limits tools`, or a server's "
             "name then `__*` for every tool of one server."
-        )
+        ).format(name=quote(args[1])))
     return ToolRuleCommand(args[1], action == "enable")

@@ -80,16 +80,19 @@ async def test_a_japanese_admin_gets_agent_limits_in_japanese(app: App, fake_sla
     fake_slack.users["UJA"] = {"locale": "ja-JP", "is_admin": True}
     fake_slack.users["UEN"] = {"locale": "en-US"}
     replies = []
-    for user, text_ in (("UJA", "show"), ("UJA", "max-steps 40"), ("UEN", "show")):
+    for user, text_ in (("UJA", "show"), ("UJA", "max-steps 40"), ("UEN", "show"), ("UJA", "max-steps lots")):
         response = await app.post_form(command_body(command="/agent-limits", text=text_, user=user))
         assert response.status == 200
         replies.append(str((await response.json())["text"]))
-    shown, changed, english = replies
+    shown, changed, english, wrong = replies
     assert shown.startswith("*このワークスペースのエージェント制限*")
     assert "• 実行あたりの最大ステップ数: " in shown
     # Commands and setting names stay as they are typed.
     assert changed.startswith("変更しました") and "max-steps: " in changed and "→ 40" in changed
     assert english.startswith("*Agent limits for this workspace*") and "• Max steps per run: 40" in english
+    # A mistake is explained, and the usage shown, in Japanese; the commands in it as they are typed.
+    assert wrong.startswith("`max-steps` には数字 0-9 で書いた整数が必要です。入力: `lots`。")
+    assert "*使い方:* `/agent-limits [show]`" in wrong and "• `/agent-limits max-steps <n>`" in wrong
 
 
 async def test_app_home_is_drawn_in_the_viewers_language(app: App, fake_slack: FakeSlack) -> None:
