@@ -21,9 +21,6 @@ import pathlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-from babel.messages.mofile import write_mo
-from babel.messages.pofile import read_po
-
 DEFAULT_LOCALE = "en"
 #: Where the catalogs live: one folder per language, named by its ISO 639-1 code.
 LOCALES_DIR = pathlib.Path(__file__).resolve().parent / "locales"
@@ -62,6 +59,10 @@ def _catalog(language: str) -> gettext.NullTranslations:
     """The language's catalog, read from its ``.po`` (fuzzy and empty entries are left out: English shows)."""
     if language == DEFAULT_LOCALE:
         return gettext.NullTranslations()
+    # Imported here: a process nobody asks in another language never loads Babel (~50 ms with the first read).
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
     with (LOCALES_DIR / language / "LC_MESSAGES" / f"{DOMAIN}.po").open("rb") as po:
         catalog = read_po(po, locale=language, domain=DOMAIN)
     compiled = io.BytesIO()
