@@ -3,11 +3,16 @@ running app, a drained worker, the fake Slack answering ``users.info`` with the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import redis.asyncio as aioredis
+
+from bot.identity import Workspace
+from bot.workspace import WorkspaceLimitsStore
 from tests.bot.conftest import App
-from tests.fakes.openai_server import FakeOpenAI, text
+from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text
 from tests.fakes.slack_api import FakeSlack, PostedMessage
 from tests.signing import command_body, event_body, mention, next_ts
 
@@ -64,6 +69,32 @@ async def test_a_refused_guest_is_told_why_in_their_language(
     assert refusal.block_text().startswith("申し訳ありませんが、ゲストは実行を開始できません")
     assert "AGENT_ALLOW_GUESTS" in refusal.block_text()
     assert fake_openai.requests == []
+
+
+async def test_a_queued_spanish_speaker_is_told_in_spanish(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    await WorkspaceLimitsStore(redis_client, key_prefix=key_prefix).set(Workspace("T0001"), "max_concurrent", 1, "UA")
+    fake_slack.users["UES"] = {"locale": "es-ES"}
+    first_may_end = asyncio.Event()
+
+    async def script(request: RecordedRequest) -> Reply:
+        if len(fake_openai.requests) == 1:
+            await first_may_end.wait()
+        return text("4")
+
+    fake_openai.script = script
+    first, second = next_ts(), next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> 2+2?", ts=first, user="U1")))
+    drain = asyncio.create_task(app.drain())
+    await fake_openai.wait_for_requests(1)
+    await app.post_event(event_body(mention(text="<@UBOT> 2+2?", ts=second, user="UES")))
+    [told] = await fake_slack.wait_for("chat.postEphemeral", predicate=lambda c: c.params.get("thread_ts") == second)
+    first_may_end.set()
+    await drain
+    assert told.params["user"] == "UES"
+    assert told.params["text"].startswith(":hourglass: Este espacio de trabajo ejecuta una petición a la vez")
+    assert "(n.º 1 en la fila)" in told.params["text"]
 
 
 async def test_an_unknown_locale_falls_back_to_english(
