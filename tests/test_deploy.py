@@ -95,6 +95,7 @@ def read(expr: str) -> Query:
 
     def visit(node: promql.Expr) -> None:
         if isinstance(node, promql.VectorSelector):
+            assert node.name, f"a selector without a metric name: {expr}"
             query.selectors.append((node.name, [(m.name, m.op, m.value) for m in node.matchers.matchers]))
         elif isinstance(node, promql.AggregateExpr):
             query.functions.append(str(node.op))
@@ -178,7 +179,7 @@ def test_the_dashboard_has_the_panels_on_call_needs() -> None:
         "processes up": panel("up"),
     }
     assert not [need for need, titles in needs.items() if not titles], needs
-    quantiles = {n for title, q in queries for n in q.numbers[:1]
+    quantiles = {n for _, q in queries for n in q.numbers[:1]
                  if "histogram_quantile" in q.functions and q.selectors[0][0] == "agent_llm_latency_seconds_bucket"}
     assert quantiles == {0.5, 0.95, 0.99}
 
@@ -301,7 +302,7 @@ def test_the_health_check_asks_the_ports_the_service_listens_on(
 ) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None)
     assert healthcheck_module().ports(env) == [settings.listen_port("web")[1], settings.listen_port("worker")[1]]
 
 
