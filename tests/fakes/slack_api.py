@@ -509,6 +509,8 @@ class FakeSlack:
             "files.info": self._files_info,
             # --- Real-time Search (issue 29): the token decides too (see ``_answer``)
             "assistant.search.context": lambda p: self._search_context(p, ""),
+            # A DM with the app (``/agent-limits usage export`` uploads into it): D + the user's id
+            "conversations.open": lambda p: {"ok": True, "channel": {"id": "D" + str(p.get("users") or "")}},
             # --- agent sessions
             "agents.sessions.setStatus": self._session_set_status,
             "agents.sessions.rename": self._session_rename,
