@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import NoScriptError, RedisError, WatchError
 
 from agent_core import (
     DEFAULT_LEASE_RENEW_SECONDS,
@@ -97,7 +97,7 @@ class WorkspaceLimitsStore:
         self._clock = self.clock = clock
         self._hold_seconds = hold_seconds
         self._renew_seconds = renew_seconds
-        self.counters = UsageCounters(self.keys, retention_days=usage_retention_days)
+        self.counters = UsageCounters(redis, self.keys, retention_days=usage_retention_days)
 
     def namespace(self, ws: Workspace) -> str:
         return self._keys.namespace(ws)
@@ -311,9 +311,13 @@ class WorkspaceLimitsStore:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.lpush(key, run.to_json())
                 pipe.ltrim(key, 0, RUNS_CAP - 1)
-                if usage is not None:
-                    self.counters.queue(pipe, ws, usage)
-                await pipe.execute()
+                counted = self.counters.queue(pipe, ws, usage) if usage is not None else None
+                results = await pipe.execute(raise_on_error=False)
+            for result in results:
+                if isinstance(result, NoScriptError) and counted is not None:
+                    await counted.alone()  # Redis lost the script (a restart): loaded and run again
+                elif isinstance(result, Exception):
+                    raise result
         except RedisError as exc:
             raise unavailable(exc) from exc
 

@@ -27,6 +27,7 @@ from typing import Any, Literal, get_args
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
+from agent_core import ScriptCall
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
@@ -34,8 +35,7 @@ from bot.redis import as_text, awaited
 Dimension = Literal["user", "channel", "model", "tool"]
 DIMENSIONS: tuple[Dimension, ...] = get_args(Dimension)
 ALL = "all"
-#: The counters of every member; ``stop:<reason>`` per stop reason, ``calls`` / ``errors`` for tools only.
-RUN_COUNTERS = ("runs", "steps", "tokens", "spend")
+#: Every member counts runs, steps, tokens, spend, ``stop:<reason>``, up and down; tools add calls and errors.
 STOP_PREFIX = "stop:"
 DEFAULT_RETENTION_DAYS = 400
 #: A run's members are kept as long as its votes are (``bot.workspace.feedback.VOTES_TTL_SECONDS``).
@@ -68,19 +68,10 @@ class RunUsage:
     #: Tool name -> outcome (``ok``, ``error``, ``held_back`` ...) -> calls.
     tools: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
-    def members(self) -> list[tuple[str, str]]:
-        """``(dimension, member)`` of every counter the run adds to, ``all`` first."""
-        named = [(ALL, ALL), ("user", self.user), ("channel", self.channel), ("model", self.model)]
-        return named + [("tool", name) for name in sorted(self.tools)]
-
-    def increments(self, dimension: str, member: str) -> dict[str, int]:
-        counts = {"runs": 1, "steps": self.steps, "tokens": self.tokens, "spend": self.spend_micros,
-                  f"{STOP_PREFIX}{self.stop_reason}": 1}
-        if dimension == "tool":
-            outcomes = self.tools.get(member, {})
-            counts["calls"] = sum(outcomes.values())
-            counts["errors"] = sum(n for outcome, n in outcomes.items() if outcome != "ok")
-        return {name: n for name, n in counts.items() if n}
+    def tool_counts(self, name: str) -> tuple[int, int]:
+        """A tool's calls in the run, and those whose outcome was not ``ok``."""
+        outcomes = self.tools.get(name, {})
+        return sum(outcomes.values()), sum(n for outcome, n in outcomes.items() if outcome != "ok")
 
 
 def clean(member: str) -> str:
@@ -102,32 +93,61 @@ class Row:
         return {k.removeprefix(STOP_PREFIX): n for k, n in sorted(self.counts.items()) if k.startswith(STOP_PREFIX)}
 
 
+# KEYS: the day's hashes (all, user, channel, model, tool), the run's members. ARGV: the day ttl, the members'
+# ttl, steps, tokens, spend, stop reason, user, channel, model, then name, calls, errors per tool. One call, so
+# each key and member is sent once rather than once per counter.
+_COUNT = """
+local function add(key, member, calls, errors)
+  redis.call('HINCRBY', key, member .. '|runs', 1)
+  if ARGV[3] ~= '0' then redis.call('HINCRBY', key, member .. '|steps', ARGV[3]) end
+  if ARGV[4] ~= '0' then redis.call('HINCRBY', key, member .. '|tokens', ARGV[4]) end
+  if ARGV[5] ~= '0' then redis.call('HINCRBY', key, member .. '|spend', ARGV[5]) end
+  redis.call('HINCRBY', key, member .. '|stop:' .. ARGV[6], 1)
+  if calls then
+    redis.call('HINCRBY', key, member .. '|calls', calls)
+    if errors ~= '0' then redis.call('HINCRBY', key, member .. '|errors', errors) end
+  end
+  redis.call('EXPIRE', key, ARGV[1])
+end
+add(KEYS[1], 'all')
+add(KEYS[2], ARGV[7])
+add(KEYS[3], ARGV[8])
+add(KEYS[4], ARGV[9])
+local members = {'user|' .. ARGV[7], 'channel|' .. ARGV[8], 'model|' .. ARGV[9]}
+for i = 10, #ARGV, 3 do
+  add(KEYS[5], ARGV[i], ARGV[i + 1], ARGV[i + 2])
+  members[#members + 1] = 'tool|' .. ARGV[i]
+end
+redis.call('SADD', KEYS[6], unpack(members))
+redis.call('EXPIRE', KEYS[6], ARGV[2])
+return 1
+"""
+
+
 class UsageCounters:
     """Writes a run's increments into a pipeline, and sums the counters of a period."""
 
-    def __init__(self, keys: AppKeys, *, retention_days: int = DEFAULT_RETENTION_DAYS) -> None:
+    def __init__(self, redis: aioredis.Redis, keys: AppKeys, *, retention_days: int = DEFAULT_RETENTION_DAYS) -> None:
         self.keys = keys
         self.retention_days = retention_days
+        self._script = redis.register_script(_COUNT)
 
-    def queue(self, pipe: Pipeline, ws: Workspace, run: RunUsage) -> None:
-        """Queue the run's increments on ``pipe`` (the caller's end-of-run pipeline: no round trip of its own)."""
+    def queue(self, pipe: Pipeline, ws: Workspace, run: RunUsage) -> ScriptCall:
+        """Queue the run's increments on ``pipe`` (the caller's end-of-run pipeline: no round trip of its own),
+        as EVALSHA without redis-py's ``SCRIPT EXISTS`` first; the call is returned to be run alone should the
+        server not know the script (``NoScriptError``: Redis restarted)."""
         ttl = retention_seconds(self.retention_days)
-        touched: set[str] = set()
-        for dimension, member in run.members():
-            key = self.keys.usage_day(ws, run.day, dimension)
-            touched.add(key)
-            for counter, n in run.increments(dimension, member).items():
-                pipe.hincrby(key, f"{clean(member)}|{counter}", n)
-        for key in sorted(touched):
-            pipe.expire(key, ttl)
-        if run.run_id:
-            members = self.keys.usage_run(ws, run.run_id)
-            pipe.sadd(members, *(f"{d}|{clean(m)}" for d, m in run.members()[1:]))
-            pipe.expire(members, RUN_MEMBERS_TTL_SECONDS)
+        keys = [self.keys.usage_day(ws, run.day, d) for d in (ALL, *DIMENSIONS)]
+        keys.append(self.keys.usage_run(ws, run.run_id))
+        tools = [[clean(name), *(str(n) for n in run.tool_counts(name))] for name in sorted(run.tools)]
+        args = [*map(str, (ttl, RUN_MEMBERS_TTL_SECONDS, run.steps, run.tokens, run.spend_micros)), run.stop_reason,
+                clean(run.user), clean(run.channel), clean(run.model), *(a for tool in tools for a in tool)]
+        pipe.evalsha(self._script.sha, len(keys), *keys, *args)
         if ws.enterprise_id:
             teams = self.keys.org_usage_teams(ws.enterprise_id)
             pipe.sadd(teams, ws.team_id)
             pipe.expire(teams, ttl)
+        return ScriptCall(self._script, keys, args)
 
     async def rows(
         self, redis: aioredis.Redis, workspaces: Iterable[Workspace], days: Sequence[str], dimension: str
