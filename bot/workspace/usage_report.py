@@ -208,11 +208,13 @@ class UsageReports:
         return [Workspace(team, ws.enterprise_id) for team in sorted(teams)]
 
     async def _send(self, client: AsyncWebClient, user_id: str, name: str, text: str) -> None:
-        """Upload the CSV into the admin's DM with the app; a refusal is told there (or logged)."""
+        """Upload the CSV into the admin's DM with the app, under a line naming it; a refusal is told there (or
+        logged). A message to a user id lands in that DM and names its channel: no ``im:write`` scope needed."""
         channel = ""
         try:
-            opened = await client.conversations_open(users=user_id)
-            channel = str((opened.get("channel") or {}).get("id") or "")
+            posted = await client.chat_postMessage(channel=user_id, text=_("Your usage export: `{name}`").format(
+                name=name))
+            channel = str(posted.get("channel") or "")
             await client.files_upload_v2(channel=channel, filename=name, content=text.encode(), title=name)
         except SlackApiError as exc:
             error = str(exc.response.get("error") or "error")

@@ -124,11 +124,11 @@ async def test_the_export_lands_in_the_admins_dm_as_csv(
     await two_runs(app, fake_slack, fake_openai)
     reply = await limits(app, "usage export today by user")
     assert "on its way to your direct messages" in reply
-    [done] = await fake_slack.wait_for("files.completeUploadExternal")
-    [opened] = fake_slack.calls_of("conversations.open")
-    assert opened.params["users"] == ADMIN
+    await fake_slack.wait_for("files.completeUploadExternal")
     [upload] = [f for f in fake_slack.uploads.values() if f.shared_at]
     assert upload.channel == f"D{ADMIN}" and upload.filename.endswith("-by-user.csv")
+    [heading] = [m for m in fake_slack.messages if m.channel == f"D{ADMIN}"]
+    assert f"Your usage export: `{upload.filename}`" in heading.text
     rows = {r["member"]: r for r in csv.DictReader(io.StringIO(upload.text))}
     assert set(rows) == {"U1", "U2"}
     assert (rows["U1"]["runs"], rows["U1"]["steps"], rows["U1"]["thumbs_up"], rows["U1"]["stop_final_answer"]) == (

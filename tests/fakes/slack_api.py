@@ -509,8 +509,6 @@ class FakeSlack:
             "files.info": self._files_info,
             # --- Real-time Search (issue 29): the token decides too (see ``_answer``)
             "assistant.search.context": lambda p: self._search_context(p, ""),
-            # A DM with the app (``/agent-limits usage export`` uploads into it): D + the user's id
-            "conversations.open": lambda p: {"ok": True, "channel": {"id": "D" + str(p.get("users") or "")}},
             # --- agent sessions
             "agents.sessions.setStatus": self._session_set_status,
             "agents.sessions.rename": self._session_rename,
@@ -693,6 +691,8 @@ class FakeSlack:
         channel = str(params.get("channel") or "")
         if not channel:
             return {"ok": False, "error": "channel_not_found"}
+        if channel[0] in "UW":  # a user id: Slack posts in the app's DM with them, named D + their id here
+            channel = f"D{channel}"
         text = str(params.get("text") or "")
         blocks = _blocks(params)
         if not text and not blocks:
