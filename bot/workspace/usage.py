@@ -35,7 +35,7 @@ from bot.redis import as_text, awaited
 Dimension = Literal["user", "channel", "model", "tool"]
 DIMENSIONS: tuple[Dimension, ...] = get_args(Dimension)
 ALL = "all"
-#: Every member counts runs, steps, tokens, spend, ``stop:<reason>``, up and down; tools add calls and errors.
+#: Each member counts runs, steps, tokens, spend, up, down and ``stop:<reason>`` (tools also calls and errors).
 STOP_PREFIX = "stop:"
 DEFAULT_RETENTION_DAYS = 400
 #: A run's members are kept as long as its votes are (``bot.workspace.feedback.VOTES_TTL_SECONDS``).
@@ -130,6 +130,7 @@ class UsageCounters:
     def __init__(self, redis: aioredis.Redis, keys: AppKeys, *, retention_days: int = DEFAULT_RETENTION_DAYS) -> None:
         self.keys = keys
         self.retention_days = retention_days
+        self._redis = redis
         self._script = redis.register_script(_COUNT)
 
     def queue(self, pipe: Pipeline, ws: Workspace, run: RunUsage) -> ScriptCall:
@@ -149,19 +150,17 @@ class UsageCounters:
             pipe.expire(teams, ttl)
         return ScriptCall(self._script, keys, args)
 
-    async def rows(
-        self, redis: aioredis.Redis, workspaces: Iterable[Workspace], days: Sequence[str], dimension: str
-    ) -> list[Row]:
+    async def rows(self, workspaces: Iterable[Workspace], days: Sequence[str], dimension: str) -> list[Row]:
         """One dimension's counters summed over ``days`` and ``workspaces``: one HGETALL each, one round trip."""
-        async with redis.pipeline(transaction=False) as pipe:
+        async with self._redis.pipeline(transaction=False) as pipe:
             for ws in workspaces:
                 for day in days:
                     pipe.hgetall(self.keys.usage_day(ws, day, dimension))
             return summed(await pipe.execute())
 
-    async def org_teams(self, redis: aioredis.Redis, enterprise_id: str) -> list[str]:
+    async def org_teams(self, enterprise_id: str) -> list[str]:
         """The org's workspaces that have counters."""
-        raw = await awaited(redis.smembers(self.keys.org_usage_teams(enterprise_id)))
+        raw = await awaited(self._redis.smembers(self.keys.org_usage_teams(enterprise_id)))
         return sorted(as_text(t) or "" for t in raw)
 
 

@@ -21,7 +21,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import StopReason, format_usd
-from bot.i18n import N_, _
+from bot.i18n import N_, _, ngettext
 from bot.identity import Workspace
 from bot.workspace.config import MICROS_PER_USD, quote
 from bot.workspace.people import SlackUsers
@@ -176,7 +176,7 @@ class UsageReports:
             return span
         try:
             workspaces = await self._workspaces(ws, command.org)
-            rows = await self.store.counters.rows(self.store.redis, workspaces, span.days(), command.by or ALL)
+            rows = await self.store.counters.rows(workspaces, span.days(), command.by or ALL)
         except RedisError as exc:
             raise unavailable(exc) from exc
         scope = (_("across the org's {n} workspaces").format(n=len(workspaces)) if command.org
@@ -188,7 +188,9 @@ class UsageReports:
         task = asyncio.create_task(self._send(client, user_id, name, to_csv(rows, command.by, span)))
         self._uploads.add(task)
         task.add_done_callback(self._uploads.discard)
-        return _("The CSV ({rows} rows) is on its way to your direct messages with the app.").format(rows=len(rows))
+        return ngettext("The CSV ({rows} row) is on its way to your direct messages with the app.",
+                        "The CSV ({rows} rows) is on its way to your direct messages with the app.",
+                        len(rows)).format(rows=len(rows))
 
     async def _refusal(self, client: AsyncWebClient, ws: Workspace, user_id: str, org: bool) -> str:
         if not org:
@@ -204,7 +206,7 @@ class UsageReports:
     async def _workspaces(self, ws: Workspace, org: bool) -> list[Workspace]:
         if not org:
             return [ws]
-        teams = set(await self.store.counters.org_teams(self.store.redis, ws.enterprise_id)) | {ws.team_id}
+        teams = set(await self.store.counters.org_teams(ws.enterprise_id)) | {ws.team_id}
         return [Workspace(team, ws.enterprise_id) for team in sorted(teams)]
 
     async def _send(self, client: AsyncWebClient, user_id: str, name: str, text: str) -> None:
