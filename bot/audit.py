@@ -1,6 +1,6 @@
-"""The audit stream: one compact JSON object per line for every finished run, limit or setting change, approval,
-guard decision and install or uninstall, on a logger of its own (``bot.audit``) that never reaches the root
-logger's handlers, so it is an artefact a security team can be handed as it is.
+"""The audit stream: one compact JSON object per line for every finished or refused run, limit or setting change,
+approval, guard decision and install or uninstall, on a logger of its own (``bot.audit``) that never reaches the
+root logger's handlers, so it is an artefact a security team can be handed as it is.
 
 ``AUDIT_LOG`` picks where it goes: ``stdout`` (the default; the service's own logs go to stderr), ``off``, or a
 file path (appended to; one line per event, so several processes may share it). Each line has ``event`` (a stable
@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 AuditEvent = Literal[
-    "run.finished", "limits.changed", "approval.decided", "guard.decided", "app.installed", "app.uninstalled",
-    "app.tokens_revoked",
+    "run.finished", "run.refused", "limits.changed", "approval.decided", "guard.decided", "app.installed",
+    "app.uninstalled", "app.tokens_revoked",
 ]
 EVENTS: tuple[AuditEvent, ...] = get_args(AuditEvent)
 #: Raised when a field is added, renamed or changes meaning (a new event kind alone keeps it).
@@ -51,6 +51,8 @@ FIELDS: dict[AuditEvent, dict[str, Any]] = {
     "run.finished": {**_RUN, "user": _STR, "model": _STR, "stop_reason": _STR, "steps": _INT,
                      "prompt_tokens": _INT, "completion_tokens": _INT, "spend_micros": _INT, "estimated": _BOOL,
                      "tools": {"type": "array", "items": _TOOL}},
+    "run.refused": {**_RUN, "user": _STR,
+                    "reason": {"enum": ["guest", "external", "budget_exhausted", "limit_unreadable"]}},
     "limits.changed": {**_WHERE, "scope": {"enum": ["workspace", "org"]}, "actor": _STR, "field": _STR,
                        "old": _STR, "new": _STR},
     "approval.decided": {**_RUN, "kind": {"enum": ["tool", "egress"]}, "tool": _STR, "requester": _STR,

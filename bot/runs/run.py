@@ -31,7 +31,7 @@ from agent_core import (
     StoreError,
     ThreadState,
 )
-from bot import metrics
+from bot import audit, metrics
 from bot.errors import NotInstalled, ThreadUnwritable
 from bot.keys import AppKeys
 from bot.logs import log_context
@@ -238,6 +238,9 @@ class TurnRunner:
             await poster.post(turn.target, render.error_message(f"`error`: {exc}"))
             return None
         if isinstance(plan, RunBlocked):
+            ws = turn.workspace
+            audit.emit("run.refused", team=ws.team_id, enterprise=ws.enterprise_id or "",
+                       channel=turn.conversation.channel_id, run_id=turn.run_id, user=turn.user_id, reason=plan.reason)
             await poster.post(turn.target, render.notice(plan.message))
             return None
         attachments, problems = await gather_attachments(turn, poster.client, self.thread_files, self.file_caps)

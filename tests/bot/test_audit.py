@@ -59,6 +59,8 @@ async def test_a_scripted_day_is_audited_by_the_schema_without_any_body(
     ts, drain, request = await _start(app, fake_slack)
     await _press(app, request, APPROVE_ACTION_ID, user="U1", ts=ts)
     await drain
+    fake_slack.users["UGUEST"] = {"is_restricted": True}
+    await ask(app, fake_slack, f"and me? {MARKERS[0]}", user="UGUEST")
 
     raw = audit_file.read_text()
     assert not [m for m in MARKERS if m in raw]
@@ -77,6 +79,8 @@ async def test_a_scripted_day_is_audited_by_the_schema_without_any_body(
     assert (approval["kind"], approval["tool"], approval["verdict"], approval["decided_by"]) == (
         "tool", "send_note", "approved", "U1")
     assert approval["run_id"] == runs[1]["run_id"]
+    [refused] = [e for e in written if e["event"] == "run.refused"]
+    assert (refused["user"], refused["reason"], refused["channel"]) == ("UGUEST", "guest", "C1")
 
 
 async def test_a_guard_hold_is_audited_with_its_host_and_never_the_url_or_the_data(
