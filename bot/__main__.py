@@ -18,7 +18,7 @@ from collections.abc import Awaitable
 from pydantic import ValidationError
 
 from agent_core import ConfigError
-from bot import logs
+from bot import audit, logs
 from bot.oauth import rekey
 from bot.queue.worker import loop_factory
 from bot.runs.toolbox import mcp_secrets
@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         # The MCP config's ${VAR} values are secrets too; only the processes that start the servers read it.
         mcp = mcp_secrets(settings) if args.role != "web" else []
         logs.configure(settings.log_format, settings.log_level, [*settings.secrets(), *mcp])
+        audit.configure(settings.audit_log)
         processes = args.processes or processes_for(args.role, settings)
         if processes > 1:
             return asyncio.run(supervise(args.role, processes, settings))

@@ -142,6 +142,17 @@ class AppKeys(Keys):
         """List: capped, newest first: runs that got a thumbs down (run id, who, when, thread link)."""
         return f"{{{self.namespace(ws)}}}:feedback:negative"
 
+    # The usage counters (``bot.workspace.usage``) share the feedback keys' hash tag: the thumbs script adds to them.
+    def usage_day(self, ws: Workspace, day: str, dimension: str) -> str:
+        """Hash: ``<member>|<counter>`` -> count, for one UTC day (``2026-12-05``) and one dimension (``all``, ``user``,
+        ``channel``, ``model``, ``tool``); it expires AGENT_USAGE_RETENTION_DAYS after its day."""
+        return f"{{{self.namespace(ws)}}}:usage:{day}:{dimension}"
+
+    def usage_run(self, ws: Workspace, run_id: str) -> str:
+        """Set: ``<dimension>|<member>`` of each counter a finished run added to, so a thumbs up or down on its answer
+        counts under the same ones; kept as long as the run's votes."""
+        return f"{{{self.namespace(ws)}}}:usage:run:{run_id}"
+
     def stream_fallback(self, ws: Workspace) -> str:
         """Flag: this workspace already refused streaming once (its fallback to replies was logged)."""
         return f"{self.namespace(ws)}:stream:fallback"
@@ -207,6 +218,10 @@ class AppKeys(Keys):
     def org_limits_audit(self, enterprise_id: str) -> str:
         """List: capped, newest first: who changed the org budget, when, old -> new."""
         return f"{self.org_namespace(enterprise_id)}:limits:audit"
+
+    def org_usage_teams(self, enterprise_id: str) -> str:
+        """Set: the team ids of the org's workspaces that have usage counters (``/agent-limits usage ... org``)."""
+        return f"{self.org_namespace(enterprise_id)}:usage:teams"
 
     # -- global -------------------------------------------------------------------------------------------------
     def oauth_state_spent(self, nonce: str) -> str:

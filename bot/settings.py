@@ -200,6 +200,14 @@ class Settings(AgentSettings, ToolSettings):
         default=DEFAULT_LOG_FORMAT, description="text: human-readable lines; json: one JSON object per line."
     )
     log_level: LogLevel = Field(default=DEFAULT_LOG_LEVEL, description="Lowest level logged (DEBUG ... CRITICAL).")
+    audit_log: str = Field(
+        default="stdout",
+        description="The audit stream (bot/audit.py): stdout, off, or a file path (one JSON line per event).",
+    )
+    agent_usage_retention_days: int = Field(
+        default=400, ge=1, le=3660,
+        description="Days the usage counters of /agent-limits usage are kept (each day's counters expire then).",
+    )
     metrics_token: SecretStr | None = Field(
         default=None, description="When set, GET /metrics needs Authorization: Bearer <this token>."
     )

@@ -36,6 +36,7 @@ from slack_sdk.oauth.installation_store import Installation
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import audit
 from bot.errors import StateSpent, TokenUnavailable, UnreadableToken
 from bot.keys import AppKeys
 from bot.logs import OncePer
@@ -110,6 +111,10 @@ class SingleUseFlow(AsyncOAuthFlow):
     async def store_installation(self, request: AsyncBoltRequest, installation: Installation) -> None:
         await self.states.spend(next(iter(request.query.get("state") or []), None))
         await super().store_installation(request, installation)
+        scopes = installation.bot_scopes or []
+        audit.emit("app.installed", team=installation.team_id or "", enterprise=installation.enterprise_id or "",
+                   org_wide=bool(installation.is_enterprise_install), installer=installation.user_id or "",
+                   scopes=[scopes] if isinstance(scopes, str) else list(scopes))
 
 
 def token_resolver(settings: Settings, redis: aioredis.Redis, client: AsyncWebClient) -> TokenResolver:
@@ -201,6 +206,7 @@ def register_revocation_listeners(app: AsyncApp, oauth: OAuth) -> None:
         enterprise, team = _installation_of(context)
         await oauth.store.async_delete_all(enterprise_id=enterprise, team_id=team)
         oauth.resolver.invalidate(enterprise, team)
+        audit.emit("app.uninstalled", team=team or "", enterprise=enterprise or "")
         log.info("app uninstalled from enterprise %s team %s: its tokens are deleted", enterprise, team)
 
     async def tokens_revoked(event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -211,6 +217,8 @@ def register_revocation_listeners(app: AsyncApp, oauth: OAuth) -> None:
         if tokens.get("bot"):
             await oauth.store.async_delete_bot(enterprise_id=enterprise, team_id=team)
         oauth.resolver.invalidate(enterprise, team)
+        audit.emit("app.tokens_revoked", team=team or "", enterprise=enterprise or "",
+                   user_tokens=len(tokens.get("oauth") or []), bot_token=bool(tokens.get("bot")))
         log.info("tokens revoked in enterprise %s team %s: deleted", enterprise, team)
 
     app.event("app_uninstalled")(app_uninstalled)

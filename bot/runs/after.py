@@ -1,22 +1,47 @@
-"""After a run: its metrics, the workspace's budget gauge, and its line in App Home's list of recent runs."""
+"""After a run: its metrics, the workspace's budget gauge, its line in App Home's list of recent runs, its usage
+counters (``/agent-limits usage``) and its ``run.finished`` line on the audit stream."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import RedisBudget, RedisThreadStore, Stopped, StopReason, StoreError, Usage
-from bot import metrics
+from agent_core import Observed, RedisBudget, RedisThreadStore, Stopped, StopReason, StoreError, Usage
+from bot import audit, metrics
 from bot.runs.turn import Turn
 from bot.settings import Settings
 from bot.thread.permalinks import Permalinks
-from bot.workspace import RunRecord, WorkspaceLimits
+from bot.workspace import RunPlan, RunRecord, WorkspaceLimits
+from bot.workspace.usage import RunUsage, day_id
+
+log = logging.getLogger(__name__)
 
 #: Least time between two reads of a workspace's budget for ``agent_budget_remaining_usd``, seconds.
 BUDGET_GAUGE_SECONDS = 5.0
+
+
+def run_model(settings: Settings, plan: RunPlan | None) -> str:
+    """The model a run called, as its usage and audit line name it: the deployment's ``OPENAI_MODEL`` (the one
+    place to read a run's own model from ``plan`` once runs choose one)."""
+    return settings.openai_model
+
+
+class ToolTally:
+    """A run's tool calls as its events stream: tool name -> outcome -> calls (never arguments or results).
+
+    A resumed run counts the calls made after its resume only: the earlier ones went with the dead worker."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, dict[str, int]] = {}
+
+    def __call__(self, event: Observed) -> None:
+        outcomes = self.calls.setdefault(event.tool, {})
+        outcomes[event.outcome] = outcomes.get(event.outcome, 0) + 1
 
 
 class AfterRun:
@@ -30,31 +55,52 @@ class AfterRun:
         self._gauge_due: dict[str, float] = {}  # team -> when agent_budget_remaining_usd is read again
 
     async def finished(
-        self, turn: Turn, final: Stopped | None, budget: RedisBudget, slack: AsyncWebClient, *, unwritable: str
+        self, turn: Turn, final: Stopped | None, plan: RunPlan, slack: AsyncWebClient, *, unwritable: str,
+        tools: Mapping[str, Mapping[str, int]],
     ) -> None:
         """A run that went as far as its engine: ``final`` its end as shown, or ``unwritable`` why the thread
-        could not be written to (then its end is read back from the run's progress)."""
-        await self._refresh_budget_gauge(turn, budget)
+        could not be written to (then its end is read back from the run's progress); ``tools`` its calls."""
+        await self._refresh_budget_gauge(turn, plan.budget)
+        model = run_model(self.settings, plan)
         if final is not None:
-            await self.record(turn, final, slack)
+            await self.record(turn, final, slack, model=model, tools=tools)
         elif unwritable:
-            await self.record(turn, await self._unwritable_stop(turn, unwritable), slack, note=unwritable)
+            await self.record(turn, await self._unwritable_stop(turn, unwritable), slack, note=unwritable,
+                              model=model, tools=tools)
 
-    async def record(self, turn: Turn, final: Stopped, slack: AsyncWebClient, *, note: str = "") -> None:
+    async def record(
+        self, turn: Turn, final: Stopped, slack: AsyncWebClient, *, note: str = "", model: str = "",
+        tools: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> None:
         ws = turn.workspace
+        model, tools = model or run_model(self.settings, None), tools or {}
         metrics.record_run(final.reason.value, final.steps)
         metrics.record_spend(ws.team_id if self.settings.metrics_name_teams else "", final.usage.cost_micros)
-        with contextlib.suppress(Exception):  # App Home's list is a nicety; the run itself is done
-            permalink = ""
-            with contextlib.suppress(Exception):
-                permalink = await self.permalinks.of(
-                    slack, ws.team_id, turn.conversation.channel_id, turn.reply_thread_ts)
+        audit.emit(
+            "run.finished", team=ws.team_id, enterprise=ws.enterprise_id or "", channel=turn.conversation.channel_id,
+            run_id=turn.run_id, user=turn.user_id, model=model, stop_reason=final.reason.value, steps=final.steps,
+            prompt_tokens=final.usage.prompt_tokens, completion_tokens=final.usage.completion_tokens,
+            spend_micros=final.usage.cost_micros, estimated=final.usage.estimated,
+            tools=[{"name": name, "outcomes": dict(outcomes)} for name, outcomes in sorted(tools.items())],
+        )
+        now = datetime.now(UTC)
+        usage = RunUsage(
+            run_id=turn.run_id, day=day_id(now), user=turn.user_id, channel=turn.conversation.channel_id,
+            model=model, stop_reason=final.reason.value, steps=final.steps, tokens=final.usage.total_tokens,
+            spend_micros=final.usage.cost_micros, tools=tools,
+        )
+        permalink = ""
+        with contextlib.suppress(Exception):
+            permalink = await self.permalinks.of(slack, ws.team_id, turn.conversation.channel_id, turn.reply_thread_ts)
+        try:
             await self.limits.store.record_run(ws, RunRecord(
-                user_id=turn.user_id, at=datetime.now(UTC), stop_reason=final.reason.value, steps=final.steps,
+                user_id=turn.user_id, at=now, stop_reason=final.reason.value, steps=final.steps,
                 cost_micros=final.usage.cost_micros, channel_id=turn.conversation.channel_id,
                 thread_ts=turn.reply_thread_ts,
                 permalink=permalink, run_id=final.run_id, note=note,
-            ))
+            ), usage)
+        except Exception as exc:  # the run itself is done (and its spend is in the budget ledger and metrics)
+            log.warning("run %s missing from App Home's list and the usage counters: %s", turn.run_id, exc)
 
     async def _refresh_budget_gauge(self, turn: Turn, budget: RedisBudget) -> None:
         # A gauge, scraped every 15 s or so: one read per workspace every few seconds shows the same, where one

@@ -21,12 +21,14 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
+from bot import audit
+from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.runs.approval_messages import decided_message, egress_message, request_message
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide, next_decision, open_request
@@ -76,19 +78,37 @@ class SlackApprover:
         self._waiting = 0  # requests waiting now: the session is suspended from the first to the last
 
     async def approve(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
-        decision = await self._ask(tool, arguments,
+        decision = await self._ask("tool", tool, arguments,
                                    lambda ref: request_message(tool, arguments, ref, self._requester))
         return decision.verdict is Verdict.APPROVED  # "for this run" is never offered here
 
     async def approve_egress(self, request: EgressRequest, ctx: ToolContext) -> EgressAnswer:
         """The exfiltration guard's question (mode ``approve``): the destination, exactly what would be sent,
         and Approve / Approve for this run / Deny."""
-        decision = await self._ask(request.tool, request.arguments,
+        decision = await self._ask("egress", request.tool, request.arguments,
                                    lambda ref: egress_message(request, ref, self._requester))
         return {Verdict.APPROVED: EgressAnswer.ONCE,
                 Verdict.APPROVED_FOR_RUN: EgressAnswer.RUN}.get(decision.verdict, EgressAnswer.DENY)
 
     async def _ask(
+        self, kind: Literal["tool", "egress"], tool: str, arguments: Mapping[str, Any],
+        message: Callable[[ApprovalRef], SlackMessage],
+    ) -> Decision:
+        """Ask, wait, and put the outcome on the audit stream (the tool's name, never its arguments)."""
+        decision = Decision(Verdict.FAILED)
+        try:
+            decision = await self._asked(tool, arguments, message)
+            return decision
+        except asyncio.CancelledError:
+            decision = Decision(Verdict.STOPPED)
+            raise
+        finally:
+            where = Conversation.parse(self._thread)
+            audit.emit("approval.decided", team=where.workspace.team_id, enterprise=where.workspace.enterprise_id or "",
+                       channel=where.channel_id, run_id=self._run_id, kind=kind, tool=tool, requester=self._requester,
+                       verdict=decision.verdict.value, decided_by=decision.user)
+
+    async def _asked(
         self, tool: str, arguments: Mapping[str, Any], message: Callable[[ApprovalRef], SlackMessage]
     ) -> Decision:
         timeout = min(self._timeout, self._deadline - time.monotonic())

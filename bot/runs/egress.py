@@ -11,6 +11,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import audit
 from bot.i18n import _
 from bot.runs.turn import Turn
 from bot.thread import render
@@ -28,13 +29,18 @@ UNREAD = "(this thread's other messages could not be read)"
 
 class ThreadNotices:
     """Tells the thread that an outbound call was held back: the tool and host, never the URL (it may carry
-    the data), and how an admin can allow the host."""
+    the data), and how an admin can allow the host; and the audit stream, with the same (``guard.decided``)."""
 
-    def __init__(self, poster: Poster, target: Target) -> None:
+    def __init__(self, poster: Poster, turn: Turn) -> None:
         self.poster = poster
-        self.target = target
+        self.target: Target = turn.target
+        self.turn = turn
 
     async def held_back(self, event: HeldBack) -> None:
+        ws = self.turn.workspace
+        audit.emit("guard.decided", team=ws.team_id, enterprise=ws.enterprise_id or "",
+                   channel=self.turn.conversation.channel_id, run_id=self.turn.run_id, tool=event.tool,
+                   decision="held_back", reason=event.reason.value, host=event.host, service=event.service)
         where = event.host and f"`{event.host}`" or event.service
         read = ", ".join(event.sources) or _("private data")
         said = (_(":shield: I held back a `{tool}` call to {where} after reading {read} ({reason}).") if where

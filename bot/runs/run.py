@@ -10,7 +10,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal, Protocol
 
@@ -31,13 +31,13 @@ from agent_core import (
     StoreError,
     ThreadState,
 )
-from bot import metrics
+from bot import audit, metrics
 from bot.errors import NotInstalled, ThreadUnwritable
 from bot.i18n import N_, _, speaking
 from bot.keys import AppKeys
 from bot.logs import log_context
 from bot.oauth.clients import WorkspaceClients
-from bot.runs.after import AfterRun
+from bot.runs.after import AfterRun, ToolTally
 from bot.runs.approvals import SlackApprover
 from bot.runs.cancel_watch import CancelWatch
 from bot.runs.egress import ThreadNotices, egress_policy
@@ -106,6 +106,8 @@ class RunParts:
     scope: ToolContext
     #: The turn's files and the thread's earlier ones, downloaded (``bot.runs.files``).
     attachments: tuple[Attachment, ...] = ()
+    #: Its tool calls by name and outcome, for its usage counters and audit line.
+    tools: ToolTally = field(default_factory=ToolTally)
 
 
 class TurnRunner:
@@ -208,7 +210,8 @@ class TurnRunner:
             unwritable = await self._drive(turn, parts, lease, state, resume=resume, last_try=last_try)
         if unwritable is None:
             return "interrupted"
-        await self.after.finished(turn, parts.sink.final, parts.plan.budget, poster.client, unwritable=unwritable)
+        await self.after.finished(turn, parts.sink.final, parts.plan, poster.client, unwritable=unwritable,
+                                  tools=parts.tools.calls)
         return "done"
 
     async def _wait_for_store(
@@ -244,6 +247,9 @@ class TurnRunner:
             await poster.post(turn.target, render.error_message(f"`error`: {exc}"))
             return None
         if isinstance(plan, RunBlocked):
+            ws = turn.workspace
+            audit.emit("run.refused", team=ws.team_id, enterprise=ws.enterprise_id or "",
+                       channel=turn.conversation.channel_id, run_id=turn.run_id, user=turn.user_id, reason=plan.reason)
             await poster.post(turn.target, render.notice(plan.message))
             return None
         attachments, problems = await gather_attachments(turn, poster.client, self.thread_files, self.file_caps)
@@ -260,7 +266,7 @@ class TurnRunner:
             timeout_seconds=self.settings.agent_approval_timeout_seconds,
             deadline=time.monotonic() + plan.limits.max_seconds, status=status,
         )
-        egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn.target))
+        egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn))
         files = self.outputs.files(turn, poster)
         scope = ToolContext(
             run_id=run_id, step=0, team_id=turn.workspace.team_id, channel_id=turn.conversation.channel_id,
@@ -291,7 +297,7 @@ class TurnRunner:
                     finished_steps=True,  # the replies display posts whole steps, once persisted
                     stream_text=sink.shows_answer_live, attachments=parts.attachments,
                 ))
-                interrupted = await pipelined(events, sink, keeper.valid)
+                interrupted = await pipelined(events, sink, keeper.valid, parts.tools)
                 if interrupted is not None or not keeper.valid():
                     if (interrupted is not None and interrupted.store_failed) or keeper.unrenewable:
                         with contextlib.suppress(Exception):

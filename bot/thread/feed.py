@@ -16,7 +16,8 @@ CUT_OFF = N_("_(cut off there: that was not the final answer)_")
 
 
 async def pipelined(
-    events: AsyncIterator[Event], sink: RunSink, may_post: Callable[[], bool] = lambda: True
+    events: AsyncIterator[Event], sink: RunSink, may_post: Callable[[], bool] = lambda: True,
+    observed: Callable[[Observed], None] | None = None,
 ) -> Stopped | None:
     """Feed ``sink`` the run's events in order, one event behind the engine.
 
@@ -28,7 +29,8 @@ async def pipelined(
     run cannot stand by (its lease lost, or its state store failed: it will be resumed) is returned instead of
     posted. The answer's text deltas go to ``sink.append_answer`` (the streamed displays show them at once);
     when the engine takes streamed answer text back (``StreamReset``), the thread is told it was cut off, so a
-    partial answer never reads as the whole one (the final answer then follows in full).
+    partial answer never reads as the whole one (the final answer then follows in full). Each tool call's
+    ``Observed`` also goes to ``observed`` (the run's usage tally).
     """
     posting: asyncio.Task[None] | None = None
     deltas = _Deltas(sink)
@@ -43,7 +45,7 @@ async def pipelined(
                 return None
             if await deltas.take(event):
                 continue
-            _count(event)
+            _count(event, observed)
             if sink.shows(event):
                 posting = asyncio.create_task(sink.emit(event))
         if posting is not None:
@@ -60,9 +62,11 @@ async def pipelined(
     return None
 
 
-def _count(event: Event) -> None:
+def _count(event: Event, observed: Callable[[Observed], None] | None) -> None:
     if isinstance(event, Observed):
         metrics.record_tool_call(event.tool, event.outcome, event.duration_ms / 1000)
+        if observed is not None:
+            observed(event)
 
 
 class _Deltas:

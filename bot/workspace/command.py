@@ -22,8 +22,10 @@ from bot.workspace.config import (
     ConfigField,
     ConfigValue,
     in_bounds,
+    quote,
 )
 from bot.workspace.tool_choice import PATTERN_RE
+from bot.workspace.usage_report import UsageCommand, parse_usage
 from tools import parse_domain
 
 VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
@@ -53,6 +55,9 @@ edited per step, then the answer
 a server's name then `__*` (like `time__*`) covers all its tools, and a tool's own rule beats its server's
 • `/agent-limits display replies|timeline|plan` replies: a thread reply per step; timeline: one streamed reply \
 with a task card per tool call; plan: the same, the cards grouped in a plan
+• `/agent-limits usage [today|week|month|<YYYY-MM>] [by user|channel|model|tool] [org]` runs, steps, tokens, \
+spend, stop reasons and thumbs up/down of the period (`month` when not given); `usage export ...` sends the same \
+as a CSV to your DM; `org` sums the Enterprise Grid org's workspaces (org admins and owners)
 • `/agent-limits allow-domain|deny-domain|clear-domain <host>` once a run has read private data \
 (channel history, others' messages, internal pages), it sends data only to the requester's own URLs and allowed \
 hosts (allowing a host means it may receive the workspace's data); denied hosts never
@@ -97,12 +102,6 @@ def parse_value(config_field: ConfigField, text: str) -> int | str:
         raise InvalidValue(_("`{name}` must be between {low} and {high}; got `{text}`.").format(
             name=label, low=f"{bound.low:,}", high=f"{bound.high:,}", text=quote(text)))
     return count
-
-
-def quote(text: str) -> str:
-    """User text echoed inside backticks: short, and no backtick or Slack control characters to break out."""
-    cleaned = text.replace("`", "'").replace("<", "‹").replace(">", "›").replace("&", "＆")
-    return cleaned if len(cleaned) <= 40 else cleaned[:37] + "..."
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +180,7 @@ class DomainCommand:
 
 Command = (
     ShowCommand | SetCommand | ResetCommand | VerbosityCommand | DisplayCommand | ToolsCommand | ToolRuleCommand
-    | DomainCommand | OrgBudgetCommand
+    | DomainCommand | OrgBudgetCommand | UsageCommand
 )
 
 _SUBCOMMANDS: dict[str, ConfigField] = {
@@ -228,6 +227,9 @@ def parse_command(text: str) -> Command | UsageError:
         return _parse_domain(name, args)
     if name == "org-budget":
         return _parse_org_budget(args)
+    if name == "usage":
+        usage = parse_usage(args)
+        return UsageError(usage) if isinstance(usage, str) else usage
     config_field = _SUBCOMMANDS.get(name)
     if config_field is None:
         return UsageError(_("Unknown subcommand `{name}`.").format(name=quote(words[0])))

@@ -279,6 +279,12 @@ def shown(config: WorkspaceConfig, config_field: ConfigField) -> str:
     return UNREADABLE if config_field in config.unreadable else display(config_field, getattr(config, config_field))
 
 
+def quote(text: str) -> str:
+    """User text echoed inside backticks: short, and no backtick or Slack control characters to break out."""
+    cleaned = text.replace("`", "'").replace("<", "‹").replace(">", "›").replace("&", "＆")
+    return cleaned if len(cleaned) <= 40 else cleaned[:37] + "..."
+
+
 def when(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -309,6 +315,8 @@ class LimitsPolicy:
     file_caps: tuple[int, int] = (_DEFAULTS["agent_file_max_bytes"].default,
                                   _DEFAULTS["agent_files_max_bytes_per_run"].default)
     """AGENT_FILE_MAX_BYTES and AGENT_FILES_MAX_BYTES_PER_RUN: what ``show`` lists."""
+    usage_retention_days: int = _DEFAULTS["agent_usage_retention_days"].default
+    """AGENT_USAGE_RETENTION_DAYS: how long the usage counters are kept."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LimitsPolicy:
@@ -340,4 +348,5 @@ class LimitsPolicy:
             builtin_tools=tuple(catalog_of(ToolPolicy(settings.allowlist()).enabled(builtin_registry(settings)))),
             display=settings.agent_display,
             file_caps=(settings.agent_file_max_bytes, settings.agent_files_max_bytes_per_run),
+            usage_retention_days=settings.agent_usage_retention_days,
         )

@@ -6,13 +6,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, WatchError
 
+from agent_core import StoreError, utc_now
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
 from bot.settings import Display, Verbosity
+from bot.workspace.changes import commit
 from bot.workspace.command import DISPLAYS, VERBOSITIES
+from bot.workspace.config import Change
 from bot.workspace.store import unavailable
 
 
@@ -48,18 +51,30 @@ class DisplaySettings:
         display = next((d for d in DISPLAYS if d == as_text(shown)), self.default_display)
         return display, next((v for v in VERBOSITIES if v == as_text(verbosity)), self.default)
 
-    async def set_display(self, ws: Workspace, value: Display) -> None:
-        try:
-            await awaited(self._redis.hset(self.key(ws), "display", value))
-        except RedisError as exc:
-            raise unavailable(exc) from exc
+    async def set_display(self, ws: Workspace, value: Display, actor: str = "") -> None:
+        await self._set(ws, "display", value, self.default_display, actor)
 
     async def verbosity(self, ws: Workspace) -> Verbosity:
         return (await self.both(ws))[1]
 
-    async def set_verbosity(self, ws: Workspace, value: Verbosity) -> None:
+    async def set_verbosity(self, ws: Workspace, value: Verbosity, actor: str = "") -> None:
+        await self._set(ws, "verbosity", value, self.default, actor)
+
+    async def _set(self, ws: Workspace, name: str, value: str, default: str, actor: str) -> None:
+        """Set one field, audited like the limits (a change of the effective value only)."""
+        key = self.key(ws)
         try:
-            await awaited(self._redis.hset(self.key(ws), "verbosity", value))
+            async with self._redis.pipeline(transaction=True) as pipe:
+                await pipe.watch(key)
+                old = as_text(await awaited(pipe.hget(key, name))) or default
+                pipe.multi()  # type: ignore[no-untyped-call]
+                pipe.hset(key, name, value)
+                changes = [Change(actor, utc_now(), name, old, value)] if old != value else []
+                await commit(pipe, self._keys.limits_audit(ws), changes, team=ws.team_id,
+                             enterprise=ws.enterprise_id)
+        except WatchError as exc:  # another admin changed it at this very moment: theirs stands
+            raise StoreError("The display settings changed under this update; nothing was changed. Try again.") \
+                from exc
         except RedisError as exc:
             raise unavailable(exc) from exc
 

@@ -19,7 +19,8 @@ from bot.i18n import N_, _
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.workspace.config import AUDIT_CAP, DOMAIN_FIELD_PREFIX, Change
+from bot.workspace.changes import commit
+from bot.workspace.config import DOMAIN_FIELD_PREFIX, Change
 
 DomainAction = Literal["allow", "deny", "clear"]
 #: Hosts kept per workspace (both lists together): plenty for an allow-list, bounded for the guard's checks.
@@ -77,9 +78,8 @@ class DomainStore:
                     pipe.hdel(key, host)
                 else:
                     pipe.hset(key, host, new)
-                pipe.lpush(self._keys.limits_audit(ws), change.to_json())
-                pipe.ltrim(self._keys.limits_audit(ws), 0, AUDIT_CAP - 1)
-                await pipe.execute()
+                await commit(pipe, self._keys.limits_audit(ws), [change], team=ws.team_id,
+                             enterprise=ws.enterprise_id)
         except RedisError as exc:
             raise StoreError(f"The domain lists (Redis) are unavailable: {exc}") from exc
         return change

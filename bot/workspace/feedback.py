@@ -6,6 +6,7 @@ Keys (see :mod:`bot.keys`), all under the workspace's hash tag because one scrip
     {P:E:T}:feedback:run:<run id>      hash  user -> up|down (the first press wins)
     {P:E:T}:feedback:counts:<period>   hash  up|down -> presses in that budget period
     {P:E:T}:feedback:negative          list  JSON thumbs-down entries, newest first, capped
+    {P:E:T}:usage:...                  each press is also counted in the usage counters (bot.workspace.usage)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bot.i18n import _
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
+from bot.workspace.usage import ALL, DEFAULT_RETENTION_DAYS, DIMENSIONS, day_id, retention_seconds
 
 Vote = Literal["up", "down"]
 #: Thumbs-down runs kept per workspace (newest first); show and App Home list the last few.
@@ -34,8 +36,10 @@ VOTES_TTL_SECONDS = 90 * 86_400
 #: Counts outlive their period by far, so last month's can still be read.
 COUNTS_TTL_SECONDS = 400 * 86_400
 
-# KEYS: votes, counts, negative. ARGV: user, vote, negative entry, cap, votes ttl, counts ttl.
-# HSETNX first: a second press of the same user on the same run changes nothing (returns 0).
+# KEYS: votes, counts, negative, the run's usage members, today's usage hashes (all, then one per dimension).
+# ARGV: user, vote, negative entry, cap, votes ttl, counts ttl, usage ttl, the dimensions in KEYS' order.
+# HSETNX first: a second press of the same user on the same run changes nothing (returns 0). The vote is
+# counted in the usage of the day it is pressed, under each member the run counted under (bot.workspace.usage).
 _RECORD = """
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[5]))
@@ -44,6 +48,18 @@ redis.call('EXPIRE', KEYS[2], tonumber(ARGV[6]))
 if ARGV[2] == 'down' then
   redis.call('LPUSH', KEYS[3], ARGV[3])
   redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[4]) - 1)
+end
+local usage = {}
+for i = 8, #ARGV do usage[ARGV[i]] = KEYS[i - 2] end
+redis.call('HINCRBY', KEYS[5], 'all|' .. ARGV[2], 1)
+redis.call('EXPIRE', KEYS[5], tonumber(ARGV[7]))
+for _, m in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+  local dimension, member = string.match(m, '^([^|]+)|(.*)$')
+  local key = dimension and usage[dimension]
+  if key then
+    redis.call('HINCRBY', key, member .. '|' .. ARGV[2], 1)
+    redis.call('EXPIRE', key, tonumber(ARGV[7]))
+  end
 end
 return 1
 """
@@ -81,10 +97,14 @@ def period_id(now: datetime, period: Period) -> str:
 
 
 class FeedbackStore:
-    def __init__(self, redis: aioredis.Redis, keys: AppKeys, *, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self, redis: aioredis.Redis, keys: AppKeys, *, clock: Callable[[], datetime] = utc_now,
+        usage_retention_days: int = DEFAULT_RETENTION_DAYS,
+    ) -> None:
         self._redis = redis
         self._keys = keys
         self._clock = clock
+        self._usage_ttl = retention_seconds(usage_retention_days)
         self._script = redis.register_script(_RECORD)
 
     async def record(
@@ -92,16 +112,21 @@ class FeedbackStore:
     ) -> bool:
         """Record a press; False when this user already gave feedback on this run (nothing changes)."""
         now = self._clock()
+        day = day_id(now)
         keys = [
             self._keys.feedback_votes(ws, run_id),
             self._keys.feedback_counts(ws, period_id(now, period)),
             self._keys.feedback_negative(ws),
+            self._keys.usage_run(ws, run_id),
+            self._keys.usage_day(ws, day, ALL),
+            *(self._keys.usage_day(ws, day, d) for d in DIMENSIONS),
         ]
         entry = NegativeRun(run_id, user_id, now, link).to_json()
         try:
-            new = await self._script(
-                keys=keys, args=[user_id, vote, entry, NEGATIVE_CAP, VOTES_TTL_SECONDS, COUNTS_TTL_SECONDS]
-            )
+            new = await self._script(keys=keys, args=[
+                user_id, vote, entry, NEGATIVE_CAP, VOTES_TTL_SECONDS, COUNTS_TTL_SECONDS, self._usage_ttl,
+                *DIMENSIONS,
+            ])
         except RedisError as exc:
             raise StoreError(f"The feedback store (Redis) is unavailable: {type(exc).__name__}") from exc
         return int(new) == 1

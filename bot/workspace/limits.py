@@ -61,6 +61,7 @@ from bot.workspace.replies import (
 from bot.workspace.search_access import SearchAccess
 from bot.workspace.store import WorkspaceLimitsStore
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, rows, unknown_pattern
+from bot.workspace.usage_report import UsageCommand, UsageReports
 from tools import ToolListing
 
 #: Spenders listed by ``show`` and App Home.
@@ -128,6 +129,7 @@ class WorkspaceLimits:
         self.domains = DomainStore(store.redis, store.keys)
         self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
         self.search = SearchAccess(store.redis, store.keys)
+        self.usage = UsageReports(store, users)
 
     @classmethod
     def create(
@@ -142,6 +144,7 @@ class WorkspaceLimits:
         store = WorkspaceLimitsStore(
             redis, defaults=policy.defaults, key_prefix=key_prefix, clock=clock,
             hold_seconds=policy.hold_seconds, renew_seconds=policy.renew_seconds,
+            usage_retention_days=policy.usage_retention_days,
         )
         users = SlackUsers(
             admin_user_ids=policy.admin_user_ids,
@@ -153,7 +156,8 @@ class WorkspaceLimits:
         display = DisplaySettings(redis, keys, default=policy.verbosity, display=policy.display)
         return cls(
             store, users, display, ToolCatalog(redis, keys), policy.builtin_tools,
-            FeedbackStore(redis, keys, clock=clock), files_line=file_caps_line(*policy.file_caps),
+            FeedbackStore(redis, keys, clock=clock, usage_retention_days=policy.usage_retention_days),
+            files_line=file_caps_line(*policy.file_caps),
         )
 
     def refusal(self) -> str:
@@ -200,25 +204,12 @@ class WorkspaceLimits:
         command = parse_command(text)
         if isinstance(command, UsageError):
             return command.text
-        if isinstance(command, ShowCommand):
-            try:
-                can_change = await self.may_change(client, ws, user_id)
-            except SlackLookupError:
-                can_change = False  # showing does not depend on it; the footer then names who may
-            return await self.show(ws, can_change=can_change, user_id=user_id)
+        if isinstance(command, ShowCommand | ToolsCommand):
+            return await self._listing(client, ws, user_id, command)
         if isinstance(command, ResetCommand):
             return await self.reset(client, ws, user_id)
         if isinstance(command, VerbosityCommand):
             return await self.set_verbosity(client, ws, user_id, command.value)
-        if isinstance(command, ToolsCommand):
-            try:
-                can_change = await self.may_change(client, ws, user_id)
-            except SlackLookupError:
-                can_change = False
-            listed, published = await self.tools(ws)
-            return format_tools(listed, published=published, can_change=can_change,
-                                admin_user_ids=self.users.admin_user_ids,
-                                refused={"slack_search": await self.search.refused(ws)})
         if isinstance(command, ToolRuleCommand):
             return await self.set_tool(client, ws, user_id, command.pattern, command.on)
         if isinstance(command, DisplayCommand):
@@ -227,7 +218,24 @@ class WorkspaceLimits:
             return await self.set_domain(client, ws, user_id, command.action, command.host)
         if isinstance(command, OrgBudgetCommand):
             return await self.set_org_budget(client, ws, user_id, command)
+        if isinstance(command, UsageCommand):
+            return await self.usage.answer(client, ws, user_id, command)
         return await self.change(client, ws, user_id, command.changes)
+
+    async def _listing(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, command: ShowCommand | ToolsCommand
+    ) -> str:
+        """``show`` or ``tools``: for anyone; admins get a footer on how to change what is listed."""
+        try:
+            can_change = await self.may_change(client, ws, user_id)
+        except SlackLookupError:
+            can_change = False  # listing does not depend on it; the footer then names who may
+        if isinstance(command, ShowCommand):
+            return await self.show(ws, can_change=can_change, user_id=user_id)
+        listed, published = await self.tools(ws)
+        return format_tools(listed, published=published, can_change=can_change,
+                            admin_user_ids=self.users.admin_user_ids,
+                            refused={"slack_search": await self.search.refused(ws)})
 
     async def set_domain(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, action: DomainAction, host: str
@@ -276,7 +284,7 @@ class WorkspaceLimits:
     async def set_verbosity(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Verbosity) -> str:
         if not await self.may_change(client, ws, user_id):
             return self.refusal()
-        await self.display.set_verbosity(ws, value)
+        await self.display.set_verbosity(ws, value, user_id)
         return verbosity_reply(value)
 
     async def deployment_tools(self) -> tuple[list[CatalogEntry], bool]:
@@ -302,7 +310,7 @@ class WorkspaceLimits:
     async def set_display(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Display) -> str:
         if not await self.may_change(client, ws, user_id):
             return self.refusal()
-        await self.display.set_display(ws, value)
+        await self.display.set_display(ws, value, user_id)
         return display_reply(value)
 
     async def preflight(

@@ -24,8 +24,8 @@ from agent_core import BudgetLayer, Period, StoreError, format_usd, utc_now
 from bot.errors import InvalidValue
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
+from bot.workspace.changes import commit
 from bot.workspace.config import (
-    AUDIT_CAP,
     DEFAULT_PERIOD,
     ORG_LAYER,
     UNREADABLE,
@@ -97,9 +97,7 @@ class OrgBudgetStore:
                             "budget_micros": stored,
                             "period": after.period,
                         })
-                        pipe.lpush(audit_key, change.to_json())
-                        pipe.ltrim(audit_key, 0, AUDIT_CAP - 1)
-                        await pipe.execute()
+                        await commit(pipe, audit_key, [change], team="", enterprise=enterprise_id, scope="org")
                         return [change]
                     except WatchError:
                         continue

@@ -5,6 +5,7 @@ Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
     P:E:T:limits          hash   overrides only (field -> value); absent fields follow the settings' defaults
     P:E:T:limits:audit    list   JSON changes, newest first, capped at AUDIT_CAP
     P:E:T:runs            list   JSON run summaries for App Home, newest first, capped at RUNS_CAP
+    {P:E:T}:usage:...     the usage counters, written with the run summary (see bot.workspace.usage)
     P:E:T:settings        hash   display settings (verbosity, display): bot.workspace.display
     P:E:T:tools           hash   the workspace's tool rules (name or server__* -> on/off); audited in limits:audit
     P:tools:catalog       string the tools the workers offer (JSON), deployment-wide: bot.workspace.catalog
@@ -24,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import NoScriptError, RedisError, WatchError
 
 from agent_core import (
     DEFAULT_LEASE_RENEW_SECONDS,
@@ -39,8 +40,8 @@ from bot.errors import InvalidValue
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.redis import as_text, awaited
+from bot.workspace.changes import commit
 from bot.workspace.config import (
-    AUDIT_CAP,
     FIELDS,
     PERSON_LAYER,
     RUNS_CAP,
@@ -59,6 +60,7 @@ from bot.workspace.tool_choice import (
     PATTERN_RE,
     ToolChoice,
 )
+from bot.workspace.usage import DEFAULT_RETENTION_DAYS, RunUsage, UsageCounters
 
 log = logging.getLogger(__name__)
 #: Optimistic-transaction retries when another admin changes the same workspace at the same moment.
@@ -74,6 +76,7 @@ class WorkspaceLimitsStore:
         key_prefix: the deployment's global key prefix (``REDIS_KEY_PREFIX``; tests pass their own).
         clock: timezone-aware now, for audit times and budget periods.
         hold_seconds, renew_seconds: a budget hold's life and renewal (``AGENT_LEASE_SECONDS``, ``..._RENEW_...``).
+        usage_retention_days: how long the usage counters are kept (``AGENT_USAGE_RETENTION_DAYS``).
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class WorkspaceLimitsStore:
         clock: Callable[[], datetime] = utc_now,
         hold_seconds: float = DEFAULT_LEASE_SECONDS,
         renew_seconds: float = DEFAULT_LEASE_RENEW_SECONDS,
+        usage_retention_days: int = DEFAULT_RETENTION_DAYS,
     ) -> None:
         self.defaults = defaults or WorkspaceConfig()
         self.redis = redis
@@ -93,6 +97,7 @@ class WorkspaceLimitsStore:
         self._clock = self.clock = clock
         self._hold_seconds = hold_seconds
         self._renew_seconds = renew_seconds
+        self.counters = UsageCounters(redis, self.keys, retention_days=usage_retention_days)
 
     def namespace(self, ws: Workspace) -> str:
         return self._keys.namespace(ws)
@@ -214,10 +219,7 @@ class WorkspaceLimitsStore:
                             pipe.delete(key)
                         if writes:
                             pipe.hset(key, mapping=writes)
-                        if audit:
-                            pipe.lpush(audit_key, *(c.to_json() for c in audit))
-                            pipe.ltrim(audit_key, 0, AUDIT_CAP - 1)
-                        await pipe.execute()
+                        await commit(pipe, audit_key, audit, team=ws.team_id, enterprise=ws.enterprise_id)
                         return audit
                     except WatchError:
                         continue
@@ -262,11 +264,10 @@ class WorkspaceLimitsStore:
                         if after.rules:
                             pipe.hset(key, mapping={p: "on" if v else "off" for p, v in after.rules.items()})
                         audit = [Change(actor, self._clock(), f"{TOOL_FIELD_PREFIX}{pattern}", old, new)]
-                        if old != new:
-                            pipe.lpush(audit_key, audit[0].to_json())
-                            pipe.ltrim(audit_key, 0, AUDIT_CAP - 1)
-                        await pipe.execute()
-                        return audit if old != new else []
+                        if old == new:
+                            audit = []
+                        await commit(pipe, audit_key, audit, team=ws.team_id, enterprise=ws.enterprise_id)
+                        return audit
                     except WatchError:
                         continue
         except RedisError as exc:
@@ -301,14 +302,22 @@ class WorkspaceLimitsStore:
         """The workspace's own spent, held and remaining this period (``BudgetUnavailable`` when Redis is down)."""
         return await self.budget_for(ws, config).usage_summary()
 
-    async def record_run(self, ws: Workspace, run: RunRecord) -> None:
-        """Append a finished run to the workspace's recent runs (App Home shows the last ten)."""
+    async def record_run(self, ws: Workspace, run: RunRecord, usage: RunUsage | None = None) -> None:
+        """Append a finished run to the workspace's recent runs (App Home shows the last ten) and add it to the
+        usage counters, in one round trip."""
         key = self._runs_key(ws)
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
+            # Not MULTI: the counters' keys live in other slots, and a half-applied write costs nothing here.
+            async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.lpush(key, run.to_json())
                 pipe.ltrim(key, 0, RUNS_CAP - 1)
-                await pipe.execute()
+                counted = self.counters.queue(pipe, ws, usage) if usage is not None else None
+                results = await pipe.execute(raise_on_error=False)
+            for result in results:
+                if isinstance(result, NoScriptError) and counted is not None:
+                    await counted.alone()  # Redis lost the script (a restart): loaded and run again
+                elif isinstance(result, Exception):
+                    raise result
         except RedisError as exc:
             raise unavailable(exc) from exc
 

@@ -692,6 +692,8 @@ class FakeSlack:
         channel = str(params.get("channel") or "")
         if not channel:
             return {"ok": False, "error": "channel_not_found"}
+        if channel[0] in "UW":  # a user id: Slack posts in the app's DM with them, named D + their id here
+            channel = f"D{channel}"
         text = str(params.get("text") or "")
         blocks = _blocks(params)
         if not text and not blocks:
