@@ -101,6 +101,15 @@ class Settings(AgentSettings, ToolSettings):
     agent_display: Display = Field(
         default="replies", description="Default per-workspace display: replies, timeline or plan (streamed)."
     )
+    agent_models: str = Field(
+        default="",
+        description="Models workspaces, channels and runs may pick, the first the default: `name` (price from the "
+        "price table) or `name:prompt/completion` (USD per 1M tokens), comma-separated; empty: OPENAI_MODEL only.",
+    )
+    agent_respond_all_per_minute: int = Field(
+        default=5, ge=1, description="Runs one person may start per minute in a `respond all` channel without "
+        "mentioning the agent (more are not answered).",
+    )
     agent_suggested_prompts: str = Field(
         default=DEFAULT_SUGGESTED_PROMPTS,
         description='Suggested prompts of a new assistant thread: a JSON list of {"title", "message"}.',

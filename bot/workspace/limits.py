@@ -19,12 +19,15 @@ from typing import Literal
 import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import Limits, RedisBudget, utc_now
+from agent_core import Limits, ModelChoice, RedisBudget, utc_now
 from bot.errors import SlackLookupError
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Display, Verbosity
 from bot.workspace.catalog import ToolCatalog
+from bot.workspace.channel_admin import ChannelAdmin
+from bot.workspace.channel_command import CHANNEL_COMMANDS
+from bot.workspace.channel_settings import ChannelSettings, WorkspaceChoices, resolve
 from bot.workspace.command import (
     DisplayCommand,
     DomainCommand,
@@ -41,6 +44,7 @@ from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, Workspa
 from bot.workspace.display import DisplaySettings
 from bot.workspace.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
 from bot.workspace.feedback import FeedbackStore, format_feedback
+from bot.workspace.models import DEFAULT_MODELS, Models
 from bot.workspace.org import OrgBudget, OrgBudgetStore
 from bot.workspace.people import SlackUsers
 from bot.workspace.replies import (
@@ -82,13 +86,22 @@ class RunPlan:
     domains: DomainLists = DomainLists()
     #: Why Slack refused this workspace's Real-time Search lately ("": it did not): no ``slack_search`` then.
     search_refused: str = ""
+    #: The run's model (run → channel → workspace → the deployment's default) and its price.
+    model_choice: ModelChoice = DEFAULT_MODELS.default
+    #: The channel's own settings; ``channel.prompt`` is added to the system prompt.
+    channel: ChannelSettings = ChannelSettings()
+
+    @property
+    def model(self) -> str:
+        """The resolved model's name."""
+        return self.model_choice.name
 
 
 @dataclass(frozen=True, slots=True)
 class RunBlocked:
     """The run must not start; ``message`` is the thread reply (no LLM call is made)."""
 
-    reason: Literal["guest", "external", "budget_exhausted", "limit_unreadable"]
+    reason: Literal["guest", "external", "budget_exhausted", "limit_unreadable", "model_refused"]
     message: str
 
 
@@ -112,6 +125,7 @@ class WorkspaceLimits:
         feedback: FeedbackStore | None = None,
         *,
         files_line: str = "",
+        models: Models = DEFAULT_MODELS,
     ) -> None:
         self.store = store
         self.users = users
@@ -125,6 +139,7 @@ class WorkspaceLimits:
         self.domains = DomainStore(store.redis, store.keys)
         self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
         self.search = SearchAccess(store.redis, store.keys)
+        self.channels = ChannelAdmin(store, users, models, self._tools_of)
 
     @classmethod
     def create(
@@ -151,6 +166,7 @@ class WorkspaceLimits:
         return cls(
             store, users, display, ToolCatalog(redis, keys), policy.builtin_tools,
             FeedbackStore(redis, keys, clock=clock), files_line=file_caps_line(*policy.file_caps),
+            models=policy.models,
         )
 
     def refusal(self) -> str:
@@ -162,6 +178,13 @@ class WorkspaceLimits:
     async def may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
         """Raises :class:`SlackLookupError` when Slack cannot say."""
         return await self.users.is_admin(client, ws, user_id)
+
+    async def _can_change(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
+        """For a listing, which does not depend on it: when Slack cannot say, its footer names who may."""
+        try:
+            return await self.may_change(client, ws, user_id)
+        except SlackLookupError:
+            return False
 
     async def org_budget(self, ws: Workspace) -> OrgBudget | None:
         """The org budget of ``ws``'s Enterprise Grid org; None outside one."""
@@ -193,26 +216,24 @@ class WorkspaceLimits:
             org_unreadable=org is not None and org.unreadable, files=self.files_line,
         )
 
-    async def run_command(self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str) -> str:
-        """The ephemeral reply to ``/agent-limits <text>``; nothing changes unless it is valid and allowed."""
+    async def run_command(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str, *, channel_id: str = ""
+    ) -> str:
+        """The ephemeral reply to ``/agent-limits <text>`` run in ``channel_id``; nothing changes unless it is valid
+        and allowed."""
         command = parse_command(text)
         if isinstance(command, UsageError):
             return command.text
+        if isinstance(command, CHANNEL_COMMANDS):
+            return await self.channels.run(client, ws, user_id, channel_id, command)
         if isinstance(command, ShowCommand):
-            try:
-                can_change = await self.may_change(client, ws, user_id)
-            except SlackLookupError:
-                can_change = False  # showing does not depend on it; the footer then names who may
-            return await self.show(ws, can_change=can_change, user_id=user_id)
+            return await self.show(ws, can_change=await self._can_change(client, ws, user_id), user_id=user_id)
         if isinstance(command, ResetCommand):
             return await self.reset(client, ws, user_id)
         if isinstance(command, VerbosityCommand):
             return await self.set_verbosity(client, ws, user_id, command.value)
         if isinstance(command, ToolsCommand):
-            try:
-                can_change = await self.may_change(client, ws, user_id)
-            except SlackLookupError:
-                can_change = False
+            can_change = await self._can_change(client, ws, user_id)
             listed, published = await self.tools(ws)
             return format_tools(listed, published=published, can_change=can_change,
                                 admin_user_ids=self.users.admin_user_ids,
@@ -282,6 +303,9 @@ class WorkspaceLimits:
         published = await self.catalog.read()
         return (published, True) if published is not None else (list(self.builtin_tools), False)
 
+    async def _tools_of(self, ws: Workspace) -> tuple[list[CatalogEntry], ToolChoice]:
+        return (await self.deployment_tools())[0], await self.store.tool_choice(ws)
+
     async def tools(self, ws: Workspace) -> tuple[list[ToolListing], bool]:
         """The workspace's tools with their on/off state, and whether the list came from a worker."""
         catalog, published = await self.deployment_tools()
@@ -304,16 +328,25 @@ class WorkspaceLimits:
         return display_reply(value)
 
     async def preflight(
-        self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None,
+        channel_id: str = "", run_model: str | None = None,
     ) -> RunPlan | RunBlocked:
         """Before a run: may this user start it, can every limit it runs under be read, and is there budget left?
-        Raises ``StoreError`` when Redis is down (fail closed: reply with ``error``, make no LLM call) and
-        ``SlackLookupError`` when Slack is."""
+        Its settings resolve here too (``run_model``: the model the run asked for with ``/model``; then the
+        channel's, the workspace's). Raises ``StoreError`` when Redis is down (fail closed: reply with ``error``,
+        make no LLM call) and ``SlackLookupError`` when Slack is."""
         refusal = await self.users.run_permission(client, ws, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
-        config, tools, (egress, shown, search) = await self.store.for_run(
-            ws, self.domains.key(ws), self.display.key(ws), values=(self.search.key(ws),))
+        # The channel's settings come in the same round trip as the workspace's (none extra per run).
+        config, ws_tools, (egress, shown, own, search) = await self.store.for_run(
+            ws, self.domains.key(ws), self.display.key(ws), self.channels.key(ws, channel_id or "-"),
+            values=(self.search.key(ws),))
+        channel = ChannelSettings.decode(own)
+        run = resolve(self.channels.models, run_model=run_model, channel=channel,
+                      workspace=WorkspaceChoices.decode(shown), tools=ws_tools, shape=self.display.decode(shown))
+        if isinstance(run, str):
+            return RunBlocked("model_refused", run)
         org = await self.org_budget(ws)
         unreadable = unreadable_message(config, org is not None and org.unreadable, self.users.admin_user_ids)
         if unreadable:
@@ -323,6 +356,5 @@ class WorkspaceLimits:
         if is_exhausted(usage) or any(is_exhausted(layer) for layer in usage.layers):
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
             return RunBlocked("budget_exhausted", message)
-        display, verbosity = self.display.decode(shown)
-        return RunPlan(config, limits_for(config, base), budget, display, verbosity, tools,
-                       self.domains.decode(egress), self.search.decode(search))
+        return RunPlan(config, limits_for(config, base), budget, run.display, run.verbosity, run.tools,
+                       self.domains.decode(egress), self.search.decode(search), run.model, channel)

@@ -5,7 +5,9 @@ Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
     P:E:T:limits          hash   overrides only (field -> value); absent fields follow the settings' defaults
     P:E:T:limits:audit    list   JSON changes, newest first, capped at AUDIT_CAP
     P:E:T:runs            list   JSON run summaries for App Home, newest first, capped at RUNS_CAP
-    P:E:T:settings        hash   display settings (verbosity, display): bot.workspace.display
+    P:E:T:settings        hash   display settings (verbosity, display): bot.workspace.display; the workspace's
+                                 model, run-model and channel-managers (audited): bot.workspace.channel_admin
+    P:E:T:channel:<C>     hash   a channel's own settings (audited): bot.workspace.channel_settings
     P:E:T:tools           hash   the workspace's tool rules (name or server__* -> on/off); audited in limits:audit
     P:tools:catalog       string the tools the workers offer (JSON), deployment-wide: bot.workspace.catalog
     {P:E:T}:budget:...    the budget's own keys (see agent_core.budget.ledger), with each person's spend in
@@ -214,9 +216,7 @@ class WorkspaceLimitsStore:
                             pipe.delete(key)
                         if writes:
                             pipe.hset(key, mapping=writes)
-                        if audit:
-                            pipe.lpush(audit_key, *(c.to_json() for c in audit))
-                            pipe.ltrim(audit_key, 0, AUDIT_CAP - 1)
+                        record(pipe, audit_key, audit)
                         await pipe.execute()
                         return audit
                     except WatchError:
@@ -226,6 +226,43 @@ class WorkspaceLimitsStore:
         raise StoreError(
             f"The limits of {self.namespace(ws)!r} kept changing under this update ({_MAX_WATCH_RETRIES} tries); "
             "nothing was changed. Try again."
+        )
+
+    async def write_audited(
+        self,
+        ws: Workspace,
+        key: str,
+        plan: Callable[[dict[str, str]], tuple[dict[str, str | None], list[Change]]],
+    ) -> list[Change]:
+        """Change fields of one of the workspace's hashes (a channel's settings, its model choices) with their audit
+        entries, in one transaction: ``plan`` gets the hash as it is and returns the writes (None deletes a
+        field) and the changes; nothing is written when it returns no change."""
+        audit_key = self._audit_key(ws)
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                for _attempt in range(_MAX_WATCH_RETRIES):
+                    try:
+                        await pipe.watch(key)
+                        raw = await awaited(pipe.hgetall(key))
+                        writes, audit = plan({as_text(k) or "": as_text(v) or "" for k, v in raw.items()})
+                        if not audit:
+                            return []  # the pipeline's exit unwatches
+                        pipe.multi()  # type: ignore[no-untyped-call]
+                        gone = [name for name, value in writes.items() if value is None]
+                        if gone:
+                            pipe.hdel(key, *gone)
+                        kept = {name: value for name, value in writes.items() if value is not None}
+                        if kept:
+                            pipe.hset(key, mapping=kept)
+                        record(pipe, audit_key, audit)
+                        await pipe.execute()
+                        return audit
+                    except WatchError:
+                        continue
+        except RedisError as exc:
+            raise unavailable(exc) from exc
+        raise StoreError(
+            f"The settings of {self.namespace(ws)!r} kept changing under this update; nothing was changed."
         )
 
     async def recent_changes(self, ws: Workspace, n: int = 5) -> list[Change]:
@@ -263,8 +300,7 @@ class WorkspaceLimitsStore:
                             pipe.hset(key, mapping={p: "on" if v else "off" for p, v in after.rules.items()})
                         audit = [Change(actor, self._clock(), f"{TOOL_FIELD_PREFIX}{pattern}", old, new)]
                         if old != new:
-                            pipe.lpush(audit_key, audit[0].to_json())
-                            pipe.ltrim(audit_key, 0, AUDIT_CAP - 1)
+                            record(pipe, audit_key, audit)
                         await pipe.execute()
                         return audit if old != new else []
                     except WatchError:
@@ -318,6 +354,13 @@ class WorkspaceLimitsStore:
         except RedisError as exc:
             raise unavailable(exc) from exc
         return [RunRecord.from_json(r) for r in raw]
+
+
+def record(pipe: Any, audit_key: str, changes: Sequence[Change]) -> None:
+    """Queue ``changes`` on the workspace's audit log (newest first, capped): the one place changes are written."""
+    if changes:
+        pipe.lpush(audit_key, *(c.to_json() for c in changes))
+        pipe.ltrim(audit_key, 0, AUDIT_CAP - 1)
 
 
 def _money(config: WorkspaceConfig, name: ConfigField) -> int | None:

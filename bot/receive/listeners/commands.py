@@ -35,7 +35,8 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
     async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
         client = context.client or services.slack
         user_id, text = str(command.get("user_id", "")), str(command.get("text", ""))
-        await ack(text=await answer(rules, client, context, user_id, text), response_type="ephemeral")
+        channel_id = str(command.get("channel_id", ""))
+        await ack(text=await answer(rules, client, context, user_id, text, channel_id), response_type="ephemeral")
 
     app.command(COMMAND)(on_command)
 
@@ -53,12 +54,14 @@ def workspace_of(context: AsyncBoltContext) -> Workspace:
 
 
 async def answer(
-    rules: WorkspaceLimits, client: AsyncWebClient, context: AsyncBoltContext, user_id: str, text: str
+    rules: WorkspaceLimits, client: AsyncWebClient, context: AsyncBoltContext, user_id: str, text: str,
+    channel_id: str = "",
 ) -> str:
     """The ephemeral text for one ``/agent-limits`` request; every failure becomes a reply saying what to do."""
     try:
         return await asyncio.wait_for(
-            rules.run_command(client, workspace_of(context), user_id, text), ANSWER_WITHIN_SECONDS
+            rules.run_command(client, workspace_of(context), user_id, text, channel_id=channel_id),
+            ANSWER_WITHIN_SECONDS,
         )
     except SlackLookupError as exc:
         return str(exc)
