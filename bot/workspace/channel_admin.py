@@ -30,6 +30,7 @@ from bot.workspace.channel_command import (
     Switch,
     WorkspaceModel,
 )
+from bot.workspace.channel_run import escaped
 from bot.workspace.channel_settings import (
     SETTINGS,
     WS_CHANNEL_MANAGERS,
@@ -106,7 +107,7 @@ class ChannelAdmin:
             return _("That is this channel's setting already; nothing changed.")
         if command.setting == "prompt" and command.value:
             return _("This channel's instructions, from the next run:\n```{prompt}```").format(
-                prompt=_escaped(command.value))
+                prompt=escaped(command.value))
         return _changed(done)
 
     async def settings(self, ws: Workspace, channel_id: str) -> ChannelSettings:
@@ -133,8 +134,8 @@ class ChannelAdmin:
         for setting in SETTINGS:
             value = settings.shown(setting)
             if setting == "prompt" and settings.prompt:
-                value = "\n```" + _escaped(settings.prompt) + "```"
-            lines.append(f"• {setting}: {value if setting == 'prompt' else _escaped(value)}")
+                value = "\n```" + escaped(settings.prompt) + "```"
+            lines.append(f"• {setting}: {value if setting == 'prompt' else escaped(value)}")
         return "\n".join(lines)
 
     async def info(self, client: AsyncWebClient, channel_id: str) -> ChannelInfo:
@@ -230,7 +231,7 @@ def _stored(settings: ChannelSettings) -> dict[str, str]:
 
 
 def _changed(done: list[Change]) -> str:
-    lines = "\n".join(f"• {_label(c.field)}: {_escaped(_short(c.old))} → {_escaped(_short(c.new))}" for c in done)
+    lines = "\n".join(f"• {_label(c.field)}: {escaped(_short(c.old))} → {escaped(_short(c.new))}" for c in done)
     return _("Changed (applies from the next run):\n{lines}").format(lines=lines)
 
 
@@ -241,8 +242,3 @@ def _label(audit_field: str) -> str:
 def _short(text: str) -> str:
     one_line = " ".join(text.split())
     return one_line if len(one_line) <= 60 else one_line[:57] + "..."
-
-
-def _escaped(text: str) -> str:
-    """Shown as typed: no mention, link or formatting of Slack's takes effect."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
