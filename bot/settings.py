@@ -30,8 +30,9 @@ DEFAULT_QUEUE_NAME = "agent:queue"
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
 #: The bot scopes an OAuth install asks for: exactly manifest.json's (tests/bot/test_manifest.py).
 DEFAULT_BOT_SCOPES = (
-    "app_mentions:read,assistant:write,canvases:write,channels:history,chat:write,commands,files:read,"
-    "files:write,groups:history,im:history,mpim:history,reactions:write,search:read.public,users:read"
+    "app_mentions:read,assistant:write,canvases:write,channels:history,channels:read,chat:write,commands,"
+    "files:read,files:write,groups:history,groups:read,im:history,mpim:history,reactions:write,search:read.public,"
+    "users:read"
 )
 #: Suggested prompts of a new assistant thread (AGENT_SUGGESTED_PROMPTS overrides them; at most 4 are shown).
 DEFAULT_SUGGESTED_PROMPTS = (

@@ -17,7 +17,6 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
 from bot.redis import awaited
@@ -138,12 +137,13 @@ class ChannelAdmin:
             lines.append(f"• {setting}: {value if setting == 'prompt' else escaped(value)}")
         return "\n".join(lines)
 
-    async def info(self, client: AsyncWebClient, channel_id: str) -> ChannelInfo:
-        """Raises :class:`SlackLookupError` when Slack cannot say."""
+    async def info(self, client: AsyncWebClient, channel_id: str) -> ChannelInfo | str:
+        """What Slack says of the channel, or its error when it will not say."""
         try:
             answer = await client.conversations_info(channel=channel_id)
         except SlackApiError as exc:
-            raise SlackLookupError(channel_id, str(exc.response.get("error", "unknown_error"))) from exc
+            log.info("conversations.info of %s refused: %s", channel_id, exc.response.get("error"))
+            return str(exc.response.get("error", "unknown_error"))
         channel: dict[str, Any] = answer.get("channel") or {}
         why = ""
         if channel.get("is_im") or channel.get("is_mpim") or channel_id.startswith("D"):
@@ -156,8 +156,13 @@ class ChannelAdmin:
     async def _may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str, channel_id: str) -> str:
         if await self.users.is_admin(client, ws, user_id):
             return ""
-        if (await self.choices(ws)).channel_managers and (await self.info(client, channel_id)).creator == user_id:
-            return ""
+        if (await self.choices(ws)).channel_managers:
+            info = await self.info(client, channel_id)
+            if isinstance(info, str):
+                return _("Slack would not say who created this channel ({error}), so only {who} can change its "
+                         "agent now.").format(error=info, who=self.users.who_may_change())
+            if info.creator == user_id:
+                return ""
         return _("Only {who} can change this channel's agent. Anyone can see it with "
                  "`/agent-limits channel show`.").format(who=self.users.who_may_change())
 
@@ -169,7 +174,9 @@ class ChannelAdmin:
             return _("`{name}` is not a model this deployment allows; pick one of: {models}.").format(
                 name=command.value, models=self.models.listed())
         if command.setting == "respond":
-            why = (await self.info(client, channel_id)).no_respond_all
+            info = await self.info(client, channel_id)
+            why = (_("Slack would not say what kind of channel this is ({error})").format(error=info)
+                   if isinstance(info, str) else info.no_respond_all)
             return _("`respond all` is refused here: {why}.").format(why=why) if why else ""
         if command.setting == "tools":
             catalog, choice = await self.tools_of(ws)
