@@ -109,6 +109,16 @@ class ChannelAdmin:
                 prompt=escaped(command.value))
         return _changed(done)
 
+    async def summary(self, ws: Workspace) -> str:
+        """The workspace's model choices, for ``show`` and App Home."""
+        choices = await self.choices(ws)
+        model = (self.models.get(choices.model) or self.models.default).name
+        return _("*Model:* `{model}` (allowed: {models}). A run may pick its own with `@agent /model <name> <task>`: "
+                 "{run_model}. Channel creators may change their channel's agent: {managers}. Each channel's own "
+                 "agent: `/agent-limits channel show` in it.").format(
+            model=model, models=self.models.listed(), run_model=_on_off(choices.run_model),
+            managers=_on_off(choices.channel_managers))
+
     async def settings(self, ws: Workspace, channel_id: str) -> ChannelSettings:
         try:
             return ChannelSettings.decode(await awaited(self.store.redis.hgetall(self.key(ws, channel_id))))
@@ -231,6 +241,10 @@ def _reset(
     changed: list[ChannelSetting] = [s for s in SETTINGS if before.stored(s)]
     audit = [Change(actor, at, channel_field(channel_id, s), before.shown(s), empty.shown(s)) for s in changed]
     return {s: None for s in changed}, audit
+
+
+def _on_off(on: bool) -> str:
+    return _("on") if on else _("off")
 
 
 def _stored(settings: ChannelSettings) -> dict[str, str]:

@@ -214,6 +214,7 @@ class WorkspaceLimits:
             config, usage, changes, verbosity=verbosity, display=shape, feedback=feedback, domains=hosts,
             can_change=can_change, admin_user_ids=self.users.admin_user_ids, spenders=spenders,
             org_unreadable=org is not None and org.unreadable, files=self.files_line,
+            models=await self.channels.summary(ws),
         )
 
     async def run_command(

@@ -73,8 +73,10 @@ def format_show(
     spenders: Sequence[tuple[str, int]] = (),
     org_unreadable: bool = False,
     files: str = "",
+    models: str = "",
 ) -> str:
-    """The ephemeral answer to ``/agent-limits show`` (mrkdwn); ``files``: the file caps' line."""
+    """The ephemeral answer to ``/agent-limits show`` (mrkdwn); ``files``: the file caps' line;
+    ``models``: the workspace's model choices."""
     lines = [
         "*Agent limits for this workspace*",
         *unreadable_lines(config, org_unreadable),
@@ -86,6 +88,7 @@ def format_show(
         f"• Runs at once: {shown(config, 'max_concurrent')} (more wait their turn)",
         f"• Runs at once per person: {shown(config, 'max_concurrent_per_user')} (their others wait behind their own)",
         *([files] if files else []),
+        *([models] if models else []),
         f"• Budget: {describe_budget(config)}",
         f"• Spent {_this_period(usage.window.period)}: {format_usd(usage.spent_micros)}"
         + (f" (+ {format_usd(usage.held_micros)} held by runs in progress)" if usage.held_micros else ""),
