@@ -226,8 +226,8 @@ def test_a_run_model_is_read_from_the_start_of_the_task_only() -> None:
 
 async def test_show_and_app_home_say_the_workspaces_model_choices(app: App, fake_slack: FakeSlack) -> None:
     await limits(app, "model gpt-4o", channel=SUPPORT)
-    assert "*Model:* `gpt-4o` (allowed: `gpt-4o-mini` ($1.00/$2.00 per 1M tokens), `gpt-4o` ($2.50/$10.00" in await limits(
-        app, "show", channel=SUPPORT, user="U1")
+    shown = await limits(app, "show", channel=SUPPORT, user="U1")
+    assert "*Model:* `gpt-4o` (allowed: `gpt-4o-mini` ($1.00/$2.00 per 1M tokens), `gpt-4o` ($2.50/$10.00" in shown
     await app.post_event(event_body({"type": "app_home_opened", "user": "U1", "channel": "DHOME", "tab": "home",
                                      "event_ts": next_ts()}))
     [publish] = fake_slack.calls_of("views.publish")
