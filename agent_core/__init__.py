@@ -17,7 +17,7 @@ from agent_core.budget import (
 )
 from agent_core.cancel import CancelToken
 from agent_core.completion import LLMResponse, ToolCallRequest
-from agent_core.cost import PRICE_TABLE_DATE, Price, format_usd, price_for, usd_to_micros
+from agent_core.cost import PRICE_TABLE_DATE, ModelChoice, Price, format_usd, price_for, usd_to_micros
 from agent_core.errors import AgentError, ConfigError, LLMError, StoreError
 from agent_core.events import (
     AnswerDelta,
@@ -77,6 +77,7 @@ __all__ = [
     "LeaseKeeper",
     "Limits",
     "Message",
+    "ModelChoice",
     "Observed",
     "OpenAIChatLLM",
     "PRICE_TABLE_DATE",

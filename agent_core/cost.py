@@ -44,6 +44,14 @@ class Price:
         return left * 1_000_000 // self.completion
 
 
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """A model a run may be asked to use, with the price its calls are counted at."""
+
+    name: str
+    price: Price
+
+
 def _usd(per_1m: str) -> int:
     return int(Decimal(per_1m) * MICROS_PER_USD)
 

@@ -45,7 +45,8 @@ class LLM(Protocol):
     model: str
 
     async def complete(
-        self, messages: Sequence[Message], *, tools: list[dict[str, Any]] | None, max_tokens: int
+        self, messages: Sequence[Message], *, tools: list[dict[str, Any]] | None, max_tokens: int,
+        model: str | None = None,
     ) -> LLMResponse: ...
 
     async def aclose(self) -> None: ...
@@ -63,7 +64,7 @@ class StreamingLLM(LLM, Protocol):
 
     async def complete(
         self, messages: Sequence[Message], *, tools: list[dict[str, Any]] | None, max_tokens: int,
-        on_delta: DeltaSink | None = None,
+        on_delta: DeltaSink | None = None, model: str | None = None,
     ) -> LLMResponse: ...
 
 
@@ -85,6 +86,10 @@ def _retry_after(headers: Mapping[str, str], attempt: int) -> float:
             except ValueError:
                 break
     return min(0.5 * 2.0**attempt + random.uniform(0, 0.25), RETRY_WAIT_CAP_SECONDS)
+
+
+def _limit_param_of(model: str) -> str:
+    return "max_completion_tokens" if _uses_max_completion_tokens(model) else "max_tokens"
 
 
 def _uses_max_completion_tokens(model: str) -> bool:
@@ -123,7 +128,7 @@ class OpenAIChatLLM:
         self.base_url = redact_url(base_url)
         self._max_retries = max_retries
         self._max_connections = max_connections
-        self._limit_param = "max_completion_tokens" if _uses_max_completion_tokens(model) else "max_tokens"
+        self._limit_param = _limit_param_of(model)
         # The official client holds the configuration: base URL rules, auth and default headers. Its per-call
         # machinery (request transform, typed responses, the httpx layer) is not on the hot path: it cost more
         # CPU per step than the whole engine (BENCHMARKS.md), so the call itself is one aiohttp POST.
@@ -182,9 +187,12 @@ class OpenAIChatLLM:
 
     async def complete(
         self, messages: Sequence[Message], *, tools: list[dict[str, Any]] | None, max_tokens: int,
-        on_delta: DeltaSink | None = None,
+        on_delta: DeltaSink | None = None, model: str | None = None,
     ) -> LLMResponse:
-        params: dict[str, Any] = {"model": self.model, "messages": list(messages), self._limit_param: max_tokens}
+        """``model``: this call's model instead of the client's own (a run's choice)."""
+        name = model or self.model
+        limit = self._limit_param if name == self.model else _limit_param_of(name)
+        params: dict[str, Any] = {"model": name, "messages": list(messages), limit: max_tokens}
         if tools:
             params["tools"] = tools
         if self.streams and on_delta is not None:

@@ -247,7 +247,8 @@ class Agent:
         run_id = progress_state.run_id or uuid.uuid4().hex
         budget = request.budget or self.budget
         calibration = Calibration(getattr(self.counter, "margin", 1.0), budget)
-        stopper = Stopper(request.limits or self.limits, self.price, clock=self._clock)
+        stopper = Stopper(request.limits or self.limits, request.model.price if request.model else self.price,
+                          clock=self._clock)
         stopper.steps = progress_state.step
         stopper.usage = Usage(progress_state.prompt_tokens, progress_state.completion_tokens, 0,
                               progress_state.cost_micros, progress_state.usage_estimated)
@@ -278,7 +279,10 @@ class Agent:
             tools_spec=tools_spec, traces=traces, finished_steps=request.finished_steps,
             streams=self._streams and request.stream_text,
             # The run's tools are fixed: its system message and the schemas' tokens are made once.
-            system=context.system_message(self.system_prompt, executor.registry.describe(), protocol_text),
+            system=context.system_message(
+                "\n\n".join(filter(None, (self.system_prompt, request.instructions))),
+                executor.registry.describe(), protocol_text),
+            model=request.model.name if request.model else None,
             tools_tokens=count_tools(self.counter, tools_spec),
             calibration=calibration,
         )
@@ -301,9 +305,10 @@ class Agent:
         run.call_cap = plan.max_tokens
         if run.streams:  # the LLM's kind checked once, in __init__ (a protocol isinstance costs ~50 µs)
             call = cast(StreamingLLM, self.llm).complete(
-                prompt.messages, tools=run.tools_spec, max_tokens=plan.max_tokens, on_delta=on_delta)
+                prompt.messages, tools=run.tools_spec, max_tokens=plan.max_tokens, on_delta=on_delta, model=run.model)
         else:
-            call = self.llm.complete(prompt.messages, tools=run.tools_spec, max_tokens=plan.max_tokens)
+            call = self.llm.complete(prompt.messages, tools=run.tools_spec, max_tokens=plan.max_tokens,
+                                     model=run.model)
         started = time.perf_counter()
         async with hold:  # given back on the way out, unless the endpoint answered
             try:
@@ -316,7 +321,7 @@ class Agent:
                     run.stopper.record_call(worst)
                 raise
             self._observe("ok", started)
-            usage = accounting.usage_of(reply, plan, self.counter, self.price)
+            usage = accounting.usage_of(reply, plan, self.counter, run.stopper.price)  # the run's model's price
             await hold.settle(usage.cost_micros,
                               run.calibration.observe(prompt.tokens + run.tools_tokens, reply.prompt_tokens or 0))
         accounting.record(run, usage)

@@ -11,6 +11,7 @@ from dataclasses import KW_ONLY, dataclass
 from agent_core.attachments import Attachment
 from agent_core.budget import Budget
 from agent_core.cancel import CancelToken
+from agent_core.cost import ModelChoice
 from agent_core.limits import Limits
 from agent_core.store import Message, ThreadState
 from tools import Registry, ToolContext
@@ -51,6 +52,10 @@ class RunRequest:
     #: shows only whole steps and the answer whole (Slack's replies) turns it off: one plain response per call,
     #: not a stream of chunks to parse.
     stream_text: bool = True
+    #: The model this run's LLM calls name, and the price they are counted at, instead of the Agent's own.
+    model: ModelChoice | None = None
+    #: Instructions added after the system prompt for this run (e.g. a Slack channel's own).
+    instructions: str = ""
     #: Files given with the task (checked bytes): images go to the model with the task's message, other files are
     #: listed in it and read with ``read_file`` (``agent_core.files_in``); any of them arms the exfiltration guard.
     attachments: tuple[Attachment, ...] = ()

@@ -58,6 +58,8 @@ class Run:
     #: The run's system message (prompt and tool list) and its tool schemas' tokens: fixed for the run.
     system: Message = field(default_factory=dict)
     tools_tokens: int = 0
+    #: The model the run's calls name (``RunRequest.model``); None: the LLM's own.
+    model: str | None = None
     #: The completion cap of the last LLM call made, and whether a cut-off answer was retried with a larger one.
     call_cap: int = 0
     cut_retried: bool = False

@@ -125,6 +125,15 @@ class AppKeys(Keys):
         """Hash: the workspace's own tool rules, name or ``<server>__*`` -> ``on``/``off`` (none: all on)."""
         return f"{self.namespace(ws)}:tools"
 
+    def channel_settings(self, ws: Workspace, channel_id: str) -> str:
+        """Hash: a channel's own agent settings (prompt, tools, model, display, verbosity, respond), only those set;
+        deleted with the channel (``bot.workspace.channel_admin``)."""
+        return f"{self.namespace(ws)}:channel:{channel_id}"
+
+    def respond_all_count(self, ws: Workspace, user_id: str) -> str:
+        """String: a person's runs started without a mention in ``respond all`` channels this minute (expires)."""
+        return f"{self.namespace(ws)}:respond:{user_id}"
+
     def recent_runs(self, ws: Workspace) -> str:
         """List: capped, newest first: finished runs for App Home."""
         return f"{self.namespace(ws)}:runs"

@@ -30,8 +30,9 @@ DEFAULT_QUEUE_NAME = "agent:queue"
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
 #: The bot scopes an OAuth install asks for: exactly manifest.json's (tests/bot/test_manifest.py).
 DEFAULT_BOT_SCOPES = (
-    "app_mentions:read,assistant:write,canvases:write,channels:history,chat:write,commands,files:read,"
-    "files:write,groups:history,im:history,mpim:history,reactions:write,search:read.public,users:read"
+    "app_mentions:read,assistant:write,canvases:write,channels:history,channels:read,chat:write,commands,"
+    "files:read,files:write,groups:history,groups:read,im:history,mpim:history,reactions:write,search:read.public,"
+    "users:read"
 )
 #: Suggested prompts of a new assistant thread (AGENT_SUGGESTED_PROMPTS overrides them; at most 4 are shown).
 DEFAULT_SUGGESTED_PROMPTS = (
@@ -100,6 +101,15 @@ class Settings(AgentSettings, ToolSettings):
     agent_verbosity: Verbosity = Field(default="full", description="Default per-workspace thread shape.")
     agent_display: Display = Field(
         default="replies", description="Default per-workspace display: replies, timeline or plan (streamed)."
+    )
+    agent_models: str = Field(
+        default="",
+        description="Models workspaces, channels and runs may pick, the first the default: `name` (price from the "
+        "price table) or `name:prompt/completion` (USD per 1M tokens), comma-separated; empty: OPENAI_MODEL only.",
+    )
+    agent_respond_all_per_minute: int = Field(
+        default=5, ge=1, description="Runs one person may start per minute in a `respond all` channel without "
+        "mentioning the agent (more are not answered).",
     )
     agent_suggested_prompts: str = Field(
         default=DEFAULT_SUGGESTED_PROMPTS,

@@ -24,6 +24,7 @@ HANDLED_EVENTS = frozenset({
     "app_uninstalled", "tokens_revoked",  # OAuth mode: the installation store forgets the tokens
     "assistant_thread_started", "assistant_thread_context_changed",  # the assistant container
     "app_context_changed",  # the agent pane (agent_view): what the person is looking at
+    "channel_deleted", "channel_archive", "group_deleted", "group_archive",  # a channel's own settings go
 })
 #: Event fields that hold an id or a ts when present.
 _EVENT_IDS = ("user", "channel", "team", "bot_id", "app_id")

@@ -17,6 +17,7 @@ from bot.runs.turn import Turn
 from bot.settings import Settings
 from bot.thread.permalinks import Permalinks
 from bot.workspace import RunPlan, RunRecord, WorkspaceLimits
+from bot.workspace.models import Models
 from bot.workspace.usage import RunUsage, day_id
 
 log = logging.getLogger(__name__)
@@ -26,9 +27,9 @@ BUDGET_GAUGE_SECONDS = 5.0
 
 
 def run_model(settings: Settings, plan: RunPlan | None) -> str:
-    """The model a run called, as its usage and audit line name it: the deployment's ``OPENAI_MODEL`` (the one
-    place to read a run's own model from ``plan`` once runs choose one)."""
-    return settings.openai_model
+    """The model a run called, as its usage and audit line name it: the one its plan resolved; without a plan (a
+    run finished by the worker that resumed it) the deployment's default (``AGENT_MODELS``' first)."""
+    return plan.model if plan is not None else Models.from_settings(settings).default.name
 
 
 class ToolTally:

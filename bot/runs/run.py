@@ -52,6 +52,8 @@ from bot.thread.poster import Pacer, Poster
 from bot.thread.sink import RunLedger, RunSink
 from bot.thread.slack_reader import WebSlackReader
 from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
+from bot.workspace.channel_run import about_run, instructions_of
+from bot.workspace.models import split_run_model
 from tools import Registry, ToolContext
 
 log = logging.getLogger(__name__)
@@ -89,6 +91,9 @@ STORE_REFUSED_NOTICE = N_(
 )
 
 
+NO_TASK_NOTICE = N_("`/model <name> <task>`: say what to do after the model's name. Nothing was started.")
+
+
 def lease_id(turn: Turn) -> str:
     """The run's lease name: the thread and the turn, so a worker taking it over knows what to resume."""
     return f"{turn.thread}|{turn.turn_id}"
@@ -108,6 +113,8 @@ class RunParts:
     attachments: tuple[Attachment, ...] = ()
     #: Its tool calls by name and outcome, for its usage counters and audit line.
     tools: ToolTally = field(default_factory=ToolTally)
+    #: The task without a leading ``/model <name>`` (which picked the run's model).
+    task: str = ""
 
 
 class TurnRunner:
@@ -238,9 +245,11 @@ class TurnRunner:
 
     async def _prepare(self, turn: Turn, poster: Poster, job_id: str) -> RunParts | None:
         """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
+        run_model, task = split_run_model(turn.text)
         try:
             plan = await self.limits.preflight(
-                poster.client, turn.workspace, turn.user_id, base=self.settings.limits()
+                poster.client, turn.workspace, turn.user_id, base=self.settings.limits(),
+                channel_id=turn.conversation.channel_id, run_model=run_model,
             )
         except (StoreError, SlackLookupError) as exc:
             # Fail closed: no LLM call when the budget or the user's standing cannot be checked.
@@ -252,6 +261,9 @@ class TurnRunner:
                        channel=turn.conversation.channel_id, run_id=turn.run_id, user=turn.user_id, reason=plan.reason)
             await poster.post(turn.target, render.notice(plan.message))
             return None
+        if not task:  # ``/model <name>`` and nothing to do
+            await poster.post(turn.target, render.notice(_(NO_TASK_NOTICE)))
+            return None
         attachments, problems = await gather_attachments(turn, poster.client, self.thread_files, self.file_caps)
         if problems:
             await poster.post(turn.target, render.notice(problems))
@@ -259,7 +271,8 @@ class TurnRunner:
         ledger = self.outputs.ledger(turn)
         # ``job``: the job holding the thread's slot, which a worker resuming the run frees when it is done.
         await ledger.open(requester=turn.user_id, thread=turn.thread, job=job_id)
-        view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps)
+        view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps,
+                              about=about_run(plan.model, plan.channel.prompt))
         status = self.outputs.status(turn, poster)
         approver = SlackApprover(
             self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
@@ -276,7 +289,7 @@ class TurnRunner:
             outbox=files,
         )
         sink = self.outputs.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)
-        return RunParts(plan, ledger, sink, CancelToken(), approver, scope, attachments)
+        return RunParts(plan, ledger, sink, CancelToken(), approver, scope, attachments, task=task)
 
     async def _drive(
         self, turn: Turn, parts: RunParts, lease: Lease, state: ThreadState, *, resume: bool, last_try: bool
@@ -288,11 +301,14 @@ class TurnRunner:
         events: AsyncIterator[Event] | None = None
         try:
             async with LeaseKeeper(self.leases, lease, parts.token) as keeper:
+                plan = parts.plan
                 events = self.agent.events(RunRequest(
-                    turn.text, thread=turn.thread, loaded=state, run_id=run_id, cancel=parts.token, scope=parts.scope,
+                    parts.task, thread=turn.thread, loaded=state, run_id=run_id, cancel=parts.token, scope=parts.scope,
                     limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
+                    model=plan.model_choice,
+                    instructions=instructions_of(plan.channel.prompt),
                     registry=self.toolbox.for_run(
-                        parts.plan.tools, task=turn.text, has_files=bool(parts.attachments),
+                        parts.plan.tools, task=parts.task, has_files=bool(parts.attachments),
                         can_search=bool(turn.action_token) and not parts.plan.search_refused),
                     finished_steps=True,  # the replies display posts whole steps, once persisted
                     stream_text=sink.shows_answer_live, attachments=parts.attachments,

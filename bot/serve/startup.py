@@ -14,6 +14,7 @@ import socket
 from agent_core import ConfigError
 from bot.oauth.token_crypto import TokenCipher
 from bot.settings import Role, Settings
+from bot.workspace.models import Models
 
 IN_USE = "in use"
 
@@ -34,6 +35,7 @@ def check(settings: Settings, role: Role, *, supervisor: bool = False) -> None:
         raise ConfigError(f"SLACK_API_URL must end with '/', got {settings.slack_api_url!r}")
     if role in ("all", "worker"):
         settings.require_llm()
+    Models.from_settings(settings)  # AGENT_MODELS: every model priced (the web checks names against it too)
     settings.redis_sentinel()
     if role != "all" and settings.embedded_redis:
         raise ConfigError(

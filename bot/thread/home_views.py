@@ -101,6 +101,7 @@ def home_view(
     feedback: FeedbackSummary | None = None,
     spenders: Sequence[tuple[str, int]] = (),
     org_unreadable: bool = False,
+    models: str = "",
 ) -> dict[str, Any]:
     """The Home tab: budget with a bar, the limits, the tools, the last runs, buttons for admins (≤ 100 blocks)."""
     blocks: list[dict[str, Any]] = [{"type": "header", "text": _plain(_("Agent limits and budget"))}]
@@ -149,6 +150,8 @@ def home_view(
     else:
         only = _("Only {who} can change these.").format(who=who_may_change)
         blocks.append({"type": "context", "elements": [_mrkdwn(only)]})
+    if models:  # the workspace's model choices (bot.workspace.channel_admin)
+        blocks.append({"type": "section", "text": _mrkdwn(models[:2900])})
     if feedback is not None:
         blocks.append({"type": "section", "text": _mrkdwn(format_feedback(feedback)[:2900])})
     blocks.extend(tools_blocks(tools, published=tools_published, is_admin=is_admin))

@@ -82,12 +82,16 @@ class RunView:
     #: The Stop button's value: names the thread and the run, so any web process can route the press.
     stop_value: str
     max_steps: int = 0
+    #: What the run uses, said in its first reply (its model and its channel's instructions).
+    about: str = ""
 
 
 def started(event: RunStarted, view: RunView) -> SlackMessage:
     text = (_(":hourglass_flowing_sand: Working on it (resuming at step {step}). I'll post each step in this thread.")
             .format(step=event.step + 1) if event.step
             else _(":hourglass_flowing_sand: Working on it. I'll post each step in this thread."))
+    if view.about:
+        text += f"\n{view.about}"
     return SlackMessage(text, (_section(text), stop_button(view)))
 
 

@@ -14,6 +14,8 @@ from agent_core import Period, format_usd
 from bot.errors import InvalidValue
 from bot.i18n import N_, _
 from bot.settings import Display, Verbosity
+from bot.workspace.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
+from bot.workspace.channel_command import ChannelCommand, parse_channel_command
 from bot.workspace.config import (
     BOUNDS,
     LABELS,
@@ -61,6 +63,12 @@ as a CSV to your DM; `org` sums the Enterprise Grid org's workspaces (org admins
 • `/agent-limits allow-domain|deny-domain|clear-domain <host>` once a run has read private data \
 (channel history, others' messages, internal pages), it sends data only to the requester's own URLs and allowed \
 hosts (allowing a host means it may receive the workspace's data); denied hosts never
+• `/agent-limits model [<name>|default]` the workspace's model (no name: the models allowed, with prices)
+• `/agent-limits run-model on|off` may `@agent /model <name> <task>` pick one run's model (default off)
+• `/agent-limits channel-managers on|off` may a channel's creator change its settings (default off)
+• `/agent-limits channel show|reset` and `/agent-limits channel prompt|tools|model|display|verbosity|respond \
+<value>|default`, run in the channel: its own instructions, tool list (within the workspace's), model, display, \
+verbosity, and `respond all` to answer every message there without a mention
 Amounts are plain dollars with at most two decimals, like `25` or `0.50`.""")
 
 
@@ -180,7 +188,7 @@ class DomainCommand:
 
 Command = (
     ShowCommand | SetCommand | ResetCommand | VerbosityCommand | DisplayCommand | ToolsCommand | ToolRuleCommand
-    | DomainCommand | OrgBudgetCommand | UsageCommand
+    | DomainCommand | OrgBudgetCommand | UsageCommand | ChannelCommand
 )
 
 _SUBCOMMANDS: dict[str, ConfigField] = {
@@ -230,6 +238,9 @@ def parse_command(text: str) -> Command | UsageError:
     if name == "usage":
         usage = parse_usage(args)
         return UsageError(usage) if isinstance(usage, str) else usage
+    if name in CHANNEL_SUBCOMMANDS:
+        own = parse_channel_command(name, text)
+        return UsageError(own) if isinstance(own, str) else own
     config_field = _SUBCOMMANDS.get(name)
     if config_field is None:
         return UsageError(_("Unknown subcommand `{name}`.").format(name=quote(words[0])))

@@ -17,6 +17,7 @@ from typing import Literal, get_args
 from agent_core import ConfigError, Limits, Period, format_usd, usd_to_micros
 from bot.errors import InvalidValue
 from bot.settings import MAX_CONCURRENT_RUNS_CAP, Display, Settings, Verbosity
+from bot.workspace.models import DEFAULT_MODELS, Models
 from bot.workspace.tool_choice import CatalogEntry, catalog_of
 from tools import ToolPolicy, builtin_registry
 
@@ -171,6 +172,9 @@ def label_of(audit_field: str) -> str:
         return f"tool {audit_field.removeprefix(TOOL_FIELD_PREFIX)}"
     if audit_field.startswith(DOMAIN_FIELD_PREFIX):
         return f"domain {audit_field.removeprefix(DOMAIN_FIELD_PREFIX)}"
+    if audit_field.startswith("channel:"):  # channel:<id>:<setting> (bot.workspace.channel_settings)
+        _, channel, setting = audit_field.split(":", 2)
+        return f"<#{channel}> {setting}"
     return LABELS.get(audit_field, audit_field)
 
 
@@ -317,6 +321,8 @@ class LimitsPolicy:
     """AGENT_FILE_MAX_BYTES and AGENT_FILES_MAX_BYTES_PER_RUN: what ``show`` lists."""
     usage_retention_days: int = _DEFAULTS["agent_usage_retention_days"].default
     """AGENT_USAGE_RETENTION_DAYS: how long the usage counters are kept."""
+    models: Models = DEFAULT_MODELS
+    """AGENT_MODELS: what a workspace, a channel or a run may pick, the default first."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LimitsPolicy:
@@ -349,4 +355,5 @@ class LimitsPolicy:
             display=settings.agent_display,
             file_caps=(settings.agent_file_max_bytes, settings.agent_files_max_bytes_per_run),
             usage_retention_days=settings.agent_usage_retention_days,
+            models=Models.from_settings(settings),
         )

@@ -19,13 +19,16 @@ from typing import Literal
 import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import Limits, RedisBudget, utc_now
+from agent_core import Limits, ModelChoice, RedisBudget, utc_now
 from bot.errors import SlackLookupError
 from bot.i18n import DEFAULT_LOCALE, _, speaking
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Display, Verbosity
 from bot.workspace.catalog import ToolCatalog
+from bot.workspace.channel_admin import ChannelAdmin
+from bot.workspace.channel_command import CHANNEL_COMMANDS
+from bot.workspace.channel_settings import ChannelSettings, WorkspaceChoices, resolve
 from bot.workspace.command import (
     DisplayCommand,
     DomainCommand,
@@ -42,6 +45,7 @@ from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, Workspa
 from bot.workspace.display import DisplaySettings
 from bot.workspace.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
 from bot.workspace.feedback import FeedbackStore, format_feedback
+from bot.workspace.models import DEFAULT_MODELS, Models
 from bot.workspace.org import OrgBudget, OrgBudgetStore
 from bot.workspace.people import SlackUsers
 from bot.workspace.replies import (
@@ -86,13 +90,22 @@ class RunPlan:
     search_refused: str = ""
     #: The asker's Slack locale (``users.info``): the language everything the run posts is in.
     locale: str = DEFAULT_LOCALE
+    #: The run's model (run → channel → workspace → the deployment's default) and its price.
+    model_choice: ModelChoice = DEFAULT_MODELS.default
+    #: The channel's own settings; ``channel.prompt`` is added to the system prompt.
+    channel: ChannelSettings = ChannelSettings()
+
+    @property
+    def model(self) -> str:
+        """The resolved model's name."""
+        return self.model_choice.name
 
 
 @dataclass(frozen=True, slots=True)
 class RunBlocked:
     """The run must not start; ``message`` is the thread reply (no LLM call is made)."""
 
-    reason: Literal["guest", "external", "budget_exhausted", "limit_unreadable"]
+    reason: Literal["guest", "external", "budget_exhausted", "limit_unreadable", "model_refused"]
     message: str
 
 
@@ -116,6 +129,7 @@ class WorkspaceLimits:
         feedback: FeedbackStore | None = None,
         *,
         files_line: str = "",
+        models: Models = DEFAULT_MODELS,
     ) -> None:
         self.store = store
         self.users = users
@@ -130,6 +144,7 @@ class WorkspaceLimits:
         self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
         self.search = SearchAccess(store.redis, store.keys)
         self.usage = UsageReports(store, users)
+        self.channels = ChannelAdmin(store, users, models, self._tools_of)
 
     @classmethod
     def create(
@@ -157,7 +172,7 @@ class WorkspaceLimits:
         return cls(
             store, users, display, ToolCatalog(redis, keys), policy.builtin_tools,
             FeedbackStore(redis, keys, clock=clock, usage_retention_days=policy.usage_retention_days),
-            files_line=file_caps_line(*policy.file_caps),
+            files_line=file_caps_line(*policy.file_caps), models=policy.models,
         )
 
     def refusal(self) -> str:
@@ -197,13 +212,19 @@ class WorkspaceLimits:
             config, usage, changes, verbosity=verbosity, display=shape, feedback=feedback, domains=hosts,
             can_change=can_change, admin_user_ids=self.users.admin_user_ids, spenders=spenders,
             org_unreadable=org is not None and org.unreadable, files=self.files_line,
+            models=await self.channels.summary(ws),
         )
 
-    async def run_command(self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str) -> str:
-        """The ephemeral reply to ``/agent-limits <text>``; nothing changes unless it is valid and allowed."""
+    async def run_command(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str, *, channel_id: str = ""
+    ) -> str:
+        """The ephemeral reply to ``/agent-limits <text>`` run in ``channel_id``; nothing changes unless it is valid
+        and allowed."""
         command = parse_command(text)
         if isinstance(command, UsageError):
             return command.text
+        if isinstance(command, CHANNEL_COMMANDS):
+            return await self.channels.run(client, ws, user_id, channel_id, command)
         if isinstance(command, ShowCommand | ToolsCommand):
             return await self._listing(client, ws, user_id, command)
         if isinstance(command, ResetCommand):
@@ -292,6 +313,9 @@ class WorkspaceLimits:
         published = await self.catalog.read()
         return (published, True) if published is not None else (list(self.builtin_tools), False)
 
+    async def _tools_of(self, ws: Workspace) -> tuple[list[CatalogEntry], ToolChoice]:
+        return (await self.deployment_tools())[0], await self.store.tool_choice(ws)
+
     async def tools(self, ws: Workspace) -> tuple[list[ToolListing], bool]:
         """The workspace's tools with their on/off state, and whether the list came from a worker."""
         catalog, published = await self.deployment_tools()
@@ -314,23 +338,34 @@ class WorkspaceLimits:
         return display_reply(value)
 
     async def preflight(
-        self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None,
+        channel_id: str = "", run_model: str | None = None,
     ) -> RunPlan | RunBlocked:
         """Before a run: may this user start it, can every limit it runs under be read, and is there budget left?
-        Raises ``StoreError`` when Redis is down (fail closed: reply with ``error``, make no LLM call) and
-        ``SlackLookupError`` when Slack is. Its refusals, and the run, speak the asker's language."""
+        Its settings resolve here too (``run_model``: the model the run asked for with ``/model``; then the
+        channel's, the workspace's). Raises ``StoreError`` when Redis is down (fail closed: reply with ``error``,
+        make no LLM call) and ``SlackLookupError`` when Slack is. Its refusals, and the run, speak the asker's
+        language."""
         locale = await self.users.locale(client, ws, user_id)
         with speaking(locale):
-            return await self._preflight(client, ws, user_id, locale, base)
+            return await self._preflight(client, ws, user_id, locale, base, channel_id, run_model)
 
     async def _preflight(
-        self, client: AsyncWebClient, ws: Workspace, user_id: str, locale: str, base: Limits | None
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, locale: str, base: Limits | None,
+        channel_id: str, run_model: str | None,
     ) -> RunPlan | RunBlocked:
         refusal = await self.users.run_permission(client, ws, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
-        config, tools, (egress, shown, search) = await self.store.for_run(
-            ws, self.domains.key(ws), self.display.key(ws), values=(self.search.key(ws),))
+        # The channel's settings come in the same round trip as the workspace's (none extra per run).
+        config, ws_tools, (egress, shown, own, search) = await self.store.for_run(
+            ws, self.domains.key(ws), self.display.key(ws), self.channels.key(ws, channel_id or "-"),
+            values=(self.search.key(ws),))
+        channel = ChannelSettings.decode(own)
+        run = resolve(self.channels.models, run_model=run_model, channel=channel,
+                      workspace=WorkspaceChoices.decode(shown), tools=ws_tools, shape=self.display.decode(shown))
+        if isinstance(run, str):
+            return RunBlocked("model_refused", run)
         org = await self.org_budget(ws)
         unreadable = unreadable_message(config, org is not None and org.unreadable, self.users.admin_user_ids)
         if unreadable:
@@ -340,6 +375,5 @@ class WorkspaceLimits:
         if is_exhausted(usage) or any(is_exhausted(layer) for layer in usage.layers):
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
             return RunBlocked("budget_exhausted", message)
-        display, verbosity = self.display.decode(shown)
-        return RunPlan(config, limits_for(config, base), budget, display, verbosity, tools,
-                       self.domains.decode(egress), self.search.decode(search), locale)
+        return RunPlan(config, limits_for(config, base), budget, run.display, run.verbosity, run.tools,
+                       self.domains.decode(egress), self.search.decode(search), locale, run.model, channel)

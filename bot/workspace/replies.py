@@ -76,8 +76,10 @@ def format_show(
     spenders: Sequence[tuple[str, int]] = (),
     org_unreadable: bool = False,
     files: str = "",
+    models: str = "",
 ) -> str:
-    """The ephemeral answer to ``/agent-limits show`` (mrkdwn); ``files``: the file caps' line."""
+    """The ephemeral answer to ``/agent-limits show`` (mrkdwn); ``files``: the file caps' line;
+    ``models``: the workspace's model choices."""
     lines = [
         _("*Agent limits for this workspace*"),
         *unreadable_lines(config, org_unreadable),
@@ -90,6 +92,7 @@ def format_show(
         _("• Runs at once per person: {value} (their others wait behind their own)").format(
             value=shown(config, "max_concurrent_per_user")),
         *([files] if files else []),
+        *([models] if models else []),
         _("• Budget: {budget}").format(budget=describe_budget(config)),
         _spent_line(usage),
     ]

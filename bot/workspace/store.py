@@ -6,7 +6,9 @@ Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
     P:E:T:limits:audit    list   JSON changes, newest first, capped at AUDIT_CAP
     P:E:T:runs            list   JSON run summaries for App Home, newest first, capped at RUNS_CAP
     {P:E:T}:usage:...     the usage counters, written with the run summary (see bot.workspace.usage)
-    P:E:T:settings        hash   display settings (verbosity, display): bot.workspace.display
+    P:E:T:settings        hash   display settings (verbosity, display): bot.workspace.display; the workspace's
+                                 model, run-model and channel-managers (audited): bot.workspace.channel_admin
+    P:E:T:channel:<C>     hash   a channel's own settings (audited): bot.workspace.channel_settings
     P:E:T:tools           hash   the workspace's tool rules (name or server__* -> on/off); audited in limits:audit
     P:tools:catalog       string the tools the workers offer (JSON), deployment-wide: bot.workspace.catalog
     {P:E:T}:budget:...    the budget's own keys (see agent_core.budget.ledger), with each person's spend in
@@ -228,6 +230,42 @@ class WorkspaceLimitsStore:
         raise StoreError(
             f"The limits of {self.namespace(ws)!r} kept changing under this update ({_MAX_WATCH_RETRIES} tries); "
             "nothing was changed. Try again."
+        )
+
+    async def write_audited(
+        self,
+        ws: Workspace,
+        key: str,
+        plan: Callable[[dict[str, str]], tuple[dict[str, str | None], list[Change]]],
+    ) -> list[Change]:
+        """Change fields of one of the workspace's hashes (a channel's settings, its model choices) with their audit
+        entries, in one transaction: ``plan`` gets the hash as it is and returns the writes (None deletes a
+        field) and the changes; nothing is written when it returns no change."""
+        audit_key = self._audit_key(ws)
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                for _attempt in range(_MAX_WATCH_RETRIES):
+                    try:
+                        await pipe.watch(key)
+                        raw = await awaited(pipe.hgetall(key))
+                        writes, audit = plan({as_text(k) or "": as_text(v) or "" for k, v in raw.items()})
+                        if not audit:
+                            return []  # the pipeline's exit unwatches
+                        pipe.multi()  # type: ignore[no-untyped-call]
+                        gone = [name for name, value in writes.items() if value is None]
+                        if gone:
+                            pipe.hdel(key, *gone)
+                        kept = {name: value for name, value in writes.items() if value is not None}
+                        if kept:
+                            pipe.hset(key, mapping=kept)
+                        await commit(pipe, audit_key, audit, team=ws.team_id, enterprise=ws.enterprise_id)
+                        return audit
+                    except WatchError:
+                        continue
+        except RedisError as exc:
+            raise unavailable(exc) from exc
+        raise StoreError(
+            f"The settings of {self.namespace(ws)!r} kept changing under this update; nothing was changed."
         )
 
     async def recent_changes(self, ws: Workspace, n: int = 5) -> list[Change]:

@@ -62,8 +62,12 @@ class ToolChoice:
     """The workspace's rules: pattern -> on (True) or off (False). Empty: every deployment tool is on."""
 
     rules: Mapping[str, bool] = field(default_factory=dict)
+    #: A channel's allow-list on top of the rules (names or ``server__*``): when given, a tool must also match one.
+    only: tuple[str, ...] = ()
 
     def is_on(self, name: str) -> bool:
+        if self.only and not any(matches(p, name) for p in self.only):
+            return False
         exact = self.rules.get(name)
         if exact is not None:
             return exact

@@ -46,6 +46,7 @@ def test_public_names() -> None:
         # money
         "PRICE_TABLE_DATE",
         "Price",
+        "ModelChoice",
         "format_usd",
         "price_for",
         "usd_to_micros",

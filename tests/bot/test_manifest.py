@@ -18,12 +18,14 @@ def test_scopes_are_exactly_the_ones_used() -> None:
         "app_mentions:read",   # app_mention
         "assistant:write",     # the assistant container: suggested prompts, thread titles
         "canvases:write",      # AGENT_ANSWER_CANVAS: a long answer as a canvas
-        "channels:history",    # thread replies in public channels; channel_history tool
+        "channels:history",    # thread replies in public channels; channel_history tool; respond all
+        "channels:read",       # conversations.info (respond all, channel managers); channel_deleted/_archive
         "chat:write",          # replies, chat.update, assistant.threads.setStatus in threads
         "commands",            # /agent-limits
         "files:read",          # files attached to mentions and replies: files.info, url_private_download
         "files:write",         # files out: an answer too long for a message, attach_file's files
         "groups:history",      # thread replies in private channels
+        "groups:read",         # the same for private channels: conversations.info, group_deleted/_archive
         "im:history",          # DMs
         "mpim:history",        # group DMs
         "reactions:write",     # the working reaction where setStatus is not available
@@ -40,6 +42,7 @@ def test_events_command_and_interactivity() -> None:
         "assistant_thread_started", "assistant_thread_context_changed",  # the assistant container
         "app_context_changed",  # the agent pane
         "agent_session_stopped",  # Slack's stop button on an agent session: stops the run
+        "channel_deleted", "channel_archive", "group_deleted", "group_archive",  # a channel's settings removed
     }
     # Every subscribed event type passes the receiver's shape check (a dropped one would never reach Bolt).
     assert {e.split(".")[0] for e in settings["event_subscriptions"]["bot_events"]} <= HANDLED_EVENTS

@@ -270,6 +270,9 @@ class FakeSlack:
         #: calling token's workspace). An org-wide token asked without ``team_id`` answers for the user's home
         #: workspace (their ``team_id``), whichever workspace the caller meant.
         self.members: dict[tuple[str, str], dict[str, Any]] = {}
+        #: conversations.info answers: channel id -> fields merged into the ``channel`` object (e.g.
+        #: ``{"creator": "U2"}``, ``{"is_ext_shared": True}``); a ``D...`` id is a DM.
+        self.channels: dict[str, dict[str, Any]] = {}
         #: conversations.history answers: channel -> messages, newest first.
         self.history: dict[str, list[dict[str, Any]]] = {}
         #: People's messages of a thread, by (channel, thread ts): what ``conversations.replies`` answers besides
@@ -491,6 +494,7 @@ class FakeSlack:
             "assistant.threads.setStatus": self._set_status,
             "conversations.history": self._history,
             "conversations.replies": self._replies,
+            "conversations.info": self._conversation_info,
             "apps.connections.open": self._connections_open,
             "views.publish": lambda p: {"ok": True, "view": {"id": "V1"}},
             "views.open": lambda p: {"ok": True, "view": {"id": "V2"}},
@@ -770,6 +774,13 @@ class FakeSlack:
         if str(params.get("include_locale")).lower() in ("1", "true"):
             user["locale"] = locale
         return {"ok": True, "user": user}
+
+    def _conversation_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel", ""))
+        dm = channel.startswith("D")
+        info = {"id": channel, "is_channel": not dm, "is_im": dm, "is_mpim": False, "is_shared": False,
+                "is_ext_shared": False, "creator": "" if dm else "UCREATOR", **self.channels.get(channel, {})}
+        return {"ok": True, "channel": info}
 
     def _history(self, params: dict[str, Any]) -> dict[str, Any]:
         limit = int(params.get("limit") or 100)

@@ -36,7 +36,8 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
     async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
         client = context.client or services.slack
         user_id, text = str(command.get("user_id", "")), str(command.get("text", ""))
-        await ack(text=await answer(rules, client, context, user_id, text), response_type="ephemeral")
+        channel_id = str(command.get("channel_id", ""))
+        await ack(text=await answer(rules, client, context, user_id, text, channel_id), response_type="ephemeral")
 
     app.command(COMMAND)(on_command)
 
@@ -54,7 +55,8 @@ def workspace_of(context: AsyncBoltContext) -> Workspace:
 
 
 async def answer(
-    rules: WorkspaceLimits, client: AsyncWebClient, context: AsyncBoltContext, user_id: str, text: str
+    rules: WorkspaceLimits, client: AsyncWebClient, context: AsyncBoltContext, user_id: str, text: str,
+    channel_id: str = "",
 ) -> str:
     """The ephemeral text for one ``/agent-limits`` request, in the asker's language (their users.info answer,
     which the permission check reads anyway); every failure becomes a reply saying what to do."""
@@ -63,7 +65,7 @@ async def answer(
         async with asyncio.timeout(ANSWER_WITHIN_SECONDS):
             locale = await rules.users.locale(client, ws, user_id)
             with speaking(locale):
-                return await rules.run_command(client, ws, user_id, text)
+                return await rules.run_command(client, ws, user_id, text, channel_id=channel_id)
     except SlackLookupError as exc:
         return str(exc)
     except StoreError as exc:

@@ -19,6 +19,7 @@ from slack_sdk.errors import SlackApiError
 from bot import identity
 from bot.deps import Services
 from bot.errors import SlackLookupError
+from bot.i18n import _
 from bot.identity import DM_THREAD, Conversation, Workspace
 from bot.queue.turns import enqueue_turn, request_cancel
 from bot.receive.dedupe import Dedupe
@@ -29,6 +30,7 @@ from bot.runs.turn import Turn
 from bot.thread import mrkdwn
 from bot.thread.agent_session import close_session
 from bot.workspace import WorkspaceLimits
+from bot.workspace.channel_respond import RespondAll
 
 log = logging.getLogger(__name__)
 #: Characters of an assistant thread's title (its first task, shortened).
@@ -39,6 +41,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
     """Mentions, thread replies, DMs and Slack's agent-session stop; ``limits`` gives the admin check."""
     dedupe = Dedupe(services.redis, services.keys)
     users = limits.users
+    respond = RespondAll(services.redis, services.keys, services.settings.agent_respond_all_per_minute)
 
     @app.event("app_mention")
     async def on_mention(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -46,7 +49,17 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
 
     @app.event("message")
     async def on_message(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
-        await _take(services, dedupe, body, event, context, mentioned=False)
+        await _take(services, dedupe, body, event, context, mentioned=False, respond=respond)
+
+    async def on_channel_gone(event: dict[str, Any], context: AsyncBoltContext) -> None:
+        # A deleted or archived channel's own agent settings go with it.
+        channel = event.get("channel")
+        channel_id = channel.get("id") if isinstance(channel, dict) else channel
+        if isinstance(channel_id, str) and channel_id:
+            await limits.channels.forget(identity.workspace(context), channel_id)
+
+    for gone in ("channel_deleted", "channel_archive", "group_deleted", "group_archive"):
+        app.event(gone)(on_channel_gone)
 
     @app.event("agent_session_stopped")
     async def on_session_stopped(event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -99,6 +112,7 @@ async def _take(
     context: AsyncBoltContext,
     *,
     mentioned: bool,
+    respond: RespondAll | None = None,
 ) -> None:
     conv = identity.conversation(context)
     if conv is None:
@@ -110,11 +124,10 @@ async def _take(
     is_dm = conv.thread_ts == DM_THREAD
     thread_ts = str(event.get("thread_ts") or "")
     if not mentioned and not is_dm:
-        if not thread_ts or (bot_user and f"<@{bot_user}>" in text):
-            return  # not a reply, or a mention (the app_mention delivery of this message handles it)
-        # Progress appears after a run's first step, the waiting turn before it: either marks a bot thread.
-        if not await services.redis.exists(services.keys.progress(thread), services.keys.turns(thread)):
-            return  # a thread the bot never ran in
+        if bot_user and f"<@{bot_user}>" in text:
+            return  # a mention: the app_mention delivery of this message handles it
+        if not await _unmentioned_is_ours(services, respond, context, ws, event, thread):
+            return
     files = files_of_event(event)  # a file_share message or a mention with files: the run downloads them
     task = _strip_mention(text, bot_user) or (FILES_ONLY_TASK if files else "")
     if not task:
@@ -145,6 +158,34 @@ async def _take(
         raise
     if assistant is not None:
         await _title(services, context, assistant, channel, root, task)
+
+
+async def _unmentioned_is_ours(
+    services: Services, respond: RespondAll | None, context: AsyncBoltContext, ws: Workspace,
+    event: dict[str, Any], thread: str,
+) -> bool:
+    """A channel message that does not mention the bot: a follow-up in a thread the bot ran in, or a top-level
+    message of a ``respond all`` channel."""
+    thread_ts = event.get("thread_ts")
+    if not thread_ts or thread_ts == event.get("ts"):
+        return respond is not None and await _answers_all(respond, context, ws, event)
+    # Progress appears after a run's first step, the waiting turn before it: either marks a bot thread.
+    return bool(await services.redis.exists(services.keys.progress(thread), services.keys.turns(thread)))
+
+
+async def _answers_all(respond: RespondAll, context: AsyncBoltContext, ws: Workspace, event: dict[str, Any]) -> bool:
+    """A person's plain top-level message in a ``respond all`` channel, within their pace: a run. Never a bot's
+    message (its own or another's) nor an edit, a join or any other subtype but a file share."""
+    user, channel = event.get("user"), str(event.get("channel") or "")
+    if event.get("bot_id") or event.get("subtype") not in (None, "file_share") or not isinstance(user, str):
+        return False
+    admitted = await respond.admit(ws, channel, user)
+    if admitted == "over_first":
+        with contextlib.suppress(SlackApiError):
+            await context.client.chat_postEphemeral(channel=channel, user=user, text=_(
+                "I answer {n} of your messages a minute here without a mention; mention me to ask more now."
+            ).format(n=respond.per_minute))
+    return admitted == "yes"
 
 
 def action_token_of(event: dict[str, Any]) -> str:

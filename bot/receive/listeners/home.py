@@ -132,7 +132,7 @@ async def publish_home(
         view = home_view(
             config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice,
             tools=tools, tools_published=published, feedback=feedback, spenders=spenders,
-            org_unreadable=org is not None and org.unreadable,
+            org_unreadable=org is not None and org.unreadable, models=await rules.channels.summary(ws),
         )
     except StoreError as exc:
         log.warning("App Home for %s: %s", user_id, exc)

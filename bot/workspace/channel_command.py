@@ -1,0 +1,141 @@
+"""The grammar of a channel's agent and the workspace's model: text in, a typed command (or what was wrong) out.
+Pure. ``bot.workspace.command.parse_command`` hands these subcommands here::
+
+    /agent-limits channel prompt|tools|model|display|verbosity|respond <value>   (run in the channel)
+    /agent-limits channel show|reset
+    /agent-limits model [<name>]          the workspace's model (no name: the list)
+    /agent-limits run-model on|off        may `@agent /model <name> <task>` pick one run's model
+    /agent-limits channel-managers on|off may a channel's creator change its settings
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from bot.i18n import _
+from bot.settings import Display, Verbosity
+from bot.workspace.channel_settings import PROMPT_MAX_CHARS, RESPONDS, SETTINGS, ChannelSetting
+from bot.workspace.models import NAME_RE
+from bot.workspace.tool_choice import PATTERN_RE
+
+SUBCOMMANDS = ("channel", "model", "run-model", "channel-managers")
+#: The word that puts one channel setting back to the workspace's.
+DEFAULT_WORD = "default"
+_PROMPT_RE = re.compile(r"\s*channel\s+prompt\s+(.*\S)\s*", re.DOTALL | re.IGNORECASE)
+#: Slack escapes these three in a command's text; the channel's instructions keep what was typed.
+_ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelShow:
+    """``channel show``: the channel's settings (anyone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelReset:
+    """``channel reset``: every setting of the channel back to the workspace's."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSet:
+    """``channel <setting> <value>``: ``value`` as stored ("" puts it back to the workspace's)."""
+
+    setting: ChannelSetting
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelList:
+    """``model``: the models the deployment allows, and the workspace's."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceModel:
+    """``model <name>``: the workspace's model ("" = the deployment's default)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """``run-model on|off`` or ``channel-managers on|off``."""
+
+    name: Literal["run-model", "channel-managers"]
+    on: bool
+
+
+ChannelCommand = ChannelShow | ChannelReset | ChannelSet | ModelList | WorkspaceModel | Switch
+#: For ``isinstance`` checks where the commands are dispatched.
+CHANNEL_COMMANDS = (ChannelShow, ChannelReset, ChannelSet, ModelList, WorkspaceModel, Switch)
+
+
+def parse_channel_command(name: str, text: str) -> ChannelCommand | str:
+    """One of :data:`SUBCOMMANDS` (``name``) with the whole command text; a str is what was wrong."""
+    args = text.split()[1:]
+    if name in ("run-model", "channel-managers"):
+        word = args[0].lower() if len(args) == 1 else ""
+        if word not in ("on", "off"):
+            return _("`{name}` takes `on` or `off`.").format(name=name)
+        return Switch("run-model" if name == "run-model" else "channel-managers", word == "on")
+    if name == "model":
+        if not args:
+            return ModelList()
+        if len(args) != 1 or not NAME_RE.fullmatch(args[0]):
+            return _("`model` takes one model name (see `/agent-limits model`), or `default`.")
+        return WorkspaceModel("" if args[0].lower() == DEFAULT_WORD else args[0])
+    return _parse_channel(args, text)
+
+
+def _parse_channel(args: list[str], text: str) -> ChannelCommand | str:
+    what = args[0].lower() if args else ""
+    if what in ("show", "reset"):
+        if len(args) != 1:
+            return _("`channel {what}` takes no value.").format(what=what)
+        return ChannelShow() if what == "show" else ChannelReset()
+    setting = next((s for s in SETTINGS if s == what), None)
+    if setting is None:
+        return _("`channel` takes one of: show, reset, {settings}.").format(settings=", ".join(SETTINGS))
+    values = args[1:]
+    if not values:
+        return _("`channel {setting}` needs a value (or `default` for the workspace's).").format(setting=setting)
+    if len(values) == 1 and values[0].lower() == DEFAULT_WORD:
+        return ChannelSet(setting, "")
+    if setting == "prompt":
+        return _prompt(text)
+    if setting == "tools":
+        return _tools(values)
+    word = values[0].lower() if len(values) == 1 else ""
+    if setting == "model":
+        if len(values) != 1 or not NAME_RE.fullmatch(values[0]):
+            return _("`channel model` takes one model name (see `/agent-limits model`).")
+        return ChannelSet(setting, values[0])
+    choices: tuple[str, ...] = {"display": get_args(Display), "verbosity": get_args(Verbosity),
+                                "respond": RESPONDS}[setting]
+    if word not in choices:
+        return _("`channel {setting}` takes one of: {choices}.").format(setting=setting, choices=", ".join(choices))
+    return ChannelSet(setting, "" if setting == "respond" and word == "mention" else word)
+
+
+def _prompt(text: str) -> ChannelSet | str:
+    match = _PROMPT_RE.fullmatch(text)
+    prompt = match[1] if match else ""
+    for entity, char in _ENTITIES:
+        prompt = prompt.replace(entity, char)
+    if len(prompt) > PROMPT_MAX_CHARS:
+        return _("The channel prompt is {n:,} characters; it may have {cap:,} at most.").format(
+            n=len(prompt), cap=PROMPT_MAX_CHARS)
+    if "```" in prompt:
+        return _("The channel prompt cannot contain ``` (it is shown back in a code block).")
+    return ChannelSet("prompt", prompt)
+
+
+def _tools(values: list[str]) -> ChannelSet | str:
+    patterns = [p for v in values for p in v.split(",") if p]
+    if any(p.lower() == "all" for p in patterns):
+        return ChannelSet("tools", "") if len(patterns) == 1 else _("`all` stands alone: it lifts the list.")
+    if not patterns or not all(PATTERN_RE.fullmatch(p) for p in patterns):
+        return _("`channel tools` takes tool names from `/agent-limits tools` (or a server's name then `__*`), "
+                 "or `all`.")
+    return ChannelSet("tools", " ".join(dict.fromkeys(patterns)))
