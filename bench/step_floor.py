@@ -12,7 +12,11 @@ Each repetition then runs the real pipeline (``bench/concurrency.py``: one worke
 10 tool steps) right after the floors, so the ratio pipeline / floor is of figures measured side by side on the
 same (shared, noisy) machine; the median ratio over the repetitions is the figure.
 
-    python bench/step_floor.py [--runs 50] [--reps 3] [--no-pipeline] [--json out.json]
+``--unix-socket`` also runs the pipeline on single-machine mode's embedded server (``bot/embedded_redis.py``),
+once through its loopback port and once through its Unix socket, side by side in each repetition: what the socket
+saves the worker a step.
+
+    python bench/step_floor.py [--runs 50] [--reps 3] [--no-pipeline] [--unix-socket] [--json out.json]
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import argparse
 import asyncio
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -30,6 +36,8 @@ import redis.asyncio as aioredis
 from common import BENCH_REDIS_URL, delete_prefix, fake_llm, fake_slack, new_prefix, write_json
 from concurrency import CALLS, LLM_DELAY, one_run
 from redis.utils import HIREDIS_AVAILABLE
+
+from bot.embedded_redis import EmbeddedRedis
 
 #: The issue's target: the pipeline within 2.5x the floor at 50 concurrent runs.
 TARGET_RATIO = 2.5
@@ -75,7 +83,25 @@ async def floor(slack_url: str, llm_url: str, runs: int, round_trips: int) -> fl
         await delete_prefix(prefix)
 
 
-async def main(runs: int, reps: int, pipeline: bool) -> dict[str, Any]:
+async def by_transport(slack_url: str, llm_url: str, runs: int, reps: int) -> dict[str, Any]:
+    """The pipeline's CPU a step on the embedded server through its TCP port and its Unix socket, interleaved."""
+    cpu: dict[str, list[float]] = {"tcp": [], "unix": []}
+    with tempfile.TemporaryDirectory(prefix="bench-sock-") as folder:
+        server = await EmbeddedRedis.start(Path(folder) / "redis")
+        try:
+            if not server.url.startswith("unix://"):
+                raise RuntimeError(f"the embedded server has no Unix socket under {folder}")
+            urls = {"tcp": f"redis://127.0.0.1:{server.port}/0", "unix": server.url}
+            for _ in range(reps):
+                for name, url in urls.items():
+                    cpu[name].append((await one_run(slack_url, llm_url, runs, redis_url=url))["cpu_ms_per_step"])
+        finally:
+            await server.stop()
+    return {"cpu_ms_per_step": {k: statistics.median(v) for k, v in cpu.items()}, "runs": cpu,
+            "unix_over_tcp": statistics.median(u / t for u, t in zip(cpu["unix"], cpu["tcp"], strict=True))}
+
+
+async def main(runs: int, reps: int, pipeline: bool, unix_socket: bool = False) -> dict[str, Any]:
     floors: dict[str, list[float]] = {"1": [], "2": []}
     pipelines: list[float] = []
     with fake_slack() as (_, slack_url), \
@@ -85,6 +111,7 @@ async def main(runs: int, reps: int, pipeline: bool) -> dict[str, Any]:
                 floors[trips].append(await floor(slack_url, llm_url, runs, int(trips)))
             if pipeline:
                 pipelines.append((await one_run(slack_url, llm_url, runs))["cpu_ms_per_step"])
+        transports = await by_transport(slack_url, llm_url, runs, reps) if unix_socket else None
     out: dict[str, Any] = {
         "runs": runs, "reps": reps, "hiredis": HIREDIS_AVAILABLE,
         "floor_cpu_ms_per_step_by_redis_round_trips": {k: statistics.median(v) for k, v in floors.items()},
@@ -96,6 +123,8 @@ async def main(runs: int, reps: int, pipeline: bool) -> dict[str, Any]:
                 "ratio_by_redis_round_trips": {k: statistics.median(v) for k, v in ratios.items()},
                 "ratio_runs": ratios, "target_ratio": TARGET_RATIO,
                 "met": statistics.median(ratios["1"]) <= TARGET_RATIO}
+    if transports is not None:
+        out["embedded_redis_by_transport"] = transports
     return out
 
 
@@ -104,9 +133,11 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=50, help="concurrent runs")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--no-pipeline", dest="pipeline", action="store_false", help="the floors only")
+    parser.add_argument("--unix-socket", action="store_true",
+                        help="also the pipeline on the embedded server: its TCP port against its Unix socket")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    result = asyncio.run(main(args.runs, args.reps, args.pipeline))
+    result = asyncio.run(main(args.runs, args.reps, args.pipeline, args.unix_socket))
     if args.json:
         write_json(args.json, result)
     f = result["floor_cpu_ms_per_step_by_redis_round_trips"]
@@ -116,3 +147,7 @@ if __name__ == "__main__":
         line += (f"; pipeline {result['pipeline_cpu_ms_per_step']:.2f} ms = {r['1']:.2f}x / {r['2']:.2f}x the floor "
                  f"(target {TARGET_RATIO}x: {'met' if result['met'] else 'not met'})")
     print(line, file=sys.stderr)
+    if args.unix_socket:
+        t = result["embedded_redis_by_transport"]
+        print(f"embedded Redis: {t['cpu_ms_per_step']['tcp']:.2f} ms a step over TCP, "
+              f"{t['cpu_ms_per_step']['unix']:.2f} over its Unix socket ({t['unix_over_tcp']:.0%})", file=sys.stderr)
