@@ -63,7 +63,7 @@ async def floor(slack_url: str, llm_url: str, runs: int, round_trips: int) -> fl
             async with session.post(f"{llm_url}chat/completions", data=body, headers=llm_headers) as resp:
                 answer = orjson.loads(await resp.read())
             for _ in range(round_trips):
-                await redis.evalsha(sha, 1, f"{prefix}:{i}", "x" * 300)  # type: ignore[misc]
+                await redis.evalsha(sha, 1, f"{prefix}:{i}", "x" * 300)
             message = answer["choices"][0]["message"]
             messages += [{"role": "assistant", "content": message.get("content") or ""},
                          {"role": "user", "content": "4" * 50}]
