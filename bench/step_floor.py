@@ -50,7 +50,8 @@ async def floor(slack_url: str, llm_url: str, runs: int, round_trips: int) -> fl
     """CPU ms a step of ``runs`` concurrent raw loops: LLM POST, ``round_trips`` EVALSHAs, ``chat.postMessage``."""
     prefix = new_prefix("floor")
     redis = aioredis.Redis.from_url(BENCH_REDIS_URL)
-    sha = await redis.script_load(STEP_SCRIPT)
+    # redis-py's own script object: EVALSHA, loading the script again if the shared server's cache was flushed.
+    script = redis.register_script(STEP_SCRIPT)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
     llm_headers = {"Authorization": "Bearer k", "Content-Type": "application/json"}
     slack_headers = {"Authorization": "Bearer xoxb-floor", "Content-Type": "application/json; charset=utf-8"}
@@ -63,7 +64,7 @@ async def floor(slack_url: str, llm_url: str, runs: int, round_trips: int) -> fl
             async with session.post(f"{llm_url}chat/completions", data=body, headers=llm_headers) as resp:
                 answer = orjson.loads(await resp.read())
             for _ in range(round_trips):
-                await redis.evalsha(sha, 1, f"{prefix}:{i}", "x" * 300)
+                await script(keys=[f"{prefix}:{i}"], args=["x" * 300])
             message = answer["choices"][0]["message"]
             messages += [{"role": "assistant", "content": message.get("content") or ""},
                          {"role": "user", "content": "4" * 50}]
