@@ -88,7 +88,8 @@ async def main(rates: tuple[int, ...], seconds: float, reps: int, processes: int
     with fake_slack() as (_, slack_url), fake_llm(delay=llm_delay, calls=1) as (_, llm_url):
         prefix = new_prefix("sign")
         port = free_port()
-        values = settings_values(prefix, slack_url, llm_url, port=port, worker_max_jobs=500,
+        values = settings_values(prefix, slack_url, llm_url, port=port, worker_health_port=free_port(),
+                                 worker_max_jobs=500,
                                  agent_max_concurrent_runs_per_workspace=1000,
                                  agent_max_concurrent_runs_per_user=1000)
         workdir = tempfile.mkdtemp(prefix="bench-sign-")  # no .env is read from here
