@@ -134,9 +134,10 @@ def _config_text(folder: Path, port: int) -> str:
 
 
 def _socket_path(folder: Path) -> str | None:
-    """The server's Unix socket under ``folder``, or None when the path is too long for one."""
+    """The server's Unix socket under ``folder``, or None when the path is too long for one or would not read back
+    from a URL as itself (redis-py and arq read the path of ``unix://`` differently: one unquotes it)."""
     path = str(folder / SOCKET_NAME)
-    return path if len(path.encode()) <= UNIX_SOCKET_PATH_MAX else None
+    return path if len(path.encode()) <= UNIX_SOCKET_PATH_MAX and not set(path) & set("?#%") else None
 
 
 def _take_lock(folder: Path) -> IO[str]:
