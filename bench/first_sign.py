@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -118,6 +119,7 @@ async def main(rates: tuple[int, ...], seconds: float, reps: int, processes: int
                 proc.kill()
                 proc.wait()
             log_file.close()
+            shutil.rmtree(workdir, ignore_errors=True)
             await delete_prefix(prefix)
     summary = {rate: {key: statistics.median(r[key] for r in runs)
                       for key in ("p50_ms", "p99_ms", "max_ms", "ack_p99_ms", "achieved_rate")}
