@@ -124,7 +124,8 @@ async def enqueue(handle: RedisHandle, values: dict[str, Any], turns: list[Turn]
 
 
 async def one_run(
-    slack_url: str, llm_url: str, n: int, *, profile: bool = False, extra: tuple[str, ...] = ()
+    slack_url: str, llm_url: str, n: int, *, profile: bool = False, extra: tuple[str, ...] = (),
+    redis_url: str = BENCH_REDIS_URL,
 ) -> dict[str, Any]:
     prefix = new_prefix("conc")
     # Every run is one person's in one workspace: the caps (10 a workspace, 3 a person by default) would park all
@@ -133,7 +134,8 @@ async def one_run(
     values = settings_values(prefix, slack_url, llm_url, worker_max_jobs=n, thread_ttl_seconds=3600,
                              agent_max_concurrent_runs_per_workspace=max(n, DEFAULT_MAX_CONCURRENT_RUNS),
                              agent_max_concurrent_runs_per_user=max(n, DEFAULT_MAX_CONCURRENT_RUNS),
-                             llm_price_prompt_per_1m="0.01", llm_price_completion_per_1m="0.01")
+                             llm_price_prompt_per_1m="0.01", llm_price_completion_per_1m="0.01",
+                             redis_url=redis_url)
     handle = RedisHandle(values["redis_url"])
     worker = await WorkerProcess.start(values, n, extra=extra)
     spy: asyncio.subprocess.Process | None = None
@@ -160,7 +162,7 @@ async def one_run(
     finally:
         await worker.stop()
         await handle.close()
-        await delete_prefix(prefix)
+        await delete_prefix(prefix, redis_url)
     if done["timed_out"]:
         raise RuntimeError(f"{n} runs: only {done['finished']} finished within {RUN_TIMEOUT}s")
     ideal = n / (CALLS * LLM_DELAY)

@@ -2,7 +2,8 @@
 
 It is ``tests.fakes.slack_api.FakeSlack`` (the tests' fake: real shapes and size limits) plus a token
 bucket per channel on ``chat.postMessage``: ``--rate`` messages per second with bursts of ``--burst``, a
-429 with ``Retry-After`` beyond it, as Slack does. ``GET /_bench/stats`` reports what it accepted and refused.
+429 with ``Retry-After`` beyond it, as Slack does. ``GET /_bench/stats`` reports what it accepted and refused;
+``GET /_bench/stats?first=1`` when each thread first showed a sign of the bot (its wall clock, ``time.time()``).
 
     python bench/fakes.py slack --rate 1 --burst 3      # prints "URL http://127.0.0.1:<port>/api/"
 """
@@ -24,6 +25,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tests.fakes.slack_api import FakeSlack
 
+#: What a person sees appear in the thread: a status under it, a reply (posted or streamed), a notice to them.
+VISIBLE = frozenset({"assistant.threads.setStatus", "agents.sessions.setStatus", "chat.postMessage",
+                     "chat.startStream", "chat.postEphemeral"})
+
 
 class RateLimitedSlack(FakeSlack):
     """FakeSlack with Slack's chat.postMessage limit per channel and counters instead of a full call log."""
@@ -40,6 +45,8 @@ class RateLimitedSlack(FakeSlack):
         self.threads: dict[str, list[str]] = defaultdict(list)
         #: The start of every notice only its user sees (chat.postEphemeral), per "channel thread_ts".
         self.notices: dict[str, list[str]] = defaultdict(list)
+        #: The first visible sign in each "channel thread_ts": (wall clock, method), timestamped on arrival.
+        self.first_sign: dict[str, tuple[float, str]] = {}
 
     def _answer(
         self, method: str, params: dict[str, Any], request: web.Request
@@ -52,6 +59,9 @@ class RateLimitedSlack(FakeSlack):
             retry_after = max(1, math.ceil((1 - tokens) / self.rate))
             return 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(retry_after)}
         status, body, headers = super()._answer(method, params, request)
+        if method in VISIBLE and body.get("ok"):
+            self.first_sign.setdefault(f"{channel or params.get('channel_id')} {params.get('thread_ts') or ''}",
+                                       (time.time(), method))
         if method == "chat.postMessage" and body.get("ok"):
             self.accepted[channel].append((time.monotonic(), str(params.get("thread_ts") or "")))
             self.threads[f"{channel} {params.get('thread_ts') or ''}"].append(str(params.get("text") or "")[:200])
@@ -93,6 +103,8 @@ async def serve_slack(rate: float, burst: int) -> None:
     app = web.Application()
 
     async def stats(request: web.Request) -> web.Response:
+        if request.query.get("first") == "1":
+            return web.json_response({"first_sign": fake.first_sign})
         if request.query.get("summary") == "1":  # cheap enough to poll during a run (the full stats grow with it)
             return web.json_response({"now": time.monotonic(), "posts_ok": sum(map(len, fake.accepted.values()))})
         return web.json_response(fake.stats(threads=request.query.get("threads") == "1"))

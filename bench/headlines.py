@@ -93,10 +93,24 @@ def _concurrency(data: dict[str, Any]) -> list[Cell]:
 
 
 def _floor(data: dict[str, Any]) -> list[Cell]:
-    by = data["cpu_ms_per_step_by_redis_round_trips"]
-    most = max(by, key=int)
-    return [(f"step I/O floor, no engine: LLM POST + `chat.postMessage` + {most} Redis round trips, "
-             f"{data['runs']} runs", f"{by[most]:.2f} ms CPU", f"1 run; with no Redis round trip {by['0']:.2f} ms")]
+    by, n = data["floor_cpu_ms_per_step_by_redis_round_trips"], data["runs"]
+    spread = " · ".join(f"{k} round trip{'s' if k != '1' else ''} {v:.2f}" for k, v in by.items())
+    cells: list[Cell] = [(f"step floor, raw aiohttp + redis-py: LLM POST + `chat.postMessage` + 1 Redis round trip, "
+                          f"{n} runs", f"{by['1']:.2f} ms CPU", f"median of {data['reps']}; {spread} ms")]
+    if "ratio_by_redis_round_trips" in data:
+        r = data["ratio_by_redis_round_trips"]
+        cells.append((f"worker pipeline over the step floor, {n} concurrent runs (target ≤ 2.5×)",
+                      f"{r['1']:.1f}×", f"{min(data['ratio_runs']['1']):.1f}–{max(data['ratio_runs']['1']):.1f}× "
+                      f"({data['reps']} side-by-side runs); over the 2-round-trip floor {r['2']:.1f}×; pipeline "
+                      f"{data['pipeline_cpu_ms_per_step']:.2f} ms a step"))
+    return cells
+
+
+def _first_sign(data: dict[str, Any]) -> list[Cell]:
+    return [(f"mention → first visible sign in the thread at {rate} events/s, p99 (target ≤ 300 ms)",
+             f"{s['p99_ms']:.0f} ms", f"p50 {s['p50_ms']:.0f} · max {s['max_ms']:.0f} ms; no sign {s['no_sign']}; "
+             f"`all --processes {data['processes']}`")
+            for rate, s in data["by_rate"].items()]
 
 
 def _posting(data: dict[str, Any]) -> list[Cell]:
@@ -229,7 +243,9 @@ BENCHES = (
     Bench("ack_latency_500", "ack_latency", None,
           ("--reps", "3", "--seconds", "10", "--rates", "500", "--processes", "2"), _ack),
     Bench("loop_overhead", "loop_overhead", ("--quick",), ("--reps", "3"), _loop),
-    Bench("step_floor", "step_floor", ("--runs", "50"), ("--runs", "50"), _floor),
+    Bench("step_floor", "step_floor", ("--runs", "50", "--reps", "1"), ("--runs", "50", "--reps", "3"), _floor),
+    Bench("first_sign", "first_sign", ("--rates", "50,200", "--seconds", "5"),
+          ("--rates", "50,200", "--seconds", "10", "--reps", "3"), _first_sign),
     Bench("redis_cost", "redis_cost", ("--quick",), ("--reps", "3"), _redis),
     Bench("concurrency", "concurrency", ("--runs", "50", "--reps", "1", "--no-profile", "--no-sweep"),
           ("--runs", "50", "--reps", "3", "--no-profile", "--no-sweep"), _concurrency),

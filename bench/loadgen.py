@@ -3,9 +3,10 @@
 Open loop: event i is sent at t0 + i/rate whatever the answers before it (a slow server cannot slow the
 generator down and hide its own latency). Every 20th event is also re-sent 50 ms later as Slack's retry
 (same body and event id, ``X-Slack-Retry-Num: 1``), which must not be enqueued twice. Bodies and signatures
-are built before the clock starts, so the generator's own CPU stays out of the way. Prints one JSON line.
+are built before the clock starts, so the generator's own CPU stays out of the way. Prints one JSON line;
+``--sent`` adds when each event was sent (``[channel, ts, time.time()]``), for ``bench/first_sign.py``.
 
-    python bench/loadgen.py URL --rate 200 --seconds 20 --tag X1
+    python bench/loadgen.py URL --rate 200 --seconds 20 --tag X1 [--sent]
 """
 
 from __future__ import annotations
@@ -36,17 +37,23 @@ REQUEST_TIMEOUT = 10.0
 def build(n: int, tag: str) -> list[tuple[bytes, dict[str, str], dict[str, str] | None]]:
     out: list[tuple[bytes, dict[str, str], dict[str, str] | None]] = []
     for i in range(n):
-        ts = f"1760000000.{i:06d}"
-        event = mention(text=f"<@UBOT> load test {i}", channel=f"C{tag}{i % 100:03d}", ts=ts, user="U1")
+        channel, ts = thread_of(i, tag)
+        event = mention(text=f"<@UBOT> load test {i}", channel=channel, ts=ts, user="U1")
         body = event_body(event, event_id=f"Ev{tag}{i:07d}")
         retry = signed_headers(SECRET, body, retry_num=1) if i % RETRY_EVERY == 0 else None
         out.append((body, signed_headers(SECRET, body), retry))
     return out
 
 
-async def run(url: str, rate: float, seconds: float, tag: str) -> dict[str, Any]:
+def thread_of(i: int, tag: str) -> tuple[str, str]:
+    """The channel and ts of event ``i``'s mention (the thread its answer goes to)."""
+    return f"C{tag}{i % 100:03d}", f"1760000000.{i:06d}"
+
+
+async def run(url: str, rate: float, seconds: float, tag: str, *, sent: bool = False) -> dict[str, Any]:
     n = int(rate * seconds)
     requests = build(n, tag)
+    sent_at: list[list[str | float]] = []
     latencies: list[float] = []
     statuses: Counter[str] = Counter()
     lags: list[float] = []
@@ -77,6 +84,8 @@ async def run(url: str, rate: float, seconds: float, tag: str) -> dict[str, Any]
             if delay > 0:
                 await asyncio.sleep(delay)
             lags.append((time.perf_counter() - target) * 1000)
+            if sent:
+                sent_at.append([*thread_of(i, tag), time.time()])
             for coro in (send(body, headers, measured=True), retry_later(body, retry) if retry else None):
                 if coro is not None:
                     task = asyncio.create_task(coro)
@@ -96,7 +105,7 @@ async def run(url: str, rate: float, seconds: float, tag: str) -> dict[str, Any]
         "mean_ms": statistics.fmean(latencies) if latencies else 0.0,
         "ok_responses": ok, "error_responses": sum(statuses.values()) - ok, "statuses": dict(statuses),
         "generator_lag_p99_ms": sorted(lags)[int(len(lags) * 0.99)] if lags else 0.0,
-    }
+    } | ({"sent": sent_at} if sent else {})
 
 
 if __name__ == "__main__":
@@ -105,5 +114,7 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=float, required=True)
     parser.add_argument("--seconds", type=float, required=True)
     parser.add_argument("--tag", required=True)
+    parser.add_argument("--sent", action="store_true", help="also when each event was sent")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(loopback(args.url), args.rate, args.seconds, args.tag))), flush=True)
+    print(json.dumps(asyncio.run(run(loopback(args.url), args.rate, args.seconds, args.tag, sent=args.sent))),
+          flush=True)

@@ -1,79 +1,154 @@
-"""The I/O floor of one step: what a step's round trips alone cost in this stack, with no engine at all.
+"""The physical floor of one step, and how far the worker pipeline is above it (issue 32).
 
-A step of the worker makes one LLM POST (a plain response, the history growing), one ``chat.postMessage`` through
-slack_sdk, and three Redis round trips (budget reserve, settle, the step write, each one script). This loop makes
-exactly those, for N concurrent "runs" of 11 calls against the fakes (their own processes), and reports its own
-CPU per step: the part of the pipeline's CPU per step that only fewer round trips or cheaper clients can lower.
+A worker step is, on the wire, one LLM POST (a plain answer, the history growing), one Slack post and Redis
+round trips. The floor makes exactly those with the plainest clients there are: one raw ``aiohttp.ClientSession``
+(kept-alive connections, the body encoded once with orjson) for the LLM and for ``chat.postMessage``, and raw
+redis-py (its fastest parser, hiredis, when installed) for one ``EVALSHA`` a step, or two for the two-round-trip
+floor (the pipeline's step makes two). 50 "runs" of 11 calls at once against the same fakes as
+``bench/concurrency.py`` (their own processes, the LLM answering after 200 ms); the CPU per step is this process's
+own. Nothing of the project's runs in the floor.
 
-    python bench/step_floor.py [--runs 50] [--redis-round-trips 3] [--json out.json]
+Each repetition then runs the real pipeline (``bench/concurrency.py``: one worker process, 50 concurrent runs of
+10 tool steps) right after the floors, so the ratio pipeline / floor is of figures measured side by side on the
+same (shared, noisy) machine; the median ratio over the repetitions is the figure.
+
+``--unix-socket`` also runs the pipeline on single-machine mode's embedded server (``bot/embedded_redis.py``),
+once through its loopback port and once through its Unix socket, side by side in each repetition: what the socket
+saves the worker a step.
+
+    python bench/step_floor.py [--runs 50] [--reps 3] [--no-pipeline] [--unix-socket] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
+import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 import aiohttp
+import orjson
 import redis.asyncio as aioredis
-from common import BENCH_REDIS_URL, delete_prefix, fake_llm, fake_slack, new_prefix
+from common import BENCH_REDIS_URL, delete_prefix, fake_llm, fake_slack, new_prefix, write_json
+from concurrency import CALLS, LLM_DELAY, one_run
+from redis.utils import HIREDIS_AVAILABLE
 
-from agent_core.llm import OpenAIChatLLM
-from bot.slack_client import make_web_client
+from bot.embedded_redis import EmbeddedRedis
 
-CALLS = 11
+#: The issue's target: the pipeline within 2.5x the floor at 50 concurrent runs.
+TARGET_RATIO = 2.5
 BLOCKS = [{"type": "section", "text": {"type": "mrkdwn", "text": "*Step 3* calculator `2+2` → 4 " * 3}},
           {"type": "context", "elements": [{"type": "mrkdwn", "text": "step 3 of 20"}]}]
+STEP_SCRIPT = "redis.call('RPUSH', KEYS[1], ARGV[1]) return redis.call('LLEN', KEYS[1])"
 
 
-async def measure(slack_url: str, llm_url: str, runs: int, round_trips: int) -> float:
+async def floor(slack_url: str, llm_url: str, runs: int, round_trips: int) -> float:
+    """CPU ms a step of ``runs`` concurrent raw loops: LLM POST, ``round_trips`` EVALSHAs, ``chat.postMessage``."""
     prefix = new_prefix("floor")
     redis = aioredis.Redis.from_url(BENCH_REDIS_URL)
-    script = redis.register_script("redis.call('RPUSH', KEYS[1], ARGV[1]) return redis.call('LLEN', KEYS[1])")
+    # redis-py's own script object: EVALSHA, loading the script again if the shared server's cache was flushed.
+    script = redis.register_script(STEP_SCRIPT)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-    slack = make_web_client(token="xoxb-floor", base_url=slack_url, max_retry_after=1, session=session)
-    llm = OpenAIChatLLM(api_key="k", base_url=llm_url, model="gpt-4o-mini", stream=False)
+    llm_headers = {"Authorization": "Bearer k", "Content-Type": "application/json"}
+    slack_headers = {"Authorization": "Bearer xoxb-floor", "Content-Type": "application/json; charset=utf-8"}
 
     async def run(i: int) -> None:
-        messages = [{"role": "system", "content": "You are a helpful agent. " * 40},
-                    {"role": "user", "content": "compute"}]
+        messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful agent. " * 40},
+                                          {"role": "user", "content": "compute"}]
         for _ in range(CALLS):
-            await llm.complete(messages, tools=None, max_tokens=500)
+            body = orjson.dumps({"model": "gpt-4o-mini", "messages": messages, "max_tokens": 500})
+            async with session.post(f"{llm_url}chat/completions", data=body, headers=llm_headers) as resp:
+                answer = orjson.loads(await resp.read())
             for _ in range(round_trips):
                 await script(keys=[f"{prefix}:{i}"], args=["x" * 300])
-            messages += [{"role": "assistant", "content": "calculate"}, {"role": "user", "content": "4" * 50}]
-            await slack.chat_postMessage(channel=f"C{i}", thread_ts="1.1", text="step", blocks=BLOCKS)
+            message = answer["choices"][0]["message"]
+            messages += [{"role": "assistant", "content": message.get("content") or ""},
+                         {"role": "user", "content": "4" * 50}]
+            post = orjson.dumps({"channel": f"C{i}", "thread_ts": "1.1", "text": "step", "blocks": BLOCKS})
+            async with session.post(f"{slack_url}chat.postMessage", data=post, headers=slack_headers) as resp:
+                if not orjson.loads(await resp.read())["ok"]:
+                    raise RuntimeError("the fake Slack refused a post")
 
     try:
-        await asyncio.gather(*(run(i) for i in range(5)))  # warm: connections, scripts, caches
+        await asyncio.gather(*(run(i) for i in range(runs)))  # warm: connections, the script, caches
         started = time.process_time()
         await asyncio.gather(*(run(i) for i in range(runs)))
         return (time.process_time() - started) * 1000 / (runs * CALLS)
     finally:
-        await llm.aclose()
         await session.close()
         await redis.aclose()
         await delete_prefix(prefix)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--redis-round-trips", type=int, default=3)
-    parser.add_argument("--json", help="also write the figures to this file")
-    args = parser.parse_args()
-    by_trips: dict[str, float] = {}
-    with fake_slack() as (_, slack_url), fake_llm(delay=0.2, calls=10**9) as (_, llm_url):
-        for trips in sorted({0, args.redis_round_trips}):
-            ms = asyncio.run(measure(slack_url, llm_url, args.runs, trips))
-            by_trips[str(trips)] = ms
-            print(f"{args.runs} runs, LLM POST + chat.postMessage + {trips} Redis round trips: {ms:.2f} ms CPU a step")
-    if args.json:
-        import json  # here, not at the top: only the --json output needs it
+async def by_transport(slack_url: str, llm_url: str, runs: int, reps: int) -> dict[str, Any]:
+    """The pipeline's CPU a step on the embedded server through its TCP port and its Unix socket, interleaved."""
+    cpu: dict[str, list[float]] = {"tcp": [], "unix": []}
+    with tempfile.TemporaryDirectory(prefix="bench-sock-") as folder:
+        server = await EmbeddedRedis.start(Path(folder) / "redis")
+        try:
+            if not server.url.startswith("unix://"):
+                raise RuntimeError(f"the embedded server has no Unix socket under {folder}")
+            urls = {"tcp": f"redis://127.0.0.1:{server.port}/0", "unix": server.url}
+            for _ in range(reps):
+                for name, url in urls.items():
+                    cpu[name].append((await one_run(slack_url, llm_url, runs, redis_url=url))["cpu_ms_per_step"])
+        finally:
+            await server.stop()
+    return {"cpu_ms_per_step": {k: statistics.median(v) for k, v in cpu.items()}, "runs": cpu,
+            "unix_over_tcp": statistics.median(u / t for u, t in zip(cpu["unix"], cpu["tcp"], strict=True))}
 
-        with open(args.json, "w") as f:
-            json.dump({"runs": args.runs, "cpu_ms_per_step_by_redis_round_trips": by_trips}, f, indent=2)
+
+async def main(runs: int, reps: int, pipeline: bool, unix_socket: bool = False) -> dict[str, Any]:
+    floors: dict[str, list[float]] = {"1": [], "2": []}
+    pipelines: list[float] = []
+    with fake_slack() as (_, slack_url), \
+            fake_llm(delay=LLM_DELAY, calls=CALLS, tool="calculator") as (_, llm_url):
+        for _ in range(reps):
+            for trips in floors:
+                floors[trips].append(await floor(slack_url, llm_url, runs, int(trips)))
+            if pipeline:
+                pipelines.append((await one_run(slack_url, llm_url, runs))["cpu_ms_per_step"])
+        transports = await by_transport(slack_url, llm_url, runs, reps) if unix_socket else None
+    out: dict[str, Any] = {
+        "runs": runs, "reps": reps, "hiredis": HIREDIS_AVAILABLE,
+        "floor_cpu_ms_per_step_by_redis_round_trips": {k: statistics.median(v) for k, v in floors.items()},
+        "floor_runs": floors,
+    }
+    if pipelines:
+        ratios = {k: [p / f for p, f in zip(pipelines, v, strict=True)] for k, v in floors.items()}
+        out |= {"pipeline_cpu_ms_per_step": statistics.median(pipelines), "pipeline_runs": pipelines,
+                "ratio_by_redis_round_trips": {k: statistics.median(v) for k, v in ratios.items()},
+                "ratio_runs": ratios, "target_ratio": TARGET_RATIO,
+                "met": statistics.median(ratios["1"]) <= TARGET_RATIO}
+    if transports is not None:
+        out["embedded_redis_by_transport"] = transports
+    return out
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=50, help="concurrent runs")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--no-pipeline", dest="pipeline", action="store_false", help="the floors only")
+    parser.add_argument("--unix-socket", action="store_true",
+                        help="also the pipeline on the embedded server: its TCP port against its Unix socket")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    result = asyncio.run(main(args.runs, args.reps, args.pipeline, args.unix_socket))
+    if args.json:
+        write_json(args.json, result)
+    f = result["floor_cpu_ms_per_step_by_redis_round_trips"]
+    line = f"{args.runs} runs: floor {f['1']:.2f} ms a step (1 Redis round trip), {f['2']:.2f} ms (2)"
+    if args.pipeline:
+        r = result["ratio_by_redis_round_trips"]
+        line += (f"; pipeline {result['pipeline_cpu_ms_per_step']:.2f} ms = {r['1']:.2f}x / {r['2']:.2f}x the floor "
+                 f"(target {TARGET_RATIO}x: {'met' if result['met'] else 'not met'})")
+    print(line, file=sys.stderr)
+    if args.unix_socket:
+        t = result["embedded_redis_by_transport"]
+        print(f"embedded Redis: {t['cpu_ms_per_step']['tcp']:.2f} ms a step over TCP, "
+              f"{t['cpu_ms_per_step']['unix']:.2f} over its Unix socket ({t['unix_over_tcp']:.0%})", file=sys.stderr)

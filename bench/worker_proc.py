@@ -22,8 +22,6 @@ import sys
 import time
 from typing import Any
 
-import aiohttp
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bot.queue.jobs import Runtime
@@ -31,7 +29,7 @@ from bot.queue.worker import DEFAULT_POLL_DELAY_SECONDS, build_worker, close_wor
 from bot.redis import RedisHandle
 from bot.service import settle_gc
 from bot.settings import Settings
-from bot.slack_client import make_web_client
+from bot.slack_client import make_web_client, slack_connections, slack_session
 
 #: What Service uses in production (``python -m bot worker``).
 SERVICE_POLL_DELAY = DEFAULT_POLL_DELAY_SECONDS
@@ -52,9 +50,11 @@ async def main(
 ) -> None:
     settings = Settings(_env_file=None, **values)
     handle = RedisHandle(settings.redis_url or "")
-    # As Service does: one aiohttp session (kept-alive connections) for every Web API call; without it
-    # (--no-shared-slack-session) the SDK opens a new session and TCP connection per call.
-    session = aiohttp.ClientSession() if shared_session else None
+    # As Service does: one aiohttp session (kept-alive connections, its timeout, its connection limit and the Slack
+    # call metrics) for every Web API call; without it (--no-shared-slack-session) the SDK opens a new session and
+    # TCP connection per call.
+    session = slack_session(settings.slack_timeout_seconds, connections=slack_connections(
+        settings.slack_max_connections, settings.worker_max_jobs)) if shared_session else None
     slack = make_web_client(token=settings.bot_token(), base_url=settings.slack_api_url,
                             max_retry_after=settings.slack_max_retry_after_seconds, session=session)
     queue = await handle.arq_pool(settings.arq_queue_name)

@@ -7,6 +7,11 @@ files under ``DATA_DIR/redis``. Three rules keep that directory to one server:
   directory is refused with a line naming the holder;
 - the server is started with a parent-death signal, so it stops when its parent dies, even by SIGKILL;
 - a server left behind anyway (its pid is in ``valkey.pid``) is stopped, cleanly, before a new one starts.
+
+The service reaches it through a Unix socket (``DATA_DIR/redis/valkey.sock``): a send over it costs about half
+the CPU of one over loopback TCP (7 against 15 µs; a whole redis-py round trip ~41 against ~48 µs). The server
+listens on a loopback port too (for ``redis-cli -p``), and the URL is that port's when the socket's path
+would be longer than the system allows.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ PERSISTENCE = {"appendonly": "yes", "appendfsync": "everysec", "save": "60 1"}
 START_TIMEOUT_SECONDS = 15.0
 STOP_TIMEOUT_SECONDS = 10.0
 _PR_SET_PDEATHSIG = 1
+#: sun_path is 108 bytes on Linux (104 on the BSDs): a longer DATA_DIR gets the TCP URL.
+UNIX_SOCKET_PATH_MAX = 100
+SOCKET_NAME = "valkey.sock"
 
 
 class EmbeddedRedis:
@@ -48,7 +56,9 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        """The Unix socket's URL, or the loopback port's when the socket's path is too long to be one."""
+        socket_path = _socket_path(self.folder)
+        return f"unix://{socket_path}?db=0" if socket_path else f"redis://127.0.0.1:{self.port}/0"
 
     @property
     def pid(self) -> int:
@@ -82,7 +92,7 @@ class EmbeddedRedis:
         return server
 
     async def _wait_ready(self) -> None:
-        client = aioredis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=1)
+        client = aioredis.Redis.from_url(self.url, socket_connect_timeout=1)
         try:
             async with asyncio.timeout(START_TIMEOUT_SECONDS):
                 delay = 0.02
@@ -117,7 +127,17 @@ def _config_text(folder: Path, port: int) -> str:
         "port": str(port), "bind": "127.0.0.1", "dir": str(folder), "pidfile": str(folder / "valkey.pid"),
         "logfile": str(folder / "valkey.log"), "protected-mode": "yes", **PERSISTENCE,
     }
+    socket_path = _socket_path(folder)
+    if socket_path:  # only this user may connect, as with the data files
+        lines |= {"unixsocket": socket_path, "unixsocketperm": "700"}
     return "".join(f"{name} {value}\n" for name, value in lines.items())
+
+
+def _socket_path(folder: Path) -> str | None:
+    """The server's Unix socket under ``folder``, or None when the path is too long for one or would not read back
+    from a URL as itself (redis-py and arq read the path of ``unix://`` differently: one unquotes it)."""
+    path = str(folder / SOCKET_NAME)
+    return path if len(path.encode()) <= UNIX_SOCKET_PATH_MAX and not set(path) & set("?#%") else None
 
 
 def _take_lock(folder: Path) -> IO[str]:

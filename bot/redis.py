@@ -218,8 +218,10 @@ async def _wait_for(handle: RedisHandle, wait_seconds: float) -> None:
 
 
 def redact_url(url: str) -> str:
-    """``scheme://host:port`` of a URL: never its user, password, path or query."""
+    """``scheme://host:port`` of a URL (a Unix socket's: its path): never its user, password or query."""
     parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{host}{port}" if parts.scheme else "(a URL)"

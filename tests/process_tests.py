@@ -29,6 +29,7 @@ PROCESS_TESTS = frozenset({
     "tests/agent_core/test_cli.py",
     "tests/bot/test_cancel_watch.py::test_a_press_whose_message_was_lost_to_a_redis_restart_still_stops_the_run",
     "tests/bot/test_embedded_redis.py::test_single_machine_mode",
+    "tests/bot/test_embedded_redis.py::test_the_embedded_redis_is_reached_through_its_unix_socket_or_its_port",
     "tests/bot/test_events.py::test_healthz_is_503_when_redis_is_down",
     "tests/bot/test_exfiltration_corpus.py",
     "tests/bot/test_files_in.py::test_a_mention_under_a_message_with_a_file_gets_that_file",  # a PDF is read

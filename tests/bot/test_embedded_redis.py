@@ -7,8 +7,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import redis.asyncio as aioredis
 
 from agent_core.errors import ConfigError
+from bot.embedded_redis import EmbeddedRedis
 from bot.service import Service
 from tests.bot.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
@@ -36,3 +38,22 @@ async def test_embedded_redis_needs_the_all_in_one_process(
     with pytest.raises(ConfigError, match="REDIS_URL is not set"):
         async with Service(settings, "web"):
             pass
+
+
+@pytest.mark.parametrize("depth", ["short", "too long for a socket"])
+async def test_the_embedded_redis_is_reached_through_its_unix_socket_or_its_port(tmp_path: Path, depth: str) -> None:
+    folder = tmp_path / "redis" if depth == "short" else tmp_path / ("d" * 110) / "redis"
+    server = await EmbeddedRedis.start(folder)
+    try:
+        assert server.url.startswith("unix://" if depth == "short" else "redis://127.0.0.1:")
+        client = aioredis.Redis.from_url(server.url)
+        by_port = aioredis.Redis(host="127.0.0.1", port=server.port)  # redis-cli -p still reaches it
+        try:
+            await client.set("embedded-socket-check", "1")
+            assert await by_port.get("embedded-socket-check") == b"1"
+            assert await client.delete("embedded-socket-check") == 1
+        finally:
+            await client.aclose()
+            await by_port.aclose()
+    finally:
+        await server.stop()
