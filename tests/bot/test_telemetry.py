@@ -1,0 +1,170 @@
+"""Traces: one signed mention into the running app, its job drained by a worker, seen as one tree of spans
+(receipt → job → run → LLM calls and tool calls) through the SDK's in-memory exporter; message text only on request;
+nothing set up without OTEL_* settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import agent_core.telemetry as engine_telemetry
+from agent_core import ConfigError
+from bot import telemetry
+from bot.settings import Settings
+from tests.bot.conftest import App
+from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from tests.signing import event_body, mention, next_ts
+
+QUESTION = "what is 17 times 23?"
+ANSWER = "It is **391**."
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    """Where the test's spans go (``traced``); tracing is off again after the test."""
+    yield InMemorySpanExporter()
+    telemetry.use(None)
+
+
+def traced(exporter: InMemorySpanExporter, *, content: bool = False) -> None:
+    """Every span of the service and the engine from now on, into ``exporter`` (a provider of the test's own)."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.use(provider, content=content)
+
+
+async def one_mention(app: App, fake_openai: FakeOpenAI) -> str:
+    fake_openai.queue(
+        tool_calls(("calculator", {"expression": "17*23"}), content="Multiplying."),
+        text(ANSWER, prompt_tokens=120, completion_tokens=8),
+    )
+    ts = next_ts()
+    resp = await app.post_event(event_body(mention(text=f"<@UBOT> {QUESTION}", ts=ts), event_id="Ev123"))
+    assert resp.status == 200
+    await app.drain()
+    return ts
+
+
+def by_name(spans: tuple[ReadableSpan, ...], prefix: str) -> list[ReadableSpan]:
+    return [s for s in spans if s.name.startswith(prefix)]
+
+
+def child_of(span: ReadableSpan, parent: ReadableSpan) -> bool:
+    assert span.parent is not None and span.context is not None and parent.context is not None, span.name
+    return span.parent.span_id == parent.context.span_id and span.context.trace_id == parent.context.trace_id
+
+
+def every_value(spans: tuple[ReadableSpan, ...]) -> str:
+    return "\n".join(f"{s.name} {k}={v!r}" for s in spans for k, v in (s.attributes or {}).items())
+
+
+async def test_one_mention_is_one_trace_from_the_slack_event_to_each_llm_and_tool_call(
+    app: App, fake_openai: FakeOpenAI, settings: Settings, exporter: InMemorySpanExporter
+) -> None:
+    traced(exporter)
+    ts = await one_mention(app, fake_openai)
+    spans = exporter.get_finished_spans()
+
+    [receipt] = by_name(spans, "slack.event app_mention")
+    [job] = by_name(spans, "process ")
+    [run] = by_name(spans, "invoke_agent ")
+    chats, tools = by_name(spans, "chat "), by_name(spans, "execute_tool ")
+    assert receipt.parent is None and receipt.kind is trace.SpanKind.SERVER
+    assert child_of(job, receipt) and job.kind is trace.SpanKind.CONSUMER
+    assert child_of(run, job)
+    assert len(chats) == 2 and all(child_of(c, run) for c in chats)
+    assert len(tools) == 1 and child_of(tools[0], run)
+    assert len(spans) == 6, [s.name for s in spans]
+
+    thread = f"-/T0001/C1/{ts}"
+    assert dict(receipt.attributes or {}) == {"slack.event.type": "app_mention", "slack.event.id": "Ev123",
+                                  "gen_ai.conversation.id": thread, "slack.team_id": "T0001", "slack.channel_id": "C1"}
+    assert dict(job.attributes or {}) | {"messaging.message.id": ""} == {
+        "messaging.system": "arq", "messaging.operation.type": "process", "agent.job.try": 1,
+        "messaging.destination.name": settings.arq_queue_name, "messaging.message.id": ""}
+    model = settings.openai_model
+    first, second = sorted(chats, key=lambda s: s.start_time or 0)
+    assert first.name == f"chat {model}" and first.kind is trace.SpanKind.CLIENT
+    usage = second.attributes or {}
+    assert usage["gen_ai.operation.name"] == "chat" and usage["gen_ai.provider.name"] == "openai"
+    assert usage["gen_ai.request.model"] == model and usage["gen_ai.response.finish_reasons"] == ("stop",)
+    assert usage["gen_ai.usage.input_tokens"] == 120 and usage["gen_ai.usage.output_tokens"] == 8
+    # LLM_PRICE_PROMPT_PER_1M=1, LLM_PRICE_COMPLETION_PER_1M=2: 120 + 16 micro-dollars.
+    assert usage["agent.cost_micros"] == 136 and usage["agent.cost_usd"] == pytest.approx(0.000136)
+    assert (first.attributes or {})["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    [tool] = tools
+    assert tool.name == "execute_tool calculator"
+    assert tool.attributes is not None and tool.attributes["gen_ai.tool.name"] == "calculator"
+    assert tool.attributes["agent.tool.outcome"] == "ok" and tool.attributes["gen_ai.tool.call.id"]
+    totals = run.attributes or {}
+    assert totals["gen_ai.conversation.id"] == thread and totals["agent.stop_reason"] == "final_answer"
+    assert totals["agent.steps"] == 2
+    assert totals["agent.cost_micros"] == sum(int((c.attributes or {})["agent.cost_micros"]) for c in chats)
+
+    # No message text anywhere: not the question, the tool's arguments or result, nor the answer.
+    values = every_value(spans)
+    for said in ("17 times 23", "17*23", "391", "Multiplying"):
+        assert said not in values
+
+
+async def test_with_capture_content_the_spans_carry_the_messages(
+    app: App, fake_openai: FakeOpenAI, exporter: InMemorySpanExporter
+) -> None:
+    traced(exporter, content=True)
+    await one_mention(app, fake_openai)
+    spans = exporter.get_finished_spans()
+    first, second = sorted(by_name(spans, "chat "), key=lambda s: s.start_time or 0)
+    [tool] = by_name(spans, "execute_tool ")
+    assert QUESTION in str((first.attributes or {})["gen_ai.input.messages"])
+    assert "Multiplying." in str((first.attributes or {})["gen_ai.output.messages"])
+    assert "391" in str((second.attributes or {})["gen_ai.output.messages"])
+    assert (tool.attributes or {})["gen_ai.tool.call.arguments"] == '{"expression": "17*23"}'
+    assert (tool.attributes or {})["gen_ai.tool.call.result"] == "391"
+
+
+def test_without_otel_settings_nothing_is_set_up(settings: Settings) -> None:
+    assert telemetry.build(settings, "all", {}) is None
+    with telemetry.tracing(settings, "all", {}):
+        assert telemetry.traceparent() == ""
+        assert engine_telemetry._tracer is None
+        assert not isinstance(trace.get_tracer_provider(), TracerProvider)
+    for off in ({"OTEL_SDK_DISABLED": "true"}, {"OTEL_TRACES_EXPORTER": "none"}):
+        on = settings.model_copy(update={"otel_exporter_otlp_endpoint": "http://127.0.0.1:4318"})
+        assert telemetry.build(on, "all", off) is None
+
+
+@pytest.mark.parametrize("environ", [
+    {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, {"OTEL_TRACES_EXPORTER": "otlp"},
+])
+def test_the_standard_otel_variables_turn_traces_on_with_the_service_and_role_named(
+    settings: Settings, environ: dict[str, Any]
+) -> None:
+    provider = telemetry.build(settings, "worker", environ)
+    assert provider is not None
+    try:
+        attributes = provider.resource.attributes
+        assert attributes["service.name"] == "slack-agent" and attributes[telemetry.ROLE_ATTRIBUTE] == "worker"
+    finally:
+        provider.shutdown()
+
+
+@pytest.mark.parametrize(("environ", "named"), [
+    ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER"),
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL"),
+])
+def test_an_exporter_this_build_does_not_ship_is_one_clear_error(
+    settings: Settings, environ: dict[str, str], named: str
+) -> None:
+    with pytest.raises(ConfigError, match=named):
+        telemetry.build(settings, "web", environ)
+
+
+def test_a_bad_endpoint_is_refused_naming_the_setting() -> None:
+    with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_ENDPOINT"):
+        Settings(_env_file=None, otel_exporter_otlp_endpoint="collector:4318")  # type: ignore[call-arg]
