@@ -1,7 +1,7 @@
 """The engine's spans, in OpenTelemetry's GenAI conventions: ``chat {model}`` per LLM call, ``execute_tool {tool}``
 per tool call. Off (the default) they cost one global read per call and create nothing.
 
-The service turns them on by handing in a tracer (``use``; ``bot/telemetry.py`` does when the OTEL_* settings say
+The service turns them on by handing in a tracer (``use_tracer``; ``bot/telemetry.py`` does when the OTEL_* settings say
 so), and they become children of whatever span is current: the run's. Only opentelemetry-api is used, imported
 when tracing is turned on. Message text (prompts, answers, tool arguments and results) goes into a span only with
 ``content=True`` (OTEL_CAPTURE_CONTENT): a trace backend is not where a workspace's conversations belong.
@@ -23,13 +23,13 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
 #: The GenAI conventions' provider name of every OpenAI-compatible endpoint the engine talks to.
-PROVIDER = "openai"
+GENAI_PROVIDER = "openai"
 
 _tracer: Tracer | None = None
 _content = False
 
 
-def use(tracer: Tracer | None, *, content: bool = False) -> None:
+def use_tracer(tracer: Tracer | None, *, content: bool = False) -> None:
     """Spans from now on through ``tracer`` (None: off again), with message text only when ``content``."""
     global _tracer, _content
     _tracer, _content = tracer, content
@@ -77,7 +77,7 @@ class _LiveChat(ChatSpan):
         from opentelemetry.trace import SpanKind
 
         attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat", "gen_ai.provider.name": PROVIDER, "gen_ai.system": PROVIDER,
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": GENAI_PROVIDER, "gen_ai.system": GENAI_PROVIDER,
             "gen_ai.request.model": self._model, "gen_ai.request.max_tokens": self._max_tokens,
         }
         if _content:

@@ -26,8 +26,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import agent_core.telemetry as engine
-from agent_core import ConfigError, Stopped, StopReason
+from agent_core import GENAI_PROVIDER, ConfigError, Stopped, StopReason, cost_attributes, use_tracer
 from bot.identity import Conversation
 from bot.settings import Role, Settings
 
@@ -92,7 +91,7 @@ def use(provider: TracerProvider | None, *, content: bool = False, agent_name: s
     global _tracer, _agent_name
     _tracer = provider.get_tracer(SCOPE) if provider is not None else None
     _agent_name = agent_name
-    engine.use(provider.get_tracer("agent_core") if provider is not None else None, content=content)
+    use_tracer(provider.get_tracer("agent_core") if provider is not None else None, content=content)
 
 
 @contextlib.contextmanager
@@ -168,7 +167,7 @@ def run(conversation: Conversation, run_id: str, parent: str) -> Iterator[None]:
     context = None if trace.get_current_span().get_span_context().is_valid else _carried(parent)
     with _tracer.start_as_current_span(f"invoke_agent {_agent_name}", context=context, attributes={
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": _agent_name,
-        "gen_ai.provider.name": engine.PROVIDER, "agent.run_id": run_id, **_where(conversation),
+        "gen_ai.provider.name": GENAI_PROVIDER, "agent.run_id": run_id, **_where(conversation),
     }):
         yield
 
@@ -184,7 +183,7 @@ def run_finished(final: Stopped | None) -> None:
     span.set_attributes({
         "agent.stop_reason": final.reason.value, "agent.steps": final.steps,
         "gen_ai.usage.input_tokens": final.usage.prompt_tokens,
-        "gen_ai.usage.output_tokens": final.usage.completion_tokens, **engine.cost_attributes(final.usage),
+        "gen_ai.usage.output_tokens": final.usage.completion_tokens, **cost_attributes(final.usage),
     })
     if final.reason is StopReason.ERROR:
         span.set_attribute("error.type", final.reason.value)
