@@ -55,6 +55,7 @@ PROCESS_TESTS = frozenset({
     "tests/bot/test_stored_tokens.py::test_an_install_no_key_reads_is_acknowledged_with_nothing_started_and_logged_once",
     "tests/bot/test_stored_tokens.py::test_rekey_re_encrypts_every_installation_with_the_newest_key_and_refuses_what_no_key_reads",
     "tests/bot/test_supervisor.py",
+    "tests/bot/test_telemetry.py::test_python_m_bot_exports_each_process_s_spans_over_otlp_as_one_trace",
     "tests/tools/test_files.py",
     "tests/tools/test_mcp_faults.py",
     "tests/tools/test_mcp_reference.py",

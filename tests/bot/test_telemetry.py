@@ -5,8 +5,10 @@ nothing set up without OTEL_* settings."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -17,9 +19,13 @@ import agent_core.telemetry as engine_telemetry
 from agent_core import ConfigError
 from bot import telemetry
 from bot.settings import Settings
-from tests.bot.conftest import App
+from tests.bot.conftest import BOT_TOKEN, SECRET, App
+from tests.conftest import session_redis_url
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
-from tests.signing import event_body, mention, next_ts
+from tests.fakes.otlp_collector import ExportedSpan, FakeCollector
+from tests.fakes.slack_api import FakeSlack
+from tests.processes import BotProcess, free_port
+from tests.signing import event_body, mention, next_ts, signed_headers
 
 QUESTION = "what is 17 times 23?"
 ANSWER = "It is **391**."
@@ -168,3 +174,49 @@ def test_an_exporter_this_build_does_not_ship_is_one_clear_error(
 def test_a_bad_endpoint_is_refused_naming_the_setting() -> None:
     with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_ENDPOINT"):
         Settings(_env_file=None, otel_exporter_otlp_endpoint="collector:4318")  # type: ignore[call-arg]
+
+
+async def test_python_m_bot_exports_each_process_s_spans_over_otlp_as_one_trace(
+    tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    """The supervisor's web process and workers each set up their own exporter (after they started, as processes
+    of their own), and the collector gets the mention's trace in pieces from two processes, joined by the job."""
+    fake_openai.queue(tool_calls(("calculator", {"expression": "17*23"})), text(ANSWER))
+    async with FakeCollector() as collector:
+        env = {
+            "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": fake_slack.base_url,
+            "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_MAX_RETRIES": "0",
+            "LLM_PRICE_PROMPT_PER_1M": "1", "LLM_PRICE_COMPLETION_PER_1M": "2", "SLACK_POSTS_PER_SECOND": "0",
+            "SLACK_UPDATES_PER_MINUTE": "0", "HOST": "127.0.0.1", "PORT": str(free_port()),
+            "WORKER_HEALTH_PORT": str(free_port()), "REDIS_URL": session_redis_url(), "REDIS_KEY_PREFIX": key_prefix,
+            "ARQ_QUEUE_NAME": f"{key_prefix}:queue",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.base_url, "OTEL_SERVICE_NAME": "agent-under-test",
+            "OTEL_BSP_SCHEDULE_DELAY": "50",  # the SDK's own batch setting: exported within 50 ms, not 5 s
+        }
+        async with BotProcess("all", env, tmp_path / "bot.log", argv=["--processes", "2"]) as bot:
+            await bot.wait_healthy()
+            body = event_body(mention(text=f"<@UBOT> {QUESTION}", ts=next_ts()))
+            async with aiohttp.ClientSession() as http:
+                async with http.post(f"{bot.url}/slack/events", data=body,
+                                     headers=signed_headers(SECRET, body)) as resp:
+                    assert resp.status == 200
+
+            def whole(spans: list[ExportedSpan]) -> bool:
+                return sum(s.name.startswith("chat ") for s in spans) == 2 and any(
+                    s.name.startswith("invoke_agent") for s in spans)
+
+            spans = await collector.wait_for(whole)
+            assert await bot.stop() == 0
+
+    names = {s.name: s for s in spans}
+    receipt, job = names["slack.event app_mention"], names[f"process {key_prefix}:queue"]
+    run, tool = names["invoke_agent agent-under-test"], names["execute_tool calculator"]
+    assert job.parent_span_id == receipt.span_id and run.parent_span_id == job.span_id
+    assert tool.parent_span_id == run.span_id
+    assert len({s.trace_id for s in spans}) == 1
+    assert receipt.resource["slack_agent.role"] == "web"
+    assert {s.resource["slack_agent.role"] for s in spans if s is not receipt} == {"worker"}
+    assert receipt.resource["process.pid"] != run.resource["process.pid"]
+    assert {s.resource["service.name"] for s in spans} == {"agent-under-test"}
+    assert collector.content_types == {"application/x-protobuf"}
+    assert QUESTION not in str([s.attributes for s in spans])
