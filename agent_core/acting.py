@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import replace
 from typing import Literal
 
-from agent_core import progress, telemetry, text_react
+from agent_core import progress, text_react
 from agent_core.events import Observed
 from agent_core.run_state import Run, Step
 from agent_core.stopper import Stop
@@ -28,7 +28,7 @@ async def act(run: Run, step: Step, protocol: Literal["tools", "react"]) -> list
         return replace(run.scope, run_id=run.run_id, step=run.stopper.steps, task=run.progress.task,
                        thought=step.thought or "")
 
-    results = list(await asyncio.gather(*(telemetry.tool(c, run.executor.execute(c, ctx(c))) for c in step.calls)))
+    results = list(await asyncio.gather(*(run.executor.execute(c, ctx(c)) for c in step.calls)))
     for call, result in zip(step.calls, results, strict=True):
         wrapped = wrap_untrusted(call.tool, result.text)
         if protocol == "react":

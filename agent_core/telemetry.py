@@ -1,5 +1,6 @@
-"""The engine's spans, in OpenTelemetry's GenAI conventions: ``chat {model}`` per LLM call, ``execute_tool {tool}``
-per tool call. Off (the default) they cost one global read per call and create nothing.
+"""The engine's spans, in OpenTelemetry's GenAI conventions: ``chat {model}`` per LLM call, and ``execute_tool
+{tool}`` per tool call (made by ``tools.Executor``: ``tools/tracing.py``). Off (the default) they cost one global
+read per call and create nothing.
 
 The service turns them on by handing in a tracer (``use_tracer``; ``bot/telemetry.py`` does when the OTEL_* settings say
 so), and they become children of whatever span is current: the run's. Only opentelemetry-api is used, imported
@@ -10,14 +11,14 @@ when tracing is turned on. Message text (prompts, answers, tool arguments and re
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from agent_core.completion import LLMResponse
 from agent_core.events import Usage
 from agent_core.store import Message
-from tools import PreparedCall, ToolResult
+from tools import use_tool_tracer
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -33,6 +34,7 @@ def use_tracer(tracer: Tracer | None, *, content: bool = False) -> None:
     """Spans from now on through ``tracer`` (None: off again), with message text only when ``content``."""
     global _tracer, _content
     _tracer, _content = tracer, content
+    use_tool_tracer(tracer, content=content)
 
 
 class ChatSpan:
@@ -59,13 +61,6 @@ def chat(model: str, max_tokens: int, messages: Sequence[Message]) -> ChatSpan:
     if _tracer is None:
         return _OFF
     return _LiveChat(_tracer, model, max_tokens, messages)
-
-
-def tool(call: PreparedCall, work: Awaitable[ToolResult]) -> Awaitable[ToolResult]:
-    """``work``, the execution of ``call``, in its span (``work`` itself while tracing is off)."""
-    if _tracer is None:
-        return work
-    return _traced_tool(_tracer, call, work)
 
 
 class _LiveChat(ChatSpan):
@@ -113,25 +108,6 @@ def cost_attributes(usage: Usage) -> dict[str, Any]:
     (the endpoint did not report it all; ``agent_core/tokens.py`` counted)."""
     return {"agent.cost_usd": usage.cost_micros / 1_000_000, "agent.cost_micros": usage.cost_micros,
             "agent.usage_estimated": usage.estimated}
-
-
-async def _traced_tool(tracer: Tracer, call: PreparedCall, work: Awaitable[ToolResult]) -> ToolResult:
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.tool, "gen_ai.tool.call.id": call.call_id,
-        "gen_ai.tool.type": "function",
-    }
-    if _content:
-        attributes["gen_ai.tool.call.arguments"] = json.dumps(call.arguments, ensure_ascii=False)
-    # Current while it runs: an MCP tool's own client span (the mcp SDK's) becomes its child.
-    with tracer.start_as_current_span(f"execute_tool {call.tool}", attributes=attributes,
-                                      record_exception=False) as span:
-        result = await work
-        span.set_attribute("agent.tool.outcome", result.outcome.value)
-        if not result.ok:
-            _failed(span, result.outcome.value)
-        if _content:
-            span.set_attribute("gen_ai.tool.call.result", result.text)
-    return result
 
 
 def _failed(span: Span, error_type: str) -> None:

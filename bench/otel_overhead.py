@@ -79,7 +79,7 @@ async def measure(agent: Agent, mode: str, runs: int, rep: int) -> dict[str, flo
     telemetry.use(None)
     if provider is not None:
         provider.shutdown()
-        assert exporter.spans == runs * (2 * STEPS), exporter.spans  # a run span, 10 chats, 9 tool calls
+        assert exporter.spans == runs * 2 * STEPS, exporter.spans  # a run span, 10 chats, 9 tool calls
     return {"cpu_ms_per_step": (c1 - c0) * 1000 / steps, "wall_ms_per_step": (w1 - w0) * 1000 / steps,
             "spans": exporter.spans, "otlp_bytes_per_step": exporter.bytes / steps}
 

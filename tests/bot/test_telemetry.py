@@ -209,6 +209,9 @@ async def test_python_m_bot_exports_each_process_s_spans_over_otlp_as_one_trace(
             assert await bot.stop() == 0
 
     names = {s.name: s for s in spans}
+    assert sorted(names) == sorted(["slack.event app_mention", f"process {key_prefix}:queue",
+                                    "invoke_agent agent-under-test", "chat gpt-4o-mini", "execute_tool calculator"])
+    assert len(spans) == 6  # one span per thing done: the two LLM calls, the one tool call (no second tool span)
     receipt, job = names["slack.event app_mention"], names[f"process {key_prefix}:queue"]
     run, tool = names["invoke_agent agent-under-test"], names["execute_tool calculator"]
     assert job.parent_span_id == receipt.span_id and run.parent_span_id == job.span_id
