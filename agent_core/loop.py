@@ -11,19 +11,8 @@ from dataclasses import replace
 from typing import Literal, TypeVar, cast
 
 import agent_core.files_in as files_in
-from agent_core import (
-    accounting,
-    acting,
-    closing,
-    context,
-    deltas,
-    endings,
-    history,
-    progress,
-    reading,
-    telemetry,
-    text_react,
-)
+import agent_core.telemetry as telemetry
+from agent_core import accounting, acting, closing, context, deltas, endings, history, progress, reading, text_react
 from agent_core.attachments import vision_default
 from agent_core.budget import DEFAULT_BUDGET_WAIT_SECONDS, Budget, RunHolds
 from agent_core.calibration import Calibration
