@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import agent_core.telemetry as engine_telemetry
 from agent_core import ConfigError
 from bot import telemetry
+from bot.identity import Conversation, Workspace
 from bot.settings import Settings
 from tests.bot.conftest import BOT_TOKEN, SECRET, App
 from tests.conftest import session_redis_url
@@ -132,6 +133,24 @@ async def test_with_capture_content_the_spans_carry_the_messages(
     assert "391" in str((second.attributes or {})["gen_ai.output.messages"])
     assert (tool.attributes or {})["gen_ai.tool.call.arguments"] == '{"expression": "17*23"}'
     assert (tool.attributes or {})["gen_ai.tool.call.result"] == "391"
+
+
+def test_a_run_without_a_job_joins_its_mention_s_trace_and_an_unreadable_context_starts_one(
+    exporter: InMemorySpanExporter,
+) -> None:
+    # A run a worker took over from a dead one (bot.queue.resume) has no job span: the turn's context links it.
+    traced(exporter)
+    conversation = Conversation(Workspace("T0001"), "C1", "1.0")
+    with telemetry.receipt("app_mention", conversation, "Ev1"):
+        parent = telemetry.traceparent()
+    with telemetry.run(conversation, "run-1", parent):
+        pass
+    with telemetry.job("00-not-a-trace-context", "job-2", 1, "queue"):
+        pass
+    receipt, run, job = exporter.get_finished_spans()
+    assert parent.startswith("00-") and child_of(run, receipt)
+    assert job.parent is None and job.context is not None and receipt.context is not None
+    assert job.context.trace_id != receipt.context.trace_id
 
 
 def test_without_otel_settings_nothing_is_set_up(settings: Settings) -> None:
