@@ -33,7 +33,7 @@ from bot.settings import Role, Settings
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.trace import Tracer
+    from opentelemetry.trace import SpanKind, Tracer
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +123,9 @@ def receipt(event_type: str, conversation: Conversation, event_id: str) -> Itera
         return
     from opentelemetry.trace import SpanKind
 
-    with _tracer.start_as_current_span(f"slack.event {event_type}", kind=SpanKind.SERVER, attributes={
+    with _span(_tracer, f"slack.event {event_type}", {
         "slack.event.type": event_type, "slack.event.id": event_id, **_where(conversation),
-    }):
+    }, kind=SpanKind.SERVER):
         yield
 
 
@@ -148,11 +148,10 @@ def job(parent: str, job_id: str, job_try: int, queue: str) -> Iterator[None]:
         return
     from opentelemetry.trace import SpanKind
 
-    with _tracer.start_as_current_span(f"process {queue}", context=_carried(parent), kind=SpanKind.CONSUMER,
-                                       attributes={
+    with _span(_tracer, f"process {queue}", {
         "messaging.system": "arq", "messaging.operation.type": "process", "messaging.destination.name": queue,
         "messaging.message.id": job_id, "agent.job.try": job_try,
-    }):
+    }, kind=SpanKind.CONSUMER, context=_carried(parent)):
         yield
 
 
@@ -165,10 +164,10 @@ def run(conversation: Conversation, run_id: str, parent: str) -> Iterator[None]:
     from opentelemetry import trace
 
     context = None if trace.get_current_span().get_span_context().is_valid else _carried(parent)
-    with _tracer.start_as_current_span(f"invoke_agent {_agent_name}", context=context, attributes={
+    with _span(_tracer, f"invoke_agent {_agent_name}", {
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": _agent_name,
         "gen_ai.provider.name": GENAI_PROVIDER, "agent.run_id": run_id, **_where(conversation),
-    }):
+    }, context=context):
         yield
 
 
@@ -188,6 +187,25 @@ def run_finished(final: Stopped | None) -> None:
     if final.reason is StopReason.ERROR:
         span.set_attribute("error.type", final.reason.value)
         span.set_status(StatusCode.ERROR)
+
+
+@contextlib.contextmanager
+def _span(
+    tracer: Tracer, name: str, attributes: dict[str, Any], *, kind: SpanKind | None = None,
+    context: Context | None = None,
+) -> Iterator[None]:
+    """A current span that names a failure by its exception's type alone: the message may quote what must not leave
+    the process (a user's words, a URL's credentials), and the SDK would copy it into the span."""
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    with tracer.start_as_current_span(name, context=context, kind=kind or SpanKind.INTERNAL, attributes=attributes,
+                                      record_exception=False, set_status_on_exception=False) as span:
+        try:
+            yield
+        except BaseException as exc:
+            span.set_attribute("error.type", type(exc).__qualname__)
+            span.set_status(StatusCode.ERROR)
+            raise
 
 
 def _where(conversation: Conversation) -> dict[str, Any]:

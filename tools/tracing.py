@@ -110,8 +110,9 @@ def tool_span(tool: str, call_id: str, run_id: str) -> Iterator[Any]:
         return
     attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id,
                   "gen_ai.tool.type": "function", "agent.run_id": run_id}
-    with _tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes,
-                                       record_exception=False) as span:
+    # The outcome is ``finish_span``'s to set: an exception's message may quote the call's arguments.
+    with _tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes, record_exception=False,
+                                       set_status_on_exception=False) as span:
         yield span
 
 

@@ -22,7 +22,7 @@ from bot.identity import Conversation, Workspace
 from bot.settings import Settings
 from tests.bot.conftest import BOT_TOKEN, SECRET, App
 from tests.conftest import session_redis_url
-from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from tests.fakes.openai_server import FakeOpenAI, error, text, tool_calls
 from tests.fakes.otlp_collector import ExportedSpan, FakeCollector
 from tests.fakes.slack_api import FakeSlack
 from tests.processes import BotProcess, free_port
@@ -133,6 +133,24 @@ async def test_with_capture_content_the_spans_carry_the_messages(
     assert "391" in str((second.attributes or {})["gen_ai.output.messages"])
     assert (tool.attributes or {})["gen_ai.tool.call.arguments"] == '{"expression": "17*23"}'
     assert (tool.attributes or {})["gen_ai.tool.call.result"] == "391"
+
+
+async def test_a_failed_llm_call_is_an_error_span_naming_its_cause_and_not_the_provider_s_words(
+    app: App, fake_openai: FakeOpenAI, exporter: InMemorySpanExporter
+) -> None:
+    traced(exporter)
+    fake_openai.queue(error(503, "upstream overloaded while reading: what is 17 times 23?"))
+    resp = await app.post_event(event_body(mention(text=f"<@UBOT> {QUESTION}")))
+    assert resp.status == 200
+    await app.drain()
+    spans = exporter.get_finished_spans()
+    [chat] = by_name(spans, "chat ")
+    [run] = by_name(spans, "invoke_agent ")
+    assert chat.status.status_code is trace.StatusCode.ERROR and chat.status.description is None
+    assert (chat.attributes or {})["error.type"] == "server_error"
+    assert (run.attributes or {})["agent.stop_reason"] == "error" and run.status.status_code is trace.StatusCode.ERROR
+    assert "17 times 23" not in every_value(spans) and "overloaded" not in every_value(spans)
+    assert all(not s.events for s in spans)  # no exception recorded with its message
 
 
 def test_a_run_without_a_job_joins_its_mention_s_trace_and_an_unreadable_context_starts_one(
