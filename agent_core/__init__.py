@@ -47,6 +47,7 @@ from agent_core.request import RunRequest
 from agent_core.settings import AgentSettings
 from agent_core.sse import DeltaSink, StreamDelta
 from agent_core.store import InMemoryThreadStore, Message, Progress, ThreadState, ThreadStore
+from agent_core.telemetry import GENAI_PROVIDER, cost_attributes, use_tracer
 
 __all__ = [
     "Agent",
@@ -67,6 +68,7 @@ __all__ = [
     "DeltaSink",
     "Event",
     "FinalAnswer",
+    "GENAI_PROVIDER",
     "InMemoryBudget",
     "InMemoryThreadStore",
     "Keys",
@@ -107,9 +109,11 @@ __all__ = [
     "ToolCallRequest",
     "ToolCalled",
     "Usage",
+    "cost_attributes",
     "format_usd",
     "price_for",
     "run_together",
     "usd_to_micros",
+    "use_tracer",
     "utc_now",
 ]

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Literal, TypeVar, cast
 
 import agent_core.files_in as files_in
+import agent_core.telemetry as telemetry
 from agent_core import accounting, acting, closing, context, deltas, endings, history, progress, reading, text_react
 from agent_core.attachments import vision_default
 from agent_core.budget import DEFAULT_BUDGET_WAIT_SECONDS, Budget, RunHolds
@@ -310,7 +311,8 @@ class Agent:
             call = self.llm.complete(prompt.messages, tools=run.tools_spec, max_tokens=plan.max_tokens,
                                      model=run.model)
         started = time.perf_counter()
-        async with hold:  # given back on the way out, unless the endpoint answered
+        # Given back on the way out, unless the endpoint answered; the call's span, when tracing is on.
+        async with hold, telemetry.chat(run.model or self.llm.model, plan.max_tokens, prompt.messages) as span:
             try:
                 reply = await hold.during(call)
             except LLMError as exc:
@@ -322,6 +324,7 @@ class Agent:
                 raise
             self._observe("ok", started)
             usage = accounting.usage_of(reply, plan, self.counter, run.stopper.price)  # the run's model's price
+            span.answered(reply, usage)
             await hold.settle(usage.cost_micros,
                               run.calibration.observe(prompt.tokens + run.tools_tokens, reply.prompt_tokens or 0))
         accounting.record(run, usage)

@@ -237,12 +237,22 @@ def _file_extract(data: dict[str, Any]) -> list[Cell]:
              f"worst {csv['max_ms']:.0f} ms; peak {csv['peak_mb']:.0f} MB")]
 
 
+def _otel(data: dict[str, Any]) -> list[Cell]:
+    modes = data["modes"]
+    off, on = modes["off"]["cpu_ms_per_step"], modes["on, OTLP encoded"]["cpu_ms_per_step"]
+    return [("tracing on (OTLP encoded, batch export): extra engine CPU per step",
+             f"{med(on) - med(off):+.3f} ms",
+             f"{med(on):.3f} ms on vs {med(off):.3f} ms off ({span(on, '{:.3f}', ' ms')}); spans made, dropped: "
+             f"{med(modes['on, spans dropped']['cpu_ms_per_step']) - med(off):+.3f} ms")]
+
+
 BENCHES = (
     Bench("ack_latency", "ack_latency", ("--reps", "1", "--seconds", "5", "--rates", "200"),
           ("--reps", "3", "--seconds", "20", "--rates", "200"), _ack),
     Bench("ack_latency_500", "ack_latency", None,
           ("--reps", "3", "--seconds", "10", "--rates", "500", "--processes", "2"), _ack),
     Bench("loop_overhead", "loop_overhead", ("--quick",), ("--reps", "3"), _loop),
+    Bench("otel_overhead", "otel_overhead", ("--quick",), ("--reps", "3"), _otel),
     Bench("step_floor", "step_floor", ("--runs", "50", "--reps", "1"), ("--runs", "50", "--reps", "3"), _floor),
     Bench("first_sign", "first_sign", ("--rates", "50,200", "--seconds", "5"),
           ("--rates", "50,200", "--seconds", "10", "--reps", "3"), _first_sign),

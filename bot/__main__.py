@@ -18,7 +18,7 @@ from collections.abc import Awaitable
 from pydantic import ValidationError
 
 from agent_core import ConfigError
-from bot import audit, logs
+from bot import audit, logs, telemetry
 from bot.oauth import rekey
 from bot.queue.worker import loop_factory
 from bot.runs.toolbox import mcp_secrets
@@ -87,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         processes = args.processes or processes_for(args.role, settings)
         if processes > 1:
             return asyncio.run(supervise(args.role, processes, settings))
-        with asyncio.Runner(loop_factory=loop_factory(args.role, settings)) as runner:
-            runner.run(serve(args.role, settings))
+        # Traces, when the settings ask for them, are set up here: in each process, the supervisor's children too.
+        with telemetry.tracing(settings, args.role):
+            with asyncio.Runner(loop_factory=loop_factory(args.role, settings)) as runner:
+                runner.run(serve(args.role, settings))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 from slack_sdk.oauth.state_utils import OAuthStateUtils
 
@@ -53,6 +53,8 @@ DEFAULT_MAX_CONCURRENT_RUNS_PER_USER = 3
 DEFAULT_FILE_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_FILES_MAX_BYTES_PER_RUN = 50 * 1024 * 1024
 DEFAULT_FILE_DOWNLOAD_TIMEOUT_SECONDS = 30.0
+#: ``service.name`` of the traces when OTEL_SERVICE_NAME is not set.
+DEFAULT_OTEL_SERVICE_NAME = "slack-agent"
 #: Slack shows up to four suggested prompts; a title is a short label, a message is what gets sent.
 MAX_SUGGESTED_PROMPTS = 4
 
@@ -256,6 +258,28 @@ class Settings(AgentSettings, ToolSettings):
         default=False,
         description="Bind PORT (a worker: WORKER_HEALTH_PORT) with SO_REUSEPORT: the supervisor's children share it.",
     )
+
+    # Traces (bot/telemetry.py): off unless an OTLP endpoint is named; the SDK reads the other OTEL_* variables.
+    otel_exporter_otlp_endpoint: str = Field(
+        default="", description="OTLP/HTTP collector base URL (e.g. http://localhost:4318): traces on; empty: off."
+    )
+    otel_service_name: str = Field(
+        default=DEFAULT_OTEL_SERVICE_NAME, min_length=1, description="service.name of every process's spans."
+    )
+    otel_capture_content: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("otel_capture_content", "otel_instrumentation_genai_capture_message_content"),
+        description="Put message text (prompts, answers, tool arguments and results) in spans.",
+    )
+
+    @field_validator("otel_exporter_otlp_endpoint")
+    @classmethod
+    def _otlp_url(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.startswith(("http://", "https://")):
+            raise ConfigError(f"OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL (OTLP/HTTP), "
+                              f"got {value!r}")
+        return value
 
     @field_validator("slack_bot_token", mode="before")
     @classmethod

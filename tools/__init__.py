@@ -30,7 +30,7 @@ from tools.result import Outcome, ToolResult
 from tools.secrets import secret_values
 from tools.settings import ToolSettings
 from tools.tool import Tool
-from tools.tracing import InMemoryTraceSink, TraceRecord, TraceSink, record_dict
+from tools.tracing import InMemoryTraceSink, TraceRecord, TraceSink, record_dict, use_tool_tracer
 
 __all__ = [
     # values
@@ -67,6 +67,7 @@ __all__ = [
     "tool",
     "Registry",
     "Executor",
+    "use_tool_tracer",
     "ToolPolicy",
     "run_registry",
     "McpServers",

@@ -1,18 +1,18 @@
-"""Trace records of tool calls, the ``TraceSink`` port, an in-memory sink and optional OpenTelemetry."""
+"""Trace records of tool calls, the ``TraceSink`` port, an in-memory sink and the calls' OpenTelemetry spans."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-_otel_trace: Any
-try:  # OpenTelemetry is optional: spans are emitted only when the API package is installed.
-    import opentelemetry.trace as _otel_trace
-except ImportError:  # pragma: no cover - depends on the environment
-    _otel_trace = None
+#: The OpenTelemetry tracer of the calls' spans (None: none are made), and whether they carry the calls'
+#: arguments and results (``use_tool_tracer``: agent_core's ``use_tracer`` hands both in).
+_tracer: Any = None
+_content = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,25 +94,39 @@ class InMemoryTraceSink:
         self.records.append(rec)
 
 
+def use_tool_tracer(tracer: Any, *, content: bool = False) -> None:
+    """Spans of the calls through ``tracer`` (an OpenTelemetry ``Tracer``; None: none), with their arguments and
+    results only when ``content``."""
+    global _tracer, _content
+    _tracer, _content = tracer, content
+
+
 @contextlib.contextmanager
 def tool_span(tool: str, call_id: str, run_id: str) -> Iterator[Any]:
-    """An OpenTelemetry span around one call when OpenTelemetry is configured, else a no-op (yields None)."""
-    # With no tracer provider set, the span would be a non-recording no-op costing ~6 µs: none is made.
-    if _otel_trace is None or isinstance(_otel_trace.get_tracer_provider(), _otel_trace.ProxyTracerProvider):
+    """The call's ``execute_tool {tool}`` span (OpenTelemetry's GenAI conventions), current while the call runs (an
+    MCP tool's own client span nests in it); a no-op yielding None while no tracer is handed in."""
+    if _tracer is None:
         yield None
         return
-    tracer = _otel_trace.get_tracer("tools")
-    attributes = {"tool.name": tool, "tool.call_id": call_id, "agent.run_id": run_id}
-    with tracer.start_as_current_span(f"tool {tool}", attributes=attributes) as span:
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id,
+                  "gen_ai.tool.type": "function", "agent.run_id": run_id}
+    # The outcome is ``finish_span``'s to set: an exception's message may quote the call's arguments.
+    with _tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes, record_exception=False,
+                                       set_status_on_exception=False) as span:
         yield span
 
 
 def finish_span(span: Any, rec: TraceRecord) -> None:
-    """Put the record's outcome on the span (no-op without OpenTelemetry)."""
+    """Put the record's outcome on the span (no-op without one); its arguments and result only with content on."""
     if span is None:
         return
-    span.set_attribute("tool.outcome", rec.outcome)
-    span.set_attribute("tool.chars_full", rec.chars_full)
-    span.set_attribute("tool.chars_shaped", rec.chars_shaped)
+    span.set_attributes({"agent.tool.outcome": rec.outcome, "agent.tool.chars_full": rec.chars_full,
+                         "agent.tool.chars_shaped": rec.chars_shaped})
     if rec.error:
-        span.set_attribute("tool.error", rec.error[:500])
+        from opentelemetry.trace import StatusCode
+
+        span.set_attribute("error.type", rec.outcome)
+        span.set_status(StatusCode.ERROR)
+    if _content:
+        span.set_attribute("gen_ai.tool.call.arguments", json.dumps(rec.arguments, ensure_ascii=False))
+        span.set_attribute("gen_ai.tool.call.result", rec.result_full)

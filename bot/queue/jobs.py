@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import RedisThreadStore, RedisTraceSink, RunLeases
+from bot import telemetry
 from bot.errors import NotInstalled
 from bot.i18n import _, ngettext, speaking
 from bot.identity import Conversation
@@ -163,8 +164,9 @@ class Runtime:
                 # Our own deadline, before arq's: arq fails a timed-out job silently and never retries it, so
                 # this one ends first and goes through the failure path below (told, turn removed, slot freed).
                 async with asyncio.timeout(job_timeout(self.settings) - OWN_DEADLINE_MARGIN_SECONDS):
-                    outcome = await self.runner.run(head, resumed=job_try > 1, last_try=last_try,
-                                                    holder=holder_of(self.worker_id, job_id), job_id=job_id)
+                    with telemetry.job(head.traceparent, job_id, job_try, self.settings.arq_queue_name):
+                        outcome = await self.runner.run(head, resumed=job_try > 1, last_try=last_try,
+                                                        holder=holder_of(self.worker_id, job_id), job_id=job_id)
                 if outcome == "interrupted":
                     return "interrupted"  # slot and turn stay: the worker resuming the run frees them
                 if outcome == "elsewhere":

@@ -31,7 +31,7 @@ from agent_core import (
     StoreError,
     ThreadState,
 )
-from bot import audit, metrics
+from bot import audit, metrics, telemetry
 from bot.errors import NotInstalled, ThreadUnwritable
 from bot.i18n import N_, _, speaking
 from bot.keys import AppKeys
@@ -171,7 +171,7 @@ class TurnRunner:
         for ``holder`` unless a takeover brings one). A ``done`` run's lease is released by then."""
         # Every line logged during the run (engine, tools, posting) carries these fields.
         with log_context(run_id=turn.run_id, team=turn.workspace.team_id, channel=turn.conversation.channel_id,
-                         thread=turn.thread):
+                         thread=turn.thread), telemetry.run(turn.conversation, turn.run_id, turn.traceparent):
             lease = lease or await self.leases.acquire(lease_id(turn), holder)
             if lease is None:
                 log.info("run %s is live on another worker; leaving it alone", turn.run_id)
@@ -215,6 +215,7 @@ class TurnRunner:
             ))
         with metrics.run_in_progress():
             unwritable = await self._drive(turn, parts, lease, state, resume=resume, last_try=last_try)
+        telemetry.run_finished(parts.sink.final)
         if unwritable is None:
             return "interrupted"
         await self.after.finished(turn, parts.sink.final, parts.plan, poster.client, unwritable=unwritable,

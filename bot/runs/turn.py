@@ -90,6 +90,9 @@ class Turn:
     action_token: str = ""
     """The event's ``action_token`` ("": none): lets the run's ``slack_search`` search as the asker (stored only
     when present, like ``files``)."""
+    traceparent: str = ""
+    """The W3C ``traceparent`` of the event's receipt ("": tracing off), which the worker's spans continue (stored
+    only when present, like ``files``)."""
 
     def to_json(self) -> str:
         conv, ws = self.conversation, self.conversation.workspace
@@ -102,6 +105,8 @@ class Turn:
             record["files"] = [f.to_record() for f in self.files]
         if self.action_token:
             record["action_token"] = self.action_token
+        if self.traceparent:
+            record["traceparent"] = self.traceparent
         return json.dumps(record, ensure_ascii=False)
 
     @classmethod
@@ -125,6 +130,7 @@ class Turn:
             Conversation.parse(text("thread")), text("turn_id"), text("text"), text("user_id"),
             text("reply_thread_ts"), text("message_ts"), tuple(FileRef.from_record(f) for f in files),
             text("action_token") if "action_token" in record else "",
+            text("traceparent") if "traceparent" in record else "",
         )
 
     @property

@@ -79,6 +79,10 @@ def test_public_names() -> None:
         "DEFAULT_LEASE_RENEW_SECONDS",
         "ScriptCall",
         "run_together",
+        # traces of the engine's calls (OpenTelemetry), when the service hands a tracer in
+        "use_tracer",
+        "GENAI_PROVIDER",
+        "cost_attributes",
     }
     for name in agent_core.__all__:
         assert getattr(agent_core, name) is not None

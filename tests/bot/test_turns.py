@@ -90,3 +90,17 @@ def test_an_action_token_is_stored_only_when_the_event_carried_one() -> None:
     assert Turn.from_json(raw) == with_token
     with pytest.raises(TypeError):
         Turn.from_json(STORED.replace('"message_ts"', '"action_token": 7, "message_ts"'))
+
+
+def test_a_trace_context_is_stored_only_when_tracing_gave_one_and_older_records_read_as_none() -> None:
+    base = Turn.from_json(STORED)
+    assert base.traceparent == "" and base.to_json() == STORED  # tracing off: the previous version's bytes
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    traced = replace(base, traceparent=parent)
+    raw = traced.to_json()
+    assert json.loads(raw)["traceparent"] == parent
+    assert Turn.from_json(raw) == traced
+    # The previous version reads only the fields it knows, so a traced record is its same turn.
+    assert {k: v for k, v in json.loads(raw).items() if k != "traceparent"} == json.loads(STORED)
+    with pytest.raises(TypeError):
+        Turn.from_json(STORED.replace('"message_ts"', '"traceparent": 7, "message_ts"'))

@@ -30,6 +30,7 @@ def test_public_names() -> None:
         "ToolError",
         "matches",
         "Executor",
+        "use_tool_tracer",
         "PreparedCall",
         "wrap_untrusted",
         "Redactor",

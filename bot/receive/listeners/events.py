@@ -16,7 +16,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 
-from bot import identity
+from bot import identity, telemetry
 from bot.deps import Services
 from bot.errors import SlackLookupError
 from bot.i18n import _
@@ -26,7 +26,7 @@ from bot.receive.dedupe import Dedupe
 from bot.receive.listeners.control import may_control
 from bot.redis import as_text, awaited
 from bot.runs.files import FILES_ONLY_TASK, files_of_event
-from bot.runs.turn import Turn
+from bot.runs.turn import FileRef, Turn
 from bot.thread import mrkdwn
 from bot.thread.agent_session import close_session
 from bot.workspace import WorkspaceLimits
@@ -140,13 +140,26 @@ async def _take(
         )
     if assistant is not None:
         conv = Conversation(ws, channel, root)  # each assistant or agent-pane thread is a chat of its own
-    claim = await dedupe.claim(ws, event_id=body.get("event_id"), channel_id=channel, ts=ts)
+    with telemetry.receipt(str(event.get("type") or ""), conv, str(body.get("event_id") or "")):
+        if not await _enqueue(services, dedupe, body, event, conv, task, files):
+            return
+    if assistant is not None:
+        await _title(services, context, assistant, channel, root, task)
+
+
+async def _enqueue(
+    services: Services, dedupe: Dedupe, body: dict[str, Any], event: dict[str, Any], conv: Conversation, task: str,
+    files: tuple[FileRef, ...],
+) -> bool:
+    """Claim the delivery and queue its turn; False for a duplicate delivery."""
+    ts, thread_ts = str(event.get("ts") or ""), str(event.get("thread_ts") or "")
+    claim = await dedupe.claim(conv.workspace, event_id=body.get("event_id"), channel_id=conv.channel_id, ts=ts)
     if claim is None:
-        log.info("duplicate delivery of %s/%s ignored", channel, ts)
-        return
+        log.info("duplicate delivery of %s/%s ignored", conv.channel_id, ts)
+        return False
     turn = Turn(
         conv, turn_id=ts, text=task, user_id=str(event["user"]), reply_thread_ts=thread_ts or ts, message_ts=ts,
-        files=files, action_token=action_token_of(event),
+        files=files, action_token=action_token_of(event), traceparent=telemetry.traceparent(),
     )
     try:
         await enqueue_turn(
@@ -156,8 +169,7 @@ async def _take(
         # Give the delivery back so Slack's retry (we answer 5xx) can enqueue it.
         await dedupe.release(claim)
         raise
-    if assistant is not None:
-        await _title(services, context, assistant, channel, root, task)
+    return True
 
 
 async def _unmentioned_is_ours(
