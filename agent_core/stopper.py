@@ -66,7 +66,7 @@ class Stopper:
         self.steps = 0
         self.usage = Usage()
         self._calls: list[str] = []
-        self._seen: list[frozenset[str]] = []
+        self._seen: list[tuple[int, frozenset[str]]] = []  # (size, shingles)
         self._idle_steps: list[str] = []
 
     # -- time ---------------------------------------------------------------------------------------
@@ -205,12 +205,18 @@ class Stopper:
 
     def _is_repeat(self, text: str) -> bool:
         shingles = _shingles(text)
-        for seen in self._seen:
-            common = len(shingles & seen)  # the union's size follows from it, without building the union
-            union = len(shingles) + len(seen) - common
-            if union == 0 or common / union >= NEAR_IDENTICAL:
-                return True
-        self._seen.append(shingles)
+        size = len(shingles)
+        # Sets whose sizes differ by more than that share too little (common <= the smaller, union >= the
+        # larger): only the others are intersected, so a step stays cheap with a full window. (One of slack
+        # each way: the float bounds never leave out a set the exact test would have matched.)
+        low, high = size * NEAR_IDENTICAL - 1, size / NEAR_IDENTICAL + 1
+        for seen_size, seen in self._seen:
+            if low <= seen_size <= high:
+                common = len(shingles & seen)  # the union's size follows from it, without building the union
+                union = size + seen_size - common
+                if union == 0 or common / union >= NEAR_IDENTICAL:
+                    return True
+        self._seen.append((size, shingles))
         del self._seen[:-SEEN_WINDOW]
         return False
 
