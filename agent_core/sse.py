@@ -109,12 +109,14 @@ class _EventReader:
         self._kind = ""
 
     def feed(self, data: bytes) -> list[tuple[str, bytes | str]]:
-        buffer = self._buffer + data
+        buffer = self._buffer + data if self._buffer else data
         end = buffer.rfind(b"\n\n")
         if end < 0 or self._data or self._kind or b"\r" in buffer:  # an event under way, or CR line ends
             *lines, self._buffer = buffer.split(b"\n")
             return [event for line in lines if (event := self._line(line)) is not None]
         self._buffer = buffer[end + 2 :]
+        if buffer.find(b"\n") == end and buffer.startswith(b"data:"):  # the usual read: one event, one line
+            return [("", buffer[6:end] if buffer.startswith(b"data: ") else buffer[5:end])]
         events: list[tuple[str, bytes | str]] = []
         for block in buffer[:end].split(b"\n\n"):
             if block.startswith(b"data:") and b"\n" not in block:
