@@ -49,9 +49,8 @@ log = logging.getLogger(__name__)
 _EMPTY_TEXTS = frozenset({"", "[]", "{}", "null"})
 #: Results up to this many characters are finished on the event loop (a thread hop costs more than them).
 INLINE_RESULT_CHARS = 20_000
-#: ... and other JSON results (numbers, lists, dicts) of at most this many values (and numbers of at most 256 bits).
-INLINE_RESULT_ITEMS = 1_000
-_INLINE_INT_BITS = 256
+#: ... and other JSON results (numbers, lists, dicts) of at most this many values, numbers of at most 256 bits.
+INLINE_RESULT_ITEMS, _INLINE_INT_BITS = 1_000, 256
 #: An offending value quoted in a validation message is cut to this length.
 _MAX_QUOTED = 60
 
@@ -311,10 +310,9 @@ async def _off_loop_if_large(value: Any, fn: Callable[..., ToolResult], *args: A
 
 
 def _small(value: Any) -> bool:
-    """Whether ``value`` is plain JSON data (str, number, bool, None, list, tuple, dict) of at most
-    :data:`INLINE_RESULT_CHARS` characters of text and :data:`INLINE_RESULT_ITEMS` values: looked at without
-    serialising it, and never further than those bounds. An int or a short list is finished on the loop (a
-    thread hop cost more); anything else (a model, an object, a huge number) goes to a thread."""
+    """Whether ``value`` is plain JSON data within :data:`INLINE_RESULT_CHARS` characters of text and
+    :data:`INLINE_RESULT_ITEMS` values (looked at no further than that): an int or a short list is finished on
+    the loop, where a thread hop cost more; a model, an object or a huge number goes to a thread."""
     if isinstance(value, str):
         return len(value) <= INLINE_RESULT_CHARS
     chars, items, stack = 0, 1, [value]
@@ -329,17 +327,11 @@ def _small(value: Any) -> bool:
                 return False
         elif item is None or isinstance(item, float):
             continue
-        elif isinstance(item, list | tuple):
-            items += len(item)
+        elif isinstance(item, list | tuple | dict):
+            items += len(item) * (2 if isinstance(item, dict) else 1)  # a dict's keys and values
             if items > INLINE_RESULT_ITEMS:
                 return False
-            stack.extend(item)
-        elif isinstance(item, dict):
-            items += 2 * len(item)
-            if items > INLINE_RESULT_ITEMS:
-                return False
-            stack.extend(item.keys())
-            stack.extend(item.values())
+            stack.extend([*item.keys(), *item.values()] if isinstance(item, dict) else item)
         else:
             return False
     return True
