@@ -1,7 +1,8 @@
 """A stateless fake Chat Completions server for benchmarks, run in its own process.
 
 It answers a tool call while the request holds fewer than ``calls - 1`` tool results of the current run
-(tool messages after the last user message), then a final text; after ``--delay`` seconds (0: at once).
+(tool messages after the last user message; ``[steps N]`` in the run's task sets ``calls`` for that run), then a
+final text; after ``--delay`` seconds (0: at once).
 Usage numbers are fixed so cost accounting has work to do. ``--tool calculator`` calls the built-in
 calculator with a new expression each step (the service's real registry); ``echo`` the loop benchmark's tool.
 With ``--stream``, a request that asks for ``stream`` is answered with server-sent events as OpenAI writes them:
@@ -19,13 +20,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 from typing import Any
 
 from aiohttp import web
 
 STEPS = 10
+_STEPS = re.compile(r"\[steps (\d+)\]")
 #: Characters per streamed piece: about one token, as OpenAI streams.
 PIECE_CHARS = 4
+
+
+def _calls(messages: list[dict[str, object]], default: int) -> int:
+    """The run's LLM calls: ``[steps N]`` in its task (the last user message that is no observation), else the
+    default, so one fake serves runs of several lengths."""
+    for m in reversed(messages):
+        content = str(m.get("content", ""))
+        if m.get("role") == "user" and not content.startswith("Observation:"):
+            found = _STEPS.search(content)
+            return int(found.group(1)) if found else default
+    return default
 
 
 def _done(messages: list[dict[str, object]]) -> int:
@@ -80,10 +94,11 @@ def make_app(*, delay: float, calls: int, tool: str, stream: bool = False) -> we
     async def completions(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         done = _done(body["messages"])
+        calls_this_run = _calls(body["messages"], calls)
         n = done + 1
         usage = {"prompt_tokens": 100 + 50 * n, "completion_tokens": 20, "total_tokens": 120 + 50 * n,
                  "prompt_tokens_details": {"cached_tokens": 0}}
-        if done < calls - 1:
+        if done < calls_this_run - 1:
             if tool == "calculator":
                 arguments = json.dumps({"expression": f"{n} * 7 + {n}"})
             else:

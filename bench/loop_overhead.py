@@ -9,12 +9,13 @@ with ``OPENAI_STREAM=false`` (one JSON body a call) and once streamed (the fake 
 ~4 characters of text and arguments, as OpenAI does: ~20 a step).
 
 ``--steps 10,50,200`` also measures the raw loops and both engine loops at each run length (the fake calls the
-tool ``N - 1`` times, then answers): a step's cost should not grow with the run's length.
+tool ``N - 1`` times, then answers), the lengths interleaved run by run in one process: a step's cost should
+not grow with the run's length.
 
     python bench/loop_overhead.py [--runs 30] [--reps 3] [--quick] [--steps 10,50,200] [--json out.json]
 
-Each repetition measures ``--runs`` runs of every loop (fewer for long runs: about 300 steps a loop); the
-report is the median of the repetitions' medians.
+Each repetition measures ``--runs`` runs of every loop (``--runs / 2`` runs of each length); the report is the
+median of the repetitions' medians.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from agent_core import Agent, InMemoryBudget, InMemoryThreadStore, Limits, OpenA
 from tools import InMemoryTraceSink, Registry, ToolContext, tool
 
 STEPS = 10
+TASK = "Echo things ten times."
 RAW, RAW_STREAMED, OPENAI = "raw aiohttp loop", "raw aiohttp loop, streamed", "plain openai client loop"
 AGENT, STREAMED = "agent_core.Agent (all features)", "agent_core.Agent, streamed (all features)"
 TOOLS = [{"type": "function", "function": {"name": "echo", "description": "Echo a text.", "parameters": {
@@ -58,9 +60,9 @@ async def echo(args: EchoArgs, ctx: ToolContext) -> str:
     return " ".join([args.text] * args.times)
 
 
-async def raw_aiohttp_run(session: aiohttp.ClientSession, url: str) -> int:
+async def raw_aiohttp_run(session: aiohttp.ClientSession, url: str, task: str = TASK) -> int:
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are helpful."},
-                                      {"role": "user", "content": "Echo things ten times."}]
+                                      {"role": "user", "content": task}]
     steps = 0
     while True:
         async with session.post(url, json={"model": "gpt-4o-mini", "messages": messages, "tools": TOOLS},
@@ -85,10 +87,10 @@ async def _lines(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
             yield line
 
 
-async def raw_streamed_run(session: aiohttp.ClientSession, url: str) -> int:
+async def raw_streamed_run(session: aiohttp.ClientSession, url: str, task: str = TASK) -> int:
     """The raw loop reading a stream, as simply as it can be done: each ``data:`` line parsed as it arrives."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are helpful."},
-                                      {"role": "user", "content": "Echo things ten times."}]
+                                      {"role": "user", "content": task}]
     steps = 0
     while True:
         content: list[str] = []
@@ -152,40 +154,75 @@ async def measure(name: str, runs: int, one_run: Callable[[int], Awaitable[int]]
             "cpu_ms_max": max(cpu_per_step), "wall_ms_median": statistics.median(wall_per_step)}
 
 
-async def measure_agent(base: str, runs: int, *, stream: bool, steps: int) -> dict[str, float]:
-    """``agent_core.Agent`` with every feature on, its limits raised for ``steps``-step runs."""
+def make_agent(base: str, *, stream: bool, max_steps: int = 15) -> Agent:
+    """``agent_core.Agent`` with every feature on."""
     llm = OpenAIChatLLM(api_key="x", base_url=base, model="gpt-4o-mini", max_retries=0, stream=stream)
-    store, trace = InMemoryThreadStore(), InMemoryTraceSink()
-    limits = Limits(max_steps=steps + 5, max_tokens=10**9, max_cost_micros=10**12, max_seconds=600)
-    agent = Agent(llm, Registry([echo]), price=price_for("gpt-4o-mini"), store=store, trace=trace,
-                  budget=InMemoryBudget(10**15), secrets=["xoxb-not-a-real-token-123456"], limits=limits)
+    limits = Limits(max_steps=max_steps, max_tokens=10**9, max_cost_micros=10**12, max_seconds=600)
+    return Agent(llm, Registry([echo]), price=price_for("gpt-4o-mini"), store=InMemoryThreadStore(),
+                 trace=InMemoryTraceSink(), budget=InMemoryBudget(10**15), secrets=["xoxb-not-a-real-token-123456"],
+                 limits=limits)
 
-    async def agent_run(i: int) -> int:
-        stopped = await agent.run(RunRequest("Echo things ten times.", thread=f"bench-{i}"))
-        return stopped.steps
 
+async def agent_run(agent: Agent, i: int, task: str = TASK) -> int:
+    stopped = await agent.run(RunRequest(task, thread=f"bench-{i}"))
+    return stopped.steps
+
+
+async def measure_agent(base: str, runs: int, *, stream: bool) -> dict[str, float]:
+    agent = make_agent(base, stream=stream)
     try:
-        return await measure("agent, streamed" if stream else "agent", runs, agent_run, steps)
+        return await measure("agent, streamed" if stream else "agent", runs, lambda i: agent_run(agent, i))
     finally:
         await agent.aclose()
 
 
-async def main(runs: int, steps: int = STEPS, *, openai_loop: bool = True) -> dict[str, dict[str, float]]:
-    with fake_llm(calls=steps, tool="echo", stream=True) as (_, base):
+async def main(runs: int) -> dict[str, dict[str, float]]:
+    with fake_llm(calls=STEPS, tool="echo", stream=True) as (_, base):
         results: dict[str, dict[str, float]] = {}
         url = base + "chat/completions"
         async with aiohttp.ClientSession() as session:
-            results[RAW] = await measure("raw", runs, lambda i: raw_aiohttp_run(session, url), steps)
-            results[RAW_STREAMED] = await measure("raw, streamed", runs, lambda i: raw_streamed_run(session, url),
-                                                  steps)
-        if openai_loop:
-            client = openai.AsyncOpenAI(base_url=base, api_key="x", max_retries=0,
-                                        http_client=openai.DefaultAioHttpClient())
-            results[OPENAI] = await measure("openai", runs, lambda i: openai_run(client), steps)
-            await client.close()
-        results[AGENT] = await measure_agent(base, runs, stream=False, steps=steps)
-        results[STREAMED] = await measure_agent(base, runs, stream=True, steps=steps)
+            results[RAW] = await measure("raw", runs, lambda i: raw_aiohttp_run(session, url))
+            results[RAW_STREAMED] = await measure("raw, streamed", runs, lambda i: raw_streamed_run(session, url))
+        client = openai.AsyncOpenAI(base_url=base, api_key="x", max_retries=0,
+                                    http_client=openai.DefaultAioHttpClient())
+        results[OPENAI] = await measure("openai", runs, lambda i: openai_run(client))
+        await client.close()
+        results[AGENT] = await measure_agent(base, runs, stream=False)
+        results[STREAMED] = await measure_agent(base, runs, stream=True)
         return results
+
+
+async def lengths_once(cycles: int, lengths: list[int]) -> dict[str, dict[str, dict[str, float]]]:
+    """The raw loops and both engine loops at each run length, interleaved run by run against one fake (each
+    run's task says its length), so a length's figure and another's share the machine's moment."""
+    with fake_llm(calls=STEPS, tool="echo", stream=True) as (_, base):
+        url = base + "chat/completions"
+        plain, streamed = (make_agent(base, stream=s, max_steps=max(lengths) + 5) for s in (False, True))
+        async with aiohttp.ClientSession() as session:
+            loops: dict[str, Callable[[str, int], Awaitable[int]]] = {
+                RAW: lambda task, i: raw_aiohttp_run(session, url, task),
+                RAW_STREAMED: lambda task, i: raw_streamed_run(session, url, task),
+                AGENT: lambda task, i: agent_run(plain, i, task),
+                STREAMED: lambda task, i: agent_run(streamed, i, task),
+            }
+            for one_run in loops.values():
+                await one_run(TASK, -1)  # warm up: connections, imports, encodings
+            cpu: dict[tuple[int, str], list[float]] = {(n, name): [] for n in lengths for name in loops}
+            wall: dict[tuple[int, str], list[float]] = {key: [] for key in cpu}
+            for cycle in range(cycles):
+                for n in lengths:
+                    for name, one_run in loops.items():
+                        c0, w0 = time.process_time(), time.perf_counter()
+                        steps = await one_run(f"Echo things. [steps {n}]", cycle)
+                        c1, w1 = time.process_time(), time.perf_counter()
+                        assert steps == n, f"{name}: {steps} steps of {n}"
+                        cpu[n, name].append((c1 - c0) * 1000 / n)
+                        wall[n, name].append((w1 - w0) * 1000 / n)
+        await plain.aclose()
+        await streamed.aclose()
+    return {str(n): {name: {"cpu_ms_median": statistics.median(cpu[n, name]),
+                            "wall_ms_median": statistics.median(wall[n, name])} for name in loops}
+            for n in lengths}
 
 
 def _summaries(outs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, object]]:
@@ -200,12 +237,9 @@ def repeat(reps: int, runs: int) -> dict[str, dict[str, object]]:
 
 
 def by_length(reps: int, runs: int, lengths: list[int]) -> dict[str, dict[str, dict[str, object]]]:
-    """The raw loop and both engine loops at each run length; the repetitions interleave the lengths."""
-    outs: dict[int, list[dict[str, dict[str, float]]]] = {n: [] for n in lengths}
-    for _ in range(reps):
-        for n in lengths:
-            outs[n].append(asyncio.run(main(max(3, runs * STEPS // n), n, openai_loop=False)))
-    return {str(n): _summaries(outs[n]) for n in lengths}
+    """Per length, per loop: the summary of the repetitions' medians (``runs // 2`` cycles a repetition)."""
+    outs = [asyncio.run(lengths_once(max(3, runs // 2), lengths)) for _ in range(reps)]
+    return {str(n): _summaries([o[str(n)] for o in outs]) for n in lengths}
 
 
 if __name__ == "__main__":
