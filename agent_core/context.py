@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from agent_core.history import Window, trim
+from agent_core.history import Trail, Window
 from agent_core.store import Message
 from agent_core.tokens import (
     TOKENS_PER_MESSAGE,
@@ -18,7 +18,6 @@ from agent_core.tokens import (
     TokenCounter,
     count_lines,
     count_message,
-    count_messages,
 )
 
 SYSTEM_PROMPT = """\
@@ -54,7 +53,7 @@ def assemble(
     system: Message,
     earlier: Window,
     task: Message,
-    current: Sequence[Message],
+    current: Trail | Sequence[Message],
     progress_note: str,
     *,
     history_tokens: int,
@@ -66,31 +65,28 @@ def assemble(
     The task and the progress note are never trimmed, and a tool call never loses its result. With
     ``note_role="user"`` the note is a user message (some chat templates allow a system message only first);
     when the last message is already a user one, the note joins it, since some templates also refuse two
-    user messages in a row.
+    user messages in a row. ``current``: the run's own messages, best as the run's :class:`Trail` (counted once).
     """
-    current_list = list(current)
-    current_tokens = count_messages(counter, current_list)
-    if current_tokens > history_tokens:
-        current_list = trim(current_list, history_tokens, counter)
-        current_tokens = count_messages(counter, current_list)
+    trail = current if isinstance(current, Trail) else Trail(list(current), counter)
+    current_list, current_tokens = trail.fit(history_tokens)
     earlier_list, earlier_tokens = earlier.fit(max(history_tokens - current_tokens, 0))
+    # The earlier part's tokens are known from the window, the run's own from the trail: only the rest is
+    # counted. The note is counted by lines: most are the same as last step's.
+    head = count_message(counter, system) + count_message(counter, task)
+    floor = TOKENS_REPLY_PRIMING + head + TOKENS_PER_MESSAGE + count_lines(counter, progress_note)
     if note_role == "system":
         rest = [task, *current_list, {"role": "system", "content": progress_note}]
+        return Prompt([system, *earlier_list, *rest], floor - TOKENS_REPLY_PRIMING + current_tokens + earlier_tokens,
+                      earlier_tokens, floor)
+    rest = [task, *current_list]
+    last = rest[-1]
+    tokens = head + current_tokens + earlier_tokens
+    if last.get("role") == "user" and isinstance(last.get("content"), (str, list)):
+        content = last["content"]
+        rest[-1] = {**last, "content": f"{content}\n\n{progress_note}" if isinstance(content, str)
+                    else [*content, {"type": "text", "text": progress_note}]}  # a task with its images
+        tokens -= count_message(counter, last)  # the note joined it: counted anew
     else:
-        rest = [task, *current_list]
-        last = rest[-1]
-        if last.get("role") == "user" and isinstance(last.get("content"), str):
-            rest[-1] = {**last, "content": f"{last['content']}\n\n{progress_note}"}
-        elif last.get("role") == "user" and isinstance(last.get("content"), list):  # a task with its images
-            rest[-1] = {**last, "content": [*last["content"], {"type": "text", "text": progress_note}]}
-        else:
-            rest.append({"role": "user", "content": progress_note})
-    # The earlier part's tokens are known from the window, the run's own from above: only the rest is counted.
-    # The note (the last message, a plain system one) is counted by lines: most are the same as last step's.
-    floor = TOKENS_REPLY_PRIMING + count_message(counter, system) + count_message(counter, task) + (
-        TOKENS_PER_MESSAGE + count_lines(counter, progress_note))
-    if note_role == "system":
-        tokens = floor - TOKENS_REPLY_PRIMING + current_tokens + earlier_tokens
-    else:
-        tokens = count_messages(counter, [system, *rest]) + earlier_tokens
+        rest.append({"role": "user", "content": progress_note})
+    tokens += count_message(counter, rest[-1])
     return Prompt([system, *earlier_list, *rest], tokens, earlier_tokens, floor)

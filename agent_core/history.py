@@ -122,6 +122,91 @@ class Window:
         return self._elided[i]
 
 
+class Trail:
+    """A run's own messages (its list, which only grows), each counted once, fitted as :meth:`Window.fit` would.
+
+    The budget is the same at every step and the list only grows, so what was elided or dropped for one request
+    is elided or dropped for the next: each fit goes on from where the last one stopped, and a step costs the
+    same at step 200 as at step 2 (recounting and refitting the whole run each step made it grow with the run).
+    """
+
+    def __init__(self, messages: list[Message], counter: TokenCounter) -> None:
+        self.messages = messages  # the run's list itself: read here, appended to by the run
+        self._counter = counter
+        self._counts: list[int] = []  # per message, as fitted (an elided observation's is its marker's)
+        self._work: list[Message] = []  # ``messages`` as fitted: elided observations replaced by their marker
+        self._budget: int | None = None
+        self._whole = TOKENS_REPLY_PRIMING  # of ``messages`` as they are
+        self._total = TOKENS_REPLY_PRIMING  # of ``_work[_start:]``
+        self._elided_to = 0  # messages before this index were considered for elision
+        self._start = 0  # whole turns before this index are dropped
+
+    @property
+    def tokens(self) -> int:
+        """The whole list's tokens with the reply priming (``count_messages`` of it): nothing elided or dropped."""
+        self._take_new()
+        return self._whole
+
+    def fit(self, budget_tokens: int) -> tuple[list[Message], int]:
+        """The messages fitted into ``budget_tokens``, and their tokens with the reply priming."""
+        # What a budget elided and dropped, a smaller one elides and drops too (and goes on from there);
+        # only a larger one (never in a run) starts again.
+        if self._budget is not None and budget_tokens > self._budget and (self._elided_to or self._start):
+            self._restart()
+        self._budget = budget_tokens
+        self._take_new()
+        work = self._work
+        if self._total > budget_tokens:
+            self._elide_more(budget_tokens)
+            if self._total > budget_tokens and self._elided_to == len(work):
+                self._drop_turns(budget_tokens)
+        start = self._start
+        if start < len(work) and work[start].get("role") == "tool":  # never open with tool answers
+            start = self._next_start(start)
+            return work[start:], TOKENS_REPLY_PRIMING + sum(self._counts[start:])
+        return work[start:], self._total
+
+    def _take_new(self) -> None:
+        for message in self.messages[len(self._work) :]:
+            count = count_message(self._counter, message)
+            self._work.append(message)
+            self._counts.append(count)
+            self._total += count
+            self._whole += count
+
+    def _restart(self) -> None:
+        self._work = self.messages[: len(self._work)]
+        self._counts = [count_message(self._counter, m) for m in self._work]
+        self._total = self._whole = TOKENS_REPLY_PRIMING + sum(self._counts)
+        self._elided_to = self._start = 0
+
+    def _elide_more(self, budget_tokens: int) -> None:
+        work, counts = self._work, self._counts
+        i = self._elided_to
+        while i < len(work) and self._total > budget_tokens:
+            if _elidable(work[i]):
+                work[i] = _elide(work[i])
+                elided = count_message(self._counter, work[i])
+                self._total -= counts[i] - elided
+                counts[i] = elided
+            i += 1
+        self._elided_to = i
+
+    def _drop_turns(self, budget_tokens: int) -> None:
+        # Whole turns: an assistant message with its tool answers is one unit, never split.
+        while self._start < len(self._work) and self._total > budget_tokens:
+            end = self._next_start(self._start)
+            self._total -= sum(self._counts[self._start : end])
+            self._start = end
+
+    def _next_start(self, i: int) -> int:
+        """Where the turn after the one at ``i`` starts (the list's end after the last)."""
+        i += 1
+        while i < len(self._work) and self._work[i].get("role") == "tool":
+            i += 1
+        return i
+
+
 def trim(messages: Sequence[Message], budget_tokens: int, counter: TokenCounter) -> list[Message]:
     """Fit ``messages`` into ``budget_tokens`` (see :meth:`Window.fit`)."""
     return Window(messages, counter).fit(budget_tokens)[0]

@@ -268,10 +268,12 @@ class Agent:
             task_message, stored_task = built.sent, (built.stored if is_new else task_message)
         tools_spec = executor.registry.schemas() if self.protocol == "tools" and len(executor.registry) else None
         protocol_text = text_react.PROTOCOL_TEXT if self.protocol == "react" else ""
+        own = history.repair(current)
         run = Run(
             run_id=run_id, thread=thread, task=task_message,
             # Counted once here, fitted to what the run's own messages leave at each step.
-            earlier=history.Window(history.repair(earlier), self.counter), current=history.repair(current),
+            earlier=history.Window(history.repair(earlier), self.counter), current=own,
+            trail=history.Trail(own, self.counter),
             unsaved=[stored_task] if is_new else [], progress=replace(progress_state, status="running"),
             stopper=stopper, executor=executor,
             holds=RunHolds(budget, run_id, stopper, calibration, wait_seconds=self.budget_wait_seconds,

@@ -14,9 +14,10 @@ from agent_core.attachments import is_task_message
 from agent_core.calibration import scaled, unscaled
 from agent_core.context import Prompt, assemble
 from agent_core.events import StopReason
+from agent_core.history import Trail
 from agent_core.run_state import Run
 from agent_core.stopper import CallPlan, Stop
-from agent_core.tokens import TokenCounter, count_messages
+from agent_core.tokens import TokenCounter
 
 
 class Planner:
@@ -50,11 +51,11 @@ class Planner:
     def context(self, run: Run, *, earlier_tokens: int | None = None) -> Prompt:
         """The next call's messages; ``earlier_tokens`` caps the earlier turns below ``history_tokens``."""
         history_tokens = self.history_tokens
+        own = run.trail or Trail(run.current, self.counter)
         if earlier_tokens is not None:
-            current = count_messages(self.counter, run.current)
-            history_tokens = min(history_tokens, current + earlier_tokens)
+            history_tokens = min(history_tokens, own.tokens + earlier_tokens)
         return assemble(
-            run.system, run.earlier, run.task, run.current,
+            run.system, run.earlier, run.task, own,
             progress.note(run.progress, run.stopper, task_sent=is_task_message(run.task, run.progress.task)),
             history_tokens=history_tokens, counter=self.counter, note_role=self.note_role,
         )

@@ -11,7 +11,7 @@ from agent_core.budget.hold import RunHolds
 from agent_core.calibration import Calibration
 from agent_core.cancel import CancelToken
 from agent_core.events import StepFinished
-from agent_core.history import Window
+from agent_core.history import Trail, Window
 from agent_core.request import RunRequest
 from agent_core.stopper import Stopper
 from agent_core.store import Message, Progress, ThreadStore
@@ -65,6 +65,8 @@ class Run:
     cut_retried: bool = False
     #: The run's factor from offline token counts to the provider's, learned from its calls' usage.
     calibration: Calibration = field(default_factory=lambda: Calibration(1.0))
+    #: ``current`` counted as it grows and fitted to the history budget (see ``Trail``); made by the loop.
+    trail: Trail | None = None
 
     def remember(self, message: Message) -> None:
         """Add a message to this run's conversation and to what the next persist writes."""

@@ -5,6 +5,8 @@ Every check returns a :class:`Stop` value or None; nothing here raises to end a 
 
 from __future__ import annotations
 
+import heapq
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -55,6 +57,49 @@ def _shingles(text: str) -> frozenset[str]:
     return frozenset(" ".join(words[i : i + 3]) for i in range(len(words) - 2))
 
 
+class _Seen:
+    """The last :data:`SEEN_WINDOW` observations' shingle sets, each indexed by its prefix: its shingles of the
+    smallest hashes, as many as a set :data:`NEAR_IDENTICAL` alike must share at least one of (prefix filtering).
+    Only sets sharing a prefix shingle are compared, so a step does not cost more with a full window."""
+
+    def __init__(self) -> None:
+        self._sets: dict[int, tuple[frozenset[str], list[str]]] = {}  # by arrival number: oldest first
+        self._index: dict[str, set[int]] = {}
+        self._count = 0
+
+    def near(self, shingles: frozenset[str]) -> bool:
+        """Whether an earlier set is at least NEAR_IDENTICAL alike (Jaccard); if none, ``shingles`` is kept."""
+        prefix = _prefix(shingles)
+        for number in set().union(*(self._index.get(s, ()) for s in prefix)):
+            seen = self._sets[number][0]
+            common = len(shingles & seen)  # the union's size follows from it, without building the union
+            if common / (len(shingles) + len(seen) - common) >= NEAR_IDENTICAL:
+                return True
+        self._sets[self._count] = shingles, prefix
+        for s in prefix:
+            self._index.setdefault(s, set()).add(self._count)
+        self._count += 1
+        if len(self._sets) > SEEN_WINDOW:
+            oldest = next(iter(self._sets))
+            for s in self._sets.pop(oldest)[1]:
+                self._index[s].discard(oldest)
+                if not self._index[s]:
+                    del self._index[s]
+        return False
+
+
+def _prefix(shingles: frozenset[str]) -> list[str]:
+    """The shingles a set at least NEAR_IDENTICAL alike must share one of: with ``n`` of them, any two such sets
+    share at least ceil(0.9 n), so the first n - ceil(0.9 n) + 1 in one fixed order (by hash) meet. Every shingle
+    whose hash ties the last one is taken too, and the count errs long: never a match missed."""
+    size = len(shingles)
+    keep = min(size, size - math.floor(NEAR_IDENTICAL * size) + 1)
+    if keep >= size:
+        return list(shingles)
+    cut = heapq.nsmallest(keep, map(hash, shingles))[-1]
+    return [s for s in shingles if hash(s) <= cut]
+
+
 class Stopper:
     """Keeps the run's accounts and decides when it must end."""
 
@@ -66,7 +111,7 @@ class Stopper:
         self.steps = 0
         self.usage = Usage()
         self._calls: list[str] = []
-        self._seen: list[frozenset[str]] = []
+        self._seen = _Seen()
         self._idle_steps: list[str] = []
 
     # -- time ---------------------------------------------------------------------------------------
@@ -204,15 +249,7 @@ class Stopper:
         return None
 
     def _is_repeat(self, text: str) -> bool:
-        shingles = _shingles(text)
-        for seen in self._seen:
-            common = len(shingles & seen)  # the union's size follows from it, without building the union
-            union = len(shingles) + len(seen) - common
-            if union == 0 or common / union >= NEAR_IDENTICAL:
-                return True
-        self._seen.append(shingles)
-        del self._seen[:-SEEN_WINDOW]
-        return False
+        return self._seen.near(_shingles(text))
 
     def warnings(self) -> list[str]:
         """What the stopper is close to, for the progress note."""

@@ -133,10 +133,11 @@ def fake_slack(*, rate: float = 0.0, burst: int = 3) -> Any:
     return fake_process([os.path.join(BENCH_DIR, "fakes.py"), "slack", "--rate", str(rate), "--burst", str(burst)])
 
 
-def fake_llm(*, delay: float = 0.0, calls: int = 10, tool: str = "calculator") -> Any:
-    """The fake Chat Completions server in its own process: ``calls - 1`` tool calls, then a final answer."""
+def fake_llm(*, delay: float = 0.0, calls: int = 10, tool: str = "calculator", stream: bool = False) -> Any:
+    """The fake Chat Completions server in its own process: ``calls - 1`` tool calls, then a final answer
+    (``stream``: as server-sent events when a request asks for them)."""
     return fake_process([os.path.join(BENCH_DIR, "fake_llm.py"), "0", "--delay", str(delay), "--calls", str(calls),
-                         "--tool", tool])
+                         "--tool", tool, *(["--stream"] if stream else [])])
 
 
 async def get_json(url: str) -> Any:

@@ -53,7 +53,9 @@ def _ack(data: dict[str, Any]) -> list[Cell]:
 
 LOOPS = {
     "agent_core.Agent (all features)": "engine CPU per step: `agent_core.Agent`, every feature on",
+    "agent_core.Agent, streamed (all features)": "engine CPU per step, streamed (~20 events a step)",
     "raw aiohttp loop": "floor 1: the same 10-step loop on raw aiohttp (what any loop pays)",
+    "raw aiohttp loop, streamed": "floor 1, streamed: the raw loop reading the same events",
     "plain openai client loop": "floor 2: the same loop on the plain `openai` client",
 }
 

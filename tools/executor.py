@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 _EMPTY_TEXTS = frozenset({"", "[]", "{}", "null"})
 #: Results up to this many characters are finished on the event loop (a thread hop costs more than them).
 INLINE_RESULT_CHARS = 20_000
+#: ... and other JSON results (numbers, lists, dicts) of at most this many values, numbers of at most 256 bits.
+INLINE_RESULT_ITEMS, _INLINE_INT_BITS = 1_000, 256
 #: An offending value quoted in a validation message is cut to this length.
 _MAX_QUOTED = 60
 
@@ -302,9 +304,37 @@ async def _invoke(tool: Tool, args: BaseModel, ctx: ToolContext) -> Any:
 async def _off_loop_if_large(value: Any, fn: Callable[..., ToolResult], *args: Any) -> ToolResult:
     """``fn(*args)`` inline for a small result; in a worker thread for a large one (or one of unknown size),
     so redacting, serialising and shaping megabytes never holds the event loop (and every other run)."""
-    if isinstance(value, str) and len(value) <= INLINE_RESULT_CHARS:
+    if _small(value):
         return fn(*args)
     return await asyncio.to_thread(fn, *args)
+
+
+def _small(value: Any) -> bool:
+    """Whether ``value`` is plain JSON data within :data:`INLINE_RESULT_CHARS` characters of text and
+    :data:`INLINE_RESULT_ITEMS` values (looked at no further than that): an int or a short list is finished on
+    the loop, where a thread hop cost more; a model, an object or a huge number goes to a thread."""
+    if isinstance(value, str):
+        return len(value) <= INLINE_RESULT_CHARS
+    chars, items, stack = 0, 1, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            chars += len(item)
+            if chars > INLINE_RESULT_CHARS:
+                return False
+        elif isinstance(item, int):  # bool too
+            if item.bit_length() > _INLINE_INT_BITS:
+                return False
+        elif item is None or isinstance(item, float):
+            continue
+        elif isinstance(item, list | tuple | dict):
+            items += len(item) * (2 if isinstance(item, dict) else 1)  # a dict's keys and values
+            if items > INLINE_RESULT_ITEMS:
+                return False
+            stack.extend([*item.keys(), *item.values()] if isinstance(item, dict) else item)
+        else:
+            return False
+    return True
 
 
 def _to_json(value: Any) -> str:

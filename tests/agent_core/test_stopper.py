@@ -174,6 +174,41 @@ def test_stopper_near_identical_observations() -> None:
     assert stop is not None and stop.reason is StopReason.NO_PROGRESS
 
 
+def test_a_repeated_observation_is_found_as_by_comparing_it_with_every_one_in_the_window() -> None:
+    import random
+
+    from agent_core.stopper import NEAR_IDENTICAL, SEEN_WINDOW, _shingles
+
+    rng = random.Random(32)
+    words = [f"w{i}" for i in range(40)]
+    stopper, window = Stopper(Limits(), Price(0, 0, 0)), []  # the window kept by hand: every set compared
+    texts: list[str] = []
+    for _ in range(150):
+        texts.append(" ".join(rng.choice(words) for _ in range(rng.choice((2, 4, 12, 40, 300)))))
+        if rng.random() < 0.5:  # one a word longer than a recent one (or one out of the window by now)
+            texts.append(f"{texts[rng.randrange(max(0, len(texts) - 90), len(texts))]} {rng.choice(words)}")
+    repeats = 0
+    for observation in texts:
+        shingles = _shingles(observation)
+        expected = any(len(shingles & seen) / len(shingles | seen) >= NEAR_IDENTICAL for seen in window)
+        assert stopper._is_repeat(observation) is expected
+        if not expected:
+            window = [*window, shingles][-SEEN_WINDOW:]
+        repeats += expected
+    assert 20 < repeats < len(texts) - 20  # both answers were tested, many times
+
+
+def test_a_set_just_alike_enough_is_found_even_without_its_lowest_hashed_shingles() -> None:
+    from agent_core.stopper import _Seen
+
+    first = sorted((f"s{i}" for i in range(100)), key=hash)
+    late = [s for s in (f"t{i}" for i in range(1000)) if hash(s) > hash(first[20])][:5]
+    seen = _Seen()
+    assert not seen.near(frozenset(first))
+    assert seen.near(frozenset(first[5:] + late))  # 95 of 105 shingles shared: 0.905
+    assert not seen.near(frozenset(first[6:] + late + ["u"]))  # 94 of 106: 0.887
+
+
 async def test_budget_lowers_the_completion_cap(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:
     price = Price(prompt=0, cached_prompt=0, completion=1_000_000)  # $1 per 1M completion tokens
     budget = InMemoryBudget(limit_micros=250)

@@ -145,3 +145,24 @@ def test_a_window_fits_like_trim_and_the_prompt_counts_its_own_tokens() -> None:
         prompt = assemble({"role": "system", "content": "sys"}, window, {"role": "user", "content": "task"},
                           current, "note", history_tokens=2_000, counter=counter, note_role=role)
         assert prompt.tokens == count_messages(counter, prompt.messages)
+
+
+def test_a_runs_own_messages_fit_step_by_step_as_the_whole_list_trimmed_anew() -> None:
+    from agent_core.history import Trail
+
+    counter = counter_for("gpt-4o-mini")
+    messages: list[dict[str, object]] = []
+    steady, varied = Trail(messages, counter), Trail(messages, counter)  # one budget; a budget that changes
+    for step in range(60):
+        call = {"id": f"c{step}", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": f"step {step}", "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{step}", "content": f"result {step} " * (5 + step % 40)})
+        if step % 7 == 3:
+            messages.append({"role": "user", "content": "Your reply was empty. Call a tool or answer."})
+        # The run's budget, then a smaller one (a call near the run's token cap), then the run's again.
+        for trail, budget in ((steady, 1_500), (varied, 1_500), (varied, 900)):
+            fitted, tokens = trail.fit(budget)
+            expected = trim(messages, budget, counter) if count_messages(counter, messages) > budget else messages
+            assert fitted == expected and tokens == count_messages(counter, expected)
+            assert trail.tokens == count_messages(counter, messages)
+    assert fitted[0]["role"] != "tool" and len(fitted) < len(messages)  # the run outgrew its budget long ago

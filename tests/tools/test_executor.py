@@ -225,6 +225,32 @@ async def test_structured_results_are_rendered_as_json(ctx: ToolContext) -> None
     assert "é" in result.text  # not \\u-escaped
 
 
+@pytest.mark.parametrize(("value", "text"), [
+    (42, "42"), (2.5, "2.5"), (True, "true"), ([1, "two", None], '[1, "two", null]'),
+    (list(range(5000)), json.dumps(list(range(5000)))), ({"k": "v" * 30_000}, json.dumps({"k": "v" * 30_000})),
+    (10**100, str(10**100)),
+], ids=["int", "float", "bool", "short list", "long list", "long text in a dict", "huge int"])
+async def test_numbers_lists_and_dicts_of_any_size_are_rendered_as_json(value: Any, text: str,
+                                                                        ctx: ToolContext) -> None:
+    @tool(name="give", description="Return the value.")
+    async def give(args: NoArgs, ctx: ToolContext) -> Any:
+        return value
+
+    executor = Executor(Registry([give]))
+    result = await executor.execute(executor.prepare("give", "{}", call_id="c1"), ctx)
+    assert result.outcome is Outcome.OK and result.full == text
+
+
+def test_only_small_plain_results_are_finished_on_the_event_loop() -> None:
+    from tools.executor import _small
+
+    circular: list[Any] = []
+    circular.append(circular)
+    assert all(_small(v) for v in (42, 2.5, None, True, "x" * 20_000, [1, "a", {"k": [2.0]}], {"a": 1}))
+    assert not any(_small(v) for v in ("x" * 20_001, list(range(1001)), {"k": "v" * 20_001}, 2**300,
+                                       [["x" * 15_000], ["y" * 15_000]], circular, object(), NoArgs(), {1, 2}))
+
+
 async def test_timeout_outcome(ctx: ToolContext) -> None:
     sink = InMemoryTraceSink()
     executor = make_executor(trace=sink)
