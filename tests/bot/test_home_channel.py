@@ -17,7 +17,7 @@ from bot.settings import Settings
 from bot.thread.channel_modal import CHANNEL_CALLBACK, PICK_ACTION
 from bot.thread.home_views import CHANNEL_ACTION
 from tests.bot.conftest import SECRET, App, make_settings
-from tests.bot.test_channel_agents import ADMIN, SUPPORT, WS, ask, limits, system_of
+from tests.bot.test_channel_agents import ADMIN, SUPPORT, WS, ask, limits, system_of, tool_names
 from tests.bot.test_home_views import action_ids
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack
@@ -104,7 +104,8 @@ async def audit(redis_client: aioredis.Redis, key_prefix: str) -> list[tuple[str
 async def test_an_admin_sets_a_channels_agent_in_app_home_and_the_next_run_there_uses_it(
     app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str,
 ) -> None:
-    await limits(app, "channel verbosity compact", channel=SUPPORT)  # set by command: the form shows it
+    await limits(app, "channel verbosity compact", channel=SUPPORT)  # set by command: the form shows them
+    await limits(app, "channel tools calculator", channel=SUPPORT)
     assert CHANNEL_ACTION in action_ids(await home(app, fake_slack, ADMIN))
 
     await app.post_form(action_body(action_id=CHANNEL_ACTION, value="", user=ADMIN, team_id=TEAM))
@@ -115,18 +116,21 @@ async def test_an_admin_sets_a_channels_agent_in_app_home_and_the_next_run_there
     assert updated.params["view_id"] == "V2" and updated.params["hash"] == "1.v2"
     form = view_of(updated)
     assert initial(form) == {"prompt": None, "model": "default", "respond": "mention", "display": "default",
-                             "verbosity": "compact", "tools": []}
+                             "verbosity": "compact", "tools": ["calculator"]}
     prompt_input = next(b for b in form["blocks"] if b.get("block_id") == f"prompt:{SUPPORT}")
     assert prompt_input["element"]["max_length"] == 2000
     model_options = next(b for b in form["blocks"] if b.get("block_id") == f"model:{SUPPORT}")["element"]["options"]
     assert [o["value"] for o in model_options] == ["default", "gpt-4o-mini", "gpt-4o"]
+    tools = next(b for b in form["blocks"] if b.get("block_id") == f"tools:{SUPPORT}")["element"]["options"]
+    assert "calculator" in [o["value"] for o in tools] and len(tools) > 1  # the workspace's others, to add
 
     answer = await interact(app, submit(ADMIN, SUPPORT, {
         "prompt": "Answer as the <support> desk & be brief.", "model": "gpt-4o", "respond": "all",
-        "display": "default", "verbosity": "compact", "tools": ""}))
+        "display": "default", "verbosity": "compact", "tools": "calculator"}))
     assert answer is None  # an empty ack closes the modal
     assert await audit(redis_client, key_prefix) == [
         (f"channel:{SUPPORT}:verbosity", "(workspace's)", "compact", ADMIN),
+        (f"channel:{SUPPORT}:tools", "(workspace's)", "calculator", ADMIN),
         (f"channel:{SUPPORT}:prompt", "(workspace's)", "Answer as the <support> desk & be brief.", ADMIN),
         (f"channel:{SUPPORT}:model", "(workspace's)", "gpt-4o", ADMIN),
         (f"channel:{SUPPORT}:respond", "mention", "all", ADMIN),
@@ -136,6 +140,7 @@ async def test_an_admin_sets_a_channels_agent_in_app_home_and_the_next_run_there
 
     [run] = await ask(app, fake_openai, SUPPORT, "what is 2+2?")
     assert run.model == "gpt-4o" and "Answer as the <support> desk & be brief." in system_of(run)
+    assert tool_names(run) == ["calculator"]
     shown = await limits(app, "channel show", channel=SUPPORT, user="U1")
     assert "• respond: all" in shown and "• model: gpt-4o" in shown
 
