@@ -34,6 +34,8 @@ from tools import ToolListing
 
 EDIT_ACTION = "agent_limits_edit"
 RESET_ACTION = "agent_limits_reset"
+#: Opens the channel settings modal (``bot.thread.channel_modal``).
+CHANNEL_ACTION = "agent_channel_settings"
 MODAL_CALLBACK = "agent_limits_modal"
 RECENT_RUNS = 10
 BAR_WIDTH = 20
@@ -102,26 +104,28 @@ def home_view(
     spenders: Sequence[tuple[str, int]] = (),
     org_unreadable: bool = False,
     models: str = "",
+    channel_settings: bool = False,
 ) -> dict[str, Any]:
-    """The Home tab: budget with a bar, the limits, the tools, the last runs, buttons for admins (≤ 100 blocks)."""
-    blocks: list[dict[str, Any]] = [{"type": "header", "text": _plain(_("Agent limits and budget"))}]
+    """The Home tab: budget with a bar, the limits, the tools, the last runs, buttons for admins (≤ 100 blocks);
+    ``channel_settings``: the person may change some channel's agent."""
+    blocks: list[dict[str, Any]] = [{"type": "header", "text": plain_text(_("Agent limits and budget"))}]
     if notice:
-        blocks.append({"type": "section", "text": _mrkdwn(notice[:2900])})
+        blocks.append({"type": "section", "text": mrkdwn_text(notice[:2900])})
     if warnings := unreadable_lines(config, org_unreadable):
-        blocks.append({"type": "section", "text": _mrkdwn("\n".join(warnings)[:2900])})
-    blocks.append({"type": "section", "text": _mrkdwn(_budget_text(config, usage))})
+        blocks.append({"type": "section", "text": mrkdwn_text("\n".join(warnings)[:2900])})
+    blocks.append({"type": "section", "text": mrkdwn_text(_budget_text(config, usage))})
     if layers := layer_lines(usage, spenders, unreadable=unreadable_layers(config, org_unreadable)):
-        blocks.append({"type": "section", "text": _mrkdwn("\n".join(layers)[:2900])})
+        blocks.append({"type": "section", "text": mrkdwn_text("\n".join(layers)[:2900])})
     blocks.append(
         {
             "type": "section",
             "fields": [
-                _mrkdwn(_("*Max steps per run:* {value}").format(value=shown(config, "max_steps"))),
-                _mrkdwn(_("*Max tokens per run:* {value}").format(value=shown(config, "max_tokens"))),
-                _mrkdwn(_("*Max cost per run:* {value}").format(value=shown(config, "max_cost_micros"))),
-                _mrkdwn(_("*Budget period:* {value}").format(value=shown(config, "period"))),
-                _mrkdwn(_("*Runs at once:* {value}").format(value=shown(config, "max_concurrent"))),
-                _mrkdwn(_("*Runs at once per person:* {value}").format(
+                mrkdwn_text(_("*Max steps per run:* {value}").format(value=shown(config, "max_steps"))),
+                mrkdwn_text(_("*Max tokens per run:* {value}").format(value=shown(config, "max_tokens"))),
+                mrkdwn_text(_("*Max cost per run:* {value}").format(value=shown(config, "max_cost_micros"))),
+                mrkdwn_text(_("*Budget period:* {value}").format(value=shown(config, "period"))),
+                mrkdwn_text(_("*Runs at once:* {value}").format(value=shown(config, "max_concurrent"))),
+                mrkdwn_text(_("*Runs at once per person:* {value}").format(
                     value=shown(config, "max_concurrent_per_user"))),
             ],
         }
@@ -131,17 +135,17 @@ def home_view(
             {
                 "type": "actions",
                 "elements": [
-                    {"type": "button", "action_id": EDIT_ACTION, "text": _plain(_("Change limits")),
+                    {"type": "button", "action_id": EDIT_ACTION, "text": plain_text(_("Change limits")),
                      "style": "primary"},
                     {
                         "type": "button",
                         "action_id": RESET_ACTION,
-                        "text": _plain(_("Reset to defaults")),
+                        "text": plain_text(_("Reset to defaults")),
                         "confirm": {
-                            "title": _plain(_("Reset the limits?")),
-                            "text": _plain(_("Every limit and the budget go back to the service's defaults.")),
-                            "confirm": _plain(_("Reset")),
-                            "deny": _plain(_("Cancel")),
+                            "title": plain_text(_("Reset the limits?")),
+                            "text": plain_text(_("Every limit and the budget go back to the service's defaults.")),
+                            "confirm": plain_text(_("Reset")),
+                            "deny": plain_text(_("Cancel")),
                         },
                     },
                 ],
@@ -149,19 +153,22 @@ def home_view(
         )
     else:
         only = _("Only {who} can change these.").format(who=who_may_change)
-        blocks.append({"type": "context", "elements": [_mrkdwn(only)]})
+        blocks.append({"type": "context", "elements": [mrkdwn_text(only)]})
+    if channel_settings:
+        button = {"type": "button", "action_id": CHANNEL_ACTION, "text": plain_text(_("Channel settings"))}
+        blocks.append({"type": "actions", "elements": [button]})
     if models:  # the workspace's model choices (bot.workspace.channel_admin)
-        blocks.append({"type": "section", "text": _mrkdwn(models[:2900])})
+        blocks.append({"type": "section", "text": mrkdwn_text(models[:2900])})
     if feedback is not None:
-        blocks.append({"type": "section", "text": _mrkdwn(format_feedback(feedback)[:2900])})
+        blocks.append({"type": "section", "text": mrkdwn_text(format_feedback(feedback)[:2900])})
     blocks.extend(tools_blocks(tools, published=tools_published, is_admin=is_admin))
     blocks.append({"type": "divider"})
-    blocks.append({"type": "header", "text": _plain(_("Last {n} runs").format(n=RECENT_RUNS))})
+    blocks.append({"type": "header", "text": plain_text(_("Last {n} runs").format(n=RECENT_RUNS))})
     lines = [_run_line(r) for r in list(runs)[:RECENT_RUNS]]
     if lines:
-        blocks.extend({"type": "section", "text": _mrkdwn(line)} for line in lines)
+        blocks.extend({"type": "section", "text": mrkdwn_text(line)} for line in lines)
     else:
-        blocks.append({"type": "context", "elements": [_mrkdwn(_("No runs yet."))]})
+        blocks.append({"type": "context", "elements": [mrkdwn_text(_("No runs yet."))]})
     return {"type": "home", "blocks": blocks}
 
 
@@ -170,28 +177,28 @@ def tools_blocks(tools: Sequence[ToolListing], *, published: bool, is_admin: boo
     on = sum(t.enabled for t in tools)
     blocks: list[dict[str, Any]] = [
         {"type": "divider"},
-        {"type": "header", "text": _plain(_("Tools ({on} of {total} on)").format(on=on, total=len(tools)))},
+        {"type": "header", "text": plain_text(_("Tools ({on} of {total} on)").format(on=on, total=len(tools)))},
     ]
     lines = [tool_line(t) for t in tools[:TOOLS_SHOWN]]
     if len(tools) > TOOLS_SHOWN:
         lines.append(_("... and {n} more: `/agent-limits tools` lists them all").format(n=len(tools) - TOOLS_SHOWN))
     for start in range(0, len(lines), TOOLS_PER_BLOCK):
-        blocks.append({"type": "section", "text": _mrkdwn("\n".join(lines[start:start + TOOLS_PER_BLOCK]))})
+        blocks.append({"type": "section", "text": mrkdwn_text("\n".join(lines[start:start + TOOLS_PER_BLOCK]))})
     if not tools:
-        blocks.append({"type": "context", "elements": [_mrkdwn(_("No tools are enabled in this deployment."))]})
+        blocks.append({"type": "context", "elements": [mrkdwn_text(_("No tools are enabled in this deployment."))]})
     notes = [] if published else [_(NO_CATALOG_NOTE)]
     if is_admin:
         notes.append(_("Turn one on or off with `/agent-limits tools enable|disable <name>` (`time__*`: a whole "
                        "server)."))
     if notes:
-        blocks.append({"type": "context", "elements": [_mrkdwn(n) for n in notes]})
+        blocks.append({"type": "context", "elements": [mrkdwn_text(n) for n in notes]})
     return blocks
 
 
 def unavailable_view() -> dict[str, Any]:
     """The Home tab when the limits store cannot be read."""
     text = _("The limits store is unavailable right now, so the budget cannot be shown. Try again shortly.")
-    return {"type": "home", "blocks": [{"type": "section", "text": _mrkdwn(text)}]}
+    return {"type": "home", "blocks": [{"type": "section", "text": mrkdwn_text(text)}]}
 
 
 def _money_text(micros: int | None) -> str:
@@ -209,7 +216,7 @@ def limits_modal(config: WorkspaceConfig) -> dict[str, Any]:
     blocks: list[dict[str, Any]] = []
     for block_id, label in _INPUTS:
         if block_id == "period":
-            options = [{"text": _plain(p), "value": p} for p in ("monthly", "daily")]
+            options = [{"text": plain_text(p), "value": p} for p in ("monthly", "daily")]
             element: dict[str, Any] = {
                 "type": "static_select",
                 "action_id": "value",
@@ -221,18 +228,19 @@ def limits_modal(config: WorkspaceConfig) -> dict[str, Any]:
             if initial[block_id]:
                 element["initial_value"] = initial[block_id]
         hint = _("0 freezes spending. Applies to the next run.") if block_id == "budget_micros" else ""
-        block: dict[str, Any] = {"type": "input", "block_id": block_id, "label": _plain(_(label)), "element": element}
+        block: dict[str, Any] = {"type": "input", "block_id": block_id, "label": plain_text(_(label)),
+                                 "element": element}
         if hint:
-            block["hint"] = _plain(hint)
+            block["hint"] = plain_text(hint)
         if block_id == "budget_micros" and config.budget_micros is None:
             block["optional"] = True  # no budget now: left empty, it stays that way
         blocks.append(block)
     return {
         "type": "modal",
         "callback_id": MODAL_CALLBACK,
-        "title": _plain(_("Agent limits")),
-        "submit": _plain(_("Save")),
-        "close": _plain(_("Cancel")),
+        "title": plain_text(_("Agent limits")),
+        "submit": plain_text(_("Save")),
+        "close": plain_text(_("Cancel")),
         "private_metadata": json.dumps({"v": 1}),
         "blocks": blocks,
     }
@@ -260,9 +268,9 @@ def read_modal(view: Mapping[str, Any]) -> tuple[list[tuple[ConfigField, ConfigV
     return changes, errors
 
 
-def _plain(text: str) -> dict[str, Any]:
+def plain_text(text: str) -> dict[str, Any]:
     return {"type": "plain_text", "text": text, "emoji": True}
 
 
-def _mrkdwn(text: str) -> dict[str, Any]:
+def mrkdwn_text(text: str) -> dict[str, Any]:
     return {"type": "mrkdwn", "text": text}

@@ -9,7 +9,7 @@ bots no list of a channel's managers). The workspace's own choices are its admin
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,24 +90,33 @@ class ChannelAdmin:
             return _("Run `/agent-limits channel ...` in the channel it is for.")
         if isinstance(command, ChannelShow):
             return self.shown(channel_id, await self.settings(ws, channel_id))
-        refusal = await self._may_change(client, ws, user_id, channel_id)
+        refusal = await self.refusal(client, ws, user_id, channel_id)
         if refusal:
             return refusal
         if isinstance(command, ChannelReset):
             done = await self.store.write_audited(ws, self.key(ws, channel_id), lambda raw: _reset(
                 ChannelSettings.decode(raw), channel_id, user_id, self.store.clock()))
-            return _changed(done) if done else _("This channel already follows the workspace; nothing changed.")
-        problem = await self._invalid(client, ws, channel_id, command)
+            return changed_text(done) if done else _("This channel already follows the workspace; nothing changed.")
+        problem = await self.invalid(client, ws, channel_id, command)
         if problem:
             return _("Nothing changed: {problem}").format(problem=problem)
-        done = await self.store.write_audited(ws, self.key(ws, channel_id), lambda raw: _set(
-            ChannelSettings.decode(raw), command, channel_id, user_id, self.store.clock()))
+        done = await self.write(ws, user_id, channel_id, [command])
         if not done:
             return _("That is this channel's setting already; nothing changed.")
         if command.setting == "prompt" and command.value:
             return _("This channel's instructions, from the next run:\n```{prompt}```").format(
                 prompt=escaped(command.value))
-        return _changed(done)
+        return changed_text(done)
+
+    async def write(self, ws: Workspace, user_id: str, channel_id: str, commands: Sequence[ChannelSet]) -> list[Change]:
+        """Set valid, allowed values, audited, in one transaction; the changes (none when all were set already)."""
+        return await self.store.write_audited(ws, self.key(ws, channel_id), lambda raw: _set(
+            ChannelSettings.decode(raw), commands, channel_id, user_id, self.store.clock()))
+
+    async def may_open(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
+        """Whether ``user_id`` may change some channel's agent: an admin, or anyone where channel creators may
+        (which channels a person created, Slack says only channel by channel)."""
+        return await self.users.is_admin(client, ws, user_id) or (await self.choices(ws)).channel_managers
 
     async def summary(self, ws: Workspace) -> str:
         """The workspace's model choices, for ``show`` and App Home."""
@@ -163,7 +172,8 @@ class ChannelAdmin:
                     "workspace's budget without asking the agent")
         return ChannelInfo(str(channel.get("creator") or ""), why)
 
-    async def _may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str, channel_id: str) -> str:
+    async def refusal(self, client: AsyncWebClient, ws: Workspace, user_id: str, channel_id: str) -> str:
+        """Why ``user_id`` may not change the channel's agent ("" when they may)."""
         if await self.users.is_admin(client, ws, user_id):
             return ""
         if (await self.choices(ws)).channel_managers:
@@ -176,7 +186,7 @@ class ChannelAdmin:
         return _("Only {who} can change this channel's agent. Anyone can see it with "
                  "`/agent-limits channel show`.").format(who=self.users.who_may_change())
 
-    async def _invalid(self, client: AsyncWebClient, ws: Workspace, channel_id: str, command: ChannelSet) -> str:
+    async def invalid(self, client: AsyncWebClient, ws: Workspace, channel_id: str, command: ChannelSet) -> str:
         """Why the value cannot be set here ("" when it can)."""
         if not command.value:
             return ""
@@ -219,19 +229,22 @@ class ChannelAdmin:
             return {field: value or None}, [change]
 
         done = await self.store.write_audited(ws, self.store.keys.settings(ws), plan)
-        return _changed(done) if done else _("That is the current value already; nothing changed.")
+        return changed_text(done) if done else _("That is the current value already; nothing changed.")
 
 
 def _set(
-    before: ChannelSettings, command: ChannelSet, channel_id: str, actor: str, at: Any
+    before: ChannelSettings, commands: Sequence[ChannelSet], channel_id: str, actor: str, at: Any
 ) -> tuple[dict[str, str | None], list[Change]]:
-    old = before.stored(command.setting)
-    if old == command.value:
-        return {}, []
-    after = ChannelSettings.decode({**_stored(before), command.setting: command.value})
-    change = Change(actor, at, channel_field(channel_id, command.setting), before.shown(command.setting),
-                    after.shown(command.setting))
-    return {command.setting: command.value or None}, [change]
+    writes: dict[str, str | None] = {}
+    audit: list[Change] = []
+    for command in commands:
+        if before.stored(command.setting) == command.value:
+            continue
+        after = ChannelSettings.decode({**_stored(before), command.setting: command.value})
+        audit.append(Change(actor, at, channel_field(channel_id, command.setting), before.shown(command.setting),
+                            after.shown(command.setting)))
+        writes[command.setting] = command.value or None
+    return writes, audit
 
 
 def _reset(
@@ -251,7 +264,7 @@ def _stored(settings: ChannelSettings) -> dict[str, str]:
     return {s: v for s in SETTINGS if (v := settings.stored(s))}
 
 
-def _changed(done: list[Change]) -> str:
+def changed_text(done: list[Change]) -> str:
     lines = "\n".join(f"• {_label(c.field)}: {escaped(_short(c.old))} → {escaped(_short(c.new))}" for c in done)
     return _("Changed (applies from the next run):\n{lines}").format(lines=lines)
 

@@ -97,13 +97,25 @@ def _parse_channel(args: list[str], text: str) -> ChannelCommand | str:
     setting = next((s for s in SETTINGS if s == what), None)
     if setting is None:
         return _("`channel` takes one of: show, reset, {settings}.").format(settings=", ".join(SETTINGS))
-    values = args[1:]
-    if not values:
+    if not args[1:]:
         return _("`channel {setting}` needs a value (or `default` for the workspace's).").format(setting=setting)
-    if len(values) == 1 and values[0].lower() == DEFAULT_WORD:
+    if setting == "prompt":
+        match = _PROMPT_RE.fullmatch(text)
+        prompt = match[1] if match else ""
+        for entity, char in _ENTITIES:
+            prompt = prompt.replace(entity, char)
+        return channel_set("prompt", prompt)
+    return channel_set(setting, " ".join(args[1:]))
+
+
+def channel_set(setting: ChannelSetting, value: str) -> ChannelSet | str:
+    """One setting's value as typed (the command's words, or an App Home field) checked and made a
+    :class:`ChannelSet`; a str is what was wrong. Empty or ``default``: the workspace's."""
+    values = value.split()
+    if not values or (len(values) == 1 and values[0].lower() == DEFAULT_WORD):
         return ChannelSet(setting, "")
     if setting == "prompt":
-        return _prompt(text)
+        return _prompt(value.strip())
     if setting == "tools":
         return _tools(values)
     word = values[0].lower() if len(values) == 1 else ""
@@ -118,11 +130,7 @@ def _parse_channel(args: list[str], text: str) -> ChannelCommand | str:
     return ChannelSet(setting, "" if setting == "respond" and word == "mention" else word)
 
 
-def _prompt(text: str) -> ChannelSet | str:
-    match = _PROMPT_RE.fullmatch(text)
-    prompt = match[1] if match else ""
-    for entity, char in _ENTITIES:
-        prompt = prompt.replace(entity, char)
+def _prompt(prompt: str) -> ChannelSet | str:
     if len(prompt) > PROMPT_MAX_CHARS:
         return _("The channel prompt is {n:,} characters; it may have {cap:,} at most.").format(
             n=len(prompt), cap=PROMPT_MAX_CHARS)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.thread.home_views import EDIT_ACTION, MODAL_CALLBACK, RESET_ACTION
+from bot.thread.home_views import CHANNEL_ACTION, EDIT_ACTION, MODAL_CALLBACK, RESET_ACTION
 from bot.workspace import RunRecord, WorkspaceConfig
 from tests.bot.test_commands import DEFAULTS, LISTED, TEAM, WS, Harness, harness
 from tests.bot.test_home_views import action_ids, texts
@@ -94,7 +94,7 @@ async def test_home_tab_is_published_with_the_budget_limits_and_last_runs(harnes
     ]:
         assert expected in shown, (expected, shown)
     assert "<@U1> ·" not in shown  # only the last ten runs (U2..U11)
-    assert action_ids(view) == [EDIT_ACTION, RESET_ACTION]
+    assert action_ids(view) == [EDIT_ACTION, RESET_ACTION, CHANNEL_ACTION]
 
 
 async def test_members_see_the_figures_but_no_buttons(harness: Harness):

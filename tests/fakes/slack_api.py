@@ -247,6 +247,12 @@ class _Waiter:
     future: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
+def _view_of(params: dict[str, Any]) -> dict[str, Any]:
+    """The ``view`` argument of views.open/update, sent as JSON text or an object."""
+    view = params.get("view") or {}
+    return dict(json.loads(view) if isinstance(view, str) else view)
+
+
 class FakeSlack:
     """An aiohttp Slack Web API on 127.0.0.1 and a random port."""
 
@@ -324,6 +330,8 @@ class FakeSlack:
         self.sessions: dict[tuple[str, str], dict[str, str]] = {}
         #: Every status set, in order: (channel, thread ts, status).
         self.session_statuses: list[tuple[str, str, str]] = []
+        #: views.update: each view's hash now (a modal is updated only with its latest hash, or none).
+        self.view_hashes: dict[str, str] = {}
 
     # --- lifecycle
 
@@ -497,7 +505,8 @@ class FakeSlack:
             "conversations.info": self._conversation_info,
             "apps.connections.open": self._connections_open,
             "views.publish": lambda p: {"ok": True, "view": {"id": "V1"}},
-            "views.open": lambda p: {"ok": True, "view": {"id": "V2"}},
+            "views.open": lambda p: {"ok": True, "view": {**_view_of(p), "id": "V2", "hash": "1.v2"}},
+            "views.update": self._views_update,
             "chat.getPermalink": self._permalink,
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
@@ -774,6 +783,17 @@ class FakeSlack:
         if str(params.get("include_locale")).lower() in ("1", "true"):
             user["locale"] = locale
         return {"ok": True, "user": user}
+
+    def _views_update(self, params: dict[str, Any]) -> dict[str, Any]:
+        """As Slack: the view replaced, a new hash; a stale ``hash`` (another update came first) is refused."""
+        view_id = str(params.get("view_id") or "")
+        if not view_id:
+            return {"ok": False, "error": "invalid_arguments"}
+        stale = params.get("hash") and params.get("hash") != self.view_hashes.get(view_id, params.get("hash"))
+        if stale:
+            return {"ok": False, "error": "hash_conflict"}
+        self.view_hashes[view_id] = f"{len(self.view_hashes) + 2}.{view_id}"
+        return {"ok": True, "view": {**_view_of(params), "id": view_id, "hash": self.view_hashes[view_id]}}
 
     def _conversation_info(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = str(params.get("channel", ""))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncApp
 
 from bot.deps import Services
-from bot.receive.listeners import actions, assistant, commands, events, feedback, home
+from bot.receive.listeners import actions, assistant, commands, events, feedback, home, home_channel
 
 
 def register(app: AsyncApp, services: Services) -> None:
@@ -17,4 +17,5 @@ def register(app: AsyncApp, services: Services) -> None:
     commands.register(app, services, limits)
     assistant.register(app, services)  # before home: its Messages-tab app_home_opened listener must match first
     home.register(app, services, limits)
+    home_channel.register(app, services, limits)
     feedback.register(app, limits)

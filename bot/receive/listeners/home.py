@@ -49,7 +49,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
 
     async def on_edit(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
-        client, ws, user_id = context.client or services.slack, workspace_of(context), _user_of(body)
+        client, ws, user_id = context.client or services.slack, workspace_of(context), user_of(body)
         with speaking(await rules.users.locale(client, ws, user_id)):
             notice = await _authorize(rules, client, ws, user_id)
             if notice:
@@ -60,7 +60,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
 
     async def on_reset(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
-        client, ws, user_id = context.client or services.slack, workspace_of(context), _user_of(body)
+        client, ws, user_id = context.client or services.slack, workspace_of(context), user_of(body)
         with speaking(await rules.users.locale(client, ws, user_id)):
             try:
                 reply = await rules.reset(client, ws, user_id)
@@ -69,7 +69,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
             await publish_home(rules, client, ws, user_id, notice=reply)
 
     async def on_submit(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], context: AsyncBoltContext) -> None:
-        client, ws, user_id = context.client or services.slack, workspace_of(context), _user_of(body)
+        client, ws, user_id = context.client or services.slack, workspace_of(context), user_of(body)
         with speaking(await rules.users.locale(client, ws, user_id)):
             await _submit(rules, client, ws, user_id, ack, view)
 
@@ -101,7 +101,7 @@ async def _submit(
     await publish_home(rules, client, ws, user_id, notice=reply)
 
 
-def _user_of(body: Mapping[str, Any]) -> str:
+def user_of(body: Mapping[str, Any]) -> str:
     return str((body.get("user") or {}).get("id", ""))
 
 
@@ -122,6 +122,7 @@ async def publish_home(
             is_admin = await rules.may_change(client, ws, user_id)
         except SlackLookupError:
             is_admin = False
+        channel_settings = is_admin or (await rules.channels.choices(ws)).channel_managers
         config = await rules.store.get(ws)
         org = await rules.org_budget(ws)
         budget = await rules.budget(ws, config, user_id, org=org)
@@ -133,6 +134,7 @@ async def publish_home(
             config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice,
             tools=tools, tools_published=published, feedback=feedback, spenders=spenders,
             org_unreadable=org is not None and org.unreadable, models=await rules.channels.summary(ws),
+            channel_settings=channel_settings,
         )
     except StoreError as exc:
         log.warning("App Home for %s: %s", user_id, exc)
