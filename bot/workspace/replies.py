@@ -231,7 +231,7 @@ def layer_lines(
             ).format(budget=_per(layer), spent=spent, remaining=format_usd(layer.remaining_micros or 0),
                      date=_reset_date(layer)))
         elif layer.name == PERSON_LAYER:
-            cap = "none" if layer.limit_micros is None else _per(layer)
+            cap = _("none") if layer.limit_micros is None else _per(layer)
             lines.append(_("• Per-person cap: {cap}; you spent {spent}").format(cap=cap, spent=spent))
     if spenders:
         top = ", ".join(f"<@{user}> {format_usd(micros)}" for user, micros in spenders)
