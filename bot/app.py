@@ -49,6 +49,7 @@ SIGNATURE_LENGTH = 3 + 64
 #: Deeper JSON than Slack ever sends; json.loads would hit the recursion limit near 1,000.
 MAX_JSON_DEPTH = 64
 
+#: English on purpose: without the workspace's token no users.info can say the asker's language.
 NO_INSTALLATION_REPLY = (
     ":warning: The agent can't act in this workspace right now: its installation here is missing or can't be read. "
     "Reinstalling the app fixes it; its operator has the details in the log."

@@ -41,7 +41,10 @@ from slack_bolt.error import BoltError
 
 
 class SlackLookupError(Exception):
-    """users.info failed, so nobody's permissions can be decided; the reply asks to try again."""
+    """users.info failed, so nobody's permissions can be decided; the reply asks to try again.
+
+    Its text is English on purpose: the asker's language is their users.info ``locale``, which is what failed (the
+    bot's one reply whose reader's language cannot be known besides ``app.NO_INSTALLATION_REPLY``)."""
 
     def __init__(self, user_id: str, error: str) -> None:
         super().__init__(

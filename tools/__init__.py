@@ -8,6 +8,7 @@ from tools.builtins import builtin_registry
 from tools.context import Approver, RefuseAll, RunFile, SlackReader, ToolContext
 from tools.egress import (
     DEFAULT_GUARD_MODE,
+    BadDomain,
     EgressAnswer,
     EgressApprover,
     EgressPolicy,
@@ -23,7 +24,7 @@ from tools.executor import DEFAULT_OBSERVATION_MAX_CHARS, Executor, PreparedCall
 from tools.files import Extracted, Kind, extract, kind_of, prepare_image, sniff
 from tools.mcp import McpConfigError, McpServers
 from tools.outbox import Outbox, OutgoingFile
-from tools.policy import OFFERED_ONLY, ToolListing, ToolPolicy, matches, run_registry
+from tools.policy import ToolListing, ToolPolicy, matches, run_registry
 from tools.redact import Redactor, wrap_untrusted
 from tools.registry import Registry, tool
 from tools.result import Outcome, ToolResult
@@ -49,6 +50,7 @@ __all__ = [
     "DEFAULT_GUARD_MODE",
     "DEFAULT_OBSERVATION_MAX_CHARS",
     "parse_domain",
+    "BadDomain",
     "OutgoingFile",
     "Extracted",
     "Kind",
@@ -73,7 +75,6 @@ __all__ = [
     "McpServers",
     "McpConfigError",
     "ToolError",
-    "OFFERED_ONLY",
     "ToolListing",
     "matches",
     "Redactor",

@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from tools.context import ToolContext
@@ -155,16 +155,34 @@ _LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
 _DOMAIN = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*$")
 
 
+#: Why an entry is no host to list: a URL, a ``*.`` wildcard, a port, or no host name at all.
+DomainProblem = Literal["url", "wildcard", "port", "not_a_host"]
+
+
+class BadDomain(ValueError):
+    """An entry ``parse_domain`` refuses: its English message, and the parts a caller words for its reader in
+    another language (``problem``, the entry as ``given``, the host to type ``instead`` when there is one)."""
+
+    def __init__(self, problem: DomainProblem, given: str, message: str, instead: str = "") -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.given = given
+        self.instead = instead
+
+
 def parse_domain(raw: str) -> str:
     """An ``allow-domain`` / ``deny-domain`` entry as the guard matches it (lower case, no trailing dot);
-    ValueError saying what to type instead. The entry covers its subdomains, so no ``*.`` and no port."""
-    entry = raw.strip().lower().rstrip(".")
+    BadDomain saying what to type instead. The entry covers its subdomains, so no ``*.`` and no port."""
+    given = raw.strip()
+    entry = given.lower().rstrip(".")
     if "://" in entry or "/" in entry:
-        raise ValueError(f"{raw.strip()!r} is a URL: give its host name alone, e.g. docs.example.com")
+        raise BadDomain("url", given, f"{given!r} is a URL: give its host name alone, e.g. docs.example.com")
     if entry.startswith("*."):
-        raise ValueError(f"{raw.strip()!r}: leave out '*.', {entry[2:]} already covers its subdomains")
+        raise BadDomain("wildcard", given, f"{given!r}: leave out '*.', {entry[2:]} already covers its subdomains",
+                        entry[2:])
     if ":" in entry and entry.count(":") == 1:
-        raise ValueError(f"{raw.strip()!r}: give the host without a port, e.g. {entry.split(':')[0]}")
+        host = entry.split(":")[0]
+        raise BadDomain("port", given, f"{given!r}: give the host without a port, e.g. {host}", host)
     try:
         return str(ipaddress.ip_address(entry.strip("[]")))
     except ValueError:
@@ -174,7 +192,7 @@ def parse_domain(raw: str) -> str:
     except UnicodeError:
         ascii_name = ""
     if not _DOMAIN.match(ascii_name):
-        raise ValueError(f"{raw.strip()!r} is not a host name, e.g. docs.example.com")
+        raise BadDomain("not_a_host", given, f"{given!r} is not a host name, e.g. docs.example.com")
     return ascii_name
 
 

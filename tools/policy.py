@@ -26,11 +26,6 @@ SLACK_ONLY_TOOLS = frozenset({"channel_history", "attach_file", "slack_search"})
 FILE_TOOLS = frozenset({"read_file"})
 #: Built-ins that need Slack's Real-time Search for this run (the event's ``action_token``).
 SEARCH_TOOLS = frozenset({"slack_search"})
-#: When the conditional built-ins are offered, as ``/agent-limits tools`` says it.
-OFFERED_ONLY = {
-    "slack_search": "offered only in runs Slack gives an `action_token` (Real-time Search as the asker; "
-    "the app needs `search:read.public`)",
-}
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _BM25_K1, _BM25_B = 1.2, 0.75
 

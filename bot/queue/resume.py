@@ -51,7 +51,7 @@ async def post_missing_final(runner: TurnRunner, turn: Turn, progress: Progress,
     answer = progress.answer
     reason = next((r for r in StopReason if r.value == progress.stop_reason), StopReason.ERROR)
     stopped = Stopped(
-        reason, answer or "The run ended, but its answer could not be recovered; please ask again.",
+        reason, answer or _("The run ended, but its answer could not be recovered; please ask again."),
         progress.step, Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros,
                              estimated=progress.usage_estimated),
         run_id=turn.run_id,

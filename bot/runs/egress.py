@@ -5,6 +5,7 @@ notice each time an outbound call is held back."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +13,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import audit
-from bot.i18n import _
+from bot.i18n import N_, _
 from bot.runs.turn import Turn
 from bot.thread import render
 from bot.thread.poster import Poster, Target
@@ -25,6 +26,13 @@ log = logging.getLogger(__name__)
 THREAD_PAGE = 200
 #: Stands for thread messages that could not be read: the guard then treats the thread as private (fail closed).
 UNREAD = "(this thread's other messages could not be read)"
+#: What a run read, as the guard names it in English (``tools.exfiltration``, ``tools.destinations``,
+#: ``agent_core.files_in``: the model reads those names too), worded for the thread; a tool's name is shown as it is.
+SOURCES = (
+    (re.compile(r"thread messages from others"), N_("thread messages from others")),
+    (re.compile(r"internal pages \((?P<tool>[^)]*)\)"), N_("internal pages ({tool})")),
+    (re.compile(r"attached file (?P<name>.*)", re.DOTALL), N_("attached file {name}")),
+)
 
 
 class ThreadNotices:
@@ -42,7 +50,7 @@ class ThreadNotices:
                    channel=self.turn.conversation.channel_id, run_id=self.turn.run_id, tool=event.tool,
                    decision="held_back", reason=event.reason.value, host=event.host, service=event.service)
         where = event.host and f"`{event.host}`" or event.service
-        read = ", ".join(event.sources) or _("private data")
+        read = ", ".join(map(source_words, event.sources)) or _("private data")
         said = (_(":shield: I held back a `{tool}` call to {where} after reading {read} ({reason}).") if where
                 else _(":shield: I held back a `{tool}` call after reading {read} ({reason})."))
         text = said.format(tool=event.tool, where=where, read=read, reason=event.reason.value)
@@ -50,6 +58,14 @@ class ThreadNotices:
             text += " " + _("An admin can allow the host with `/agent-limits allow-domain {host}`.").format(
                 host=event.host)
         await self.poster.post(self.target, render.notice(text))
+
+
+def source_words(source: str) -> str:
+    """One thing a run read, in the current locale."""
+    for pattern, words in SOURCES:
+        if found := pattern.fullmatch(source):
+            return _(words).format(**found.groupdict())
+    return source
 
 
 async def egress_policy(

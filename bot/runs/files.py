@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import urljoin, urlsplit
@@ -29,7 +29,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import Attachment
-from bot.i18n import _
+from bot.i18n import N_, _
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.runs.turn import FileRef, Turn
@@ -55,7 +55,16 @@ _UNKNOWN_TYPE = "application/octet-stream"
 
 
 class FileProblem(Exception):
-    """Why a file cannot be used, in words for the person who posted it."""
+    """Why a file cannot be used: ``str()`` in English for the model (it tells the asker in its own words), and
+    ``shown()`` in the current locale for the notice to the person who posted the file."""
+
+    def __init__(self, text: str, **fields: object) -> None:
+        super().__init__(text.format(**fields))
+        self.text = text
+        self.fields = fields
+
+    def shown(self) -> str:
+        return _(self.text).format(**self.fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +173,8 @@ class FileFetcher:
     def __init__(self, client: AsyncWebClient, ws: Workspace, caps: FileCaps) -> None:
         self.client = client
         self.ws = ws
+        #: Each unusable file's problem, by file id: the notice to its poster words it in their language.
+        self.problems: dict[str, FileProblem] = {}
         self.caps = caps
         api = urlsplit(client.base_url)
         self._slack_host = (api.hostname or "").lower()
@@ -185,6 +196,7 @@ class FileFetcher:
                     ref = await self._resolved(ref)  # a stub's name is known from here on
                     data = await self._download(session, ref, left)
                 except FileProblem as problem:
+                    self.problems[ref.id] = problem
                     out.append(Attachment(name=_unique(ref.name or ref.id, names), mimetype=ref.mimetype
                                           or _UNKNOWN_TYPE, data=b"", file_id=ref.id, note=str(problem)))
                     continue
@@ -204,59 +216,60 @@ class FileFetcher:
             except SlackApiError as exc:
                 error = str(exc.response.get("error") or "error")
                 if error in ("file_not_found", "file_deleted"):
-                    raise FileProblem(f"Slack says it no longer exists (`{error}`)") from exc
-                raise FileProblem(f"Slack would not describe it (`{error}`)") from exc
+                    raise FileProblem(N_("Slack says it no longer exists (`{error}`)"), error=error) from exc
+                raise FileProblem(N_("Slack would not describe it (`{error}`)"), error=error) from exc
             except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
-                raise FileProblem(f"Slack could not be asked about it ({type(exc).__name__})") from exc
+                raise FileProblem(N_("Slack could not be asked about it ({error})"), error=type(exc).__name__) from exc
             full = FileRef.of_event(info.get("file"))
             if full is None:
-                raise FileProblem("Slack would not describe it")
+                raise FileProblem(N_("Slack would not describe it"))
             ref = full
         if ref.team and self.ws.team_id != "-" and ref.team != self.ws.team_id:
-            raise FileProblem("it belongs to another workspace, whose files this app may not read")
+            raise FileProblem(N_("it belongs to another workspace, whose files this app may not read"))
         if not ref.url:
-            raise FileProblem("Slack gave no download address for it")
+            raise FileProblem(N_("Slack gave no download address for it"))
         return ref
 
     async def _download(self, session: aiohttp.ClientSession, ref: FileRef, left: int) -> bytes:
         cap = min(self.caps.max_bytes, left)
         if ref.size > cap:
-            raise FileProblem(self._too_large(ref.size))
+            raise self._too_large(ref.size)
         try:
             async with asyncio.timeout(self.caps.timeout):
                 return await self._get(session, ref, cap)
         except TimeoutError as exc:
-            raise FileProblem(f"its download took longer than {self.caps.timeout:g} s") from exc
+            raise FileProblem(N_("its download took longer than {seconds} s"),
+                              seconds=f"{self.caps.timeout:g}") from exc
         except aiohttp.ClientError as exc:
-            raise FileProblem(f"its download failed ({type(exc).__name__})") from exc
+            raise FileProblem(N_("its download failed ({error})"), error=type(exc).__name__) from exc
 
     async def _get(self, session: aiohttp.ClientSession, ref: FileRef, cap: int) -> bytes:
         url = ref.url
         for _attempt in range(MAX_REDIRECTS + 1):
             if not self._is_slack(url):
-                raise FileProblem("its download address is not Slack's")
+                raise FileProblem(N_("its download address is not Slack's"))
             headers = {"Authorization": f"Bearer {self.client.token}"}
             async with session.get(url, headers=headers, allow_redirects=False) as resp:
                 if resp.status in (301, 302, 303, 307, 308) and resp.headers.get("Location"):
                     url = urljoin(url, resp.headers["Location"])
                     continue
                 if resp.status == 404:
-                    raise FileProblem("Slack says it no longer exists (404)")
+                    raise FileProblem(N_("Slack says it no longer exists (404)"))
                 if resp.status != 200:
-                    raise FileProblem(f"Slack answered HTTP {resp.status} for it")
+                    raise FileProblem(N_("Slack answered HTTP {status} for it"), status=resp.status)
                 if _is_page(resp.content_type, ref.mimetype):
                     raise FileProblem(_LOGIN_PAGE)
                 if (resp.content_length or 0) > cap:
-                    raise FileProblem(self._too_large(resp.content_length or 0))
+                    raise self._too_large(resp.content_length or 0)
                 data = bytearray()
                 async for chunk in resp.content.iter_chunked(_CHUNK):
                     data += chunk
                     if len(data) > cap:
-                        raise FileProblem(self._too_large(cap + 1, more=True))
+                        raise self._too_large(cap + 1, more=True)
                 if _is_page(_html_start(bytes(data[:512])), ref.mimetype):
                     raise FileProblem(_LOGIN_PAGE)
                 return bytes(data)
-        raise FileProblem("Slack redirected its download too many times")
+        raise FileProblem(N_("Slack redirected its download too many times"))
 
     def _is_slack(self, url: str) -> bool:
         parts = urlsplit(url)
@@ -265,16 +278,19 @@ class FileFetcher:
             return False
         return host == self._slack_host or host.endswith("." + self._slack_host)
 
-    def _too_large(self, size: int, *, more: bool = False) -> str:
+    def _too_large(self, size: int, *, more: bool = False) -> FileProblem:
         """Over the cap per file, or over what the run's cap has left (the bytes read: ``more`` than shown)."""
-        size_text = f"more than {format_bytes(size - 1)}" if more else format_bytes(size)
+        shown = format_bytes(size - 1 if more else size)
         if size > self.caps.max_bytes:
-            return f"it is {size_text}, over the {format_bytes(self.caps.max_bytes)} limit per file"
-        return (f"it is {size_text}, more than what is left of the {format_bytes(self.caps.max_bytes_per_run)} "
-                "limit for all the files of one run")
+            text = (N_("it is more than {size}, over the {cap} limit per file") if more
+                    else N_("it is {size}, over the {cap} limit per file"))
+            return FileProblem(text, size=shown, cap=format_bytes(self.caps.max_bytes))
+        text = (N_("it is more than {size}, more than what is left of the {cap} limit for all the files of one run")
+                if more else N_("it is {size}, more than what is left of the {cap} limit for all the files of one run"))
+        return FileProblem(text, size=shown, cap=format_bytes(self.caps.max_bytes_per_run))
 
 
-_LOGIN_PAGE = (
+_LOGIN_PAGE = N_(
     "Slack answered with a web page instead of the file (a login page: the app may lack the `files:read` scope; "
     "an admin can reinstall it)"
 )
@@ -302,10 +318,13 @@ def _unique(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def problems_notice(attachments: Sequence[Attachment], own: Sequence[FileRef]) -> str:
-    """One short reply about the message's own files that cannot be used ("" when all can)."""
-    ids = {f.id for f in own}
-    lines = [f"• *{a.name}*: {a.note}" for a in attachments if a.note and a.file_id in ids]
+def problems_notice(
+    attachments: Sequence[Attachment], own: Sequence[FileRef], problems: Mapping[str, FileProblem]
+) -> str:
+    """One short reply about the message's own files that cannot be used ("" when all can), in the current locale
+    (``problems``: why each could not, by file id; the attachment's ``note`` is the same for the model, in English)."""
+    ids = {f.id for f in own} & problems.keys()
+    lines = [f"• *{a.name}*: {problems[a.file_id].shown()}" for a in attachments if a.file_id in ids]
     if not lines:
         return ""
     return "\n".join([_(":warning: I can't use every file you attached; I'll go on without these:"), *lines])
@@ -318,8 +337,9 @@ async def gather_attachments(
     refs = await thread_files.for_run(turn, client)
     if not refs:
         return (), ""
-    attachments = await FileFetcher(client, turn.workspace, caps).fetch(refs)
+    fetcher = FileFetcher(client, turn.workspace, caps)
+    attachments = await fetcher.fetch(refs)
     for a in attachments:
         if a.note:
             log.info("file %s (%s) of run %s not used: %s", a.file_id, a.name, turn.run_id, a.note)
-    return attachments, problems_notice(attachments, turn.files)
+    return attachments, problems_notice(attachments, turn.files, fetcher.problems)

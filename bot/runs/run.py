@@ -252,9 +252,17 @@ class TurnRunner:
                 poster.client, turn.workspace, turn.user_id, base=self.settings.limits(),
                 channel_id=turn.conversation.channel_id, run_model=run_model,
             )
-        except (StoreError, SlackLookupError) as exc:
-            # Fail closed: no LLM call when the budget or the user's standing cannot be checked.
+        except SlackLookupError as exc:
+            # Fail closed: no LLM call when the user's standing cannot be checked. The same users.info failed for
+            # the asker's language, so this reply is English (its text is SlackLookupError's).
             await poster.post(turn.target, render.error_message(f"`error`: {exc}"))
+            return None
+        except StoreError as exc:
+            # Fail closed: no LLM call when the budget cannot be checked. Redis's own words go to the log.
+            log.warning("run %s in %s not started: %s", turn.run_id, turn.thread, exc)
+            await poster.post(turn.target, render.error_message(_(
+                "`error`: this workspace's limits and budget cannot be read right now (the limits store is "
+                "unavailable), so the run did not start and nothing was spent. Try again shortly.")))
             return None
         if isinstance(plan, RunBlocked):
             ws = turn.workspace

@@ -16,6 +16,7 @@ Every text that came from the model or a tool goes through ``bot.thread.mrkdwn``
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,13 @@ STOP_WORDS: dict[StopReason, str] = {
     StopReason.REFUSED: N_("the model declined"),
     StopReason.CUT_OFF: N_("answer cut off"),
 }
+#: Why a run was cancelled, as the Stop presses record it (English, with the presser) and the stop line shows it
+#: in the asker's language: the record may be read by a worker whose run speaks another language than the press.
+STOPPED_BY = N_("stopped by {user}")
+STOPPED_IN_SLACK = N_("stopped with Slack's stop button")
+#: The engine's detail of a cancelled run: ``cancelled: <the recorded reason>`` (the prefix is the stop reason).
+_CANCELLED_RE = re.compile(r"(cancelled: )(.*)", re.DOTALL)
+_STOPPED_BY_RE = re.compile(r"stopped by (<@[A-Z0-9]+>)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +161,23 @@ def stop_words(reason: StopReason) -> str:
     return _(STOP_WORDS[reason]) if reason in STOP_WORDS else str(reason)
 
 
+def stop_detail(detail: str) -> str:
+    """What stopped the run, in the current locale when the bot wrote it (a Stop press); the engine's own details
+    (a limit's values, an error) stay as it wrote them."""
+    cancelled = _CANCELLED_RE.fullmatch(detail)
+    if cancelled is None:
+        return detail
+    prefix, reason = cancelled.groups()
+    if by := _STOPPED_BY_RE.fullmatch(reason):
+        return prefix + _(STOPPED_BY).format(user=by[1])
+    return prefix + _(STOPPED_IN_SLACK) if reason == STOPPED_IN_SLACK else detail
+
+
 def stop_line(event: Stopped) -> str:
     """``final_answer`` verbatim beside human words, then steps, tokens and cost, then what stopped it."""
     line = stop_summary(event)
     if event.detail and event.reason is not StopReason.FINAL_ANSWER:
-        line += f"\n{mrkdwn.escape(event.detail)}"
+        line += f"\n{mrkdwn.escape(stop_detail(event.detail))}"
     if hint := raise_hint(event):
         line += f"\n{hint}"
     return line

@@ -127,7 +127,7 @@ def stop_markdown(event: Stopped) -> str:
     """The closing line: the stop reason verbatim beside human words, then steps, tokens and cost."""
     line = f"\n\n---\n{render.stop_summary(event)}"
     if event.detail and event.reason.value != "final_answer":
-        line += f"\n\n{defuse(event.detail)}"
+        line += f"\n\n{defuse(render.stop_detail(event.detail))}"
     if hint := render.raise_hint(event):
         line += f"\n\n{hint}"
     return line

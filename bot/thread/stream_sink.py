@@ -142,7 +142,7 @@ class StreamEventSink:
             await writer.push(stream_render.plan_title(event.task), mark=mark)
 
     async def _stopped(self, event: Stopped, mark: int) -> None:
-        answer = event.answer or "(no answer)"
+        answer = event.answer or _("(no answer)")
         await self.parts.send_files()
         continues = bool(self._streamed) and answer.startswith(self._streamed)
         if (filed := await self.parts.file_answer(event)) is not None:

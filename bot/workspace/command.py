@@ -28,8 +28,15 @@ from bot.workspace.config import (
 )
 from bot.workspace.tool_choice import PATTERN_RE
 from bot.workspace.usage_report import UsageCommand, parse_usage
-from tools import parse_domain
+from tools import BadDomain, parse_domain
 
+#: ``tools.parse_domain``'s refusals, worded for the admin who typed the entry (``given``, quoted).
+DOMAIN_PROBLEMS = {
+    "url": N_("`{given}` is a URL: give its host name alone, e.g. `docs.example.com`."),
+    "wildcard": N_("`{given}`: leave out `*.`; `{instead}` already covers its subdomains."),
+    "port": N_("`{given}`: give the host without a port, e.g. `{instead}`."),
+    "not_a_host": N_("`{given}` is not a host name; give one like `docs.example.com`."),
+}
 VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
 DISPLAYS: tuple[Display, ...] = get_args(Display)
 
@@ -279,8 +286,9 @@ def _parse_domain(name: str, args: list[str]) -> DomainCommand | UsageError:
         return UsageError(_("`{name}` takes one host name, like `docs.example.com`.").format(name=name))
     try:
         host = parse_domain(args[0])
-    except ValueError as exc:
-        return UsageError(f"`{name}`: {quote(str(exc))}")
+    except BadDomain as exc:
+        problem = _(DOMAIN_PROBLEMS[exc.problem]).format(given=quote(exc.given), instead=quote(exc.instead))
+        return UsageError(_("`{name}`: {problem}").format(name=name, problem=problem))
     actions: dict[str, Literal["allow", "deny", "clear"]] = {
         "allow-domain": "allow", "deny-domain": "deny", "clear-domain": "clear",
     }

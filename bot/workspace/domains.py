@@ -71,7 +71,8 @@ class DomainStore:
             if old == new:
                 return None
             if new != "none" and old == "none" and await awaited(self._redis.hlen(key)) >= MAX_DOMAINS:
-                raise ValueError(f"this workspace already lists {MAX_DOMAINS} hosts; clear some first")
+                # Shown to the admin who asked (the command speaks their language), never logged.
+                raise ValueError(_("this workspace already lists {n} hosts; clear some first").format(n=MAX_DOMAINS))
             change = Change(actor, utc_now(), f"{DOMAIN_FIELD_PREFIX}{host}", old, new)
             async with self._redis.pipeline(transaction=True) as pipe:
                 if new == "none":
@@ -111,4 +112,4 @@ def format_domains(lists: DomainLists) -> str:
         return _("{hosts} and {n} more").format(hosts=shown, n=len(hosts) - 20) if len(hosts) > 20 else shown
 
     return _("• Outbound hosts allowed after reading private data: {allowed}; denied: {denied}").format(
-        allowed=listed(lists.allowed) or "none", denied=listed(lists.denied) or "none")
+        allowed=listed(lists.allowed) or _("none"), denied=listed(lists.denied) or _("none"))

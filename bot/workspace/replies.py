@@ -19,10 +19,15 @@ from bot.workspace.config import (
     shown,
 )
 from bot.workspace.people import who_may_change
-from tools import OFFERED_ONLY, ToolListing
+from tools import ToolListing
 
 #: Rows of ``/agent-limits tools`` beyond which the list is cut (an ephemeral reply should stay readable).
 TOOLS_SHOWN = 60
+#: When the conditional built-ins are offered (the engine offers them by the same conditions, ``tools.policy``).
+OFFERED_ONLY = {
+    "slack_search": N_("offered only in runs Slack gives an `action_token` (Real-time Search as the asker; "
+                       "the app needs `search:read.public`)"),
+}
 #: Said when no worker has published its tools yet: the list is the built-ins the web side knows itself.
 NO_CATALOG_NOTE = N_(
     "_No worker has published its tool list yet, so only the built-in tools are shown; "
@@ -226,7 +231,7 @@ def layer_lines(
             ).format(budget=_per(layer), spent=spent, remaining=format_usd(layer.remaining_micros or 0),
                      date=_reset_date(layer)))
         elif layer.name == PERSON_LAYER:
-            cap = "none" if layer.limit_micros is None else _per(layer)
+            cap = _("none") if layer.limit_micros is None else _per(layer)
             lines.append(_("• Per-person cap: {cap}; you spent {spent}").format(cap=cap, spent=spent))
     if spenders:
         top = ", ".join(f"<@{user}> {format_usd(micros)}" for user, micros in spenders)
@@ -271,9 +276,10 @@ def tool_line(row: ToolListing, refused: str = "") -> str:
     where = f" ({row.server})" if row.server else " " + _("(built-in)")
     summary = row.description.replace("<", "‹").replace(">", "›").replace("&", "＆").replace("`", "'")
     summary = summary if len(summary) <= 100 else summary[:97] + "..."
-    only = f" _({OFFERED_ONLY[row.name]})_" if row.server is None and row.name in OFFERED_ONLY else ""
+    only = f" _({_(OFFERED_ONLY[row.name])})_" if row.server is None and row.name in OFFERED_ONLY else ""
     if refused and row.server is None:
-        only = " " + _("_(not offered now: Slack refused it: {why})_").format(why=refused)
+        # ``refused`` is English (the model reads it too when a search fails): worded for the reader here.
+        only = " " + _("_(not offered now: Slack refused it: {why})_").format(why=_(refused))
     return f"{mark} `{row.name}`{where} {summary}".rstrip() + only
 
 

@@ -9,6 +9,7 @@ import logging
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from bot.i18n import N_
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text
@@ -16,18 +17,20 @@ from bot.redis import as_text
 log = logging.getLogger(__name__)
 
 #: Slack's answers that mean the app cannot search in this workspace at all (not this query's or run's fault).
+#: English, as the model reads them in a failed search; ``/agent-limits tools`` shows them translated.
 REFUSALS = {
-    "missing_scope": "the app lacks the `search:read.public` scope (reinstall it with the manifest's scopes)",
-    "not_allowed_token_type": "Slack does not allow this app's token to search",
-    "unknown_method": "this Slack does not offer Real-time Search (`assistant.search.context`)",
+    "missing_scope": N_("the app lacks the `search:read.public` scope (reinstall it with the manifest's scopes)"),
+    "not_allowed_token_type": N_("Slack does not allow this app's token to search"),
+    "unknown_method": N_("this Slack does not offer Real-time Search (`assistant.search.context`)"),
 }
+NO_REASON = N_("no reason given")
 #: How long a refusal keeps the tool away: a reinstall with the scope is picked up within this.
 REFUSAL_TTL_SECONDS = 3600
 
 
 def why(error: str) -> str:
-    """Slack's error as the user reads it."""
-    return REFUSALS.get(error, error or "no reason given")
+    """Slack's error in English words (an error code Slack may add later: as it is)."""
+    return REFUSALS.get(error, error or NO_REASON)
 
 
 class SearchAccess:

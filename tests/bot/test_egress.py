@@ -58,6 +58,19 @@ async def test_an_injected_fetch_carrying_thread_data_never_leaves_and_the_threa
     assert not any("zeta-7731-quartz" in t for t in texts if ":shield:" in t)  # the notice never repeats the data
 
 
+async def test_a_spanish_askers_held_back_notice_names_what_was_read_in_spanish(
+    guarded: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer
+) -> None:
+    fake_slack.users["UES"] = {"locale": "es-ES"}
+    root = poisoned_thread(fake_slack, pages.url("/text"))
+    fake_openai.queue(tool_calls(("fetch_url", {"url": pages.url("/text") + "?d=zeta-7731-quartz"})), text("Hecho."))
+    await guarded.post_event(event_body(mention(text="<@UBOT> summarise this thread", ts=next_ts(), thread_ts=root,
+                                                user="UES")))
+    await guarded.drain()
+    [notice] = [m.block_text() for m in fake_slack.thread_messages("C1", root) if ":shield:" in m.block_text()]
+    assert notice.startswith(":shield: Retuve una llamada de `fetch_url`"), notice
+    assert "tras leer mensajes del hilo de otras personas" in notice and "thread messages" not in notice, notice
+
 async def test_an_allowed_host_is_reachable_after_private_data_and_show_lists_it(
     guarded: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer
 ) -> None:

@@ -274,3 +274,20 @@ async def test_a_mention_under_a_message_with_a_file_gets_that_file(
     assert [[a.name for a in capture.attachments(i)] for i in range(2)] == [["q3.pdf"], ["q3.pdf"]]
     scans = [c for c in fake_slack.calls_of("conversations.replies") if "latest" in c.params]
     assert len(scans) == 1  # read for files once, at the thread's first run
+
+
+async def test_a_spanish_posters_file_notice_is_in_spanish_and_the_model_reads_it_in_english(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_slack.users["UES"] = {"locale": "es-ES"}
+    fake_openai.queue(text("No pude leerlo."))
+    entry = fake_slack.add_file(FakeFile("F1", "huge.bin", b"x", declared_size=1024**3))
+    ts = next_ts()
+    capture = Capture()
+    await app.post_event(event_body(with_files(mention(text="<@UBOT> what is in it?", ts=ts, user="UES"), entry)))
+    await app.drain(agent_factory=capture)
+    told = "\n".join(m.block_text() for m in fake_slack.thread_messages("C1", ts))
+    assert ":warning: No puedo usar todos los archivos" in told, told
+    assert "*huge.bin*: ocupa 1 GB, por encima del límite de 3.9 KB por archivo" in told, told
+    [got] = capture.attachments()
+    assert got.note == "it is 1 GB, over the 3.9 KB limit per file"

@@ -12,9 +12,9 @@ import redis.asyncio as aioredis
 from bot.identity import Workspace
 from bot.workspace import WorkspaceLimitsStore
 from tests.bot.conftest import App
-from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text
+from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, delay, text, tool_calls
 from tests.fakes.slack_api import FakeSlack, PostedMessage
-from tests.signing import command_body, event_body, mention, next_ts
+from tests.signing import action_body, command_body, event_body, mention, next_ts
 
 
 async def asked(app: App, fake_slack: FakeSlack, *, user: str) -> list[PostedMessage]:
@@ -137,3 +137,75 @@ async def test_app_home_is_drawn_in_the_viewers_language(app: App, fake_slack: F
     assert spanish["blocks"][0]["text"]["text"] == "Límites y presupuesto del agente"
     assert "Todavía no hay ejecuciones." in json.dumps(spanish, ensure_ascii=False)
     assert fallback["blocks"][0]["text"]["text"] == "Agent limits and budget"
+
+
+async def limits_reply(app: App, user: str, text_: str) -> str:
+    response = await app.post_form(command_body(command="/agent-limits", text=text_, user=user))
+    assert response.status == 200
+    return str((await response.json())["text"])
+
+
+async def test_a_spanish_speakers_stopped_run_says_who_stopped_it_in_spanish(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_slack.users["UES"] = {"locale": "es-ES"}
+    fake_openai.queue(delay(60, text("too late")))
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> think hard", ts=ts, user="UES")))
+    drain = asyncio.create_task(app.drain())
+    [started] = await fake_slack.wait_for("chat.postMessage", count=1)
+    button = started.params["blocks"][-1]["elements"][0]
+    await fake_openai.wait_for_requests(1)
+    await app.post_form(action_body(action_id=button["action_id"], value=button["value"], user="UES",
+                                    message_ts=started.response["ts"], thread_ts=ts))
+    await drain
+    last = fake_slack.thread_messages("C1", ts)[-1].block_text()
+    # The stop reason verbatim beside Spanish words, and under it who pressed Stop, in Spanish too.
+    assert "Motivo de parada: `cancelled` (detenida a petición)" in last
+    assert last.endswith("\ncancelled: detenida por &lt;@UES&gt;")
+
+
+async def test_a_japanese_admins_bad_allow_domain_is_explained_in_japanese(app: App, fake_slack: FakeSlack) -> None:
+    fake_slack.users["UJA"] = {"locale": "ja-JP", "is_admin": True}
+    fake_slack.users["UEN"] = {"locale": "en-US", "is_admin": True}
+    url = await limits_reply(app, "UJA", "allow-domain https://docs.example.com/x")
+    wildcard = await limits_reply(app, "UJA", "deny-domain *.example.com")
+    assert url.startswith("`allow-domain`: `https://docs.example.com/x` は URL です。ホスト名だけを指定してください")
+    assert wildcard.startswith("`deny-domain`: `*.example.com`: `*.` は付けないでください。`example.com` だけで")
+    english = await limits_reply(app, "UEN", "allow-domain docs.example.com:8080")
+    assert english.startswith("`allow-domain`: `docs.example.com:8080`: give the host without a port, e.g. "
+                              "`docs.example.com`.")
+    # Nothing was listed by any of them; the empty lists read in each one's language.
+    assert "allowed after reading private data: none; denied: none" in await limits_reply(app, "UEN", "show")
+    assert "許可される送信先ホスト: なし、拒否: なし" in await limits_reply(app, "UJA", "show")
+
+
+async def test_the_agent_panes_heading_follows_the_viewer_and_the_operators_prompts_stay(
+    app: App, fake_slack: FakeSlack
+) -> None:
+    fake_slack.agent_view = True
+    fake_slack.users["UJA"] = {"locale": "ja-JP"}
+    event = {"type": "app_home_opened", "user": "UJA", "channel": "D1", "tab": "messages", "event_ts": next_ts()}
+    assert (await app.post_event(event_body(event))).status == 200
+    await fake_slack.wait_for("assistant.threads.setSuggestedPrompts")
+    assert fake_slack.prompt_titles == ["質問の例"]
+    [(_channel, _thread, prompts)] = fake_slack.suggested_prompts
+    assert prompts[0]["title"] == "Summarise a page"  # AGENT_SUGGESTED_PROMPTS, as the operator wrote them
+
+
+async def test_slacks_search_refusal_is_shown_in_spanish_while_the_model_reads_it_in_english(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_slack.users["UES"] = {"locale": "es-ES"}
+    fake_slack.search.action_tokens.add("tok-1")
+    fake_slack.search.scope_granted = False
+    fake_openai.queue(tool_calls(("slack_search", {"query": "roadmap"})), text("No pude buscar en Slack."))
+    await app.post_event(event_body({**mention(text="<@UBOT> find the roadmap", ts=next_ts(), user="UES"),
+                                     "action_token": "tok-1"}))
+    await app.drain()
+    told = [str(m["content"]) for m in fake_openai.requests[-1].messages if m.get("role") == "tool"]
+    assert any("lacks the `search:read.public` scope" in t for t in told), told
+    reply = await limits_reply(app, "UES", "tools")
+    line = next(line for line in reply.splitlines() if "`slack_search`" in line)
+    assert "a la app le falta el permiso `search:read.public`" in line, line
+    assert "lacks the" not in line

@@ -26,7 +26,6 @@ def test_public_names() -> None:
         "McpServers",
         "McpConfigError",
         "ToolListing",
-        "OFFERED_ONLY",
         "ToolError",
         "matches",
         "Executor",
@@ -54,6 +53,7 @@ def test_public_names() -> None:
         "DEFAULT_GUARD_MODE",
         "DEFAULT_OBSERVATION_MAX_CHARS",
         "parse_domain",
+        "BadDomain",
         # files out: attach_file's port
         "Outbox",
         "OutgoingFile",

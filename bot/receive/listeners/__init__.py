@@ -15,7 +15,7 @@ def register(app: AsyncApp, services: Services) -> None:
     events.register(app, services, limits)
     actions.register(app, services, limits)
     commands.register(app, services, limits)
-    assistant.register(app, services)  # before home: its Messages-tab app_home_opened listener must match first
+    assistant.register(app, services, limits)  # before home: its Messages-tab app_home_opened listener must match first
     home.register(app, services, limits)
     home_channel.register(app, services, limits)
     feedback.register(app, limits)

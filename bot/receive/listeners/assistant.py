@@ -20,15 +20,19 @@ from slack_sdk.errors import SlackApiError
 
 from bot import identity
 from bot.deps import Services
+from bot.i18n import N_, _, speaking
+from bot.workspace import WorkspaceLimits
 
 log = logging.getLogger(__name__)
-#: The heading Slack shows above the suggested prompts in the agent pane.
-PROMPTS_TITLE = "Try asking"
+#: The heading Slack shows above the suggested prompts in the agent pane, in the viewer's language.
+PROMPTS_TITLE = N_("Try asking")
 
 
-def register(app: AsyncApp, services: Services) -> None:
-    """Register before ``home``: Bolt runs only the first listener that matches an ``app_home_opened``."""
-    prompts = services.settings.suggested_prompts()  # checked at start-up: a bad setting never gets this far
+def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
+    """Register before ``home``: Bolt runs only the first listener that matches an ``app_home_opened``.
+    ``limits``: the process's shared rules object, whose users.info cache gives the viewer's locale."""
+    # The operator's own words (checked at start-up: a bad setting never gets this far), shown as configured.
+    prompts = services.settings.suggested_prompts()
 
     async def messages_tab(event: dict[str, Any]) -> bool:
         return event.get("tab") == "messages"
@@ -41,7 +45,10 @@ def register(app: AsyncApp, services: Services) -> None:
         key = services.keys.agent_pane(identity.workspace(context), channel)
         await services.redis.set(key, "1", ex=services.settings.thread_ttl_seconds)
         # No thread_ts: Slack's agent pane holds the prompts for the whole DM (a thread_ts there is ignored).
-        await suggest(context, channel_id=channel, prompts=prompts, title=PROMPTS_TITLE)
+        viewer = str(event.get("user") or "")
+        with speaking(await limits.users.locale(context.client, identity.workspace(context), viewer)):
+            title = _(PROMPTS_TITLE)
+        await suggest(context, channel_id=channel, prompts=prompts, title=title)
 
     @app.event("app_context_changed")
     async def on_app_context_changed(event: dict[str, Any]) -> None:
