@@ -207,30 +207,18 @@ class WorkspaceLimitsStore:
         *,
         delete: bool,
     ) -> list[Change]:
-        # WATCH/MULTI: the old value in the audit entry is the one actually replaced, even when two admins
-        # change the same workspace at once (the loser retries against the winner's values).
-        key, audit_key = self._config_key(ws), self._audit_key(ws)
-        try:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                for _attempt in range(_MAX_WATCH_RETRIES):
-                    try:
-                        await pipe.watch(key)
-                        writes, audit = plan(self._merge(await awaited(pipe.hgetall(key))))
-                        pipe.multi()  # type: ignore[no-untyped-call]
-                        if delete:
-                            pipe.delete(key)
-                        if writes:
-                            pipe.hset(key, mapping=writes)
-                        await commit(pipe, audit_key, audit, team=ws.team_id, enterprise=ws.enterprise_id)
-                        return audit
-                    except WatchError:
-                        continue
-        except RedisError as exc:
-            raise unavailable(exc) from exc
-        raise StoreError(
-            f"The limits of {self.namespace(ws)!r} kept changing under this update ({_MAX_WATCH_RETRIES} tries); "
-            "nothing was changed. Try again."
-        )
+        key = self._config_key(ws)
+
+        def write(pipe: Any, raw: Mapping[Any, Any]) -> list[Change]:
+            writes, audit = plan(self._merge(raw))
+            pipe.multi()
+            if delete:
+                pipe.delete(key)
+            if writes:
+                pipe.hset(key, mapping=writes)
+            return audit
+
+        return await self._watched(ws, key, write, "limits")
 
     async def write_audited(
         self,
@@ -241,23 +229,38 @@ class WorkspaceLimitsStore:
         """Change fields of one of the workspace's hashes (a channel's settings, its model choices) with their audit
         entries, in one transaction: ``plan`` gets the hash as it is and returns the writes (None deletes a
         field) and the changes; nothing is written when it returns no change."""
+
+        def write(pipe: Any, raw: Mapping[Any, Any]) -> list[Change] | None:
+            writes, audit = plan({as_text(k) or "": as_text(v) or "" for k, v in raw.items()})
+            if not audit:
+                return None
+            pipe.multi()
+            gone = [name for name, value in writes.items() if value is None]
+            if gone:
+                pipe.hdel(key, *gone)
+            kept = {name: value for name, value in writes.items() if value is not None}
+            if kept:
+                pipe.hset(key, mapping=kept)
+            return audit
+
+        return await self._watched(ws, key, write, "settings")
+
+    async def _watched(
+        self, ws: Workspace, key: str, write: Callable[[Any, Mapping[Any, Any]], list[Change] | None], what: str
+    ) -> list[Change]:
+        """One audited update of the hash ``key``: ``write`` gets the pipeline and the hash as it is, queues its
+        writes after MULTI and returns the changes (None: nothing to write). WATCH/MULTI: the old value in an audit
+        entry is the one actually replaced, even when two admins change it at once (the loser retries against the
+        winner's values)."""
         audit_key = self._audit_key(ws)
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
                 for _attempt in range(_MAX_WATCH_RETRIES):
                     try:
                         await pipe.watch(key)
-                        raw = await awaited(pipe.hgetall(key))
-                        writes, audit = plan({as_text(k) or "": as_text(v) or "" for k, v in raw.items()})
-                        if not audit:
+                        audit = write(pipe, await awaited(pipe.hgetall(key)))
+                        if audit is None:
                             return []  # the pipeline's exit unwatches
-                        pipe.multi()  # type: ignore[no-untyped-call]
-                        gone = [name for name, value in writes.items() if value is None]
-                        if gone:
-                            pipe.hdel(key, *gone)
-                        kept = {name: value for name, value in writes.items() if value is not None}
-                        if kept:
-                            pipe.hset(key, mapping=kept)
                         await commit(pipe, audit_key, audit, team=ws.team_id, enterprise=ws.enterprise_id)
                         return audit
                     except WatchError:
@@ -265,7 +268,8 @@ class WorkspaceLimitsStore:
         except RedisError as exc:
             raise unavailable(exc) from exc
         raise StoreError(
-            f"The settings of {self.namespace(ws)!r} kept changing under this update; nothing was changed."
+            f"The {what} of {self.namespace(ws)!r} kept changing under this update ({_MAX_WATCH_RETRIES} tries); "
+            "nothing was changed. Try again."
         )
 
     async def recent_changes(self, ws: Workspace, n: int = 5) -> list[Change]:
@@ -288,29 +292,19 @@ class WorkspaceLimitsStore:
         self, ws: Workspace, pattern: str, on: bool, actor: str, names: Sequence[str]
     ) -> list[Change]:
         """Apply ``tools enable|disable <pattern>`` and audit it (``names``: the catalog's, for the old state)."""
-        key, audit_key = self._keys.tool_choice(ws), self._audit_key(ws)
-        try:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                for _attempt in range(_MAX_WATCH_RETRIES):
-                    try:
-                        await pipe.watch(key)
-                        before = _choice_of(await awaited(pipe.hgetall(key)))
-                        after = before.with_rule(pattern, on)
-                        old, new = before.state(pattern, names), after.state(pattern, names)
-                        pipe.multi()  # type: ignore[no-untyped-call]
-                        pipe.delete(key)
-                        if after.rules:
-                            pipe.hset(key, mapping={p: "on" if v else "off" for p, v in after.rules.items()})
-                        audit = [Change(actor, self._clock(), f"{TOOL_FIELD_PREFIX}{pattern}", old, new)]
-                        if old == new:
-                            audit = []
-                        await commit(pipe, audit_key, audit, team=ws.team_id, enterprise=ws.enterprise_id)
-                        return audit
-                    except WatchError:
-                        continue
-        except RedisError as exc:
-            raise unavailable(exc) from exc
-        raise StoreError(f"The tools of {self.namespace(ws)!r} kept changing under this update; nothing was changed.")
+        key = self._keys.tool_choice(ws)
+
+        def write(pipe: Any, raw: Mapping[Any, Any]) -> list[Change]:
+            before = _choice_of(raw)
+            after = before.with_rule(pattern, on)
+            old, new = before.state(pattern, names), after.state(pattern, names)
+            pipe.multi()
+            pipe.delete(key)
+            if after.rules:
+                pipe.hset(key, mapping={p: "on" if v else "off" for p, v in after.rules.items()})
+            return [] if old == new else [Change(actor, self._clock(), f"{TOOL_FIELD_PREFIX}{pattern}", old, new)]
+
+        return await self._watched(ws, key, write, "tools")
 
     # -- budget and runs ----------------------------------------------------------------------------------
     def budget_for(
