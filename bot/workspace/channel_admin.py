@@ -39,9 +39,12 @@ from bot.workspace.channel_settings import (
     ChannelSettings,
     WorkspaceChoices,
     channel_field,
+    first_allowed,
 )
 from bot.workspace.config import Change
 from bot.workspace.models import Models
+from bot.workspace.org import OrgBudgetStore
+from bot.workspace.org_admin import org_model_line
 from bot.workspace.people import SlackUsers
 from bot.workspace.store import WorkspaceLimitsStore, unavailable
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, unknown_pattern
@@ -63,11 +66,14 @@ class ChannelInfo:
 class ChannelAdmin:
     """The channel and model commands, with one set of rules."""
 
-    def __init__(self, store: WorkspaceLimitsStore, users: SlackUsers, models: Models, tools_of: ToolsOf) -> None:
+    def __init__(
+        self, store: WorkspaceLimitsStore, users: SlackUsers, models: Models, tools_of: ToolsOf, org: OrgBudgetStore,
+    ) -> None:
         self.store = store
         self.users = users
         self.models = models
         self.tools_of = tools_of
+        self.org = org
 
     def key(self, ws: Workspace, channel_id: str) -> str:
         """The channel's hash (also read with the workspace's other values by the run's preflight)."""
@@ -78,9 +84,9 @@ class ChannelAdmin:
     ) -> str:
         """The ephemeral reply; nothing changes unless the command is valid and allowed."""
         if isinstance(command, ModelList):
-            choices = await self.choices(ws)
-            return _("Models this deployment allows: {models}. This workspace uses `{model}`.").format(
-                models=self.models.listed(), model=(self.models.get(choices.model) or self.models.default).name)
+            model, org_line = await self._models_of(ws)
+            return " ".join(filter(None, [_("Models this deployment allows: {models}. This workspace uses "
+                                            "`{model}`.").format(models=self.models.listed(), model=model), org_line]))
         if isinstance(command, WorkspaceModel | Switch):
             if not await self.users.is_admin(client, ws, user_id):
                 return _("Only {who} can change the workspace's model choices.").format(
@@ -121,12 +127,21 @@ class ChannelAdmin:
     async def summary(self, ws: Workspace) -> str:
         """The workspace's model choices, for ``show`` and App Home."""
         choices = await self.choices(ws)
-        model = (self.models.get(choices.model) or self.models.default).name
-        return _("*Model:* `{model}` (allowed: {models}). A run may pick its own with `@agent /model <name> <task>`: "
-                 "{run_model}. Channel creators may change their channel's agent: {managers}. Each channel's own "
-                 "agent: `/agent-limits channel show` in it.").format(
+        model, org_line = await self._models_of(ws, choices)
+        return " ".join(filter(None, [_(
+            "*Model:* `{model}` (allowed: {models}). A run may pick its own with `@agent /model <name> <task>`: "
+            "{run_model}. Channel creators may change their channel's agent: {managers}. Each channel's own "
+            "agent: `/agent-limits channel show` in it.").format(
             model=model, models=self.models.listed(), run_model=_on_off(choices.run_model),
-            managers=_on_off(choices.channel_managers))
+            managers=_on_off(choices.channel_managers)), org_line]))
+
+    async def _models_of(self, ws: Workspace, choices: WorkspaceChoices | None = None) -> tuple[str, str]:
+        """The model the workspace's runs use unless a channel or run picks one (its own, else its org's, else
+        the deployment's default), and the line about the org's model ("" when it has none)."""
+        choices = choices or await self.choices(ws)
+        org = await self.org.of(ws)
+        org_model = org.model if org else ""
+        return first_allowed(self.models, choices.model, org_model).name, org_model_line(self.models, org_model)
 
     async def settings(self, ws: Workspace, channel_id: str) -> ChannelSettings:
         try:

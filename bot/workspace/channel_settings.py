@@ -4,7 +4,8 @@ settings resolve: run → channel → workspace → org → defaults, in one pla
 Stored as one hash per channel (``P:E:T:channel:<C>``, only what was set) and read with the workspace's other
 values in the run's preflight (``WorkspaceLimitsStore.for_run``): no extra round trip per run. The workspace's own
 choices (``/agent-limits model``, ``run-model``, ``channel-managers``) live in its settings hash
-(``P:E:T:settings``), read there too. No org-wide value of these exists yet: the org layer adds nothing to them.
+(``P:E:T:settings``), read there too. The org's model (``/agent-limits org-model``) is in its org hash, read with
+the org budget in the same preflight HGETALL; the org has no other layer of these.
 """
 
 from __future__ import annotations
@@ -113,16 +114,23 @@ class Resolved:
     verbosity: Verbosity
 
 
+def first_allowed(models: Models, *names: str | None) -> ModelChoice:
+    """The first of ``names`` (layers, most specific first) the operator allows, else ``AGENT_MODELS``' first: a
+    stored model the operator has since removed is skipped, and the next layer's holds."""
+    return next((m for name in names if name and (m := models.get(name)) is not None), models.default)
+
+
 def resolve(
     models: Models,
     *,
     run_model: str | None,
     channel: ChannelSettings,
     workspace: WorkspaceChoices,
+    org_model: str,
     tools: ToolChoice,
     shape: tuple[Display, Verbosity],
 ) -> Resolved | str:
-    """Run → channel → workspace → org (none of these yet) → defaults. A run's own model that the workspace forbids
+    """Run → channel → workspace → org (its model only) → defaults. A run's own model that the workspace forbids
     or the operator does not allow is refused (the text says why); a stored model the operator has since removed
     is skipped (the next layer's holds)."""
     if run_model is not None:
@@ -132,10 +140,8 @@ def resolve(
         if models.get(run_model) is None:
             return _("`{name}` is not a model this deployment allows; pick one of: {models}. Nothing was started."
                      ).format(name=run_model[:40].replace("`", "'"), models=models.listed())
-    model = next((m for name in (run_model, channel.model, workspace.model)
-                  if name and (m := models.get(name)) is not None), models.default)
     return Resolved(
-        model=model,
+        model=first_allowed(models, run_model, channel.model, workspace.model, org_model),
         tools=replace(tools, only=channel.tools),
         display=channel.display or shape[0],
         verbosity=channel.verbosity or shape[1],

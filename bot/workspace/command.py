@@ -14,8 +14,8 @@ from agent_core import Period, format_usd
 from bot.errors import InvalidValue
 from bot.i18n import N_, _
 from bot.settings import Display, Verbosity
+from bot.workspace.channel_command import DEFAULT_WORD, ChannelCommand, parse_channel_command
 from bot.workspace.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
-from bot.workspace.channel_command import ChannelCommand, parse_channel_command
 from bot.workspace.config import (
     BOUNDS,
     LABELS,
@@ -26,6 +26,7 @@ from bot.workspace.config import (
     in_bounds,
     quote,
 )
+from bot.workspace.models import NAME_RE
 from bot.workspace.tool_choice import PATTERN_RE
 from bot.workspace.usage_report import UsageCommand, parse_usage
 from tools import BadDomain, parse_domain
@@ -71,6 +72,8 @@ as a CSV to your DM; `org` sums the Enterprise Grid org's workspaces (org admins
 (channel history, others' messages, internal pages), it sends data only to the requester's own URLs and allowed \
 hosts (allowing a host means it may receive the workspace's data); denied hosts never
 • `/agent-limits model [<name>|default]` the workspace's model (no name: the models allowed, with prices)
+• `/agent-limits org-model <name>|default` the model of this Enterprise Grid org's workspaces that pick none of \
+their own (org admins and owners)
 • `/agent-limits run-model on|off` may `@agent /model <name> <task>` pick one run's model (default off)
 • `/agent-limits channel-managers on|off` may a channel's creator change its settings (default off)
 • `/agent-limits channel show|reset` and `/agent-limits channel prompt|tools|model|display|verbosity|respond \
@@ -173,6 +176,13 @@ class OrgBudgetCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class OrgModelCommand:
+    """``/agent-limits org-model <name>|default``: the Enterprise Grid org's model ("": none)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolsCommand:
     """``/agent-limits tools``: the workspace's tools and which are on."""
 
@@ -195,7 +205,7 @@ class DomainCommand:
 
 Command = (
     ShowCommand | SetCommand | ResetCommand | VerbosityCommand | DisplayCommand | ToolsCommand | ToolRuleCommand
-    | DomainCommand | OrgBudgetCommand | UsageCommand | ChannelCommand
+    | DomainCommand | OrgBudgetCommand | OrgModelCommand | UsageCommand | ChannelCommand
 )
 
 _SUBCOMMANDS: dict[str, ConfigField] = {
@@ -240,8 +250,8 @@ def parse_command(text: str) -> Command | UsageError:
         return _parse_tools(args)
     if name in ("allow-domain", "deny-domain", "clear-domain"):
         return _parse_domain(name, args)
-    if name == "org-budget":
-        return _parse_org_budget(args)
+    if name in ("org-budget", "org-model"):
+        return _parse_org(name, args)
     if name == "usage":
         usage = parse_usage(args)
         return UsageError(usage) if isinstance(usage, str) else usage
@@ -270,7 +280,11 @@ def _parse_set(name: str, config_field: ConfigField, args: list[str]) -> SetComm
     return SetCommand(tuple(changes))
 
 
-def _parse_org_budget(args: list[str]) -> OrgBudgetCommand | UsageError:
+def _parse_org(name: str, args: list[str]) -> OrgBudgetCommand | OrgModelCommand | UsageError:
+    if name == "org-model":
+        if len(args) != 1 or not NAME_RE.fullmatch(args[0]):
+            return UsageError(_("`org-model` takes one model name (see `/agent-limits model`), or `default`."))
+        return OrgModelCommand("" if args[0].lower() == DEFAULT_WORD else args[0])
     if not 1 <= len(args) <= 2:
         return UsageError(_("`org-budget` takes an amount (or `none`) and an optional period."))
     try:

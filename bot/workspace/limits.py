@@ -33,6 +33,7 @@ from bot.workspace.command import (
     DisplayCommand,
     DomainCommand,
     OrgBudgetCommand,
+    OrgModelCommand,
     ResetCommand,
     ShowCommand,
     ToolRuleCommand,
@@ -47,6 +48,7 @@ from bot.workspace.domains import DomainAction, DomainLists, DomainStore, domain
 from bot.workspace.feedback import FeedbackStore, format_feedback
 from bot.workspace.models import DEFAULT_MODELS, Models
 from bot.workspace.org import OrgBudget, OrgBudgetStore
+from bot.workspace.org_admin import OrgAdmin
 from bot.workspace.people import SlackUsers
 from bot.workspace.replies import (
     budget_exhausted_message,
@@ -56,7 +58,6 @@ from bot.workspace.replies import (
     format_show,
     format_tools,
     is_exhausted,
-    org_budget_reply,
     tool_rule_reply,
     unknown_tool_reply,
     unreadable_message,
@@ -90,7 +91,7 @@ class RunPlan:
     search_refused: str = ""
     #: The asker's Slack locale (``users.info``): the language everything the run posts is in.
     locale: str = DEFAULT_LOCALE
-    #: The run's model (run → channel → workspace → the deployment's default) and its price.
+    #: The run's model (run → channel → workspace → org → the deployment's default) and its price.
     model_choice: ModelChoice = DEFAULT_MODELS.default
     #: The channel's own settings; ``channel.prompt`` is added to the system prompt.
     channel: ChannelSettings = ChannelSettings()
@@ -144,7 +145,8 @@ class WorkspaceLimits:
         self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
         self.search = SearchAccess(store.redis, store.keys)
         self.usage = UsageReports(store, users)
-        self.channels = ChannelAdmin(store, users, models, self._tools_of)
+        self.channels = ChannelAdmin(store, users, models, self._tools_of, self.org)
+        self.org_admin = OrgAdmin(self.org, users, models)
 
     @classmethod
     def create(
@@ -185,8 +187,8 @@ class WorkspaceLimits:
         return await self.users.is_admin(client, ws, user_id)
 
     async def org_budget(self, ws: Workspace) -> OrgBudget | None:
-        """The org budget of ``ws``'s Enterprise Grid org; None outside one."""
-        return await self.org.get(ws.enterprise_id) if ws.enterprise_id else None
+        """The org budget (and model) of ``ws``'s Enterprise Grid org; None outside one."""
+        return await self.org.of(ws)
 
     async def budget(
         self, ws: Workspace, config: WorkspaceConfig, user_id: str | None = None, *, org: OrgBudget | None = None
@@ -237,8 +239,8 @@ class WorkspaceLimits:
             return await self.set_display(client, ws, user_id, command.value)
         if isinstance(command, DomainCommand):
             return await self.set_domain(client, ws, user_id, command.action, command.host)
-        if isinstance(command, OrgBudgetCommand):
-            return await self.set_org_budget(client, ws, user_id, command)
+        if isinstance(command, OrgBudgetCommand | OrgModelCommand):
+            return await self.org_admin.run(client, ws, user_id, command)
         if isinstance(command, UsageCommand):
             return await self.usage.answer(client, ws, user_id, command)
         return await self.change(client, ws, user_id, command.changes)
@@ -269,19 +271,6 @@ class WorkspaceLimits:
         except ValueError as exc:
             return _("Nothing changed: {why}.").format(why=exc)
         return domain_reply(host, action, change)
-
-    async def set_org_budget(
-        self, client: AsyncWebClient, ws: Workspace, user_id: str, command: OrgBudgetCommand
-    ) -> str:
-        """``org-budget``: Enterprise Grid org admins and owners only, audited in the org's log."""
-        if not ws.enterprise_id:
-            return _("`org-budget` caps what all workspaces of an Enterprise Grid org spend together; this "
-                     "workspace is not part of one. Its own budget is `/agent-limits budget <usd>`.")
-        if not await self.users.is_org_admin(client, ws, user_id):
-            return _("Only the org's admins and owners can change the org budget. "
-                     "Anyone can see it with `/agent-limits show`.")
-        done = await self.org.set(ws.enterprise_id, command.budget_micros, command.period, user_id)
-        return org_budget_reply(done)
 
     async def change(
         self,
@@ -343,9 +332,9 @@ class WorkspaceLimits:
     ) -> RunPlan | RunBlocked:
         """Before a run: may this user start it, can every limit it runs under be read, and is there budget left?
         Its settings resolve here too (``run_model``: the model the run asked for with ``/model``; then the
-        channel's, the workspace's). Raises ``StoreError`` when Redis is down (fail closed: reply with ``error``,
-        make no LLM call) and ``SlackLookupError`` when Slack is. Its refusals, and the run, speak the asker's
-        language."""
+        channel's, the workspace's, the org's). Raises ``StoreError`` when Redis is down (fail closed: reply with
+        ``error``, make no LLM call) and ``SlackLookupError`` when Slack is. Its refusals, and the run, speak the
+        asker's language."""
         locale = await self.users.locale(client, ws, user_id)
         with speaking(locale):
             return await self._preflight(client, ws, user_id, locale, base, channel_id, run_model)
@@ -361,12 +350,12 @@ class WorkspaceLimits:
         config, ws_tools, (egress, shown, own, search) = await self.store.for_run(
             ws, self.domains.key(ws), self.display.key(ws), self.channels.key(ws, channel_id or "-"),
             values=(self.search.key(ws),))
+        org = await self.org_budget(ws)  # its budget and its model, one HGETALL
         channel = ChannelSettings.decode(own)
-        run = resolve(self.channels.models, run_model=run_model, channel=channel,
+        run = resolve(self.channels.models, run_model=run_model, channel=channel, org_model=org.model if org else "",
                       workspace=WorkspaceChoices.decode(shown), tools=ws_tools, shape=self.display.decode(shown))
         if isinstance(run, str):
             return RunBlocked("model_refused", run)
-        org = await self.org_budget(ws)
         unreadable = unreadable_message(config, org is not None and org.unreadable, self.users.admin_user_ids)
         if unreadable:
             return RunBlocked("limit_unreadable", unreadable)

@@ -240,15 +240,6 @@ def layer_lines(
     return lines
 
 
-def org_budget_reply(done: list[Change]) -> str:
-    if not done:
-        return _("The org budget is that already; nothing changed.")
-    change = done[0]
-    return _("Org budget: {old} → {new}. It caps what all the org's workspaces spend together; "
-             "each workspace keeps its own budget and limits. Applies to the next run.").format(
-        old=change.old, new=change.new)
-
-
 def is_exhausted(usage: BudgetUsage) -> bool:
     """Spent to the limit: a new run could not pay for any call. Money merely *held* by runs in progress does
     not count: those holds settle at a fraction of their worst case, and the engine waits for them."""

@@ -4,6 +4,7 @@ as signed mentions and messages, the fake Slack and the fake LLM at the HTTP bou
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,13 +16,18 @@ from bot.keys import AppKeys
 from bot.settings import Settings
 from bot.workspace.models import Models, split_run_model
 from tests.bot.conftest import SECRET, App, make_settings
+from tests.bot.test_audit import audit_file, lines
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.fakes.slack_api import FakeSlack
 from tests.signing import command_body, event_body, mention, message, next_ts, signed_headers
 
+__all__ = ["audit_file"]  # the audit stream's fixture
+
 WS = Workspace("T0001")
 ADMIN = "UADMIN"
 SUPPORT, DATA = "CSUPPORT", "CDATA"
+#: An Enterprise Grid org of two workspaces: ``WS`` (A) and ``B``.
+ORG, B, ORG_ADMIN, B_ADMIN = "E1", "T0002", "UORGADMIN", "UBADMIN"
 
 
 @pytest.fixture
@@ -31,19 +37,26 @@ def settings(key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI) ->
                          agent_respond_all_per_minute=2)
 
 
-async def limits(app: App, text_: str, *, channel: str, user: str = ADMIN) -> str:
-    body = command_body(command="/agent-limits", text=text_, user=user, channel=channel)
+async def limits(
+    app: App, text_: str, *, channel: str, user: str = ADMIN, team: str = WS.team_id, enterprise: str | None = None,
+) -> str:
+    body = command_body(command="/agent-limits", text=text_, user=user, channel=channel, team_id=team,
+                        enterprise_id=enterprise)
     headers = signed_headers(SECRET, body, content_type="application/x-www-form-urlencoded")
     async with app.http.post(f"{app.url}/slack/events", data=body, headers=headers) as resp:
         assert resp.status == 200
         return str((await resp.json())["text"])
 
 
-async def ask(app: App, fake_openai: FakeOpenAI, channel: str, task: str, answer: str = "Done.") -> list[Any]:
-    """A mention in ``channel``, run to its end; the LLM requests it made."""
+async def ask(
+    app: App, fake_openai: FakeOpenAI, channel: str, task: str, answer: str = "Done.", *, team: str = WS.team_id,
+    enterprise: str | None = None,
+) -> list[Any]:
+    """A mention in ``channel`` (of workspace ``team``), run to its end; the LLM requests it made."""
     before = len(fake_openai.requests)
     fake_openai.queue(text(answer))
-    await app.post_event(event_body(mention(text=f"<@UBOT> {task}", channel=channel, ts=next_ts())))
+    await app.post_event(event_body(mention(text=f"<@UBOT> {task}", channel=channel, ts=next_ts(), team=team),
+                                    team_id=team, enterprise_id=enterprise))
     await app.drain()
     return fake_openai.requests[before:]
 
@@ -232,3 +245,58 @@ async def test_show_and_app_home_say_the_workspaces_model_choices(app: App, fake
                                      "event_ts": next_ts()}))
     [publish] = fake_slack.calls_of("views.publish")
     assert "*Model:* `gpt-4o`" in json.dumps(publish.params)
+
+
+async def test_an_org_model_is_the_default_of_every_workspace_of_the_org_below_their_own_choices(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str,
+    audit_file: Path,
+) -> None:
+    both = {"teams": [WS.team_id, B]}
+    fake_slack.users[ORG_ADMIN] = {"enterprise_user": {**both, "is_admin": True}}
+    fake_slack.users[B_ADMIN] = {"is_admin": True, "enterprise_user": both}  # a workspace admin, not the org's
+    fake_slack.users["U1"] = {"enterprise_user": both}
+    in_a, in_b = {"enterprise": ORG}, {"enterprise": ORG, "team": B}
+
+    refused = await limits(app, "org-model gpt-4o", channel=DATA, user=B_ADMIN, **in_b)
+    assert "Only the org's admins and owners can change the org's model" in refused
+    unknown = await limits(app, "org-model gpt-9", channel=DATA, user=ORG_ADMIN, **in_a)
+    assert "Nothing changed: `gpt-9` is not a model this deployment allows; pick one of: `gpt-4o-mini`" in unknown
+    assert "not part of one" in await limits(app, "org-model gpt-4o", channel=DATA)  # no org
+    assert not await redis_client.exists(AppKeys(key_prefix).org_limits(ORG))
+
+    assert "Org model: none → gpt-4o" in await limits(app, "org-model gpt-4o", channel=DATA, user=ORG_ADMIN, **in_a)
+    [a_run] = await ask(app, fake_openai, DATA, "what is 2+2?", enterprise=ORG)
+    [b_run] = await ask(app, fake_openai, DATA, "what is 2+2?", **in_b)
+    assert (a_run.model, b_run.model) == ("gpt-4o", "gpt-4o")
+    assert "org's model, for its workspaces that pick none: `gpt-4o`" in await limits(
+        app, "show", channel=DATA, user="U1", **in_b)
+    assert "This workspace uses `gpt-4o`" in await limits(app, "model", channel=DATA, user="U1", **in_b)
+
+    # B's own model beats the org's (A keeps the org's); a channel's beats both.
+    assert "Changed" in await limits(app, "model gpt-4o-mini", channel=DATA, user=B_ADMIN, **in_b)
+    [a_run] = await ask(app, fake_openai, DATA, "what is 2+2?", enterprise=ORG)
+    [b_run] = await ask(app, fake_openai, DATA, "what is 2+2?", **in_b)
+    assert (a_run.model, b_run.model) == ("gpt-4o", "gpt-4o-mini")
+    assert "Changed" in await limits(app, "channel model gpt-4o-mini", channel=SUPPORT, user=ORG_ADMIN, **in_a)
+    [channel_run] = await ask(app, fake_openai, SUPPORT, "what is 2+2?", enterprise=ORG)
+    assert channel_run.model == "gpt-4o-mini"
+
+    assert "Org model: gpt-4o → none" in await limits(app, "org-model default", channel=DATA, user=ORG_ADMIN, **in_a)
+    [a_run] = await ask(app, fake_openai, DATA, "what is 2+2?", enterprise=ORG)
+    assert a_run.model == "gpt-4o-mini"  # AGENT_MODELS' first
+    raw = await redis_client.lrange(AppKeys(key_prefix).org_limits_audit(ORG), 0, -1)  # type: ignore[misc]
+    assert [(e["field"], e["old"], e["new"], e["who"]) for e in map(json.loads, reversed(raw))] == [
+        ("org-model", "none", "gpt-4o", ORG_ADMIN), ("org-model", "gpt-4o", "none", ORG_ADMIN)]
+    streamed = [(e["scope"], e["enterprise"], e["field"], e["new"]) for e in lines(audit_file)
+                if e["event"] == "limits.changed" and e["scope"] == "org"]
+    assert streamed == [("org", ORG, "org-model", "gpt-4o"), ("org", ORG, "org-model", "none")]
+
+
+async def test_an_org_model_the_operator_removed_is_skipped(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str,
+) -> None:
+    await redis_client.hset(AppKeys(key_prefix).org_limits(ORG), "model", "gpt-3.5-turbo")  # allowed once
+    [run] = await ask(app, fake_openai, DATA, "what is 2+2?", enterprise=ORG)
+    assert run.model == "gpt-4o-mini"
+    shown = await limits(app, "show", channel=DATA, user="U1", enterprise=ORG)
+    assert "`gpt-3.5-turbo` is no longer one this deployment allows" in shown
