@@ -154,9 +154,11 @@ class Tree:
         assert not left, f"processes of `{self.bot.command}` left after it exited: {left}"
 
     def warnings(self) -> list[str]:
-        """Warning and error lines every process logged (a clean start logs none)."""
+        """Warning and error lines every process logged (a clean start logs none), and any traceback a process
+        wrote past its logger."""
         return [f"{r.get('logger')}: {r.get('message')}" for r in self.records()
-                if r.get("level") in ("WARNING", "ERROR", "CRITICAL")]
+                if r.get("level") in ("WARNING", "ERROR", "CRITICAL")] + [
+            line for line in self.bot.log().splitlines() if line.startswith("Traceback")]
 
     async def exited(self, timeout: float = READY_TIMEOUT) -> tuple[int, list[str]]:
         """For a tree that must stop by itself (a refused setting): its exit code and every line it wrote."""

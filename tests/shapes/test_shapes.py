@@ -7,7 +7,13 @@ applies an ``/agent-limits`` change, and stops cleanly on SIGTERM (exit 0, no pr
 - ``python -m bot web`` and ``python -m bot worker`` side by side on one host, from one ``.env`` (one PORT),
   filled in from ``.env.example``;
 - ``python -m bot`` as in the first, given a PNG and a PDF with a mention: the model sees the image, reads the PDF
-  through ``read_file`` (its reader a child of the supervised worker), and its long answer arrives as ``answer.md``.
+  through ``read_file`` (its reader a child of the supervised worker), and its long answer arrives as ``answer.md``;
+- ``python -m bot`` with two priced ``AGENT_MODELS`` and ``AUDIT_LOG`` a file: a Spanish-speaking admin makes a
+  channel a help desk (its model, prompt, ``respond all``); a plain message there is answered in Spanish on that
+  model and prompt, another channel's is not; ``usage today by model`` counts it at its price; the file has the
+  changes and the run, never the message;
+- the same in OAuth mode for a Grid org of two workspaces, the audit on stdout as shipped: one workspace's
+  channel settings stay out of the other's channel of the same id, and ``usage month org`` sums both.
 """
 
 from __future__ import annotations
