@@ -22,6 +22,7 @@ import io
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def oauth(slack: FakeSlack) -> dict[str, str]:
             "SLACK_TOKEN_ENCRYPTION_KEY": KEY}
 
 
-def answers(by_word: dict[str, int]) -> object:
+def answers(by_word: dict[str, int]) -> Callable[[RecordedRequest], Reply]:
     """The LLM's script: the answer to a task naming one of ``by_word``, its prompt that many tokens."""
 
     def script(request: RecordedRequest) -> Reply:
