@@ -335,15 +335,15 @@ async def test_python_m_bot_runs_a_channels_help_desk_in_spanish_counts_it_and_a
     thread = fake_slack.thread_messages("C1", ts)
     assert "Terminado: `final_answer` (respondida)" in thread[0].block_text()
     assert "Motivo de parada: `final_answer` (respondida) · 1 paso ·" in thread[-1].block_text()
-    assert not [m for m in fake_slack.messages if m.channel == "C2"]
 
     usage, row = await usage_counted(
         slack, command_body(command="/agent-limits", text="usage today by model", user="UADMIN"), DESK_MODEL, 1)
     assert "*Uso en este espacio de trabajo, hoy*" in usage
-    assert row[1:5] == ["1", "1", "1,100", format_usd(desk_spent(1000))], usage
+    assert row[1:5] == ["1", "1", "1,100", format_usd(desk_spent(1000))] and "gpt-4o-mini" not in usage, usage
 
     assert tree.warnings() == []
     await tree.stop_cleanly()
+    assert not [m for m in fake_slack.messages if m.channel == "C2"] and len(fake_openai.requests) == 1
     # The audit stream, one file shared by the web process (the changes) and the workers (the run).
     lines = audit_lines([json.loads(x) for x in audit_log.read_text().splitlines()])
     assert not audit_lines(tree.records())  # the file only, not stdout
