@@ -395,6 +395,10 @@ async def test_oauth_grid_channels_keep_their_workspaces_settings_and_an_org_adm
     assert sorted(by_word) == ["stapler", "toner"] and len(fake_openai.requests) == 2
     assert by_word["toner"].model == DESK_MODEL and DESK_PROMPT in str(by_word["toner"].messages[0]["content"])
     assert by_word["stapler"].model == "gpt-4o-mini" and DESK_PROMPT not in json.dumps(by_word["stapler"].messages)
+    for team, user, respond in (("T21", "U21", "all"), ("T22", "U22", "mention")):
+        shown = await slack.command(command_body(command="/agent-limits", text="channel show", user=user,
+                                                 channel="CX", team_id=team, **grid))  # type: ignore[arg-type]
+        assert (team, f"• respond: {respond}" in shown, DESK_PROMPT in shown) == (team, True, team == "T21"), shown
 
     org, row = await usage_counted(slack, command_body(command="/agent-limits", text="usage month org", user="UORG",
                                                        channel="CX", team_id="T21", **grid),  # type: ignore[arg-type]
@@ -406,6 +410,8 @@ async def test_oauth_grid_channels_keep_their_workspaces_settings_and_an_org_adm
     assert tree.warnings() == []
     await tree.stop_cleanly()
     lines = audit_lines(tree.records())
+    assert [(x["team"], x["enterprise"], x["org_wide"]) for x in lines if x["event"] == "app.installed"] == [
+        ("", "E1", True)]
     assert [(x["team"], x["enterprise"], x["field"]) for x in lines if x["event"] == "limits.changed"] == [
         ("T21", "E1", f"channel:CX:{s}") for s in ("model", "prompt", "respond")]
     assert sorted((x["team"], x["enterprise"], x["model"], x["spend_micros"])
