@@ -5,7 +5,7 @@ applies an ``/agent-limits`` change, and stops cleanly on SIGTERM (exit 0, no pr
 - the same in OAuth mode, installed as Slack installs it: an Enterprise Grid org-wide install whose two
   workspaces send events, and a plain workspace beside it;
 - ``python -m bot web`` and ``python -m bot worker`` side by side on one host, from one ``.env`` (one PORT),
-  filled in from ``.env.example``;
+  filled in from ``.env.example``, both appending to the one audit file it names;
 - ``python -m bot`` as in the first, given a PNG and a PDF with a mention: the model sees the image, reads the PDF
   through ``read_file`` (its reader a child of the supervised worker), and its long answer arrives as ``answer.md``;
 - ``python -m bot`` with two priced ``AGENT_MODELS`` and ``AUDIT_LOG`` a file: a Spanish-speaking admin makes a
@@ -181,8 +181,9 @@ async def test_web_and_worker_side_by_side_from_one_env_file(
     # The README's two roles on one host: .env.example filled in (OAuth mode, so SLACK_BOT_TOKEN stays empty),
     # one PORT, then `python -m bot web` and `python -m bot worker` in that folder.
     port = free_port_pair()
+    # The audit stream to a file named relative to that folder, which both commands append to.
     env_file = env_file_from_example(ROOT / ".env.example", {
-        **settings(key_prefix, fake_slack, fake_openai, port), **oauth(fake_slack)})
+        **settings(key_prefix, fake_slack, fake_openai, port), **oauth(fake_slack), "AUDIT_LOG": "audit.jsonl"})
     fake_slack.add_install("plain", Grant("T5"))
     fake_slack.users["U5"] = {"team_id": "T5", "is_admin": True}
     fake_openai.script = answers({"side by side": 1000})
@@ -208,6 +209,8 @@ async def test_web_and_worker_side_by_side_from_one_env_file(
     assert web.warnings() == [] and worker.warnings() == []
     await web.stop_cleanly()
     await worker.stop_cleanly()
+    lines = audit_lines([json.loads(x) for x in (tmp_path / "audit.jsonl").read_text().splitlines()])
+    assert sorted(x["event"] for x in lines) == ["app.installed", "limits.changed", "run.finished"]
 
 
 def png() -> bytes:
