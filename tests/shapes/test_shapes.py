@@ -18,6 +18,7 @@ applies an ``/agent-limits`` change, and stops cleanly on SIGTERM (exit 0, no pr
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import re
@@ -409,6 +410,16 @@ async def test_oauth_grid_channels_keep_their_workspaces_settings_and_an_org_adm
     assert "across the org's 2 workspaces" in org, org
     both = desk_spent(1000) + (2000 + COMPLETION_TOKENS) * PRICE_PER_1M
     assert row[1:5] == ["2", "2", "3,200", format_usd(both)], org
+    # The same by model as a CSV, uploaded into the org admin's DM with the org install's token.
+    said = await slack.command(command_body(command="/agent-limits", text="usage export month by model org",
+                                            user="UORG", channel="CX", team_id="T21", **grid))  # type: ignore[arg-type]
+    assert "on its way to your direct messages" in said, said
+    await fake_slack.wait_for("files.completeUploadExternal", timeout=harness.ANSWER_TIMEOUT)
+    [upload] = [f for f in fake_slack.uploads.values() if f.shared_at]
+    assert upload.channel == "DUORG" and upload.filename.endswith("-by-model-org.csv")
+    assert {r["member"]: (r["runs"], r["spend_usd"]) for r in csv.DictReader(io.StringIO(upload.text))} == {
+        DESK_MODEL: ("1", f"{desk_spent(1000) / 1e6:.6f}"),
+        "gpt-4o-mini": ("1", f"{(2000 + COMPLETION_TOKENS) * PRICE_PER_1M / 1e6:.6f}")}
 
     assert tree.warnings() == []
     await tree.stop_cleanly()
