@@ -179,7 +179,8 @@ class UsageReports:
             rows = await self.store.counters.rows(workspaces, span.days(), command.by or ALL)
         except RedisError as exc:
             raise unavailable(exc) from exc
-        scope = (_("across the org's {n} workspaces").format(n=len(workspaces)) if command.org
+        scope = (ngettext("across the org's {n} workspace", "across the org's {n} workspaces",
+                          len(workspaces)).format(n=len(workspaces)) if command.org
                  else _("in this workspace"))
         if not command.export:
             return format_table(rows, command.by, span, scope)

@@ -164,6 +164,9 @@ async def test_an_org_admin_sums_the_orgs_workspaces(
     fake_slack.users.update({"UA": {"team_id": "TA"}, "UB": {"team_id": "TB"},
                              "UORG": {"team_id": "TA", "enterprise_user": {"is_admin": True}},
                              "UWSADMIN": {"team_id": "TA", "is_admin": True}})
+    # Before any other workspace of the org has run the agent: one workspace, said in the singular.
+    alone = await limits(app, "usage today org", user="UORG", team="TA", enterprise="E1")
+    assert "*Usage across the org's 1 workspace, today*" in alone
     fake_openai.queue(text("A."), text("B."))
     await ask(app, fake_slack, "hi", user="UA", team="TA", enterprise="E1")
     await ask(app, fake_slack, "hi", user="UB", team="TB", enterprise="E1")

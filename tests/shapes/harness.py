@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import jsonschema
 import pytest
 
+from bot import audit
 from tests.bot.oauth_helpers import install
 from tests.fakes.slack_api import Call, FakeSlack
 from tests.processes import START_TIMEOUT, BotProcess, free_port, until
@@ -154,9 +156,11 @@ class Tree:
         assert not left, f"processes of `{self.bot.command}` left after it exited: {left}"
 
     def warnings(self) -> list[str]:
-        """Warning and error lines every process logged (a clean start logs none)."""
+        """Warning and error lines every process logged (a clean start logs none), and any traceback a process
+        wrote past its logger."""
         return [f"{r.get('logger')}: {r.get('message')}" for r in self.records()
-                if r.get("level") in ("WARNING", "ERROR", "CRITICAL")]
+                if r.get("level") in ("WARNING", "ERROR", "CRITICAL")] + [
+            line for line in self.bot.log().splitlines() if line.startswith("Traceback")]
 
     async def exited(self, timeout: float = READY_TIMEOUT) -> tuple[int, list[str]]:
         """For a tree that must stop by itself (a refused setting): its exit code and every line it wrote."""
@@ -208,6 +212,20 @@ async def answer_in_thread(slack: FakeSlack, channel: str, ts: str, words: str) 
     await slack.wait_for("chat.postMessage", timeout=ANSWER_TIMEOUT,
                          predicate=lambda c: in_thread(c) and words in json.dumps(c.params))
     return [c for c in slack.calls_of("chat.postMessage") if in_thread(c)]
+
+
+def audit_lines(lines: list[Record]) -> list[Record]:
+    """The audit stream's lines among ``lines`` (a file's, or a tree's :meth:`Tree.records` for ``AUDIT_LOG=stdout``),
+    each checked against its schema."""
+    found = [x for x in lines if "event" in x and "v" in x]
+    for line in found:
+        jsonschema.validate(line, audit.SCHEMA)
+    return found
+
+
+def read_audit(path: Path) -> list[Record]:
+    """The audit lines of the file ``AUDIT_LOG`` named."""
+    return audit_lines([json.loads(x) for x in path.read_text().splitlines()])
 
 
 def descendants(root: int) -> list[int]:

@@ -5,9 +5,11 @@ applies an ``/agent-limits`` change, and stops cleanly on SIGTERM (exit 0, no pr
 - the same in OAuth mode, installed as Slack installs it: an Enterprise Grid org-wide install whose two
   workspaces send events, and a plain workspace beside it;
 - ``python -m bot web`` and ``python -m bot worker`` side by side on one host, from one ``.env`` (one PORT),
-  filled in from ``.env.example``;
+  filled in from ``.env.example``, both appending to the one audit file it names;
 - ``python -m bot`` as in the first, given a PNG and a PDF with a mention: the model sees the image, reads the PDF
   through ``read_file`` (its reader a child of the supervised worker), and its long answer arrives as ``answer.md``.
+
+Per-channel agents, usage reports and the audit stream in these shapes: ``test_channel_agent_shapes.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import redis.asyncio as aioredis
@@ -28,7 +31,7 @@ from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text, 
 from tests.fakes.slack_api import FakeFile, FakeSlack, Grant
 from tests.processes import ROOT, until
 from tests.shapes import harness
-from tests.shapes.harness import SlackSide, Tree, answer_in_thread, env_file_from_example, free_port_pair
+from tests.shapes.harness import SlackSide, Tree, answer_in_thread, env_file_from_example, free_port_pair, read_audit
 from tests.signing import command_body, event_body, mention, next_ts
 from tests.tools.file_samples import pdf_bytes
 
@@ -59,7 +62,7 @@ def oauth(slack: FakeSlack) -> dict[str, str]:
             "SLACK_TOKEN_ENCRYPTION_KEY": KEY}
 
 
-def answers(by_word: dict[str, int]) -> object:
+def answers(by_word: dict[str, int]) -> Callable[[RecordedRequest], Reply]:
     """The LLM's script: the answer to a task naming one of ``by_word``, its prompt that many tokens."""
 
     def script(request: RecordedRequest) -> Reply:
@@ -170,8 +173,9 @@ async def test_web_and_worker_side_by_side_from_one_env_file(
     # The README's two roles on one host: .env.example filled in (OAuth mode, so SLACK_BOT_TOKEN stays empty),
     # one PORT, then `python -m bot web` and `python -m bot worker` in that folder.
     port = free_port_pair()
+    # The audit stream to a file named relative to that folder, which both commands append to.
     env_file = env_file_from_example(ROOT / ".env.example", {
-        **settings(key_prefix, fake_slack, fake_openai, port), **oauth(fake_slack)})
+        **settings(key_prefix, fake_slack, fake_openai, port), **oauth(fake_slack), "AUDIT_LOG": "audit.jsonl"})
     fake_slack.add_install("plain", Grant("T5"))
     fake_slack.users["U5"] = {"team_id": "T5", "is_admin": True}
     fake_openai.script = answers({"side by side": 1000})
@@ -197,6 +201,8 @@ async def test_web_and_worker_side_by_side_from_one_env_file(
     assert web.warnings() == [] and worker.warnings() == []
     await web.stop_cleanly()
     await worker.stop_cleanly()
+    assert sorted(x["event"] for x in read_audit(tmp_path / "audit.jsonl")) == [
+        "app.installed", "limits.changed", "run.finished"]
 
 
 def png() -> bytes:
