@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
-from agent_core.attachments import FILES_HEADER, Attachment, size_label
+from agent_core.attachments import FILES_HEADER, Attachment, size_label, vision_default
 from agent_core.errors import LLMError
 from agent_core.store import Message
 from tools import Executor, FileUnreadable, ToolContext, extract, kind_of, prepare_image, wrap_untrusted
@@ -58,6 +58,12 @@ class FileOptions:
     #: ``OPENAI_TRANSCRIBE_MODEL`` ("" : audio is not transcribed) and the endpoint that does it.
     transcribe_model: str = ""
     transcriber: Transcriber | None = None
+    #: ``vision`` was set (``OPENAI_VISION``), not read off the model's name: a run's own model keeps it.
+    vision_set: bool = False
+
+    def for_model(self, model: str | None) -> FileOptions:
+        """These options for a run that names its own model (``AGENT_MODELS``): vision by that model's name."""
+        return self if model is None or self.vision_set else replace(self, vision=vision_default(model))
 
 
 @dataclass(frozen=True, slots=True)

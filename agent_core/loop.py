@@ -102,7 +102,7 @@ class Agent:
         # How a run's files reach the model (``vision`` None: decided by the model's name).
         self.files = files_in.FileOptions(
             vision_default(llm.model) if vision is None else vision, image_max_side, transcribe_model,
-            llm if isinstance(llm, files_in.Transcriber) else None)
+            llm if isinstance(llm, files_in.Transcriber) else None, vision_set=vision is not None)
         self.on_llm_call = on_llm_call
         self.limits = limits or Limits()
         self.budget, self.store, self.trace = budget, store, trace
@@ -263,8 +263,9 @@ class Agent:
         scope = request.scope or ToolContext(run_id="", step=0)
         stored_task = task_message
         if request.attachments:  # a resumed run is given its files again: its images are sent again
-            built, scope = await files_in.hand_over(progress_state.task, request.attachments, self.files,
-                                                    executor, scope)
+            built, scope = await files_in.hand_over(
+                progress_state.task, request.attachments,
+                self.files.for_model(request.model.name if request.model else None), executor, scope)
             task_message, stored_task = built.sent, (built.stored if is_new else task_message)
         tools_spec = executor.registry.schemas() if self.protocol == "tools" and len(executor.registry) else None
         protocol_text = text_react.PROTOCOL_TEXT if self.protocol == "react" else ""

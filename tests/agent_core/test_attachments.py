@@ -17,11 +17,13 @@ from agent_core import (
     Attachment,
     InMemoryThreadStore,
     Limits,
+    ModelChoice,
     Observed,
     RedisThreadStore,
     RunRequest,
     Stopped,
     StopReason,
+    price_for,
 )
 from agent_core.__main__ import attachments
 from agent_core.attachments import is_task_message, vision_default
@@ -100,6 +102,20 @@ async def test_without_vision_the_task_says_the_image_cannot_be_seen(
     assert isinstance(message["content"], str) and "base64" not in message["content"]
     assert "shot.png" in message["content"] and "cannot see images" in message["content"]
     assert "Tell the user" in message["content"]
+
+
+async def test_a_runs_own_model_decides_whether_it_sees_images_unless_vision_is_set(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    # AGENT_MODELS lets a channel or a run pick another model than OPENAI_MODEL: images follow the model called.
+    blind, seeing = ModelChoice("gpt-3.5-turbo", price_for("gpt-3.5-turbo")), ModelChoice("gpt-4o", price_for("gpt-4o"))
+    fake_openai.queue(*(text("Seen.") for _ in range(3)))
+    await make_agent(model="gpt-3.5-turbo").run(RunRequest("What is this?", attachments=(SHOT,), model=seeing))
+    await make_agent().run(RunRequest("What is this?", attachments=(SHOT,), model=blind))
+    await make_agent(vision=True).run(RunRequest("What is this?", attachments=(SHOT,), model=blind))  # OPENAI_VISION
+    to_seeing, to_blind, told_to_see = (user_message(r) for r in fake_openai.requests)
+    assert len(image_parts(to_seeing)) == 1 and len(image_parts(told_to_see)) == 1
+    assert isinstance(to_blind["content"], str) and "cannot see images" in to_blind["content"]
 
 
 def test_image_tokens_follow_openais_high_detail_formula() -> None:
