@@ -9,6 +9,7 @@ org's budget over its workspaces).
 
 from bot.errors import InvalidValue, SlackLookupError  # the stage's own errors, importable from it too
 from bot.workspace.catalog import ToolCatalog
+from bot.workspace.changes import AUDIT_CAP, Change, label_of
 from bot.workspace.command import (
     DISPLAYS,
     USAGE,
@@ -26,10 +27,8 @@ from bot.workspace.command import (
     parse_value,
 )
 from bot.workspace.config import (
-    AUDIT_CAP,
     LABELS,
     RUNS_CAP,
-    Change,
     ConfigField,
     ConfigValue,
     LimitsPolicy,
@@ -38,7 +37,6 @@ from bot.workspace.config import (
     decode_value,
     display,
     encode_value,
-    label_of,
     limits_for,
     shown,
 )

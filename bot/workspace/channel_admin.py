@@ -20,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.i18n import _
 from bot.identity import Workspace
 from bot.redis import awaited
+from bot.workspace.changes import Change
 from bot.workspace.channel_command import (
     ChannelCommand,
     ChannelReset,
@@ -41,7 +42,6 @@ from bot.workspace.channel_settings import (
     channel_field,
     first_allowed,
 )
-from bot.workspace.config import Change
 from bot.workspace.models import Models
 from bot.workspace.org import OrgBudgetStore
 from bot.workspace.org_admin import org_model_line

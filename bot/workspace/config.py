@@ -1,4 +1,4 @@
-"""A workspace's limits as values: the config, its defaults and bounds, audited changes, run records.
+"""A workspace's limits as values: the config, its defaults and bounds, run records.
 
 Pure: no I/O. The defaults come from one place, ``Settings`` (``AGENT_MAX_STEPS`` ... ``AGENT_BUDGET_PERIOD``):
 ``WorkspaceConfig()`` is what a workspace nobody configured runs with, and ``LimitsPolicy.from_settings``
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Literal, get_args
 
@@ -31,8 +31,6 @@ DEFAULT_PERIOD: Period = _DEFAULTS["agent_budget_period"].default
 DEFAULT_USER_BUDGET_MICROS: int | None = None  # AGENT_USER_BUDGET_USD's default, empty: no per-person cap
 DEFAULT_MAX_CONCURRENT: int = _DEFAULTS["agent_max_concurrent_runs_per_workspace"].default
 DEFAULT_MAX_CONCURRENT_PER_USER: int = _DEFAULTS["agent_max_concurrent_runs_per_user"].default
-AUDIT_CAP = 100
-"""Limit changes kept per workspace (newest first)."""
 RUNS_CAP = 50
 """Finished runs kept per workspace for App Home (newest first)."""
 
@@ -160,52 +158,6 @@ class WorkspaceConfig:
 ORG_LAYER = "org"
 PERSON_LAYER = "per-person"
 
-#: The audit field of a workspace tool choice: ``tool:<name or server__*>`` (old/new are ``on``/``off``).
-TOOL_FIELD_PREFIX = "tool:"
-#: Audit field of an outbound host list change: ``domain:docs.example.com``.
-DOMAIN_FIELD_PREFIX = "domain:"
-
-
-def label_of(audit_field: str) -> str:
-    """How an audited field reads: ``max-steps``, or ``tool time__*``."""
-    if audit_field.startswith(TOOL_FIELD_PREFIX):
-        return f"tool {audit_field.removeprefix(TOOL_FIELD_PREFIX)}"
-    if audit_field.startswith(DOMAIN_FIELD_PREFIX):
-        return f"domain {audit_field.removeprefix(DOMAIN_FIELD_PREFIX)}"
-    if audit_field.startswith("channel:"):  # channel:<id>:<setting> (bot.workspace.channel_settings)
-        _, channel, setting = audit_field.split(":", 2)
-        return f"<#{channel}> {setting}"
-    return LABELS.get(audit_field, audit_field)
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One audited change: who, when, what (a limit, or ``tool:<pattern>``), the effective values before and after."""
-
-    actor: str
-    at: datetime
-    field: str
-    old: str
-    new: str
-
-    def to_json(self) -> str:
-        data = {
-            "who": self.actor,
-            "at": self.at.isoformat(),
-            "field": self.field,
-            "old": self.old,
-            "new": self.new,
-        }
-        return json.dumps(data)
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> Change:
-        data = json.loads(raw)
-        return cls(str(data["who"]), datetime.fromisoformat(data["at"]), data["field"], data["old"], data["new"])
-
-    def describe(self) -> str:
-        return f"{when(self.at)} <@{self.actor}>: {label_of(self.field)} {self.old} → {self.new}"
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunRecord:
@@ -287,10 +239,6 @@ def quote(text: str) -> str:
     """User text echoed inside backticks: short, and no backtick or Slack control characters to break out."""
     cleaned = text.replace("`", "'").replace("<", "‹").replace(">", "›").replace("&", "＆")
     return cleaned if len(cleaned) <= 40 else cleaned[:37] + "..."
-
-
-def when(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

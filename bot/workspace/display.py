@@ -13,9 +13,8 @@ from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
 from bot.settings import Display, Verbosity
-from bot.workspace.changes import commit
+from bot.workspace.changes import Change, commit
 from bot.workspace.command import DISPLAYS, VERBOSITIES
-from bot.workspace.config import Change
 from bot.workspace.store import unavailable
 
 

@@ -27,12 +27,11 @@ from bot.errors import InvalidValue
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.workspace.changes import commit
+from bot.workspace.changes import Change, commit
 from bot.workspace.config import (
     DEFAULT_PERIOD,
     ORG_LAYER,
     UNREADABLE,
-    Change,
     decode_value,
     encode_value,
 )

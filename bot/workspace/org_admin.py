@@ -9,8 +9,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.i18n import _
 from bot.identity import Workspace
+from bot.workspace.changes import Change
 from bot.workspace.command import OrgBudgetCommand, OrgModelCommand
-from bot.workspace.config import Change
 from bot.workspace.models import Models
 from bot.workspace.org import OrgBudgetStore
 from bot.workspace.people import SlackUsers

@@ -7,15 +7,14 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from agent_core import BudgetUsage, Period, format_usd
 from bot.i18n import N_, _
 from bot.settings import Display, Verbosity
+from bot.workspace.changes import Change, label_of
 from bot.workspace.config import (
     FIX_COMMANDS,
     LABELS,
     ORG_LAYER,
     PERSON_LAYER,
     UNREADABLE,
-    Change,
     WorkspaceConfig,
-    label_of,
     shown,
 )
 from bot.workspace.people import who_may_change

@@ -42,13 +42,11 @@ from bot.errors import InvalidValue
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.redis import as_text, awaited
-from bot.workspace.changes import commit
+from bot.workspace.changes import TOOL_FIELD_PREFIX, Change, commit
 from bot.workspace.config import (
     FIELDS,
     PERSON_LAYER,
     RUNS_CAP,
-    TOOL_FIELD_PREFIX,
-    Change,
     ConfigField,
     ConfigValue,
     RunRecord,
