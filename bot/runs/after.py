@@ -94,7 +94,7 @@ class AfterRun:
         with contextlib.suppress(Exception):
             permalink = await self.permalinks.of(slack, ws.team_id, turn.conversation.channel_id, turn.reply_thread_ts)
         try:
-            await self.limits.store.record_run(ws, RunRecord(
+            await self.limits.runs.record_run(ws, RunRecord(
                 user_id=turn.user_id, at=now, stop_reason=final.reason.value, steps=final.steps,
                 cost_micros=final.usage.cost_micros, channel_id=turn.conversation.channel_id,
                 thread_ts=turn.reply_thread_ts,

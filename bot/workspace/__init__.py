@@ -1,9 +1,10 @@
 """A workspace's limits, budget, display settings and permissions: the rules ``/agent-limits``, App Home and
 the run job share.
 
-Each module is either pure or does I/O: ``config`` (values, defaults, bounds), ``command`` (the grammar),
-``replies`` (texts), ``people`` (users.info and who may do what), ``store`` (Redis), ``limits`` (the facade),
-``tool_choice`` (the workspace's tool rules over the deployment's catalog), ``org`` (an Enterprise Grid
+Each module is either pure or does I/O: ``config`` (values, defaults, bounds), ``changes`` (audited changes),
+``command`` (the grammar), ``replies`` (texts), ``people`` (users.info and who may do what), ``store`` (Redis: the
+settings and their audit), ``ledger`` (Redis: the runs' budget, usage counters and records), ``limits`` (the
+facade), ``tool_choice`` (the workspace's tool rules over the deployment's catalog), ``org`` (an Enterprise Grid
 org's budget over its workspaces).
 """
 
@@ -28,11 +29,9 @@ from bot.workspace.command import (
 )
 from bot.workspace.config import (
     LABELS,
-    RUNS_CAP,
     ConfigField,
     ConfigValue,
     LimitsPolicy,
-    RunRecord,
     WorkspaceConfig,
     decode_value,
     display,
@@ -42,6 +41,7 @@ from bot.workspace.config import (
 )
 from bot.workspace.display import DisplaySettings
 from bot.workspace.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
+from bot.workspace.ledger import RUNS_CAP, RunLedger, RunRecord
 from bot.workspace.limits import TOP_SPENDERS, RunBlocked, RunPlan, WorkspaceLimits
 from bot.workspace.org import OrgBudget, OrgBudgetStore
 from bot.workspace.people import RunRefusal, SlackUsers, run_permission, who_may_change
@@ -106,6 +106,7 @@ __all__ = [
     "ResetCommand",
     "RunBlocked",
     "RunPlan",
+    "RunLedger",
     "RunRecord",
     "RunRefusal",
     "SetCommand",

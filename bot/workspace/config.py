@@ -1,4 +1,4 @@
-"""A workspace's limits as values: the config, its defaults and bounds, run records.
+"""A workspace's limits as values: the config, its defaults and bounds.
 
 Pure: no I/O. The defaults come from one place, ``Settings`` (``AGENT_MAX_STEPS`` ... ``AGENT_BUDGET_PERIOD``):
 ``WorkspaceConfig()`` is what a workspace nobody configured runs with, and ``LimitsPolicy.from_settings``
@@ -7,10 +7,8 @@ reads the deployment's own values.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
-from datetime import datetime
 from decimal import Decimal
 from typing import Literal, get_args
 
@@ -31,8 +29,6 @@ DEFAULT_PERIOD: Period = _DEFAULTS["agent_budget_period"].default
 DEFAULT_USER_BUDGET_MICROS: int | None = None  # AGENT_USER_BUDGET_USD's default, empty: no per-person cap
 DEFAULT_MAX_CONCURRENT: int = _DEFAULTS["agent_max_concurrent_runs_per_workspace"].default
 DEFAULT_MAX_CONCURRENT_PER_USER: int = _DEFAULTS["agent_max_concurrent_runs_per_user"].default
-RUNS_CAP = 50
-"""Finished runs kept per workspace for App Home (newest first)."""
 
 ConfigField = Literal[
     "max_steps", "max_tokens", "max_cost_micros", "budget_micros", "period", "user_budget_micros", "max_concurrent",
@@ -157,55 +153,6 @@ class WorkspaceConfig:
 #: Budget layers' names in messages ("the org budget has $0.00 left") and in ``BudgetUsage.layers``.
 ORG_LAYER = "org"
 PERSON_LAYER = "per-person"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunRecord:
-    """A finished run as App Home lists it."""
-
-    user_id: str
-    at: datetime
-    stop_reason: str
-    steps: int
-    cost_micros: int
-    channel_id: str
-    thread_ts: str
-    permalink: str = ""
-    run_id: str = ""
-    #: Why a run ended badly, for the admin (e.g. Slack refused every post in the thread).
-    note: str = ""
-
-    def to_json(self) -> str:
-        data = {
-            "user": self.user_id,
-            "at": self.at.isoformat(),
-            "stop_reason": self.stop_reason,
-            "steps": self.steps,
-            "cost_micros": self.cost_micros,
-            "channel": self.channel_id,
-            "thread_ts": self.thread_ts,
-            "permalink": self.permalink,
-            "run_id": self.run_id,
-        }
-        if self.note:
-            data["note"] = self.note
-        return json.dumps(data)
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> RunRecord:
-        d = json.loads(raw)
-        return cls(
-            user_id=str(d["user"]),
-            at=datetime.fromisoformat(d["at"]),
-            stop_reason=str(d["stop_reason"]),
-            steps=int(d["steps"]),
-            cost_micros=int(d["cost_micros"]),
-            channel_id=str(d["channel"]),
-            thread_ts=str(d["thread_ts"]),
-            permalink=str(d.get("permalink", "")),
-            run_id=str(d.get("run_id", "")),
-            note=str(d.get("note", "")),
-        )
 
 
 def limits_for(config: WorkspaceConfig, base: Limits | None = None) -> Limits:

@@ -46,6 +46,7 @@ from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, Workspa
 from bot.workspace.display import DisplaySettings
 from bot.workspace.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
 from bot.workspace.feedback import FeedbackStore, format_feedback
+from bot.workspace.ledger import RunLedger
 from bot.workspace.models import DEFAULT_MODELS, Models
 from bot.workspace.org import OrgBudget, OrgBudgetStore
 from bot.workspace.org_admin import OrgAdmin
@@ -123,6 +124,7 @@ class WorkspaceLimits:
     def __init__(
         self,
         store: WorkspaceLimitsStore,
+        runs: RunLedger,
         users: SlackUsers,
         display: DisplaySettings,
         catalog: ToolCatalog,
@@ -133,6 +135,7 @@ class WorkspaceLimits:
         models: Models = DEFAULT_MODELS,
     ) -> None:
         self.store = store
+        self.runs = runs
         self.users = users
         self.display = display
         self.catalog = catalog
@@ -144,7 +147,7 @@ class WorkspaceLimits:
         self.domains = DomainStore(store.redis, store.keys)
         self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
         self.search = SearchAccess(store.redis, store.keys)
-        self.usage = UsageReports(store, users)
+        self.usage = UsageReports(runs, users)
         self.channels = ChannelAdmin(store, users, models, self._tools_of, self.org)
         self.org_admin = OrgAdmin(self.org, users, models)
 
@@ -158,11 +161,7 @@ class WorkspaceLimits:
         clock: Callable[[], datetime] = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> WorkspaceLimits:
-        store = WorkspaceLimitsStore(
-            redis, defaults=policy.defaults, key_prefix=key_prefix, clock=clock,
-            hold_seconds=policy.hold_seconds, renew_seconds=policy.renew_seconds,
-            usage_retention_days=policy.usage_retention_days,
-        )
+        store = WorkspaceLimitsStore(redis, defaults=policy.defaults, key_prefix=key_prefix, clock=clock)
         users = SlackUsers(
             admin_user_ids=policy.admin_user_ids,
             allow_guests=policy.allow_guests,
@@ -170,9 +169,13 @@ class WorkspaceLimits:
             clock=monotonic,
         )
         keys = AppKeys(key_prefix)
+        runs = RunLedger(
+            redis, keys, clock=clock, hold_seconds=policy.hold_seconds, renew_seconds=policy.renew_seconds,
+            usage_retention_days=policy.usage_retention_days,
+        )
         display = DisplaySettings(redis, keys, default=policy.verbosity, display=policy.display)
         return cls(
-            store, users, display, ToolCatalog(redis, keys), policy.builtin_tools,
+            store, runs, users, display, ToolCatalog(redis, keys), policy.builtin_tools,
             FeedbackStore(redis, keys, clock=clock, usage_retention_days=policy.usage_retention_days),
             files_line=file_caps_line(*policy.file_caps), models=policy.models,
         )
@@ -198,7 +201,7 @@ class WorkspaceLimits:
         if org is None:
             org = await self.org_budget(ws)
         layer = self.org.layer(ws.enterprise_id, org) if org is not None and ws.enterprise_id else None
-        return self.store.budget_for(ws, config, user_id=user_id, org=layer)
+        return self.runs.budget_for(ws, config, user_id=user_id, org=layer)
 
     async def show(self, ws: Workspace, *, can_change: bool, user_id: str | None = None) -> str:
         config = await self.store.get(ws)

@@ -1,18 +1,16 @@
-"""The workspace's settings in Redis: limit overrides and their audit, tool rules, recent runs, the budget.
+"""The workspace's settings in Redis: limit overrides and their audit, tool rules, other audited hashes.
 
 Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
 
     P:E:T:limits          hash   overrides only (field -> value); absent fields follow the settings' defaults
     P:E:T:limits:audit    list   JSON changes, newest first, capped at AUDIT_CAP
-    P:E:T:runs            list   JSON run summaries for App Home, newest first, capped at RUNS_CAP
-    {P:E:T}:usage:...     the usage counters, written with the run summary (see bot.workspace.usage)
     P:E:T:settings        hash   display settings (verbosity, display): bot.workspace.display; the workspace's
                                  model, run-model and channel-managers (audited): bot.workspace.channel_admin
     P:E:T:channel:<C>     hash   a channel's own settings (audited): bot.workspace.channel_settings
     P:E:T:tools           hash   the workspace's tool rules (name or server__* -> on/off); audited in limits:audit
     P:tools:catalog       string the tools the workers offer (JSON), deployment-wide: bot.workspace.catalog
-    {P:E:T}:budget:...    the budget's own keys (see agent_core.budget.ledger), with each person's spend in
-                          {P:E:T}:budget:<period>:spenders (the per-person cap's layer, and the top spenders)
+
+The runs' keys (recent runs, usage counters, the budget) are :mod:`bot.workspace.ledger`'s.
 
 Only overrides are stored, so a workspace nobody configured follows the settings when they change, and
 ``reset`` is a delete.
@@ -27,17 +25,9 @@ from datetime import datetime
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, RedisError, WatchError
+from redis.exceptions import RedisError, WatchError
 
-from agent_core import (
-    DEFAULT_LEASE_RENEW_SECONDS,
-    DEFAULT_LEASE_SECONDS,
-    BudgetLayer,
-    BudgetUsage,
-    RedisBudget,
-    StoreError,
-    utc_now,
-)
+from agent_core import StoreError, utc_now
 from bot.errors import InvalidValue
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
@@ -45,11 +35,8 @@ from bot.redis import as_text, awaited
 from bot.workspace.changes import TOOL_FIELD_PREFIX, Change, commit
 from bot.workspace.config import (
     FIELDS,
-    PERSON_LAYER,
-    RUNS_CAP,
     ConfigField,
     ConfigValue,
-    RunRecord,
     WorkspaceConfig,
     decode_value,
     display,
@@ -60,7 +47,6 @@ from bot.workspace.tool_choice import (
     PATTERN_RE,
     ToolChoice,
 )
-from bot.workspace.usage import DEFAULT_RETENTION_DAYS, RunUsage, UsageCounters
 
 log = logging.getLogger(__name__)
 #: Optimistic-transaction retries when another admin changes the same workspace at the same moment.
@@ -68,15 +54,13 @@ _MAX_WATCH_RETRIES = 20
 
 
 class WorkspaceLimitsStore:
-    """Per-workspace config, change audit and recent runs in Redis.
+    """Per-workspace config and its change audit in Redis.
 
     Args:
         redis: the shared client (``decode_responses`` either way).
         defaults: the settings' values (``AGENT_MAX_STEPS`` ... ``AGENT_BUDGET_PERIOD``); ``reset`` goes here.
         key_prefix: the deployment's global key prefix (``REDIS_KEY_PREFIX``; tests pass their own).
-        clock: timezone-aware now, for audit times and budget periods.
-        hold_seconds, renew_seconds: a budget hold's life and renewal (``AGENT_LEASE_SECONDS``, ``..._RENEW_...``).
-        usage_retention_days: how long the usage counters are kept (``AGENT_USAGE_RETENTION_DAYS``).
+        clock: timezone-aware now, for audit times.
     """
 
     def __init__(
@@ -86,18 +70,12 @@ class WorkspaceLimitsStore:
         defaults: WorkspaceConfig | None = None,
         key_prefix: str = DEFAULT_KEY_PREFIX,
         clock: Callable[[], datetime] = utc_now,
-        hold_seconds: float = DEFAULT_LEASE_SECONDS,
-        renew_seconds: float = DEFAULT_LEASE_RENEW_SECONDS,
-        usage_retention_days: int = DEFAULT_RETENTION_DAYS,
     ) -> None:
         self.defaults = defaults or WorkspaceConfig()
         self.redis = redis
         self.keys = AppKeys(key_prefix)
         self._redis, self._keys = redis, self.keys
         self._clock = self.clock = clock
-        self._hold_seconds = hold_seconds
-        self._renew_seconds = renew_seconds
-        self.counters = UsageCounters(redis, self.keys, retention_days=usage_retention_days)
 
     def namespace(self, ws: Workspace) -> str:
         return self._keys.namespace(ws)
@@ -107,9 +85,6 @@ class WorkspaceLimitsStore:
 
     def _audit_key(self, ws: Workspace) -> str:
         return self._keys.limits_audit(ws)
-
-    def _runs_key(self, ws: Workspace) -> str:
-        return self._keys.recent_runs(ws)
 
     async def get(self, ws: Workspace) -> WorkspaceConfig:
         """The workspace's effective config: its overrides on top of the defaults."""
@@ -303,64 +278,6 @@ class WorkspaceLimitsStore:
             return [] if old == new else [Change(actor, self._clock(), f"{TOOL_FIELD_PREFIX}{pattern}", old, new)]
 
         return await self._watched(ws, key, write, "tools")
-
-    # -- budget and runs ----------------------------------------------------------------------------------
-    def budget_for(
-        self, ws: Workspace, config: WorkspaceConfig, *, user_id: str | None = None,
-        org: BudgetLayer | None = None,
-    ) -> RedisBudget:
-        """The workspace's budget, with the limits and period of ``config`` fixed for one run. Layers: the org's
-        budget (``org``), and ``user_id``'s own cap, whose tally also counts each person's spend. An unreadable
-        money limit counts as 0, not as its placeholder: nothing can be held against it (fail closed)."""
-        layers = [] if org is None else [org]
-        if user_id:
-            layers.append(BudgetLayer(
-                PERSON_LAYER, self.namespace(ws), _money(config, "user_budget_micros"), config.period, member=user_id
-            ))
-        return RedisBudget(
-            self._redis,
-            namespace=self.namespace(ws),
-            limit_micros=_money(config, "budget_micros"),
-            period=config.period,
-            clock=self._clock,
-            hold_seconds=self._hold_seconds,
-            renew_seconds=self._renew_seconds,
-            layers=layers,
-        )
-
-    async def usage(self, ws: Workspace, config: WorkspaceConfig) -> BudgetUsage:
-        """The workspace's own spent, held and remaining this period (``BudgetUnavailable`` when Redis is down)."""
-        return await self.budget_for(ws, config).usage_summary()
-
-    async def record_run(self, ws: Workspace, run: RunRecord, usage: RunUsage | None = None) -> None:
-        """Append a finished run to the workspace's recent runs (App Home shows the last ten) and add it to the
-        usage counters, in one round trip."""
-        key = self._runs_key(ws)
-        try:
-            # Not MULTI: the counters' keys live in other slots, and a half-applied write costs nothing here.
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.lpush(key, run.to_json())
-                pipe.ltrim(key, 0, RUNS_CAP - 1)
-                counted = self.counters.queue(pipe, ws, usage) if usage is not None else None
-                results = await pipe.execute(raise_on_error=False)
-            for result in results:
-                if isinstance(result, NoScriptError) and counted is not None:
-                    await counted.alone()  # Redis lost the script (a restart): loaded and run again
-                elif isinstance(result, Exception):
-                    raise result
-        except RedisError as exc:
-            raise unavailable(exc) from exc
-
-    async def recent_runs(self, ws: Workspace, n: int = 10) -> list[RunRecord]:
-        try:
-            raw = await awaited(self._redis.lrange(self._runs_key(ws), 0, n - 1))
-        except RedisError as exc:
-            raise unavailable(exc) from exc
-        return [RunRecord.from_json(r) for r in raw]
-
-
-def _money(config: WorkspaceConfig, name: ConfigField) -> int | None:
-    return 0 if name in config.unreadable else getattr(config, name)
 
 
 def _choice_of(raw: Mapping[Any, Any]) -> ToolChoice:

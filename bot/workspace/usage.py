@@ -11,7 +11,7 @@ dimension, under the workspace's hash tag (see :mod:`bot.keys`)::
     {P:E:T}:usage:run:<run id>   set   <dimension>|<member> the run counted under (for the thumbs on its answer)
     P:E:org:usage:teams          set   the org's workspaces with counters (``usage ... org`` sums them)
 
-The increments ride in the run's end-of-run pipeline (``WorkspaceLimitsStore.record_run``); a report reads a
+The increments ride in the run's end-of-run pipeline (``RunLedger.record_run``); a report reads a
 handful of hashes (one per day of the period and workspace) in one round trip. Every day's hashes expire
 AGENT_USAGE_RETENTION_DAYS after it.
 """

@@ -24,8 +24,9 @@ from agent_core import StopReason, format_usd
 from bot.i18n import N_, _, ngettext
 from bot.identity import Workspace
 from bot.workspace.config import MICROS_PER_USD, quote
+from bot.workspace.ledger import RunLedger
 from bot.workspace.people import SlackUsers
-from bot.workspace.store import WorkspaceLimitsStore, unavailable
+from bot.workspace.store import unavailable
 from bot.workspace.usage import ALL, DIMENSIONS, Dimension, Row, day_id
 
 log = logging.getLogger(__name__)
@@ -161,8 +162,8 @@ def to_csv(rows: list[Row], by: Dimension | None, span: Span) -> str:
 class UsageReports:
     """Answers ``usage`` for one process: who may see what, the figures, and the export's upload."""
 
-    def __init__(self, store: WorkspaceLimitsStore, users: SlackUsers) -> None:
-        self.store = store
+    def __init__(self, runs: RunLedger, users: SlackUsers) -> None:
+        self.runs = runs
         self.users = users
         self._uploads: set[asyncio.Task[None]] = set()  # held until done (the loop keeps weak references)
 
@@ -170,13 +171,13 @@ class UsageReports:
         refused = await self._refusal(client, ws, user_id, command.org)
         if refused:
             return refused
-        retention = self.store.counters.retention_days
-        span = span_of(command.period, self.store.clock().date(), retention)
+        retention = self.runs.counters.retention_days
+        span = span_of(command.period, self.runs.clock().date(), retention)
         if isinstance(span, str):
             return span
         try:
             workspaces = await self._workspaces(ws, command.org)
-            rows = await self.store.counters.rows(workspaces, span.days(), command.by or ALL)
+            rows = await self.runs.counters.rows(workspaces, span.days(), command.by or ALL)
         except RedisError as exc:
             raise unavailable(exc) from exc
         scope = (ngettext("across the org's {n} workspace", "across the org's {n} workspaces",
@@ -207,7 +208,7 @@ class UsageReports:
     async def _workspaces(self, ws: Workspace, org: bool) -> list[Workspace]:
         if not org:
             return [ws]
-        teams = set(await self.store.counters.org_teams(ws.enterprise_id)) | {ws.team_id}
+        teams = set(await self.runs.counters.org_teams(ws.enterprise_id)) | {ws.team_id}
         return [Workspace(team, ws.enterprise_id) for team in sorted(teams)]
 
     async def _send(self, client: AsyncWebClient, user_id: str, name: str, text: str) -> None:

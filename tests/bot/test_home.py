@@ -56,7 +56,7 @@ GOOD = {"budget_micros": "25.00", "max_steps": "30", "max_tokens": "80000", "max
 
 
 async def spend(harness: Harness, micros: int) -> None:
-    budget = harness.limits.store.budget_for(WS, await harness.limits.store.get(WS))
+    budget = harness.limits.runs.budget_for(WS, await harness.limits.store.get(WS))
     hold = await budget.reserve("earlier:1", micros)
     assert hold is not None
     await budget.settle(hold, micros)
@@ -66,7 +66,7 @@ async def test_home_tab_is_published_with_the_budget_limits_and_last_runs(harnes
     harness.slack.users["UADMIN"] = {"is_admin": True}
     await spend(harness, 3_000_000)
     for i in range(12):
-        await harness.limits.store.record_run(
+        await harness.limits.runs.record_run(
             WS,
             RunRecord(
                 user_id=f"U{i}", at=NOW, stop_reason="budget_exhausted" if i == 11 else "final_answer", steps=2,

@@ -331,7 +331,7 @@ async def test_guest_is_refused_before_any_llm_call(app: App, fake_slack: FakeSl
 async def test_used_up_budget_is_refused_at_once_and_other_workspaces_run(
     app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
-    from bot.workspace import WorkspaceLimitsStore
+    from bot.workspace import RunLedger, WorkspaceLimitsStore
 
     store = WorkspaceLimitsStore(redis_client, key_prefix=key_prefix)
     await store.set(Workspace("T0001"), "budget_micros", 0, "UADMIN")
@@ -351,7 +351,7 @@ async def test_used_up_budget_is_refused_at_once_and_other_workspaces_run(
     await app.drain()
     assert len(fake_openai.requests) == 1
     assert "Another workspace still runs." in final_of(fake_slack.thread_messages("C1", other)).block_text()
-    runs = await store.recent_runs(Workspace("T0002"))
+    runs = await RunLedger(redis_client, AppKeys(key_prefix)).recent_runs(Workspace("T0002"))
     assert runs and runs[0].permalink.startswith("https://fake.example/archives/C1/p")
 
 

@@ -22,7 +22,7 @@ async def recent(app: App) -> list[RunRecord]:
     assert services is not None
     policy = LimitsPolicy.from_settings(app.service.settings)
     limits = WorkspaceLimits.create(services.redis, policy, key_prefix=services.keys.prefix)
-    return list(await limits.store.recent_runs(Workspace.of("T0001", "")))
+    return list(await limits.runs.recent_runs(Workspace.of("T0001", "")))
 
 
 @pytest.mark.parametrize("failure", [

@@ -14,11 +14,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core.limits import Limits
 from bot.identity import Workspace
+from bot.keys import AppKeys
 from bot.workspace import (
     AUDIT_CAP,
     RUNS_CAP,
     USAGE,
     ResetCommand,
+    RunLedger,
     RunRecord,
     SetCommand,
     ShowCommand,
@@ -199,6 +201,11 @@ def store(redis_client: aioredis.Redis, key_prefix: str, clock: Clock) -> Worksp
     return WorkspaceLimitsStore(redis_client, defaults=DEFAULTS, key_prefix=key_prefix, clock=clock)
 
 
+@pytest.fixture
+def ledger(redis_client: aioredis.Redis, key_prefix: str, clock: Clock) -> RunLedger:
+    return RunLedger(redis_client, AppKeys(key_prefix), clock=clock)
+
+
 WS = Workspace("T1")
 
 
@@ -319,47 +326,47 @@ def test_workspace_ids_are_checked():
 
 
 async def test_budget_for_uses_the_config_and_the_workspace_namespace(
-    store: WorkspaceLimitsStore, key_prefix: str, clock: Clock
+    ledger: RunLedger, key_prefix: str, clock: Clock
 ):
     config = WorkspaceConfig(budget_micros=1_000, period="daily")
-    budget = store.budget_for(WS, config)
+    budget = ledger.budget_for(WS, config)
     hold = await budget.reserve("run1:1", 600)
     assert hold is not None
     assert await budget.reserve("run2:1", 600) is None
     await budget.settle(hold, 250)
-    usage = await store.usage(WS, config)
+    usage = await ledger.usage(WS, config)
     assert (usage.spent_micros, usage.remaining_micros, usage.window.id) == (250, 750, "2026-12-02")
     assert budget.namespace == f"{key_prefix}:-:T1"
     # Another workspace's budget starts untouched.
-    assert (await store.usage(Workspace("T2"), config)).spent_micros == 0
+    assert (await ledger.usage(Workspace("T2"), config)).spent_micros == 0
 
 
-async def test_recent_runs_are_capped_newest_first(store: WorkspaceLimitsStore):
+async def test_recent_runs_are_capped_newest_first(ledger: RunLedger):
     for i in range(RUNS_CAP + 3):
         run = RunRecord(
             user_id=f"U{i}", at=NOW, stop_reason="final_answer", steps=i, cost_micros=1_234,
             channel_id="C1", thread_ts=f"1700000000.{i:06d}", run_id=f"r{i}",
         )
-        await store.record_run(WS, run)
-    runs = await store.recent_runs(WS)
+        await ledger.record_run(WS, run)
+    runs = await ledger.recent_runs(WS)
     assert len(runs) == 10 and runs[0].user_id == f"U{RUNS_CAP + 2}"
     assert runs[0] == RunRecord(
         user_id=f"U{RUNS_CAP + 2}", at=NOW, stop_reason="final_answer", steps=RUNS_CAP + 2, cost_micros=1_234,
         channel_id="C1", thread_ts=f"1700000000.{RUNS_CAP + 2:06d}", run_id=f"r{RUNS_CAP + 2}",
     )
-    assert len(await store.recent_runs(WS, 100)) == RUNS_CAP
+    assert len(await ledger.recent_runs(WS, 100)) == RUNS_CAP
 
 
-async def test_show_text_has_the_figures(store: WorkspaceLimitsStore):
+async def test_show_text_has_the_figures(store: WorkspaceLimitsStore, ledger: RunLedger):
     config = WorkspaceConfig(max_steps=40, max_tokens=80_000, max_cost_micros=1_500_000, budget_micros=5_000_000)
-    budget = store.budget_for(WS, config)
+    budget = ledger.budget_for(WS, config)
     hold = await budget.reserve("r:1", 2_000_000)
     assert hold is not None
     await budget.settle(hold, 1_234_500)
     await budget.reserve("r:2", 100_000)
     await store.set(WS, "max_steps", 40, actor="UADMIN")
     text = format_show(
-        config, await store.usage(WS, config), await store.recent_changes(WS), can_change=False,
+        config, await ledger.usage(WS, config), await store.recent_changes(WS), can_change=False,
         admin_user_ids=["UBOSS"],
     )
     for expected in [
@@ -377,18 +384,18 @@ async def test_show_text_has_the_figures(store: WorkspaceLimitsStore):
         assert expected in text, (expected, text)
 
 
-async def test_budget_exhausted_message_names_the_reset_and_who_can_raise_it(store: WorkspaceLimitsStore):
+async def test_budget_exhausted_message_names_the_reset_and_who_can_raise_it(ledger: RunLedger):
     config = WorkspaceConfig(budget_micros=1_000, period="daily")
-    budget = store.budget_for(WS, config)
+    budget = ledger.budget_for(WS, config)
     hold = await budget.reserve("r:1", 1_000)
     assert hold is not None
     await budget.settle(hold, 1_000)
-    usage = await store.usage(WS, config)
+    usage = await ledger.usage(WS, config)
     assert is_exhausted(usage)
     text = budget_exhausted_message(config, usage, ["U9"])
     assert "budget_exhausted" in text and "2026-12-03" in text
     assert "Workspace admins and owners (or <@U9>)" in text and "/agent-limits budget" in text
-    assert not is_exhausted(await store.usage(WS, WorkspaceConfig(budget_micros=None)))
+    assert not is_exhausted(await ledger.usage(WS, WorkspaceConfig(budget_micros=None)))
 
 
 # ------------------------------------------------------------------------------------------------ who may
@@ -483,12 +490,12 @@ async def test_run_permission_through_slack(slack: FakeSlack, client: AsyncWebCl
     assert await SlackUsers(allow_guests=True).run_permission(client, T1, "UGUEST") is None
 
 
-async def test_money_held_by_runs_in_progress_does_not_refuse_a_new_run(store: WorkspaceLimitsStore):
+async def test_money_held_by_runs_in_progress_does_not_refuse_a_new_run(ledger: RunLedger):
     # The case: the whole budget reserved by a run in flight, nothing spent. The engine waits for the
     # hold to settle (at a fraction of its worst case); the preflight must not answer "used up" meanwhile.
     config = WorkspaceConfig(budget_micros=1_000)
-    held = await store.budget_for(WS, config).reserve("r:1", 1_000)
+    held = await ledger.budget_for(WS, config).reserve("r:1", 1_000)
     assert held is not None
-    usage = await store.usage(WS, config)
+    usage = await ledger.usage(WS, config)
     assert usage.remaining_micros == 0 and usage.spent_micros == 0
     assert not is_exhausted(usage)

@@ -127,7 +127,7 @@ async def publish_home(
         org = await rules.org_budget(ws)
         budget = await rules.budget(ws, config, user_id, org=org)
         usage, spenders = await budget.usage_summary(), await budget.top_spenders(TOP_SPENDERS)
-        runs = await rules.store.recent_runs(ws, RECENT_RUNS)
+        runs = await rules.runs.recent_runs(ws, RECENT_RUNS)
         tools, published = await rules.tools(ws)
         feedback = await rules.feedback.summary(ws, config.period) if rules.feedback else None
         view = home_view(
