@@ -4,8 +4,8 @@ the run job share.
 Each module is either pure or does I/O: ``config`` (values, defaults, bounds), ``changes`` (audited changes),
 ``command`` (the grammar), ``replies`` (texts), ``people`` (users.info and who may do what), ``store`` (Redis: the
 settings and their audit), ``ledger`` (Redis: the runs' budget, usage counters and records), ``limits`` (the
-facade), ``tool_choice`` (the workspace's tool rules over the deployment's catalog), ``org`` (an Enterprise Grid
-org's budget over its workspaces).
+facade), ``limits_command`` (``/agent-limits``'s replies), ``tool_choice`` (the workspace's tool rules over the
+deployment's catalog), ``org`` (an Enterprise Grid org's budget over its workspaces).
 """
 
 from bot.errors import InvalidValue, SlackLookupError  # the stage's own errors, importable from it too
@@ -42,7 +42,8 @@ from bot.workspace.config import (
 from bot.workspace.display import DisplaySettings
 from bot.workspace.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
 from bot.workspace.ledger import RUNS_CAP, RunLedger, RunRecord
-from bot.workspace.limits import TOP_SPENDERS, RunBlocked, RunPlan, WorkspaceLimits
+from bot.workspace.limits import RunBlocked, RunPlan, WorkspaceLimits
+from bot.workspace.limits_command import TOP_SPENDERS, LimitsCommands
 from bot.workspace.org import OrgBudget, OrgBudgetStore
 from bot.workspace.people import RunRefusal, SlackUsers, run_permission, who_may_change
 from bot.workspace.replies import (
@@ -102,6 +103,7 @@ __all__ = [
     "LABELS",
     "DisplaySettings",
     "InvalidValue",
+    "LimitsCommands",
     "LimitsPolicy",
     "ResetCommand",
     "RunBlocked",

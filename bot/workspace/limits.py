@@ -1,17 +1,18 @@
 """The limits facade: everything ``/agent-limits``, App Home and the run job do with limits, one set of rules.
 
-The pieces it joins: :mod:`bot.workspace.command` (the grammar), :mod:`bot.workspace.store` (Redis),
-:mod:`bot.workspace.people` (who may do what) and :mod:`bot.workspace.replies` (the texts)::
+The pieces it joins: :mod:`bot.workspace.limits_command` (``/agent-limits``'s replies), :mod:`bot.workspace.store`
+and :mod:`bot.workspace.ledger` (Redis), :mod:`bot.workspace.people` (who may do what) and
+:mod:`bot.workspace.replies` (the texts)::
 
     limits = WorkspaceLimits.create(redis, LimitsPolicy.from_settings(settings), key_prefix=...)
-    reply = await limits.run_command(client, ws, user_id, "budget 25")
+    reply = await limits.commands.run_command(client, ws, user_id, "budget 25")
     plan = await limits.preflight(client, ws, user_id, base=settings.limits())
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -20,58 +21,34 @@ import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import Limits, ModelChoice, RedisBudget, utc_now
-from bot.errors import SlackLookupError
-from bot.i18n import DEFAULT_LOCALE, _, speaking
+from bot.i18n import DEFAULT_LOCALE, speaking
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Display, Verbosity
 from bot.workspace.catalog import ToolCatalog
 from bot.workspace.channel_admin import ChannelAdmin
-from bot.workspace.channel_command import CHANNEL_COMMANDS
 from bot.workspace.channel_settings import ChannelSettings, WorkspaceChoices, resolve
-from bot.workspace.command import (
-    DisplayCommand,
-    DomainCommand,
-    OrgBudgetCommand,
-    OrgModelCommand,
-    ResetCommand,
-    ShowCommand,
-    ToolRuleCommand,
-    ToolsCommand,
-    UsageError,
-    VerbosityCommand,
-    parse_command,
-)
-from bot.workspace.config import ConfigField, ConfigValue, LimitsPolicy, WorkspaceConfig, limits_for
+from bot.workspace.config import LimitsPolicy, WorkspaceConfig, limits_for
 from bot.workspace.display import DisplaySettings
-from bot.workspace.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
-from bot.workspace.feedback import FeedbackStore, format_feedback
+from bot.workspace.domains import DomainLists, DomainStore
+from bot.workspace.feedback import FeedbackStore
 from bot.workspace.ledger import RunLedger
+from bot.workspace.limits_command import LimitsCommands
 from bot.workspace.models import DEFAULT_MODELS, Models
 from bot.workspace.org import OrgBudget, OrgBudgetStore
 from bot.workspace.org_admin import OrgAdmin
 from bot.workspace.people import SlackUsers
 from bot.workspace.replies import (
     budget_exhausted_message,
-    changed_reply,
-    display_reply,
     file_caps_line,
-    format_show,
-    format_tools,
     is_exhausted,
-    tool_rule_reply,
-    unknown_tool_reply,
     unreadable_message,
-    verbosity_reply,
 )
 from bot.workspace.search_access import SearchAccess
 from bot.workspace.store import WorkspaceLimitsStore
-from bot.workspace.tool_choice import CatalogEntry, ToolChoice, rows, unknown_pattern
-from bot.workspace.usage_report import UsageCommand, UsageReports
+from bot.workspace.tool_choice import CatalogEntry, ToolChoice, rows
+from bot.workspace.usage_report import UsageReports
 from tools import ToolListing
-
-#: Spenders listed by ``show`` and App Home.
-TOP_SPENDERS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +94,7 @@ class WorkspaceLimits:
     Build one per process and share it (its users.info cache is per instance)::
 
         limits = WorkspaceLimits.create(redis, LimitsPolicy.from_settings(settings), key_prefix=...)
-        reply = await limits.run_command(client, ws, user_id, "budget 25")
+        reply = await limits.commands.run_command(client, ws, user_id, "budget 25")
         plan = await limits.preflight(client, ws, user_id, base=settings.limits())
     """
 
@@ -150,6 +127,7 @@ class WorkspaceLimits:
         self.usage = UsageReports(runs, users)
         self.channels = ChannelAdmin(store, users, models, self._tools_of, self.org)
         self.org_admin = OrgAdmin(self.org, users, models)
+        self.commands = LimitsCommands(self)
 
     @classmethod
     def create(
@@ -180,15 +158,6 @@ class WorkspaceLimits:
             files_line=file_caps_line(*policy.file_caps), models=policy.models,
         )
 
-    def refusal(self) -> str:
-        return _(
-            "Only {who} can change the agent's limits. Anyone can see them with `/agent-limits show`."
-        ).format(who=self.users.who_may_change())
-
-    async def may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
-        """Raises :class:`SlackLookupError` when Slack cannot say."""
-        return await self.users.is_admin(client, ws, user_id)
-
     async def org_budget(self, ws: Workspace) -> OrgBudget | None:
         """The org budget (and model) of ``ws``'s Enterprise Grid org; None outside one."""
         return await self.org.of(ws)
@@ -203,103 +172,6 @@ class WorkspaceLimits:
         layer = self.org.layer(ws.enterprise_id, org) if org is not None and ws.enterprise_id else None
         return self.runs.budget_for(ws, config, user_id=user_id, org=layer)
 
-    async def show(self, ws: Workspace, *, can_change: bool, user_id: str | None = None) -> str:
-        config = await self.store.get(ws)
-        org = await self.org_budget(ws)
-        budget = await self.budget(ws, config, user_id, org=org)
-        usage = await budget.usage_summary()
-        spenders = await budget.top_spenders(TOP_SPENDERS)
-        changes = await self.store.recent_changes(ws, 5)
-        shape, verbosity = await self.display.both(ws)
-        feedback = format_feedback(await self.feedback.summary(ws, config.period)) if self.feedback else ""
-        hosts = format_domains(await self.domains.lists(ws))
-        return format_show(
-            config, usage, changes, verbosity=verbosity, display=shape, feedback=feedback, domains=hosts,
-            can_change=can_change, admin_user_ids=self.users.admin_user_ids, spenders=spenders,
-            org_unreadable=org is not None and org.unreadable, files=self.files_line,
-            models=await self.channels.summary(ws),
-        )
-
-    async def run_command(
-        self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str, *, channel_id: str = ""
-    ) -> str:
-        """The ephemeral reply to ``/agent-limits <text>`` run in ``channel_id``; nothing changes unless it is valid
-        and allowed."""
-        command = parse_command(text)
-        if isinstance(command, UsageError):
-            return command.text
-        if isinstance(command, CHANNEL_COMMANDS):
-            return await self.channels.run(client, ws, user_id, channel_id, command)
-        if isinstance(command, ShowCommand | ToolsCommand):
-            return await self._listing(client, ws, user_id, command)
-        if isinstance(command, ResetCommand):
-            return await self.reset(client, ws, user_id)
-        if isinstance(command, VerbosityCommand):
-            return await self.set_verbosity(client, ws, user_id, command.value)
-        if isinstance(command, ToolRuleCommand):
-            return await self.set_tool(client, ws, user_id, command.pattern, command.on)
-        if isinstance(command, DisplayCommand):
-            return await self.set_display(client, ws, user_id, command.value)
-        if isinstance(command, DomainCommand):
-            return await self.set_domain(client, ws, user_id, command.action, command.host)
-        if isinstance(command, OrgBudgetCommand | OrgModelCommand):
-            return await self.org_admin.run(client, ws, user_id, command)
-        if isinstance(command, UsageCommand):
-            return await self.usage.answer(client, ws, user_id, command)
-        return await self.change(client, ws, user_id, command.changes)
-
-    async def _listing(
-        self, client: AsyncWebClient, ws: Workspace, user_id: str, command: ShowCommand | ToolsCommand
-    ) -> str:
-        """``show`` or ``tools``: for anyone; admins get a footer on how to change what is listed."""
-        try:
-            can_change = await self.may_change(client, ws, user_id)
-        except SlackLookupError:
-            can_change = False  # listing does not depend on it; the footer then names who may
-        if isinstance(command, ShowCommand):
-            return await self.show(ws, can_change=can_change, user_id=user_id)
-        listed, published = await self.tools(ws)
-        return format_tools(listed, published=published, can_change=can_change,
-                            admin_user_ids=self.users.admin_user_ids,
-                            refused={"slack_search": await self.search.refused(ws)})
-
-    async def set_domain(
-        self, client: AsyncWebClient, ws: Workspace, user_id: str, action: DomainAction, host: str
-    ) -> str:
-        """``allow-domain`` / ``deny-domain`` / ``clear-domain``: admins only, audited."""
-        if not await self.may_change(client, ws, user_id):
-            return self.refusal()
-        try:
-            change = await self.domains.apply(ws, host, action, user_id)
-        except ValueError as exc:
-            return _("Nothing changed: {why}.").format(why=exc)
-        return domain_reply(host, action, change)
-
-    async def change(
-        self,
-        client: AsyncWebClient,
-        ws: Workspace,
-        user_id: str,
-        changes: Iterable[tuple[ConfigField, ConfigValue]],
-    ) -> str:
-        """Authorize, then apply validated changes; the reply lists what changed."""
-        if not await self.may_change(client, ws, user_id):
-            return self.refusal()
-        done = await self.store.apply(ws, changes, actor=user_id)
-        return changed_reply(done)
-
-    async def reset(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> str:
-        if not await self.may_change(client, ws, user_id):
-            return self.refusal()
-        done = await self.store.reset(ws, actor=user_id)
-        return changed_reply(done, nothing=_("The limits already are the defaults; nothing changed."))
-
-    async def set_verbosity(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Verbosity) -> str:
-        if not await self.may_change(client, ws, user_id):
-            return self.refusal()
-        await self.display.set_verbosity(ws, value, user_id)
-        return verbosity_reply(value)
-
     async def deployment_tools(self) -> tuple[list[CatalogEntry], bool]:
         """The tools the workers published (True), or the built-ins this process knows (False) before any did."""
         published = await self.catalog.read()
@@ -312,22 +184,6 @@ class WorkspaceLimits:
         """The workspace's tools with their on/off state, and whether the list came from a worker."""
         catalog, published = await self.deployment_tools()
         return rows(catalog, await self.store.tool_choice(ws)), published
-
-    async def set_tool(self, client: AsyncWebClient, ws: Workspace, user_id: str, pattern: str, on: bool) -> str:
-        """``tools enable|disable``: admins only, names the deployment offers only (a workspace only narrows)."""
-        if not await self.may_change(client, ws, user_id):
-            return self.refusal()
-        catalog, published = await self.deployment_tools()
-        close = unknown_pattern(pattern, catalog)
-        if close is not None:
-            return unknown_tool_reply(pattern, close, published=published)
-        done = await self.store.set_tool_rule(ws, pattern, on, user_id, [e.name for e in catalog])
-        return tool_rule_reply(pattern, on, done)
-    async def set_display(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Display) -> str:
-        if not await self.may_change(client, ws, user_id):
-            return self.refusal()
-        await self.display.set_display(ws, value, user_id)
-        return display_reply(value)
 
     async def preflight(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None,

@@ -65,7 +65,7 @@ async def answer(
         async with asyncio.timeout(ANSWER_WITHIN_SECONDS):
             locale = await rules.users.locale(client, ws, user_id)
             with speaking(locale):
-                return await rules.run_command(client, ws, user_id, text, channel_id=channel_id)
+                return await rules.commands.run_command(client, ws, user_id, text, channel_id=channel_id)
     except SlackLookupError as exc:
         return str(exc)
     except StoreError as exc:

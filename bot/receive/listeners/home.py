@@ -63,7 +63,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
         client, ws, user_id = context.client or services.slack, workspace_of(context), user_of(body)
         with speaking(await rules.users.locale(client, ws, user_id)):
             try:
-                reply = await rules.reset(client, ws, user_id)
+                reply = await rules.commands.reset(client, ws, user_id)
             except (SlackLookupError, StoreError) as exc:
                 reply = str(exc)
             await publish_home(rules, client, ws, user_id, notice=reply)
@@ -93,7 +93,7 @@ async def _submit(
         await ack(response_action="errors", errors=errors)
         return
     try:
-        reply = await rules.change(client, ws, user_id, changes)
+        reply = await rules.commands.change(client, ws, user_id, changes)
     except (SlackLookupError, StoreError) as exc:
         await ack(response_action="errors", errors={"budget_micros": str(exc)[:150]})
         return
@@ -108,7 +108,7 @@ def user_of(body: Mapping[str, Any]) -> str:
 async def _authorize(rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user_id: str) -> str:
     """Empty when ``user_id`` may change the limits, else what to tell them."""
     try:
-        return "" if await rules.may_change(client, ws, user_id) else rules.refusal()
+        return "" if await rules.commands.may_change(client, ws, user_id) else rules.commands.refusal()
     except SlackLookupError as exc:
         return str(exc)
 
@@ -119,7 +119,7 @@ async def publish_home(
     """Build and publish ``user_id``'s Home tab; a store or Slack failure is logged, the tab stays as it was."""
     try:
         try:
-            is_admin = await rules.may_change(client, ws, user_id)
+            is_admin = await rules.commands.may_change(client, ws, user_id)
         except SlackLookupError:
             is_admin = False
         channel_settings = is_admin or (await rules.channels.choices(ws)).channel_managers

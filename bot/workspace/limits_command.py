@@ -1,0 +1,184 @@
+"""``/agent-limits`` as a command: each subcommand's ephemeral reply, with one set of rules (anyone may list; only
+admins change, and every change is audited). App Home's limits form uses the same ``change`` and ``reset``.
+
+Built by :class:`bot.workspace.limits.WorkspaceLimits` over its parts::
+
+    reply = await limits.commands.run_command(client, ws, user_id, "budget 25")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.errors import SlackLookupError
+from bot.i18n import _
+from bot.identity import Workspace
+from bot.settings import Display, Verbosity
+from bot.workspace.channel_command import CHANNEL_COMMANDS
+from bot.workspace.command import (
+    DisplayCommand,
+    DomainCommand,
+    OrgBudgetCommand,
+    OrgModelCommand,
+    ResetCommand,
+    ShowCommand,
+    ToolRuleCommand,
+    ToolsCommand,
+    UsageError,
+    VerbosityCommand,
+    parse_command,
+)
+from bot.workspace.config import ConfigField, ConfigValue
+from bot.workspace.domains import DomainAction, domain_reply, format_domains
+from bot.workspace.feedback import format_feedback
+from bot.workspace.replies import (
+    changed_reply,
+    display_reply,
+    format_show,
+    format_tools,
+    tool_rule_reply,
+    unknown_tool_reply,
+    verbosity_reply,
+)
+from bot.workspace.tool_choice import unknown_pattern
+from bot.workspace.usage_report import UsageCommand
+
+if TYPE_CHECKING:
+    from bot.workspace.limits import WorkspaceLimits
+
+#: Spenders listed by ``show`` and App Home.
+TOP_SPENDERS = 5
+
+
+class LimitsCommands:
+    """What ``/agent-limits`` (and App Home's form) do: authorize, then list or change."""
+
+    def __init__(self, limits: WorkspaceLimits) -> None:
+        self.limits = limits
+
+    def refusal(self) -> str:
+        return _(
+            "Only {who} can change the agent's limits. Anyone can see them with `/agent-limits show`."
+        ).format(who=self.limits.users.who_may_change())
+
+    async def may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
+        """Raises :class:`SlackLookupError` when Slack cannot say."""
+        return await self.limits.users.is_admin(client, ws, user_id)
+
+    async def show(self, ws: Workspace, *, can_change: bool, user_id: str | None = None) -> str:
+        config = await self.limits.store.get(ws)
+        org = await self.limits.org_budget(ws)
+        budget = await self.limits.budget(ws, config, user_id, org=org)
+        usage = await budget.usage_summary()
+        spenders = await budget.top_spenders(TOP_SPENDERS)
+        changes = await self.limits.store.recent_changes(ws, 5)
+        shape, verbosity = await self.limits.display.both(ws)
+        feedback = (format_feedback(await self.limits.feedback.summary(ws, config.period))
+                    if self.limits.feedback else "")
+        hosts = format_domains(await self.limits.domains.lists(ws))
+        return format_show(
+            config, usage, changes, verbosity=verbosity, display=shape, feedback=feedback, domains=hosts,
+            can_change=can_change, admin_user_ids=self.limits.users.admin_user_ids, spenders=spenders,
+            org_unreadable=org is not None and org.unreadable, files=self.limits.files_line,
+            models=await self.limits.channels.summary(ws),
+        )
+
+    async def run_command(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, text: str, *, channel_id: str = ""
+    ) -> str:
+        """The ephemeral reply to ``/agent-limits <text>`` run in ``channel_id``; nothing changes unless it is valid
+        and allowed."""
+        command = parse_command(text)
+        if isinstance(command, UsageError):
+            return command.text
+        if isinstance(command, CHANNEL_COMMANDS):
+            return await self.limits.channels.run(client, ws, user_id, channel_id, command)
+        if isinstance(command, ShowCommand | ToolsCommand):
+            return await self._listing(client, ws, user_id, command)
+        if isinstance(command, ResetCommand):
+            return await self.reset(client, ws, user_id)
+        if isinstance(command, VerbosityCommand):
+            return await self.set_verbosity(client, ws, user_id, command.value)
+        if isinstance(command, ToolRuleCommand):
+            return await self.set_tool(client, ws, user_id, command.pattern, command.on)
+        if isinstance(command, DisplayCommand):
+            return await self.set_display(client, ws, user_id, command.value)
+        if isinstance(command, DomainCommand):
+            return await self.set_domain(client, ws, user_id, command.action, command.host)
+        if isinstance(command, OrgBudgetCommand | OrgModelCommand):
+            return await self.limits.org_admin.run(client, ws, user_id, command)
+        if isinstance(command, UsageCommand):
+            return await self.limits.usage.answer(client, ws, user_id, command)
+        return await self.change(client, ws, user_id, command.changes)
+
+    async def _listing(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, command: ShowCommand | ToolsCommand
+    ) -> str:
+        """``show`` or ``tools``: for anyone; admins get a footer on how to change what is listed."""
+        try:
+            can_change = await self.may_change(client, ws, user_id)
+        except SlackLookupError:
+            can_change = False  # listing does not depend on it; the footer then names who may
+        if isinstance(command, ShowCommand):
+            return await self.show(ws, can_change=can_change, user_id=user_id)
+        listed, published = await self.limits.tools(ws)
+        return format_tools(listed, published=published, can_change=can_change,
+                            admin_user_ids=self.limits.users.admin_user_ids,
+                            refused={"slack_search": await self.limits.search.refused(ws)})
+
+    async def set_domain(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, action: DomainAction, host: str
+    ) -> str:
+        """``allow-domain`` / ``deny-domain`` / ``clear-domain``: admins only, audited."""
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        try:
+            change = await self.limits.domains.apply(ws, host, action, user_id)
+        except ValueError as exc:
+            return _("Nothing changed: {why}.").format(why=exc)
+        return domain_reply(host, action, change)
+
+    async def change(
+        self,
+        client: AsyncWebClient,
+        ws: Workspace,
+        user_id: str,
+        changes: Iterable[tuple[ConfigField, ConfigValue]],
+    ) -> str:
+        """Authorize, then apply validated changes; the reply lists what changed."""
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        done = await self.limits.store.apply(ws, changes, actor=user_id)
+        return changed_reply(done)
+
+    async def reset(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> str:
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        done = await self.limits.store.reset(ws, actor=user_id)
+        return changed_reply(done, nothing=_("The limits already are the defaults; nothing changed."))
+
+    async def set_verbosity(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Verbosity) -> str:
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        await self.limits.display.set_verbosity(ws, value, user_id)
+        return verbosity_reply(value)
+
+    async def set_tool(self, client: AsyncWebClient, ws: Workspace, user_id: str, pattern: str, on: bool) -> str:
+        """``tools enable|disable``: admins only, names the deployment offers only (a workspace only narrows)."""
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        catalog, published = await self.limits.deployment_tools()
+        close = unknown_pattern(pattern, catalog)
+        if close is not None:
+            return unknown_tool_reply(pattern, close, published=published)
+        done = await self.limits.store.set_tool_rule(ws, pattern, on, user_id, [e.name for e in catalog])
+        return tool_rule_reply(pattern, on, done)
+
+    async def set_display(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Display) -> str:
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        await self.limits.display.set_display(ws, value, user_id)
+        return display_reply(value)
