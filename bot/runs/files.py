@@ -28,10 +28,11 @@ from redis.asyncio import Redis
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import Attachment
+from agent_core import Attachment, ScriptCall
 from bot.i18n import N_, _
 from bot.identity import Workspace
 from bot.keys import AppKeys
+from bot.redis import as_text
 from bot.runs.turn import FileRef, Turn
 from bot.settings import Settings
 from bot.workspace.replies import format_bytes
@@ -88,25 +89,38 @@ def files_of_event(event: dict[str, object]) -> tuple[FileRef, ...]:
     return tuple(r for r in refs if r is not None)[:MAX_FILES_PER_MESSAGE]
 
 
+# KEYS[1]: the thread's files hash. ARGV: its ttl seconds, then field, value, ...
+_RECORD = """
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+"""
+
+
 class EarlierFiles:
     """The files posted in a thread, so a follow-up run can use them (the thread's ``files`` hash).
 
     The hash holds each turn's files, and once (field ``scanned``) those of the thread's messages before the bot's
-    first run in it: a reply mentioning the bot under a message with a PDF gets the PDF.
+    first run in it: a reply mentioning the bot under a message with a PDF gets the PDF. Neither its read nor its
+    write costs a round trip of its own: the run reads it with its preflight (``key``) and writes it with its
+    ledger's opening (the ``ScriptCall`` of ``for_run``).
     """
 
     def __init__(self, redis: Redis, keys: AppKeys, ttl_seconds: int) -> None:
-        self.redis = redis
         self.keys = keys
         self.ttl_seconds = ttl_seconds
+        self._record = redis.register_script(_RECORD)
 
-    async def for_run(self, turn: Turn, client: AsyncWebClient) -> tuple[FileRef, ...]:
-        """The turn's own files, then the thread's earlier ones (newest first); records the turn's for later."""
-        key = self.keys.thread_files(turn.thread)
-        stored: dict[bytes, bytes] = await self.redis.hgetall(key)  # type: ignore[misc]
+    def key(self, turn: Turn) -> str:
+        return self.keys.thread_files(turn.thread)
+
+    async def for_run(
+        self, turn: Turn, client: AsyncWebClient, stored: Mapping[bytes | str, bytes | str]
+    ) -> tuple[tuple[FileRef, ...], tuple[ScriptCall, ...]]:
+        """The turn's own files, then the thread's earlier ones (newest first), from the hash as ``stored``; and
+        the write recording the turn's for later (none when there is nothing new), for the caller to send."""
         new = [(turn.message_ts, ref) for ref in turn.files]
         just_scanned = False
-        if _SCANNED.encode() not in stored:
+        if not any(as_text(field) == _SCANNED for field in stored):
             found = await _files_before(turn, client)
             just_scanned = found is not None
             new.extend(found or ())
@@ -122,16 +136,12 @@ class EarlierFiles:
                 continue  # the marker, or not written by this code: skipped, never fatal
             if ref.id not in own and when < float(turn.message_ts):
                 earlier[ref.id] = (when, ref)
-        if records or just_scanned:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for (_ts, ref), raw in zip(new, records, strict=True):
-                    pipe.hset(key, ref.id, raw)
-                if just_scanned:
-                    pipe.hset(key, _SCANNED, "1")
-                pipe.expire(key, self.ttl_seconds)
-                await pipe.execute()
+        fields = [item for (_ts, ref), raw in zip(new, records, strict=True) for item in (ref.id, raw)]
+        if just_scanned:
+            fields += [_SCANNED, "1"]
+        writes = (ScriptCall(self._record, [self.key(turn)], [self.ttl_seconds, *fields]),) if fields else ()
         newest = sorted(earlier.values(), key=lambda e: e[0], reverse=True)[:MAX_THREAD_FILES]
-        return (*turn.files, *(ref for _ts, ref in newest))
+        return (*turn.files, *(ref for _ts, ref in newest)), writes
 
 
 def _record(ts: str, ref: FileRef) -> str:
@@ -331,10 +341,10 @@ def problems_notice(
 
 
 async def gather_attachments(
-    turn: Turn, client: AsyncWebClient, thread_files: EarlierFiles, caps: FileCaps
+    turn: Turn, client: AsyncWebClient, refs: Sequence[FileRef], caps: FileCaps
 ) -> tuple[tuple[Attachment, ...], str]:
-    """The run's attachments and the notice about the problems of the turn's own files ("" when none)."""
-    refs = await thread_files.for_run(turn, client)
+    """The run's attachments (``refs``: ``EarlierFiles.for_run``'s) and the notice about the problems of the
+    turn's own files ("" when none)."""
     if not refs:
         return (), ""
     fetcher = FileFetcher(client, turn.workspace, caps)

@@ -47,14 +47,19 @@ class ThreadOutputs:
             refused_key=partial(self.keys.upload_refused, turn.workspace),
         )
 
-    def status(self, turn: Turn, poster: Poster) -> ThreadStatus:
+    def fallback_key(self, turn: Turn) -> str:
+        """The workspace's flag that Slack refused it agent sessions (``bot.thread.agent_session``)."""
+        return self.keys.session_fallback(turn.workspace)
+
+    def status(self, turn: Turn, poster: Poster, *, sessions_refused: bool | None = None) -> ThreadStatus:
         """The run's "working" status: its thread's agent session (named by its first line when the turn opened
-        the thread), else the assistant status (``bot.thread.agent_session``)."""
+        the thread), else the assistant status (``bot.thread.agent_session``). ``sessions_refused``: the
+        workspace's fallback flag, when the caller read it already."""
         target = turn.target
         session = AgentSession(
             poster.client, target.channel_id, target.thread_ts, title=session_title(turn.text),
             names=target.message_ts == target.thread_ts, redis=self.redis,
-            fallback_key=self.keys.session_fallback(turn.workspace),
+            fallback_key=self.fallback_key(turn), refused=sessions_refused,
         )
         return ThreadStatus(poster.client, target, session=session)
 

@@ -248,9 +248,11 @@ class TurnRunner:
         """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
         run_model, task = split_run_model(turn.text)
         try:
+            # The thread's earlier files and the workspace's agent-session fallback come in its round trip.
             plan = await self.limits.preflight(
                 poster.client, turn.workspace, turn.user_id, base=self.settings.limits(),
                 channel_id=turn.conversation.channel_id, run_model=run_model,
+                hashes=(self.thread_files.key(turn),), values=(self.outputs.fallback_key(turn),),
             )
         except SlackLookupError as exc:
             # Fail closed: no LLM call when the user's standing cannot be checked. The same users.info failed for
@@ -273,16 +275,19 @@ class TurnRunner:
         if not task:  # ``/model <name>`` and nothing to do
             await poster.post(turn.target, render.notice(_(NO_TASK_NOTICE)))
             return None
-        attachments, problems = await gather_attachments(turn, poster.client, self.thread_files, self.file_caps)
+        stored_files, sessions_refused = plan.read
+        refs, record_files = await self.thread_files.for_run(turn, poster.client, stored_files)
+        attachments, problems = await gather_attachments(turn, poster.client, refs, self.file_caps)
         if problems:
             await poster.post(turn.target, render.notice(problems))
         run_id = turn.run_id
         ledger = self.outputs.ledger(turn)
-        # ``job``: the job holding the thread's slot, which a worker resuming the run frees when it is done.
-        await ledger.open(requester=turn.user_id, thread=turn.thread, job=job_id)
+        # ``job``: the job holding the thread's slot, which a worker resuming the run frees when it is done. The
+        # turn's files are recorded for the thread's later runs in the same round trip.
+        await ledger.open(*record_files, requester=turn.user_id, thread=turn.thread, job=job_id)
         view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps,
                               about=about_run(plan.model, plan.channel.prompt))
-        status = self.outputs.status(turn, poster)
+        status = self.outputs.status(turn, poster, sessions_refused=sessions_refused is not None)
         approver = SlackApprover(
             self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
             timeout_seconds=self.settings.agent_approval_timeout_seconds,

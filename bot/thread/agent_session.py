@@ -56,10 +56,11 @@ class AgentSession:
 
     def __init__(
         self, client: AsyncWebClient, channel_id: str, thread_ts: str, *, title: str = "", names: bool = False,
-        redis: Redis | None = None, fallback_key: str = "",
+        redis: Redis | None = None, fallback_key: str = "", refused: bool | None = None,
     ) -> None:
         """``names``: rename the session at ``open`` (the run's turn opened the thread); ``fallback_key``: the
-        workspace's key in ``redis`` that says agent sessions were refused there."""
+        workspace's key in ``redis`` that says agent sessions were refused there; ``refused``: whether it was set,
+        when the caller read it already (None: ``open`` reads it)."""
         self.client = client
         self.channel_id = channel_id
         self.thread_ts = thread_ts
@@ -67,6 +68,7 @@ class AgentSession:
         self.names = names
         self._redis = redis
         self._fallback_key = fallback_key
+        self._refused_known = refused
 
     async def open(self) -> bool:
         """``processing`` (the session made, titled, if new) and its name; False where Slack has no agent
@@ -103,6 +105,8 @@ class AgentSession:
         return True
 
     async def _known_refused(self) -> bool:
+        if self._refused_known is not None:
+            return self._refused_known
         if self._redis is None or not self._fallback_key:
             return False
         try:

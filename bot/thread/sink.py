@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
-from agent_core import Event, RunStarted, StepFinished, Stopped
+from agent_core import Event, RunStarted, ScriptCall, StepFinished, Stopped, run_together
 from bot.redis import as_text, awaited
 from bot.settings import Verbosity
 from bot.thread import render
@@ -78,11 +79,16 @@ class RunLedger:
         self._ttl = ttl_seconds
         self._seen: dict[str, str] | None = None
 
-    async def open(self, **fields: str | int) -> dict[str, str]:
+    async def open(self, *also: ScriptCall, **fields: str | int) -> dict[str, str]:
         """Write the run's own fields and read back everything the ledger holds: one round trip where a run's
-        start made two (its fields, then the sink's read)."""
+        start made two (its fields, then the sink's read), shared with the run's other writes ``also`` (the
+        first failure of any of them is raised, as when each went alone)."""
         flat = [item for name, value in fields.items() for item in (name, str(value))]
-        raw = await self._redis.register_script(_OPEN)(keys=[self._key], args=[self._ttl, *flat])
+        opening = ScriptCall(self._redis.register_script(_OPEN), [self._key], [self._ttl, *flat])
+        raw, *others = await run_together(self._redis, [opening, *also])
+        failed = next((r for r in (raw, *others) if isinstance(r, RedisError)), None)
+        if failed is not None:
+            raise failed
         self._seen = {as_text(raw[i]) or "": as_text(raw[i + 1]) or "" for i in range(0, len(raw), 2)}
         return dict(self._seen)
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
@@ -73,6 +73,9 @@ class RunPlan:
     model_choice: ModelChoice = DEFAULT_MODELS.default
     #: The channel's own settings; ``channel.prompt`` is added to the system prompt.
     channel: ChannelSettings = ChannelSettings()
+    #: The replies to the caller's own reads (``preflight``'s ``hashes``, then its ``values``), made in the
+    #: preflight's round trip rather than in one each.
+    read: tuple[Any, ...] = ()
 
     @property
     def model(self) -> str:
@@ -187,28 +190,30 @@ class WorkspaceLimits:
 
     async def preflight(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None,
-        channel_id: str = "", run_model: str | None = None,
+        channel_id: str = "", run_model: str | None = None, hashes: tuple[str, ...] = (),
+        values: tuple[str, ...] = (),
     ) -> RunPlan | RunBlocked:
         """Before a run: may this user start it, can every limit it runs under be read, and is there budget left?
         Its settings resolve here too (``run_model``: the model the run asked for with ``/model``; then the
         channel's, the workspace's, the org's). Raises ``StoreError`` when Redis is down (fail closed: reply with
         ``error``, make no LLM call) and ``SlackLookupError`` when Slack is. Its refusals, and the run, speak the
-        asker's language."""
+        asker's language. The caller's own ``hashes`` (HGETALL) and ``values`` (GET) are read in the same round
+        trip as the workspace's settings (``RunPlan.read``)."""
         locale = await self.users.locale(client, ws, user_id)
         with speaking(locale):
-            return await self._preflight(client, ws, user_id, locale, base, channel_id, run_model)
+            return await self._preflight(client, ws, user_id, locale, base, channel_id, run_model, hashes, values)
 
     async def _preflight(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, locale: str, base: Limits | None,
-        channel_id: str, run_model: str | None,
+        channel_id: str, run_model: str | None, hashes: tuple[str, ...], values: tuple[str, ...],
     ) -> RunPlan | RunBlocked:
         refusal = await self.users.run_permission(client, ws, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
         # The channel's settings come in the same round trip as the workspace's (none extra per run).
-        config, ws_tools, (egress, shown, own, search) = await self.store.for_run(
-            ws, self.domains.key(ws), self.display.key(ws), self.channels.key(ws, channel_id or "-"),
-            values=(self.search.key(ws),))
+        config, ws_tools, (egress, shown, own, *read, search) = await self.store.for_run(
+            ws, self.domains.key(ws), self.display.key(ws), self.channels.key(ws, channel_id or "-"), *hashes,
+            values=(*values, self.search.key(ws)))
         org = await self.org_budget(ws)  # its budget and its model, one HGETALL
         channel = ChannelSettings.decode(own)
         run = resolve(self.channels.models, run_model=run_model, channel=channel, org_model=org.model if org else "",
@@ -224,4 +229,5 @@ class WorkspaceLimits:
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
             return RunBlocked("budget_exhausted", message)
         return RunPlan(config, limits_for(config, base), budget, run.display, run.verbosity, run.tools,
-                       self.domains.decode(egress), self.search.decode(search), locale, run.model, channel)
+                       self.domains.decode(egress), self.search.decode(search), locale, run.model, channel,
+                       tuple(read))
