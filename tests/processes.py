@@ -10,6 +10,7 @@ Nothing here touches the session's shared Redis: a test that kills or restarts R
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import random
@@ -18,6 +19,8 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -43,6 +46,8 @@ def free_port() -> int:
     low = _ephemeral_start()
     for _ in range(200):
         port = random.randrange(max(1024, low - 20_000), low)
+        if not _claim(port):
+            continue  # another test worker of this run picked it: its child may not have bound it yet
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
@@ -50,6 +55,35 @@ def free_port() -> int:
                 continue
             return port
     raise AssertionError("no free port below the ephemeral range")
+
+
+#: Ports handed out by any test worker, one file each: a pick stays the picker's until its run ends, since a
+#: child takes a second or two to bind it (two workers picking the same port in that window was a flake).
+_CLAIMS = Path(tempfile.gettempdir()) / f"slack-agent-test-ports-{os.getuid()}"
+_CLAIM_TTL_SECONDS = 3600.0
+_claimed: list[Path] = []
+
+
+def _claim(port: int) -> bool:
+    _CLAIMS.mkdir(exist_ok=True)
+    path = _CLAIMS / str(port)
+    with contextlib.suppress(OSError):
+        if time.time() - path.stat().st_mtime > _CLAIM_TTL_SECONDS:
+            path.unlink()  # left by a run that died
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    if not _claimed:
+        atexit.register(_release)
+    _claimed.append(path)
+    return True
+
+
+def _release() -> None:
+    for path in _claimed:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _ephemeral_start() -> int:
