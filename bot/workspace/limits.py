@@ -21,7 +21,6 @@ import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import Limits, ModelChoice, RedisBudget, utc_now
-from bot.i18n import DEFAULT_LOCALE, speaking
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Display, Verbosity
@@ -67,8 +66,6 @@ class RunPlan:
     domains: DomainLists = DomainLists()
     #: Why Slack refused this workspace's Real-time Search lately ("": it did not): no ``slack_search`` then.
     search_refused: str = ""
-    #: The asker's Slack locale (``users.info``): the language everything the run posts is in.
-    locale: str = DEFAULT_LOCALE
     #: The run's model (run → channel → workspace → org → the deployment's default) and its price.
     model_choice: ModelChoice = DEFAULT_MODELS.default
     #: The channel's own settings; ``channel.prompt`` is added to the system prompt.
@@ -196,17 +193,9 @@ class WorkspaceLimits:
         """Before a run: may this user start it, can every limit it runs under be read, and is there budget left?
         Its settings resolve here too (``run_model``: the model the run asked for with ``/model``; then the
         channel's, the workspace's, the org's). Raises ``StoreError`` when Redis is down (fail closed: reply with
-        ``error``, make no LLM call) and ``SlackLookupError`` when Slack is. Its refusals, and the run, speak the
-        asker's language. The caller's own ``hashes`` (HGETALL) and ``values`` (GET) are read in the same round
-        trip as the workspace's settings (``RunPlan.read``)."""
-        locale = await self.users.locale(client, ws, user_id)
-        with speaking(locale):
-            return await self._preflight(client, ws, user_id, locale, base, channel_id, run_model, hashes, values)
-
-    async def _preflight(
-        self, client: AsyncWebClient, ws: Workspace, user_id: str, locale: str, base: Limits | None,
-        channel_id: str, run_model: str | None, hashes: tuple[str, ...], values: tuple[str, ...],
-    ) -> RunPlan | RunBlocked:
+        ``error``, make no LLM call) and ``SlackLookupError`` when Slack is. Its refusals are in the language the
+        caller speaks (the run speaks the asker's). The caller's own ``hashes`` (HGETALL) and ``values`` (GET) are
+        read in the same round trip as the workspace's settings (``RunPlan.read``)."""
         refusal = await self.users.run_permission(client, ws, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
@@ -229,5 +218,5 @@ class WorkspaceLimits:
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
             return RunBlocked("budget_exhausted", message)
         return RunPlan(config, limits_for(config, base), budget, run.display, run.verbosity, run.tools,
-                       self.domains.decode(egress), self.search.decode(search), locale, run.model, channel,
+                       self.domains.decode(egress), self.search.decode(search), run.model, channel,
                        tuple(read))
