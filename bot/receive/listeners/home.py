@@ -7,8 +7,9 @@ The handlers only fetch, authorize and publish; the views are built by the pure 
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
@@ -43,14 +44,12 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
     async def on_home_opened(event: dict[str, Any], context: AsyncBoltContext) -> None:
         if event.get("tab", "home") != "home":
             return  # the Messages tab opens this event too
-        client, ws, user_id = context.client or services.slack, workspace_of(context), str(event["user"])
-        with speaking(await rules.users.locale(client, ws, user_id)):
+        async with viewer(rules, services, context, str(event["user"])) as (client, ws, user_id):
             await publish_home(rules, client, ws, user_id)
 
     async def on_edit(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
-        client, ws, user_id = context.client or services.slack, workspace_of(context), user_of(body)
-        with speaking(await rules.users.locale(client, ws, user_id)):
+        async with viewer(rules, services, context, user_of(body)) as (client, ws, user_id):
             notice = await _authorize(rules, client, ws, user_id)
             if notice:
                 await publish_home(rules, client, ws, user_id, notice=notice)
@@ -60,8 +59,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
 
     async def on_reset(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
-        client, ws, user_id = context.client or services.slack, workspace_of(context), user_of(body)
-        with speaking(await rules.users.locale(client, ws, user_id)):
+        async with viewer(rules, services, context, user_of(body)) as (client, ws, user_id):
             try:
                 reply = await rules.commands.reset(client, ws, user_id)
             except (SlackLookupError, StoreError) as exc:
@@ -69,8 +67,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
             await publish_home(rules, client, ws, user_id, notice=reply)
 
     async def on_submit(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], context: AsyncBoltContext) -> None:
-        client, ws, user_id = context.client or services.slack, workspace_of(context), user_of(body)
-        with speaking(await rules.users.locale(client, ws, user_id)):
+        async with viewer(rules, services, context, user_of(body)) as (client, ws, user_id):
             await _submit(rules, client, ws, user_id, ack, view)
 
     app.event("app_home_opened")(on_home_opened)
@@ -99,6 +96,16 @@ async def _submit(
         return
     await ack()
     await publish_home(rules, client, ws, user_id, notice=reply)
+
+
+@contextlib.asynccontextmanager
+async def viewer(
+    rules: WorkspaceLimits, services: Services, context: AsyncBoltContext, user_id: str
+) -> AsyncIterator[tuple[AsyncWebClient, Workspace, str]]:
+    """The client, workspace and person of an App Home request; what the block writes is in their language."""
+    client, ws = context.client or services.slack, workspace_of(context)
+    with speaking(await rules.users.locale(client, ws, user_id)):
+        yield client, ws, user_id
 
 
 def user_of(body: Mapping[str, Any]) -> str:

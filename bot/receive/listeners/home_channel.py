@@ -16,10 +16,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import StoreError
 from bot.deps import Services
 from bot.errors import SlackLookupError
-from bot.i18n import _, speaking
+from bot.i18n import _
 from bot.identity import Workspace
-from bot.receive.listeners.commands import workspace_of
-from bot.receive.listeners.home import publish_home, user_of
+from bot.receive.listeners.home import publish_home, user_of, viewer
 from bot.thread.channel_modal import (
     CHANNEL_CALLBACK,
     PICK_ACTION,
@@ -43,8 +42,7 @@ def register(app: AsyncApp, services: Services, rules: WorkspaceLimits) -> None:
 
     async def on_open(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
-        client, ws, user_id = context.client or services.slack, workspace_of(context), user_of(body)
-        with speaking(await rules.users.locale(client, ws, user_id)):
+        async with viewer(rules, services, context, user_of(body)) as (client, ws, user_id):
             try:
                 allowed = await rules.channels.may_open(client, ws, user_id)
             except (SlackLookupError, StoreError) as exc:
@@ -58,10 +56,9 @@ def register(app: AsyncApp, services: Services, rules: WorkspaceLimits) -> None:
 
     async def on_pick(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
-        client, ws, user_id = context.client or services.slack, workspace_of(context), user_of(body)
         channel_id = str(((body.get("actions") or [{}])[0]).get("selected_conversation") or "")
         view = body.get("view") or {}
-        with speaking(await rules.users.locale(client, ws, user_id)):
+        async with viewer(rules, services, context, user_of(body)) as (client, ws, user_id):
             new_view = await _form_for(rules.channels, client, ws, user_id, channel_id)
         try:
             # The hash: a later pick's update wins over an earlier one still on its way.
@@ -70,8 +67,7 @@ def register(app: AsyncApp, services: Services, rules: WorkspaceLimits) -> None:
             log.info("views.update of the channel modal failed: %s", exc.response.get("error"))
 
     async def on_submit(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], context: AsyncBoltContext) -> None:
-        client, ws, user_id = context.client or services.slack, workspace_of(context), user_of(body)
-        with speaking(await rules.users.locale(client, ws, user_id)):
+        async with viewer(rules, services, context, user_of(body)) as (client, ws, user_id):
             channel_id, values = read_channel_form(view)
             if not channel_id:
                 await ack(response_action="update", view=picker_modal(note=_("Pick a channel first.")))
