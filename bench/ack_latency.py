@@ -32,7 +32,17 @@ from typing import Any
 
 import aiohttp
 import redis.asyncio as aioredis
-from common import BENCH_DIR, REPO, delete_prefix, fake_slack, new_prefix, settings_values, summarize_dicts, write_json
+from common import (
+    BENCH_DIR,
+    REPO,
+    delete_prefix,
+    fake_slack,
+    new_prefix,
+    settings_values,
+    stop,
+    summarize_dicts,
+    write_json,
+)
 
 RATES = (50, 200, 500)
 TARGET_P99_MS = 50.0
@@ -184,12 +194,7 @@ async def main(
                 if oauth:
                     await install_teams(prefix, key)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc, 10)
             log_file.close()
             await delete_prefix(prefix)
     with open(log_path, "rb") as f:

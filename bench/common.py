@@ -108,12 +108,17 @@ def fake_process(args: Sequence[str], *, env: dict[str, str] | None = None) -> I
         url = _read_url(proc)
         yield proc, loopback(url)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 5)
+
+
+def stop(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """SIGTERM, then SIGKILL if it is not gone within ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _read_url(proc: subprocess.Popen[str]) -> str:

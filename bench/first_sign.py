@@ -39,6 +39,7 @@ from common import (
     get_json,
     new_prefix,
     settings_values,
+    stop,
     write_json,
 )
 
@@ -112,12 +113,7 @@ async def main(rates: tuple[int, ...], seconds: float, reps: int, processes: int
                     load[str(rate)].append(os.getloadavg()[0])
                     by_rate[str(rate)].append(await level(url, slack_url, rate, seconds))
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc, 20)
             log_file.close()
             shutil.rmtree(workdir, ignore_errors=True)
             await delete_prefix(prefix)
