@@ -48,7 +48,7 @@ DEFAULT_MAX_CONCURRENT_RUNS = 10
 MAX_CONCURRENT_RUNS_CAP = 1000
 #: Runs one person has in flight in a workspace by default (``/agent-limits max-concurrent-per-user`` changes it).
 DEFAULT_MAX_CONCURRENT_RUNS_PER_USER = 3
-#: Files in (bot/runs/files.py): the largest file a run downloads, all of one run's files together, and how long
+#: Files in (bot/runs/downloads.py): the largest file a run downloads, all of one run's files together, and how long
 #: one download may take.
 DEFAULT_FILE_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_FILES_MAX_BYTES_PER_RUN = 50 * 1024 * 1024

@@ -40,8 +40,9 @@ from bot.oauth.clients import WorkspaceClients
 from bot.runs.after import AfterRun, ToolTally
 from bot.runs.approvals import SlackApprover
 from bot.runs.cancel_watch import CancelWatch
+from bot.runs.downloads import FileCaps
 from bot.runs.egress import ThreadNotices, egress_policy
-from bot.runs.files import EarlierFiles, FileCaps, gather_attachments
+from bot.runs.files import EarlierFiles, gather_attachments
 from bot.runs.outputs import ThreadOutputs
 from bot.runs.toolbox import Toolbox
 from bot.runs.turn import Turn
