@@ -18,7 +18,7 @@ from agent_core.budget import (
 from agent_core.cancel import CancelToken
 from agent_core.completion import LLMResponse, ToolCallRequest
 from agent_core.cost import PRICE_TABLE_DATE, ModelChoice, Price, format_usd, price_for, usd_to_micros
-from agent_core.errors import AgentError, ConfigError, LLMError, StoreError
+from agent_core.errors import AgentError, ConfigError, LLMCause, LLMError, StoreError
 from agent_core.events import (
     AnswerDelta,
     Event,
@@ -73,6 +73,7 @@ __all__ = [
     "InMemoryThreadStore",
     "Keys",
     "LLM",
+    "LLMCause",
     "LLMError",
     "LLMResponse",
     "Lease",

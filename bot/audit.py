@@ -11,16 +11,22 @@ name, :data:`EVENTS`), ``at`` (UTC, ISO 8601), ``v`` (:data:`SCHEMA_VERSION`) an
     audit.emit("limits.changed", team="T1", enterprise="", scope="workspace", actor="U1", field="budget_micros",
                old="$10.00", new="$25.00")
 
-Only ids, names, counts and outcomes: never a message body, a tool's arguments or results, a token or a secret.
+Only ids, names, counts and outcomes: never a message body, a tool's arguments or results, a token or a secret; a
+tool the run's registry does not know is ``unknown``, and a destination is its registrable domain
+(:func:`registrable_domain`).
 """
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import json
 import logging
 import sys
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
+
+from publicsuffixlist import PublicSuffixList
 
 AuditEvent = Literal[
     "run.finished", "run.refused", "limits.changed", "approval.decided", "guard.decided", "app.installed",
@@ -110,3 +116,21 @@ def emit(event: AuditEvent, **fields: Any) -> None:
     line = json.dumps({"event": event, "at": at, "v": SCHEMA_VERSION, **fields}, ensure_ascii=False,
                       separators=(",", ":"))
     log.info("%s", line)
+
+
+def registrable_domain(host: str) -> str:
+    """The part of ``host`` someone registered, as the audit names a destination: ``attacker.example`` for
+    ``c2VjcmV0.attacker.example``, whose labels in front may carry the data itself. By the Public Suffix List the
+    package ships (never fetched); an IP address, or a name that is itself a public suffix, stays as it is."""
+    name = host.strip().strip("[]").rstrip(".").lower()
+    try:
+        ipaddress.ip_address(name)
+        return name
+    except ValueError:
+        pass
+    return _suffixes().privatesuffix(name) or name
+
+
+@functools.cache
+def _suffixes() -> PublicSuffixList:
+    return PublicSuffixList()

@@ -9,6 +9,10 @@ only, never the metric objects, so the label names live here::
     with run_in_progress():
         ...
         record_run("final_answer", steps=4)
+
+Every label takes its value from a closed set, never a name someone chose (a tool the model made up, a file's
+name in its download URL): anything else is counted as ``other``. ``start_at_zero()`` (each process, at start-up)
+shows every known outcome's counter at 0, so ``rate()`` and ``increase()`` see the first one.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ import hmac
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from types import SimpleNamespace
+from typing import get_args
 
 import aiohttp
 import redis.asyncio as aioredis
@@ -32,6 +37,9 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from pydantic import SecretStr
 from redis.exceptions import RedisError
+
+from agent_core import LLMCause, StopReason
+from tools import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +54,30 @@ MAX_JOBS_INSPECTED = 10_000
 #: ``{"ok":true`` or ``false`` at the start of a Slack answer (Slack writes ``ok`` first).
 _SLACK_OK = re.compile(rb'\A\s*\{\s*"ok"\s*:\s*(true|false)')
 _SLACK_PEEK_BYTES = 64
+
+#: A label's value for anything outside its closed set.
+OTHER = "other"
+STOP_REASONS = frozenset(r.value for r in StopReason)
+LLM_OUTCOMES = frozenset(("ok", *get_args(LLMCause)))
+TOOL_OUTCOMES = frozenset(o.value for o in Outcome)
+SLACK_OUTCOMES = ("ok", "error", "rate_limited", "http_error", "connection_error")
+#: A file's bytes fetched (``url_private_download``) or sent (``files_upload_v2``'s upload URL): requests of the
+#: Slack session that are no Web API method, named by what they do, never by their URL (it holds the file's name).
+FILE_DOWNLOAD, FILE_UPLOAD = "files.download", "files.upload"
+#: The Web API methods the app calls (Bolt's, slack_sdk's ``chat_stream`` and ``files_upload_v2`` included).
+SLACK_METHODS = frozenset({
+    "agents.sessions.rename", "agents.sessions.setStatus", "apps.connections.open", "assistant.search.context",
+    "assistant.threads.setStatus", "assistant.threads.setSuggestedPrompts", "assistant.threads.setTitle",
+    "auth.test", "canvases.access.set", "canvases.create", "canvases.delete", "chat.appendStream",
+    "chat.getPermalink", "chat.postEphemeral", "chat.postMessage", "chat.startStream", "chat.stopStream",
+    "chat.update", "conversations.history", "conversations.info", "conversations.replies",
+    "files.completeUploadExternal", "files.getUploadURLExternal", "files.info", "oauth.v2.access", "reactions.add",
+    "reactions.remove", "usergroups.users.list", "users.info", "views.open", "views.publish", "views.update",
+    FILE_DOWNLOAD, FILE_UPLOAD,
+})
+_API_PATH = re.compile(r"/api/([A-Za-z0-9.]+)/?\Z")
+#: The tools this process's runs may call (``know_tools``): the tool label's values, with ``other``.
+_tools: set[str] = set()
 
 RUNS = Counter("agent_runs_total", "Agent runs ended, by stop reason.", ["stop_reason"])
 STEPS = Counter("agent_steps_total", "Agent steps (LLM calls of a run) taken.")
@@ -81,21 +113,54 @@ ACK_SECONDS = Histogram(
 QueueDepth = Callable[[], Awaitable[int]]
 
 
+def start_at_zero(*, spend_team: str | None = None) -> None:
+    """This process's counters of every known outcome at 0 (each process of a supervisor writes its own files,
+    which are summed), so the first error is an increase a dashboard sees; ``spend_team``: the spend series of a
+    deployment that does not name workspaces ("")."""
+    for reason in STOP_REASONS:
+        RUNS.labels(reason)
+    for outcome in LLM_OUTCOMES:
+        LLM_CALLS.labels(outcome)
+    for method in SLACK_METHODS | {OTHER}:
+        SLACK_RATE_LIMITED.labels(method)
+        for slack_outcome in SLACK_OUTCOMES:
+            SLACK_CALLS.labels(method, slack_outcome)
+    know_tools(())
+    if spend_team is not None:
+        SPEND.labels(spend_team)
+
+
+def know_tools(names: Iterable[str]) -> None:
+    """``names`` (the built-ins and the MCP servers' tools this process runs) become values of the ``tool`` label,
+    each outcome's counter at 0; a call of any other name is counted as ``other``."""
+    new = {*names, OTHER} - _tools
+    _tools.update(new)
+    for tool in new:
+        for outcome in TOOL_OUTCOMES:
+            TOOL_CALLS.labels(tool, outcome)
+
+
+def _closed(value: str, known: frozenset[str] | set[str]) -> str:
+    return value if value in known else OTHER
+
+
 def record_run(stop_reason: str, steps: int) -> None:
     """A run ended with ``stop_reason`` after ``steps`` steps."""
-    RUNS.labels(stop_reason).inc()
+    RUNS.labels(_closed(stop_reason, STOP_REASONS)).inc()
     STEPS.inc(steps)
 
 
 def record_llm_call(outcome: str, seconds: float) -> None:
     """One LLM call ended (``ok``, or the failure's kind) after ``seconds``."""
-    LLM_CALLS.labels(outcome).inc()
+    LLM_CALLS.labels(_closed(outcome, LLM_OUTCOMES)).inc()
     LLM_LATENCY.observe(seconds)
 
 
 def record_tool_call(tool: str, outcome: str, seconds: float) -> None:
-    """One tool call ended with ``outcome`` (a ``tools.Outcome`` value) after ``seconds``."""
-    TOOL_CALLS.labels(tool, outcome).inc()
+    """One tool call ended with ``outcome`` (a ``tools.Outcome`` value) after ``seconds``; ``tool`` is the name
+    the model asked for, counted under ``other`` unless this process knows it (``know_tools``)."""
+    tool = _closed(tool, _tools)
+    TOOL_CALLS.labels(tool, _closed(outcome, TOOL_OUTCOMES)).inc()
     TOOL_LATENCY.labels(tool).observe(seconds)
 
 
@@ -123,7 +188,8 @@ def run_in_progress() -> Iterator[None]:
 
 def record_slack_call(method: str, outcome: str) -> None:
     """One Web API request ended: ``ok``, ``error`` (``ok: false``), ``rate_limited``, ``http_error`` or
-    ``connection_error``."""
+    ``connection_error``; a method outside ``SLACK_METHODS`` is counted as ``other``."""
+    method = _closed(method, SLACK_METHODS)
     SLACK_CALLS.labels(method, outcome).inc()
     if outcome == "rate_limited":
         SLACK_RATE_LIMITED.labels(method).inc()
@@ -137,26 +203,32 @@ def observe_ack(seconds: float) -> None:
 def slack_trace_config() -> aiohttp.TraceConfig:
     """Counts every request of the session it is given to (the Slack session) by method and outcome.
 
-    The method is the URL's last path segment (``chat.postMessage``). A 200's ``ok`` is read from the first
-    bytes of the body, which aiohttp keeps for slack_sdk to read again.
+    The method is the Web API's (``/api/chat.postMessage``), or what a file transfer does (``files.download``,
+    ``files.upload``), never a URL's own words. A 200's ``ok`` is read from the first bytes of the body, which
+    aiohttp keeps for slack_sdk to read again.
     """
     config = aiohttp.TraceConfig()
 
     async def ended(_: aiohttp.ClientSession, __: SimpleNamespace, params: aiohttp.TraceRequestEndParams) -> None:
-        record_slack_call(_method(params.url.path), await _outcome(params.response))
+        record_slack_call(slack_method(params.method, params.url.path), await _outcome(params.response))
 
     async def failed(
         _: aiohttp.ClientSession, __: SimpleNamespace, params: aiohttp.TraceRequestExceptionParams
     ) -> None:
-        record_slack_call(_method(params.url.path), "connection_error")
+        record_slack_call(slack_method(params.method, params.url.path), "connection_error")
 
     config.on_request_end.append(ended)
     config.on_request_exception.append(failed)
     return config
 
 
-def _method(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1] or "unknown"
+def slack_method(http_method: str, path: str) -> str:
+    """The label of one request of the Slack session: a known Web API method, a file transfer, or ``other``."""
+    if found := _API_PATH.search(path):
+        return _closed(found.group(1), SLACK_METHODS)
+    if "/upload/" in path:
+        return FILE_UPLOAD
+    return FILE_DOWNLOAD if http_method == "GET" else OTHER
 
 
 async def _outcome(response: aiohttp.ClientResponse) -> str:

@@ -85,6 +85,7 @@ class Service:
     async def start(self) -> Self:
         settings = self.settings
         startup.check(settings, self.role)  # before anything starts: one line naming the setting
+        metrics.start_at_zero(spend_team=None if settings.metrics_name_teams else "")
         self.redis = await open_redis(
             settings.redis_url, settings.data_dir, wait_seconds=settings.redis_startup_wait_seconds,
             sentinel=settings.redis_sentinel(),

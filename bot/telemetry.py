@@ -15,7 +15,8 @@ The tree of one mention (``bot/receive`` → the job → the run → ``agent_cor
           chat <model>                 each LLM call: model, tokens, cost, finish reason
           execute_tool <tool>          each tool call: name, call id, outcome
 
-No message text is in any span unless ``OTEL_CAPTURE_CONTENT=true``.
+No message text is in any span unless ``OTEL_CAPTURE_CONTENT=true``; without it the exporter also takes out what
+libraries' spans (the mcp SDK's) may quote from a call: status descriptions, exception messages (``without_content``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent_core import GENAI_PROVIDER, ConfigError, Stopped, StopReason, cost_attributes, use_tracer
@@ -32,7 +33,8 @@ from bot.settings import Role, Settings
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
     from opentelemetry.trace import SpanKind, Tracer
 
 log = logging.getLogger(__name__)
@@ -81,8 +83,44 @@ def build(settings: Settings, role: Role, environ: Mapping[str, str]) -> TracerP
     resource = Resource.create({"service.name": settings.otel_service_name, ROLE_ATTRIBUTE: role,
                                 "process.pid": os.getpid()})
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    exporter = OTLPSpanExporter(endpoint=endpoint)
+    provider.add_span_processor(BatchSpanProcessor(
+        exporter if settings.otel_capture_content else without_content(exporter)))
     return provider
+
+
+def without_content(exporter: SpanExporter) -> SpanExporter:
+    """``exporter`` given every span without the words a failure may quote: a status's description and an event's
+    attributes (an exception's message and stack) go, an exception's type stays. Our spans never record them, but
+    libraries' do under ours: the mcp SDK's client span carries the server's error text, which quoted the call's
+    arguments. Names, ids, counts and outcomes are kept."""
+    from opentelemetry.sdk.trace.export import SpanExporter as _Base
+
+    class _WithoutContent(_Base):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return exporter.export([_bare(s) for s in spans])
+
+        def shutdown(self) -> None:
+            exporter.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30_000) -> bool:
+            return exporter.force_flush(timeout_millis)
+
+    return _WithoutContent()
+
+
+def _bare(span: ReadableSpan) -> ReadableSpan:
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.trace import Status
+
+    events = [Event(e.name, {k: v for k, v in (e.attributes or {}).items() if k == "exception.type"}, e.timestamp)
+              for e in span.events]
+    return ReadableSpan(
+        name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+        attributes=span.attributes, events=events, links=span.links, kind=span.kind,
+        status=Status(span.status.status_code), start_time=span.start_time, end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
 
 
 def use(provider: TracerProvider | None, *, content: bool = False, agent_name: str = SCOPE) -> None:

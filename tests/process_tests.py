@@ -58,6 +58,8 @@ PROCESS_TESTS = frozenset({
     "tests/bot/test_stored_tokens.py::test_rekey_re_encrypts_every_installation_with_the_newest_key_and_refuses_what_no_key_reads",
     "tests/bot/test_supervisor.py",
     "tests/bot/test_telemetry.py::test_python_m_bot_exports_each_process_s_spans_over_otlp_as_one_trace",
+    "tests/bot/test_metric_labels.py",
+    "tests/bot/test_telemetry.py::test_without_capture_content_no_span_of_python_m_bot_quotes_a_call_s_arguments",
     "tests/test_deploy.py::test_the_health_check_passes_for_a_running_web_and_worker_and_fails_when_either_stops_serving",
     "tests/test_deploy.py::test_the_image_install_carries_every_file_of_the_packages",
     "tests/tools/test_files.py",

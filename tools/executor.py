@@ -51,6 +51,7 @@ _EMPTY_TEXTS = frozenset({"", "[]", "{}", "null"})
 INLINE_RESULT_CHARS = 20_000
 #: ... and other JSON results (numbers, lists, dicts) of at most this many values, numbers of at most 256 bits.
 INLINE_RESULT_ITEMS, _INLINE_INT_BITS = 1_000, 256
+UNKNOWN_TOOL_NAME = "unknown"  # a span's tool when the registry does not know it (never the model's own words)
 #: An offending value quoted in a validation message is cut to this length.
 _MAX_QUOTED = 60
 
@@ -125,7 +126,8 @@ class Executor:
     async def execute(self, call: PreparedCall, ctx: ToolContext) -> ToolResult:
         """Run a prepared call and return its result; never raises for tool problems."""
         started_at, t0 = time.time(), time.perf_counter()
-        with tool_span(call.tool, call.call_id, ctx.run_id) as span:
+        known = call.tool if self._registry.get(call.tool) is not None else UNKNOWN_TOOL_NAME
+        with tool_span(known, call.call_id, ctx.run_id) as span:
             result = call.error or await self._run(call, ctx)
             rec = TraceRecord(
                 run_id=ctx.run_id,

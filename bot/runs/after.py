@@ -19,6 +19,7 @@ from bot.thread.permalinks import Permalinks
 from bot.workspace import RunPlan, RunRecord, WorkspaceLimits
 from bot.workspace.models import Models
 from bot.workspace.usage import RunUsage, day_id
+from tools import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,13 @@ def run_model(settings: Settings, plan: RunPlan | None) -> str:
     return plan.model if plan is not None else Models.from_settings(settings).default.name
 
 
+#: How the audit stream and the usage counters name a tool the run's registry does not know (the model made it up).
+UNKNOWN_TOOL_NAME = "unknown"
+
+
 class ToolTally:
-    """A run's tool calls as its events stream: tool name -> outcome -> calls (never arguments or results).
+    """A run's tool calls as its events stream: tool name -> outcome -> calls (never arguments or results); a
+    name the run's registry does not know is ``unknown``, never the model's words.
 
     A resumed run counts the calls made after its resume only: the earlier ones went with the dead worker."""
 
@@ -41,7 +47,8 @@ class ToolTally:
         self.calls: dict[str, dict[str, int]] = {}
 
     def __call__(self, event: Observed) -> None:
-        outcomes = self.calls.setdefault(event.tool, {})
+        name = UNKNOWN_TOOL_NAME if event.outcome == Outcome.UNKNOWN_TOOL else event.tool
+        outcomes = self.calls.setdefault(name, {})
         outcomes[event.outcome] = outcomes.get(event.outcome, 0) + 1
 
 

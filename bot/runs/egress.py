@@ -37,7 +37,8 @@ SOURCES = (
 
 class ThreadNotices:
     """Tells the thread that an outbound call was held back: the tool and host, never the URL (it may carry
-    the data), and how an admin can allow the host; and the audit stream, with the same (``guard.decided``)."""
+    the data), and how an admin can allow the host; and the audit stream (``guard.decided``), which names the
+    host's registrable domain only (its other labels may carry the data)."""
 
     def __init__(self, poster: Poster, turn: Turn) -> None:
         self.poster = poster
@@ -48,7 +49,8 @@ class ThreadNotices:
         ws = self.turn.workspace
         audit.emit("guard.decided", team=ws.team_id, enterprise=ws.enterprise_id or "",
                    channel=self.turn.conversation.channel_id, run_id=self.turn.run_id, tool=event.tool,
-                   decision="held_back", reason=event.reason.value, host=event.host, service=event.service)
+                   decision="held_back", reason=event.reason.value,
+                   host=audit.registrable_domain(event.host) if event.host else "", service=event.service)
         where = event.host and f"`{event.host}`" or event.service
         read = ", ".join(map(source_words, event.sources)) or _("private data")
         said = (_(":shield: I held back a `{tool}` call to {where} after reading {read} ({reason}).") if where

@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 
 from agent_core import ConfigError, StoreError
+from bot import metrics
 from bot.settings import Settings
 from bot.workspace import CatalogEntry, ToolCatalog, ToolChoice, catalog_of
 from tools import McpConfigError, McpServers, Registry, ToolPolicy, run_registry
@@ -112,9 +113,11 @@ class Toolbox:
             await self._publish()
 
     async def _publish(self) -> None:
+        enabled = self.enabled()
+        metrics.know_tools(t.name for t in enabled)  # the tool label's values: a made-up name counts as "other"
         if self._catalog is None:
             return
-        entries = catalog_of(self.enabled())
+        entries = catalog_of(enabled)
         if entries == self._published:
             return
         try:

@@ -143,20 +143,29 @@ def format_table(rows: list[Row], by: Dimension | None, span: Span, scope: str) 
 
 
 CSV_STOPS = tuple(r.value for r in StopReason)
+#: A text cell starting with one of these is read as a formula by spreadsheets (OWASP, CSV injection).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_MICRO = Decimal("0.000001")
 
 
 def to_csv(rows: list[Row], by: Dimension | None, span: Span) -> str:
-    """The same rows, all of them, one per line; a column per stop reason."""
+    """The same rows, all of them, one per line; a column per stop reason. Text is quoted and a cell that would
+    open as a formula gets a leading ``'`` (OWASP's advice for CSV injection); numbers stay numbers."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     writer.writerow(["first_day", "last_day", "dimension", "member", "runs", "steps", "tokens", "spend_usd",
                      "thumbs_up", "thumbs_down", "tool_calls", "tool_errors", *(f"stop_{s}" for s in CSV_STOPS)])
     for r in rows:
         stops = r.stops()
-        writer.writerow([span.first.isoformat(), span.last.isoformat(), by or ALL, r.member, r["runs"], r["steps"],
-                         r["tokens"], f"{Decimal(r['spend']) / MICROS_PER_USD:.6f}", r["up"], r["down"],
-                         r["calls"], r["errors"], *(stops.get(s, 0) for s in CSV_STOPS)])
+        writer.writerow([span.first.isoformat(), span.last.isoformat(), by or ALL, inert(r.member), r["runs"],
+                         r["steps"], r["tokens"], (Decimal(r["spend"]) / MICROS_PER_USD).quantize(_MICRO),
+                         r["up"], r["down"], r["calls"], r["errors"], *(stops.get(s, 0) for s in CSV_STOPS)])
     return out.getvalue()
+
+
+def inert(cell: str) -> str:
+    """A text cell no spreadsheet runs: ``'`` before a leading formula character."""
+    return f"'{cell}" if cell.startswith(_FORMULA_STARTS) else cell
 
 
 class UsageReports:

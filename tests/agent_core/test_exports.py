@@ -42,6 +42,7 @@ def test_public_names() -> None:
         "AgentError",
         "ConfigError",
         "LLMError",
+        "LLMCause",
         "StoreError",
         # money
         "PRICE_TABLE_DATE",

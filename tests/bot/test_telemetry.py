@@ -4,6 +4,8 @@ nothing set up without OTEL_* settings."""
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from tests.conftest import session_redis_url
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_calls
 from tests.fakes.otlp_collector import ExportedSpan, FakeCollector
 from tests.fakes.slack_api import FakeSlack
-from tests.processes import BotProcess, free_port
+from tests.processes import ROOT, BotProcess, free_port
 from tests.signing import event_body, mention, next_ts, signed_headers
 
 QUESTION = "what is 17 times 23?"
@@ -269,3 +271,63 @@ def test_message_text_is_asked_for_by_the_issue_s_name_or_opentelemetry_s(
     assert Settings(_env_file=None).otel_capture_content is False
     monkeypatch.setenv(name, "true")
     assert Settings(_env_file=None).otel_capture_content is True
+
+
+async def test_without_capture_content_no_span_of_python_m_bot_quotes_a_call_s_arguments(
+    tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    """An MCP server's error quotes the call's argument (the mcp SDK puts it on its own span, under ours), and the
+    model calls a tool it made up: exported, the spans hold names, ids, counts and outcomes only."""
+    secret, invented = "hunter2-MARKERARG37", "steal_MARKERTOOL37"
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"docs": {
+        "command": sys.executable, "args": ["-m", "tests.fakes.mcp_http_server", "--stdio"], "cwd": str(ROOT)}}}))
+    fake_openai.queue(tool_calls(("docs__lookup", {"query": secret}), (invented, {"q": secret})), text(ANSWER))
+    async with FakeCollector() as collector:
+        env = {
+            "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": fake_slack.base_url,
+            "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_MAX_RETRIES": "0",
+            "LLM_PRICE_PROMPT_PER_1M": "1", "LLM_PRICE_COMPLETION_PER_1M": "2", "SLACK_POSTS_PER_SECOND": "0",
+            "SLACK_UPDATES_PER_MINUTE": "0", "HOST": "127.0.0.1", "PORT": str(free_port()),
+            "REDIS_URL": session_redis_url(), "REDIS_KEY_PREFIX": key_prefix, "ARQ_QUEUE_NAME": f"{key_prefix}:queue",
+            "AGENT_MCP_CONFIG": str(config), "OTEL_EXPORTER_OTLP_ENDPOINT": collector.base_url,
+            "OTEL_BSP_SCHEDULE_DELAY": "50",
+        }
+        async with BotProcess("all", env, tmp_path / "bot.log", argv=["--processes", "1"]) as bot:
+            await bot.wait_healthy()
+            body = event_body(mention(text=f"<@UBOT> {QUESTION}", ts=next_ts()))
+            async with aiohttp.ClientSession() as http, http.post(
+                f"{bot.url}/slack/events", data=body, headers=signed_headers(SECRET, body)
+            ) as resp:
+                assert resp.status == 200
+
+            def whole(spans: list[ExportedSpan]) -> bool:
+                return any(s.name.startswith("invoke_agent") for s in spans)
+
+            spans = await collector.wait_for(whole)
+            assert await bot.stop() == 0
+
+    names = {s.name: s for s in spans}
+    mcp = names["MCP send tools/call lookup"]
+    assert mcp.attributes["error.type"] == "-32602" and mcp.status_message == ""
+    assert names["execute_tool docs__lookup"].attributes["agent.tool.outcome"] == "error"
+    unknown = names["execute_tool unknown"]
+    assert (unknown.attributes["gen_ai.tool.name"], unknown.attributes["agent.tool.outcome"]) == (
+        "unknown", "unknown_tool")
+    wire = "\n".join(s.wire for s in spans)
+    assert "MARKERARG37" not in wire and "MARKERTOOL37" not in wire
+
+
+def test_without_content_a_library_s_error_text_leaves_only_its_type() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(telemetry.without_content(exporter)))
+    tracer = provider.get_tracer("some-library")  # a library's spans record exceptions with their messages
+    with pytest.raises(ValueError), tracer.start_as_current_span("lib call", attributes={"lib.id": 7}) as span:
+        span.set_status(trace.StatusCode.ERROR, "no page matches 'hunter2'")
+        raise ValueError("bad query 'hunter2'")
+    [span] = exporter.get_finished_spans()
+    assert span.name == "lib call" and dict(span.attributes or {}) == {"lib.id": 7}
+    assert span.status.status_code is trace.StatusCode.ERROR and span.status.description is None
+    events = [(e.name, dict(e.attributes or {})) for e in span.events]
+    assert events == [("exception", {"exception.type": "ValueError"})]

