@@ -133,7 +133,7 @@ async def test_a_reader_past_its_time_limit_is_killed() -> None:
     # Far less time than a Python process needs to start: the limit is what ends the call.
     with pytest.raises(FileUnreadable, match=r"took longer than 0.01 s"):
         await extract(pdf_bytes(["x"]), PDF, timeout=0.01, max_chars=100)
-    assert not _reader_children()
+    assert not reader_children()
 
 
 async def test_a_cancelled_extraction_kills_its_reader() -> None:
@@ -142,7 +142,7 @@ async def test_a_cancelled_extraction_kills_its_reader() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not _reader_children()
+    assert not reader_children()
 
 
 async def test_the_memory_cap_ends_in_a_message() -> None:
@@ -151,7 +151,7 @@ async def test_the_memory_cap_ends_in_a_message() -> None:
         await extract(pdf_bytes(["x"]), PDF, timeout=20, max_chars=100, max_memory=40 * 1024 * 1024)
 
 
-def _reader_children() -> list[str]:
+def reader_children() -> list[str]:
     """This process's live children running the reader script."""
     import os
     from pathlib import Path
@@ -182,8 +182,8 @@ async def test_small_photo_stays_its_size_as_jpeg() -> None:
     out = io.BytesIO()
     Image.new("RGB", (300, 200), "red").save(out, "JPEG")
     image = await prepare_image(out.getvalue(), "image/jpeg", max_side=1568)
-    assert (image.mimetype, image.width, image.height) == ("image/jpeg", 300, 200) and image.data.startswith(b"\xff\xd8")
-    assert not image.reduced
+    assert (image.mimetype, image.width, image.height) == ("image/jpeg", 300, 200)
+    assert image.data.startswith(b"\xff\xd8") and not image.reduced
 
 
 async def test_a_sideways_phone_photo_is_shown_upright() -> None:
