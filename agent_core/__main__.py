@@ -103,8 +103,9 @@ async def _run(
     task: str, settings: AgentSettings, tool_settings: ToolSettings, servers: McpServers,
     files: tuple[Attachment, ...] = (),
 ) -> Stopped | None:
-    from tools import ToolPolicy, builtin_registry, run_registry
+    from tools import ToolPolicy, builtin_registry, limit_readers, run_registry
 
+    limit_readers(tool_settings.agent_file_readers)
     registry = servers.registry(builtin_registry(tool_settings))
     agent = Agent.from_settings(
         settings, registry, secrets=[*tool_settings.secrets(), *servers.secrets()],

@@ -1,4 +1,4 @@
-"""The run's files in its task message: images as image parts, text files, PDFs and DOCX listed (small ones
+"""The run's files in its task message: images as image parts, text files, PDFs, DOCX and XLSX listed (small ones
 inlined, the rest read with ``read_file``), audio transcribed; and the private data they arm the guard with.
 
 The task's user message carries, after the task's own text, a ``## Attached files`` listing (name, type, size,
@@ -12,7 +12,6 @@ reason, for the model to tell the user; it never ends the run.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
 from collections.abc import Mapping, Sequence
@@ -22,7 +21,7 @@ from typing import Protocol, runtime_checkable
 from agent_core.attachments import FILES_HEADER, Attachment, size_label, vision_default
 from agent_core.errors import LLMError
 from agent_core.store import Message
-from tools import Executor, FileUnreadable, ToolContext, extract, kind_of, prepare_image, wrap_untrusted
+from tools import Executor, Extracted, FileUnreadable, ToolContext, extract, kind_of, prepare_image, wrap_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -133,12 +132,14 @@ async def _add(listing: _Listing, file: Attachment, options: FileOptions, *, rea
     kind = kind_of(file.mimetype)
     if kind == "image":
         await _image(listing, file, head, options)
-    elif kind in ("text", "pdf", "docx"):
+    elif kind in ("text", "pdf", "docx", "xlsx"):
         await _document(listing, file, head, source, pdf=kind == "pdf", readable=readable)
     elif kind == "audio":
         await _audio(listing, file, head, source, options)
+    elif kind == "video":
+        listing.line(f"{head}): a video, and videos cannot be watched here. Tell the user.")
     else:
-        listing.line(f"{head}): a type of file that cannot be read here (not text, PDF, DOCX, an image or "
+        listing.line(f"{head}): a type of file that cannot be read here (not text, PDF, Word, Excel, an image or "
                      "audio). Tell the user.")
 
 
@@ -147,15 +148,17 @@ async def _image(listing: _Listing, file: Attachment, head: str, options: FileOp
         listing.line(f"{head}): an image, and this model cannot see images. Tell the user you cannot see it.")
         return
     try:
-        data, mimetype, width, height = await asyncio.to_thread(
-            prepare_image, file.data, file.mimetype, max_side=options.image_max_side)
+        image = await prepare_image(file.data, file.mimetype, max_side=options.image_max_side)
     except FileUnreadable as exc:
         listing.line(f"{head}): an image that cannot be shown: {exc}. Tell the user.")
         return
-    url = f"data:{mimetype};base64,{base64.b64encode(data).decode('ascii')}"
+    url = f"data:{image.mimetype};base64,{base64.b64encode(image.data).decode('ascii')}"
     listing.images.append({"type": "image_url", "image_url": {"url": url, "detail": "high"}})
-    listing.line(f"{head}, {width}×{height} px): the image is attached to this message.",
-                 f"- [image: {file.name}] ({file.mimetype}, {size_label(len(file.data))}, {width}×{height} px): "
+    size = f"{image.width}×{image.height} px"
+    if image.reduced:
+        size = f"{image.source_width}×{image.source_height} px, shown at {size}"
+    listing.line(f"{head}, {size}): the image is attached to this message.",
+                 f"- [image: {file.name}] ({file.mimetype}, {size_label(len(file.data))}, {size}): "
                  "shown with this message only; images are not kept in the conversation.")
 
 
@@ -169,7 +172,7 @@ async def _document(
         return
     text = read.text
     pages = f", {len(read.pages)} pages" if pdf else ""
-    length = f"{'over ' if read.truncated else ''}{len(text):,} characters"
+    length = f"{'over ' if read.truncated else ''}{len(text):,} characters{_pictures(read)}"
     if len(text) <= INLINE_CHARS:
         listing.line(f"{head}{pages}, {length}): its whole text is below.")
         listing.texts.append(f"Text of {file.name}:\n{wrap_untrusted(READ_FILE, text)}")
@@ -181,6 +184,14 @@ async def _document(
     else:
         listing.line(f"{head}{pages}, {length}): too long to include, and the {READ_FILE} tool is not enabled "
                      "here. Tell the user.")
+
+
+def _pictures(read: Extracted) -> str:
+    """A note on a PDF's pages that are pictures: what they show reaches the model as no text at all."""
+    if not read.pictures:
+        return ""
+    return (f"; {read.pictures_label()}: pictures with no text layer (a scan or photos), "
+            "what they show cannot be read here, so tell the user")
 
 
 async def _audio(listing: _Listing, file: Attachment, head: str, source: str, options: FileOptions) -> None:

@@ -25,9 +25,9 @@ PROCESS_TESTS = frozenset({
     "tests/agent_core/test_budget_contention.py::test_a_call_billed_to_a_killed_worker_is_recorded_at_its_worst_case_within_one_lease_period",
     "tests/agent_core/test_budget_contention.py::test_a_call_billed_while_redis_was_down_is_recorded_once_redis_is_back",
     "tests/agent_core/test_budget_contention.py::test_a_call_whose_hold_cannot_be_renewed_is_abandoned_before_the_hold_lapses",
-    "tests/agent_core/test_attachments.py::test_a_pdf_is_listed_and_read_file_is_offered_and_sees_it",
-    "tests/agent_core/test_attachments.py::test_the_terminal_runner_gives_the_run_its_files",
+    "tests/agent_core/test_attachments.py",  # images are decoded in a reader process
     "tests/agent_core/test_cli.py",
+    "tests/agent_core/test_file_kinds.py",  # images, PDFs and spreadsheets are read in a reader process
     "tests/bot/test_cancel_watch.py::test_a_press_whose_message_was_lost_to_a_redis_restart_still_stops_the_run",
     "tests/bot/test_embedded_redis.py::test_single_machine_mode",
     "tests/bot/test_embedded_redis.py::test_the_embedded_redis_is_reached_through_its_unix_socket_or_its_port",
@@ -35,6 +35,9 @@ PROCESS_TESTS = frozenset({
     "tests/bot/test_exfiltration_corpus.py",
     "tests/bot/test_files_in.py::test_a_mention_under_a_message_with_a_file_gets_that_file",  # a PDF is read
     "tests/bot/test_files_in.py::test_a_mention_with_a_png_and_a_pdf_hands_both_to_the_run",
+    "tests/bot/test_files_in.py::test_a_mention_with_only_a_file_still_runs",  # an image: a reader process
+    "tests/bot/test_files_in.py::test_a_file_shared_in_a_reply_and_then_a_follow_up_refer_to_earlier_files",
+    "tests/bot/test_files_in.py::test_same_names_are_made_unique_and_a_malformed_files_list_is_refused",
     "tests/bot/test_grid.py::test_a_guest_of_one_workspace_gets_no_run_there_after_a_run_at_home_and_each_run_is_paid_by_its_own",
     "tests/bot/test_grid.py::test_an_admin_of_one_workspace_is_no_admin_of_its_sibling_before_or_after_acting_at_home",
     "tests/bot/test_handover.py",
@@ -62,6 +65,7 @@ PROCESS_TESTS = frozenset({
     "tests/bot/test_telemetry.py::test_without_capture_content_no_span_of_python_m_bot_quotes_a_call_s_arguments",
     "tests/test_deploy.py::test_the_health_check_passes_for_a_running_web_and_worker_and_fails_when_either_stops_serving",
     "tests/test_deploy.py::test_the_image_install_carries_every_file_of_the_packages",
+    "tests/tools/test_file_readers.py",
     "tests/tools/test_files.py",
     "tests/tools/test_mcp_faults.py",
     "tests/tools/test_mcp_reference.py",

@@ -21,7 +21,7 @@ from tools.egress import (
 )
 from tools.errors import FileUnreadable, ToolError
 from tools.executor import DEFAULT_OBSERVATION_MAX_CHARS, Executor, PreparedCall
-from tools.files import Extracted, Kind, extract, kind_of, prepare_image, sniff
+from tools.files import Extracted, Kind, PreparedImage, extract, kind_of, limit_readers, prepare_image, sniff
 from tools.mcp import McpConfigError, McpServers
 from tools.outbox import Outbox, OutgoingFile
 from tools.policy import ToolListing, ToolPolicy, matches, run_registry
@@ -88,5 +88,7 @@ __all__ = [
     "kind_of",
     "extract",
     "prepare_image",
+    "PreparedImage",
+    "limit_readers",
     "FileUnreadable",
 ]

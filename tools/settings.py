@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tools.egress import DEFAULT_GUARD_MODE, GuardMode
 from tools.executor import DEFAULT_OBSERVATION_MAX_CHARS
+from tools.files.child import DEFAULT_FILE_READERS
 from tools.secrets import secret_values
 from tools.ssrf import AllowList
 
@@ -63,6 +64,13 @@ class ToolSettings(BaseSettings):
         ge=1,
         description="Most tools offered to one run; past it the run gets the ones most relevant to the task "
         "(built-ins always kept). The others stay callable.",
+    )
+    agent_file_readers: int = Field(
+        DEFAULT_FILE_READERS,
+        ge=1,
+        le=64,
+        description="Reader processes (PDF, DOCX, XLSX, images; up to 1 GiB each) one process runs at once; more "
+        "files wait their turn.",
     )
     fetch_url_allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

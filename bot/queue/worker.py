@@ -22,7 +22,7 @@ from bot.redis import RedisHandle
 from bot.runs.run import EventSource
 from bot.runs.toolbox import mcp_secrets
 from bot.settings import Settings
-from tools import ToolPolicy, builtin_registry
+from tools import ToolPolicy, builtin_registry, limit_readers
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ def default_agent(settings: Settings, store: RedisThreadStore, trace: RedisTrace
 
     The MCP servers' tools join per run (``bot.runs.toolbox``); their config's secrets are redacted from the start.
     """
+    limit_readers(settings.agent_file_readers)  # this process's files are read a few at a time
     # AGENT_TOOLS narrows every run's tools here, as it does for the terminal runner.
     return Agent.from_settings(
         settings,

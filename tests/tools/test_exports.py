@@ -63,6 +63,8 @@ def test_public_names() -> None:
         "kind_of",
         "extract",
         "prepare_image",
+        "PreparedImage",
+        "limit_readers",
         "FileUnreadable",
         "Extracted",
         "Kind",

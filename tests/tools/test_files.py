@@ -15,7 +15,7 @@ from PIL import Image
 from tests.tools.file_samples import docx_bomb, docx_bytes, looping_pdf, pdf_bytes
 from tools import Executor, Outcome, ToolContext, ToolPolicy, ToolSettings, builtin_registry, run_registry
 from tools.files import Extracted, FileUnreadable, extract, kind_of, prepare_image, sniff
-from tools.files.extract import DEFAULT_MAX_MEMORY
+from tools.files.child import DEFAULT_MAX_MEMORY
 from tools.files.readers import decode_text
 
 PDF = "application/pdf"
@@ -133,7 +133,7 @@ async def test_a_reader_past_its_time_limit_is_killed() -> None:
     # Far less time than a Python process needs to start: the limit is what ends the call.
     with pytest.raises(FileUnreadable, match=r"took longer than 0.01 s"):
         await extract(pdf_bytes(["x"]), PDF, timeout=0.01, max_chars=100)
-    assert not _reader_children()
+    assert not reader_children()
 
 
 async def test_a_cancelled_extraction_kills_its_reader() -> None:
@@ -142,7 +142,7 @@ async def test_a_cancelled_extraction_kills_its_reader() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not _reader_children()
+    assert not reader_children()
 
 
 async def test_the_memory_cap_ends_in_a_message() -> None:
@@ -151,7 +151,7 @@ async def test_the_memory_cap_ends_in_a_message() -> None:
         await extract(pdf_bytes(["x"]), PDF, timeout=20, max_chars=100, max_memory=40 * 1024 * 1024)
 
 
-def _reader_children() -> list[str]:
+def reader_children() -> list[str]:
     """This process's live children running the reader script."""
     import os
     from pathlib import Path
@@ -171,36 +171,47 @@ def _reader_children() -> list[str]:
 # --- prepare_image -------------------------------------------------------------------------------------------
 
 
-def test_image_is_scaled_to_max_side_keeping_its_shape() -> None:
-    data, mimetype, width, height = prepare_image(png_bytes(3000, 1500), "image/png", max_side=1000)
-    assert (mimetype, width, height) == ("image/png", 1000, 500)
-    assert Image.open(io.BytesIO(data)).size == (1000, 500)
+async def test_image_is_scaled_to_max_side_keeping_its_shape() -> None:
+    image = await prepare_image(png_bytes(3000, 1500), "image/png", max_side=1000)
+    assert (image.mimetype, image.width, image.height) == ("image/png", 1000, 500)
+    assert (image.source_width, image.source_height) == (3000, 1500) and image.reduced
+    assert Image.open(io.BytesIO(image.data)).size == (1000, 500)
 
 
-def test_small_photo_stays_its_size_as_jpeg() -> None:
+async def test_small_photo_stays_its_size_as_jpeg() -> None:
     out = io.BytesIO()
     Image.new("RGB", (300, 200), "red").save(out, "JPEG")
-    data, mimetype, width, height = prepare_image(out.getvalue(), "image/jpeg", max_side=1568)
-    assert (mimetype, width, height) == ("image/jpeg", 300, 200) and data.startswith(b"\xff\xd8")
+    image = await prepare_image(out.getvalue(), "image/jpeg", max_side=1568)
+    assert (image.mimetype, image.width, image.height) == ("image/jpeg", 300, 200)
+    assert image.data.startswith(b"\xff\xd8") and not image.reduced
 
 
-def test_transparency_is_kept_as_png() -> None:
-    _, mimetype, _, _ = prepare_image(png_bytes(50, 50, "RGBA"), "image/png", max_side=20)
-    assert mimetype == "image/png"
+async def test_a_sideways_phone_photo_is_shown_upright() -> None:
+    out = io.BytesIO()
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90° clockwise to show
+    Image.new("RGB", (400, 100), "red").save(out, "JPEG", exif=exif)
+    image = await prepare_image(out.getvalue(), "image/jpeg", max_side=200)
+    assert (image.width, image.height) == (50, 200)
 
 
-def test_decompression_bomb_is_refused_from_its_header() -> None:
+async def test_transparency_is_kept_as_png() -> None:
+    image = await prepare_image(png_bytes(50, 50, "RGBA"), "image/png", max_side=20)
+    assert image.mimetype == "image/png"
+
+
+async def test_decompression_bomb_is_refused_from_its_header() -> None:
     with pytest.raises(FileUnreadable, match=r"declares 8000 × 8000 pixels.*\(a decompression bomb\?\)"):
-        prepare_image(png_bomb_header(8000, 8000), "image/png", max_side=1568)  # past ours, under Pillow's limit
+        await prepare_image(png_bomb_header(8000, 8000), "image/png", max_side=1568)  # past ours, under Pillow's
     with pytest.raises(FileUnreadable, match=r"\(a decompression bomb\?\)"):
-        prepare_image(png_bomb_header(100_000, 100_000), "image/png", max_side=1568)  # past Pillow's too
+        await prepare_image(png_bomb_header(100_000, 100_000), "image/png", max_side=1568)  # past Pillow's too
 
 
-def test_undecodable_image_is_unreadable() -> None:
+async def test_undecodable_image_is_unreadable() -> None:
     with pytest.raises(FileUnreadable, match="cannot be decoded"):
-        prepare_image(b"\x89PNG\r\n\x1a\nnot really", "image/png", max_side=100)
+        await prepare_image(b"\x89PNG\r\n\x1a\nnot really", "image/png", max_side=100)
     with pytest.raises(FileUnreadable, match="cannot be decoded"):
-        prepare_image(png_bytes(40, 40)[:60], "image/png", max_side=100)
+        await prepare_image(png_bytes(40, 40)[:60], "image/png", max_side=100)
 
 
 # --- read_file -----------------------------------------------------------------------------------------------
@@ -292,7 +303,7 @@ async def test_images_audio_notes_and_hostile_files_get_clear_messages() -> None
     expected = {
         "shot.png": "shot.png is an image (image/png), not text: it was shown to you as an image with the task",
         "dark.png": "dark.png cannot be read: this model cannot see images",
-        "clip.m4a": "clip.m4a is audio (audio/mp4): read_file reads only text, PDF and Word files",
+        "clip.m4a": "clip.m4a is audio (audio/mp4): read_file reads only text, PDF, Word and Excel files",
         "bomb.docx": "FileUnreadable: bomb.docx: could not read a Word document (DOCX): the DOCX unpacks to 250 MB",
         "fake.pdf": "fake.pdf is an image (image/png)",  # sniffed: a PNG named .pdf is the image it is
     }

@@ -55,7 +55,7 @@ class ReadFileArgs(BaseModel):
 
 @tool(name="read_file", timeout=30.0, reads_private_data=True)
 async def read_file(args: ReadFileArgs, ctx: ToolContext) -> str:
-    """Read a file given in this conversation: text, CSV, JSON, Markdown, code, PDF or Word (DOCX).
+    """Read a file given in this conversation: text, CSV, JSON, Markdown, code, PDF, Word (DOCX) or Excel (XLSX).
 
     Reads the whole file, some PDF pages, or a range of lines or characters; for a large file, read the pages or
     lines you need rather than all of it.
@@ -68,12 +68,13 @@ async def read_file(args: ReadFileArgs, ctx: ToolContext) -> str:
         raise ReadFileError(
             f"{file.name} is an image ({file.mimetype}), not text: it was shown to you as an image with the task"
         )
-    if kind == "audio":
-        raise ReadFileError(f"{file.name} is audio ({file.mimetype}): read_file reads only text, PDF and Word files")
+    if kind in ("audio", "video"):
+        raise ReadFileError(f"{file.name} is {kind} ({file.mimetype}): read_file reads only text, PDF, Word and "
+                            "Excel files")
     if kind == "other":
         raise ReadFileError(
             f"{file.name} is a {file.mimetype} file: read_file reads only text (CSV, JSON, Markdown, code), "
-            "PDF and Word (DOCX) files"
+            "PDF, Word (DOCX) and Excel (XLSX) files"
         )
     extracted = await _extracted(file)
     return _answer(file, kind, extracted, args.pages, args.range)
@@ -109,6 +110,9 @@ def _answer(file: RunFile, kind: str, extracted: Extracted, pages: str | None, s
     header = f"{file.name} ({label}, {len(text):,} characters)"
     if extracted.truncated:
         header += f"; only the first {len(extracted.text):,} characters of the file were read"
+    if extracted.pictures:
+        header += (f"; {extracted.pictures_label()}: pictures with no text layer (a scan?), what they show cannot "
+                   "be read")
     if len(text) > MAX_ANSWER_CHARS:
         text = text[:MAX_ANSWER_CHARS]
         header += f"; this answer stops after {MAX_ANSWER_CHARS:,}: read on with range or pages"

@@ -1,57 +1,57 @@
-"""``prepare_image``: an image made fit for the model, with a guard against decompression bombs.
+"""``prepare_image``: an image made fit for the model, decoded in the reader child, never in the worker.
 
-A PNG of a few kilobytes can declare 100,000 × 100,000 pixels and take gigabytes to decode. The size is read
-from the header and checked before any pixel is decoded: Pillow's own ``Image.MAX_IMAGE_PIXELS`` check
-(it errors past twice that limit) and a tighter one of ours, ``MAX_PIXELS``.
+A PNG of 190 KB can declare 49 M pixels and take 150 MB and more to decode, and a worker that decoded such
+images itself grew by gigabytes over a few runs. The child (``tools.files.child``) reads the size from the header
+and refuses a bomb before any pixel is decoded, scales as it decodes, and holds one image under its memory cap;
+the worker only ever holds the small result.
 """
 
 from __future__ import annotations
 
-from io import BytesIO
+import base64
+import binascii
+from dataclasses import dataclass
 
 from tools.errors import FileUnreadable
+from tools.files.child import DEFAULT_MAX_MEMORY, run_reader
 
-#: The most pixels an image may declare (a 48-megapixel photo passes; a bomb's header does not).
-MAX_PIXELS = 50_000_000
-_JPEG_QUALITY = 85
+#: Images that can be shown; other images (HEIC: Pillow reads it only with a plugin) are named, not decoded.
+SHOWN_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "image/avif"})
+#: One image's time limit in the child (a 48-megapixel PNG takes about a second to decode and scale).
+IMAGE_SECONDS = 20.0
+
+@dataclass(frozen=True, slots=True)
+class PreparedImage:
+    """An image as the model is sent it, and the size it came in."""
+
+    data: bytes
+    mimetype: str
+    width: int
+    height: int
+    source_width: int
+    source_height: int
+
+    @property
+    def reduced(self) -> bool:
+        return (self.width, self.height) != (self.source_width, self.source_height)
 
 
-def prepare_image(data: bytes, mimetype: str, *, max_side: int) -> tuple[bytes, str, int, int]:
-    """``data`` decoded and scaled so its longer side is at most ``max_side``, as PNG (screenshots, images with
-    transparency: text stays sharp) or JPEG (photos); returns ``(bytes, mimetype, width, height)``.
-
-    CPU-bound (a large photo takes a few hundred milliseconds): call it in a worker thread. Raises
-    ``FileUnreadable`` for an image that cannot be decoded or declares too many pixels."""
-    from PIL import Image, ImageOps  # here: Pillow costs start-up time, few runs need it
-
+async def prepare_image(
+    data: bytes, mimetype: str, *, max_side: int, timeout: float = IMAGE_SECONDS, max_memory: int = DEFAULT_MAX_MEMORY
+) -> PreparedImage:
+    """``data`` decoded and scaled so its longer side is at most ``max_side``, as PNG (screenshots, transparency)
+    or JPEG (photos). Raises ``FileUnreadable`` for an image that cannot be shown, cannot be decoded, declares too
+    many pixels or needs more than ``timeout`` seconds or ``max_memory`` bytes."""
+    base = mimetype.split(";", 1)[0].strip().lower()
+    if base not in SHOWN_TYPES:
+        kind = base.removeprefix("image/").upper()
+        raise FileUnreadable(f"{kind} images cannot be shown here (PNG, JPEG, GIF, WebP and AVIF can)")
+    answer = await run_reader("image", data, limit=max_side, timeout=timeout, max_memory=max_memory)
+    if "error" in answer:
+        raise FileUnreadable(str(answer["error"]))
     try:
-        with Image.open(BytesIO(data)) as image:
-            width, height = image.size
-            if width * height > MAX_PIXELS:
-                raise _bomb(width, height)
-            image.seek(0)  # an animation: its first frame
-            image.load()
-            picture = ImageOps.exif_transpose(image)  # phone photos: stored sideways, shown upright
-        picture.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
-        alpha = picture.mode in ("RGBA", "LA", "PA") or "transparency" in picture.info
-        photo = mimetype in ("image/jpeg", "image/webp") and not alpha
-        out = BytesIO()
-        if photo:
-            picture.convert("RGB").save(out, "JPEG", quality=_JPEG_QUALITY, optimize=True)
-        else:
-            picture.convert("RGBA" if alpha else "RGB").save(out, "PNG", optimize=True)
-    except FileUnreadable:
-        raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        too_many = f"the image declares more pixels than are decoded ({exc}) (a decompression bomb?)"
-        raise FileUnreadable(too_many) from exc
-    except Exception as exc:  # a hostile image may break Pillow anywhere (decoder, EXIF, encoder): never the run
-        raise FileUnreadable(f"the image cannot be decoded ({type(exc).__name__}: {exc})") from exc
-    return out.getvalue(), "image/jpeg" if photo else "image/png", picture.width, picture.height
-
-
-def _bomb(width: int, height: int) -> FileUnreadable:
-    return FileUnreadable(
-        f"the image declares {width} × {height} pixels, more than the {MAX_PIXELS:,} that are decoded "
-        "(a decompression bomb?)"
-    )
+        width, height = answer["source"]
+        return PreparedImage(base64.b64decode(answer["data"], validate=True), str(answer["mimetype"]),
+                             int(answer["width"]), int(answer["height"]), int(width), int(height))
+    except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+        raise FileUnreadable(f"the image reader gave no image ({type(exc).__name__})") from exc
