@@ -251,7 +251,7 @@ class Agent:
         budget = request.budget or self.budget
         calibration = Calibration(getattr(self.counter, "margin", 1.0), budget)
         stopper = Stopper(request.limits or self.limits, request.model.price if request.model else self.price,
-                          clock=self._clock)
+                          clock=self._clock, started=request.started)
         stopper.steps = progress_state.step
         stopper.usage = Usage(progress_state.prompt_tokens, progress_state.completion_tokens, 0,
                               progress_state.cost_micros, progress_state.usage_estimated)
