@@ -15,7 +15,7 @@ from agent_core.budget import (
     Reservation,
     utc_now,
 )
-from agent_core.cancel import CancelToken
+from agent_core.cancel import Cancelled, CancelToken
 from agent_core.completion import LLMResponse, ToolCallRequest
 from agent_core.cost import PRICE_TABLE_DATE, ModelChoice, Price, format_usd, price_for, usd_to_micros
 from agent_core.errors import AgentError, ConfigError, LLMCause, LLMError, StoreError
@@ -60,6 +60,7 @@ __all__ = [
     "BudgetState",
     "BudgetUsage",
     "CancelToken",
+    "Cancelled",
     "ConfigError",
     "DEFAULT_KEY_PREFIX",
     "DEFAULT_LEASE_RENEW_SECONDS",

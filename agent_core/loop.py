@@ -14,7 +14,7 @@ import agent_core.files_in as files_in
 import agent_core.telemetry as telemetry
 from agent_core import accounting, acting, closing, context, deltas, endings, history, progress, reading, text_react
 from agent_core.attachments import vision_default
-from agent_core.budget import DEFAULT_BUDGET_WAIT_SECONDS, Budget, RunHolds
+from agent_core.budget import DEFAULT_BUDGET_WAIT_SECONDS, Budget, LateSettles, RunHolds
 from agent_core.calibration import Calibration
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.completion import LLMResponse
@@ -117,6 +117,7 @@ class Agent:
         self._planner = Planner(self.counter, history_tokens, note_role)
         self._clock = clock
         self.budget_wait_seconds = budget_wait_seconds
+        self.late_settles = LateSettles()  # settles Redis failed, made once it is back
         self.exfiltration_guard = GuardMode(exfiltration_guard)
 
     @classmethod
@@ -150,6 +151,7 @@ class Agent:
         )
 
     async def aclose(self) -> None:
+        await self.late_settles.aclose()
         await self.llm.aclose()
 
     async def run(self, request: RunRequest) -> Stopped:
@@ -249,7 +251,7 @@ class Agent:
         budget = request.budget or self.budget
         calibration = Calibration(getattr(self.counter, "margin", 1.0), budget)
         stopper = Stopper(request.limits or self.limits, request.model.price if request.model else self.price,
-                          clock=self._clock)
+                          clock=self._clock, started=request.started)
         stopper.steps = progress_state.step
         stopper.usage = Usage(progress_state.prompt_tokens, progress_state.completion_tokens, 0,
                               progress_state.cost_micros, progress_state.usage_estimated)
@@ -278,7 +280,7 @@ class Agent:
             unsaved=[stored_task] if is_new else [], progress=replace(progress_state, status="running"),
             stopper=stopper, executor=executor,
             holds=RunHolds(budget, run_id, stopper, calibration, wait_seconds=self.budget_wait_seconds,
-                           clock=self._clock),
+                           clock=self._clock, late=self.late_settles),
             cancel=request.cancel or CancelToken(), scope=scope,
             tools_spec=tools_spec, traces=traces, finished_steps=request.finished_steps,
             streams=self._streams and request.stream_text,

@@ -59,4 +59,7 @@ class RunRequest:
     #: Files given with the task (checked bytes): images go to the model with the task's message, other files are
     #: listed in it and read with ``read_file`` (``agent_core.files_in``); any of them arms the exfiltration guard.
     attachments: tuple[Attachment, ...] = ()
+    #: When the run's time cap starts, on the Agent's clock (e.g. when a worker claimed the run, before its
+    #: downloads); None: when the run starts.
+    started: float | None = None
 

@@ -103,11 +103,13 @@ def _prefix(shingles: frozenset[str]) -> list[str]:
 class Stopper:
     """Keeps the run's accounts and decides when it must end."""
 
-    def __init__(self, limits: Limits, price: Price, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, limits: Limits, price: Price, *, clock: Callable[[], float] = time.monotonic, started: float | None = None
+    ) -> None:
         self.limits = limits
         self.price = price
         self._clock = clock
-        self._started = clock()
+        self._started = clock() if started is None else started
         self.steps = 0
         self.usage = Usage()
         self._calls: list[str] = []

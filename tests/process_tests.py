@@ -54,6 +54,8 @@ PROCESS_TESTS = frozenset({
     "tests/bot/test_redis_outage.py",
     "tests/bot/test_redis_pressure.py",
     "tests/bot/test_resume.py",
+    "tests/bot/test_settle_outage.py",
+    "tests/bot/test_slow_start.py",
     "tests/bot/test_sentinel.py::test_a_failover_mid_run_ends_in_one_clear_reply_and_counts_no_call_twice",
     "tests/bot/test_sentinel.py::test_the_service_follows_the_master_through_a_failover",
     "tests/bot/test_startup.py",

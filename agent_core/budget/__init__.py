@@ -3,10 +3,12 @@
 - ``port``: the ``Budget`` port, a hold (``Reservation``) and where a budget stands (``BudgetState``);
 - ``memory``: ``InMemoryBudget``, for the terminal runner and engine tests;
 - ``ledger``: ``RedisBudget``, a workspace's budget in Redis (``ledger_keys``, ``layers``, ``periods``, ``scripts``);
-- ``wait``, ``keeper``, ``hold``: a call's hold: reserved (waiting or shrinking), kept alive, settled or given back.
+- ``wait``, ``keeper``, ``hold``: a call's hold: reserved (waiting or shrinking), kept alive, settled or given back;
+- ``late``: a settle Redis failed, made once it is back.
 """
 
 from agent_core.budget.hold import CallHold, RunHolds
+from agent_core.budget.late import LateSettles
 from agent_core.budget.layers import BudgetLayer, BudgetUsage, RedisReservation
 from agent_core.budget.ledger import BudgetUnavailable, RedisBudget
 from agent_core.budget.memory import InMemoryBudget
@@ -23,6 +25,7 @@ __all__ = [
     "BudgetUsage",
     "CallHold",
     "InMemoryBudget",
+    "LateSettles",
     "Period",
     "PeriodWindow",
     "RedisBudget",

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 from agent_core import step_commit
 from agent_core.budget.keeper import while_held
+from agent_core.budget.late import LateSettles
 from agent_core.budget.port import Budget
 from agent_core.budget.wait import DEFAULT_BUDGET_WAIT_SECONDS, FirstTry, Held, hold_for_call
 from agent_core.calibration import Calibration, scaled
@@ -37,9 +39,10 @@ _WAIT_MARGIN_SECONDS = 0.5
 class CallHold:
     """The hold of one LLM call, covering ``plan`` (perhaps smaller than asked); None held without a budget."""
 
-    def __init__(self, plan: CallPlan, held: Held | None) -> None:
+    def __init__(self, plan: CallPlan, held: Held | None, late: LateSettles | None = None) -> None:
         self.plan = plan
         self._held = held
+        self._late = late
         #: The endpoint answered: the hold is settled, or left to lapse (charged), never given back.
         self._billed = False
 
@@ -54,9 +57,14 @@ class CallHold:
         return reply
 
     async def settle(self, cost_micros: int, prompt_factor: float | None = None) -> None:
-        """Record what the call cost (and the call's prompt-token factor, kept as the workspace's)."""
-        if self._held is not None:
+        """Record what the call cost (and the call's prompt-token factor, kept as the workspace's); a settle Redis
+        fails is tried again once it is back (``late``), the error still raised."""
+        if self._held is None:
+            return
+        if self._late is None:
             await self._held.settle(cost_micros, prompt_factor)
+        else:
+            await self._late.settle(self._held, cost_micros, prompt_factor)
 
     async def __aenter__(self) -> CallHold:
         return self
@@ -83,9 +91,13 @@ class RunHolds:
         *,
         wait_seconds: float = DEFAULT_BUDGET_WAIT_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        late: LateSettles | None = None,
     ) -> None:
         self.budget, self.run_id, self._stopper, self._calibration = budget, run_id, stopper, calibration
-        self.wait_seconds, self._clock = wait_seconds, clock
+        self.wait_seconds, self._clock, self._late = wait_seconds, clock, late
+        # This runner's own: a resumed run's holds never replace (uncount) a dead or cut-off runner's, whose
+        # call may have been billed and whose settle may still be on its way (``late``).
+        self._attempt = uuid.uuid4().hex[:8]
         #: The next call's hold, asked for with the last step's write (``step_commit``), until it is used.
         self.first: FirstTry | None = None
 
@@ -107,7 +119,7 @@ class RunHolds:
                 with contextlib.suppress(StoreError):
                     await held.release()
             held = again
-        return held if isinstance(held, Stop) else CallHold(held.plan, held)
+        return held if isinstance(held, Stop) else CallHold(held.plan, held, self._late)
 
     async def _hold(self, plan: CallPlan, wait: float, first: FirstTry | None) -> Held | Stop:
         assert self.budget is not None
@@ -119,8 +131,8 @@ class RunHolds:
         )
 
     def key(self) -> str:
-        """The next call's hold key: the run and the step the call makes."""
-        return f"{self.run_id}:{self._stopper.steps + 1}"
+        """The next call's hold key: the run, this runner of it, and the step the call makes."""
+        return f"{self.run_id}:{self._attempt}:{self._stopper.steps + 1}"
 
     async def write_step(
         self, store: ThreadStore, thread: str, step: tuple[Sequence[Message], Progress, Sequence[Mapping[str, Any]]],

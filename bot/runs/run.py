@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -19,10 +18,8 @@ from redis.exceptions import RedisError
 
 from agent_core import (
     Attachment,
-    CancelToken,
     Event,
     Lease,
-    LeaseKeeper,
     Progress,
     RedisThreadStore,
     RedisTraceSink,
@@ -40,6 +37,9 @@ from bot.oauth.clients import WorkspaceClients
 from bot.runs.after import AfterRun, ToolTally
 from bot.runs.approvals import SlackApprover
 from bot.runs.cancel_watch import CancelWatch
+from bot.runs.claim import STORE_LOST_NOTICE as STORE_LOST_NOTICE
+from bot.runs.claim import STORE_REFUSED_NOTICE as STORE_REFUSED_NOTICE
+from bot.runs.claim import Claim, claimed
 from bot.runs.downloads import FileCaps
 from bot.runs.egress import ThreadNotices, egress_policy
 from bot.runs.files import EarlierFiles, gather_attachments
@@ -82,16 +82,6 @@ MissingFinal = Callable[["TurnRunner", Turn, Progress, Poster], Awaitable[None]]
 #: runner holds its lease: leave it alone) or ``interrupted`` (its lease was lost or its state store failed:
 #: the lease lapses and a worker resumes it from its last persisted step).
 RunOutcome = Literal["done", "elsewhere", "interrupted"]
-STORE_LOST_NOTICE = N_(
-    ":warning: I lost my state store (Redis) mid-run. I'll pick up from the last saved step as soon as it is back."
-)
-
-STORE_REFUSED_NOTICE = N_(
-    ":warning: I can't save this run's state right now (Redis refused the write), so I haven't started. "
-    "I'll start as soon as Redis accepts writes again."
-)
-
-
 NO_TASK_NOTICE = N_("`/model <name> <task>`: say what to do after the model's name. Nothing was started.")
 
 
@@ -107,7 +97,6 @@ class RunParts:
     plan: RunPlan
     ledger: RunLedger
     sink: RunSink
-    token: CancelToken
     approver: SlackApprover
     scope: ToolContext
     #: The turn's files and the thread's earlier ones, downloaded (``bot.runs.files``).
@@ -177,22 +166,25 @@ class TurnRunner:
             if lease is None:
                 log.info("run %s is live on another worker; leaving it alone", turn.run_id)
                 return "elsewhere"
-            return await self._run(turn, lease, job_id, resumed=resumed, last_try=last_try)
+            # Kept, watched for Stop and timed from here: the preflight and the downloads are part of the run.
+            stop_key = self.keys.cancel(turn.thread, turn.run_id)
+            async with claimed(self.leases, self.cancels, stop_key, turn.run_id, lease) as claim:
+                return await self._run(turn, claim, job_id, resumed=resumed, last_try=last_try)
 
-    async def _run(self, turn: Turn, lease: Lease, job_id: str, *, resumed: bool, last_try: bool) -> RunOutcome:
+    async def _run(self, turn: Turn, claim: Claim, job_id: str, *, resumed: bool, last_try: bool) -> RunOutcome:
         try:
             poster = await self.poster(turn)
         except NotInstalled as exc:
             # Nowhere to reply: the admin sees it in the log (App Home needs the token too).
             log.error("run %s in %s not started: %s", turn.run_id, turn.thread, exc)
-            return await self._let_go(lease)
+            return "done"
         # Everything the run posts is in the asker's language: the users.info answer its preflight reads anyway
         # (cached), so no extra call; English when Slack cannot say (the preflight then says why).
         with speaking(await self.limits.users.locale(poster.client, turn.workspace, turn.user_id)):
-            return await self._start(turn, poster, lease, job_id, resumed=resumed, last_try=last_try)
+            return await self._start(turn, poster, claim, job_id, resumed=resumed, last_try=last_try)
 
     async def _start(
-        self, turn: Turn, poster: Poster, lease: Lease, job_id: str, *, resumed: bool, last_try: bool
+        self, turn: Turn, poster: Poster, claim: Claim, job_id: str, *, resumed: bool, last_try: bool
     ) -> RunOutcome:
         try:
             # Read once, here: the run starts from it (RunRequest.loaded) rather than reading it again.
@@ -202,20 +194,24 @@ class TurnRunner:
             if mine and progress.status == "stopped":
                 # Finished just before a restart: its answer may not be out yet.
                 await self.missing_final(self, turn, progress, poster)
-                return await self._let_go(lease)
+                return "done"
             resume = mine and progress.status == "running"
-            parts = await self._prepare(turn, poster, job_id)
+            parts = await self._prepare(turn, poster, job_id, claim)
         except (StoreError, RedisError, OSError) as exc:
-            return await self._wait_for_store(turn, lease, poster, exc, told=resumed)
+            await claim.wait_for_store(partial(poster.post, turn.target), exc, told=resumed)
+            return "interrupted"
         if parts is None:
-            return await self._let_go(lease)
+            return "done"
+        if not claim.keeper.valid():  # lost while it prepared: another worker may have it now
+            await claim.interrupted(partial(poster.post, turn.target), claim.keeper.lost_reason)
+            return "interrupted"
         # Said where the run had shown something; one that never got as far has said it was waiting.
         if resume or (resumed and (await parts.ledger.get()).get("first_ts")):
             await poster.post(turn.target, render.notice(
                 _(":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step.")
             ))
         with metrics.run_in_progress():
-            unwritable = await self._drive(turn, parts, lease, state, resume=resume, last_try=last_try)
+            unwritable = await self._drive(turn, parts, claim, state, resume=resume, last_try=last_try)
         telemetry.run_finished(parts.sink.final)
         if unwritable is None:
             return "interrupted"
@@ -223,29 +219,7 @@ class TurnRunner:
                                   tools=parts.tools.calls)
         return "done"
 
-    async def _wait_for_store(
-        self, turn: Turn, lease: Lease, poster: Poster, exc: Exception, *, told: bool
-    ) -> RunOutcome:
-        """Redis refused (out of memory) or dropped a write before the run's first step: the turn is kept, the
-        asker told (unless ``told``: a resume, whose thread heard when the run first stopped), and the lease
-        lapsed, so a worker starts the run once Redis takes writes again (the resumer's takeover is itself a
-        write: none happens before then)."""
-        log.warning("run %s in %s could not start: Redis refused its state (%s); left for a resume",
-                    turn.run_id, turn.thread, exc)
-        if not told:
-            with contextlib.suppress(Exception):
-                await poster.post(turn.target, render.notice(_(STORE_REFUSED_NOTICE)))
-        with contextlib.suppress(Exception):
-            await self.leases.hand_over(lease)  # refused too while Redis is full: then it lapses by itself
-        return "interrupted"
-
-    async def _let_go(self, lease: Lease) -> RunOutcome:
-        """The end of a run that never got as far as its LeaseKeeper (which releases the lease of the others)."""
-        with contextlib.suppress(Exception):
-            await self.leases.release(lease)
-        return "done"
-
-    async def _prepare(self, turn: Turn, poster: Poster, job_id: str) -> RunParts | None:
+    async def _prepare(self, turn: Turn, poster: Poster, job_id: str, claim: Claim) -> RunParts | None:
         """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
         run_model, task = split_run_model(turn.text)
         try:
@@ -278,21 +252,24 @@ class TurnRunner:
             return None
         stored_files, sessions_refused = plan.read
         refs, record_files = await self.thread_files.for_run(turn, poster.client, stored_files)
-        attachments, problems = await gather_attachments(turn, poster.client, refs, self.file_caps)
+        ledger = self.outputs.ledger(turn)
+        # Opened before the downloads, so the asker may Stop them (it names the requester). ``job``: the job holding
+        # the thread's slot, which a worker resuming the run frees when it is done. The turn's files are recorded
+        # for the thread's later runs in the same round trip.
+        await ledger.open(*record_files, requester=turn.user_id, thread=turn.thread, job=job_id)
+        # Raced against Stop, the lease and the time cap: stopped, the engine then ends the run at once.
+        fetching = gather_attachments(turn, poster.client, refs, self.file_caps)
+        attachments, problems = await claim.before_start(fetching, plan.limits.max_seconds) or ((), "")
         if problems:
             await poster.post(turn.target, render.notice(problems))
         run_id = turn.run_id
-        ledger = self.outputs.ledger(turn)
-        # ``job``: the job holding the thread's slot, which a worker resuming the run frees when it is done. The
-        # turn's files are recorded for the thread's later runs in the same round trip.
-        await ledger.open(*record_files, requester=turn.user_id, thread=turn.thread, job=job_id)
         view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps,
                               about=about_run(plan.model, plan.channel.prompt))
         status = self.outputs.status(turn, poster, sessions_refused=sessions_refused is not None)
         approver = SlackApprover(
             self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
             timeout_seconds=self.settings.agent_approval_timeout_seconds,
-            deadline=time.monotonic() + plan.limits.max_seconds, status=status,
+            deadline=claim.started + plan.limits.max_seconds, status=status,
         )
         egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn))
         files = self.outputs.files(turn, poster)
@@ -304,40 +281,32 @@ class TurnRunner:
             outbox=files,
         )
         sink = self.outputs.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)
-        return RunParts(plan, ledger, sink, CancelToken(), approver, scope, attachments, task=task)
+        return RunParts(plan, ledger, sink, approver, scope, attachments, task=task)
 
     async def _drive(
-        self, turn: Turn, parts: RunParts, lease: Lease, state: ThreadState, *, resume: bool, last_try: bool
+        self, turn: Turn, parts: RunParts, claim: Claim, state: ThreadState, *, resume: bool, last_try: bool
     ) -> str | None:
-        """The engine's events to the thread, under the run's lease. Returns why the thread could not be
+        """The engine's events to the thread, under the run's claim. Returns why the thread could not be
         written to ("" if it could), or None when the run was interrupted and is left for a resume."""
-        run_id, sink = turn.run_id, parts.sink
-        watcher = asyncio.create_task(self.cancels.watch(self.keys.cancel(turn.thread, run_id), parts.token))
+        run_id, sink, keeper, plan = turn.run_id, parts.sink, claim.keeper, parts.plan
         events: AsyncIterator[Event] | None = None
         try:
-            async with LeaseKeeper(self.leases, lease, parts.token) as keeper:
-                plan = parts.plan
-                events = self.agent.events(RunRequest(
-                    parts.task, thread=turn.thread, loaded=state, run_id=run_id, cancel=parts.token, scope=parts.scope,
-                    limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
-                    model=plan.model_choice,
-                    instructions=instructions_of(plan.channel.prompt),
-                    registry=self.toolbox.for_run(
-                        parts.plan.tools, task=parts.task, has_files=bool(parts.attachments),
-                        can_search=bool(turn.action_token) and not parts.plan.search_refused),
-                    finished_steps=True,  # the replies display posts whole steps, once persisted
-                    stream_text=sink.shows_answer_live, attachments=parts.attachments,
-                ))
-                interrupted = await pipelined(events, sink, keeper.valid, parts.tools)
-                if interrupted is not None or not keeper.valid():
-                    if (interrupted is not None and interrupted.store_failed) or keeper.unrenewable:
-                        with contextlib.suppress(Exception):
-                            await sink.parts.post(render.notice(_(STORE_LOST_NOTICE)))
-                    log.warning("run %s interrupted (%s); left for a resume", run_id,
-                                interrupted.detail if interrupted else keeper.lost_reason)
-                    with contextlib.suppress(Exception):
-                        await keeper.hand_over()  # lapse now: resumed at once (in an outage it lapses itself)
-                    return None
+            events = self.agent.events(RunRequest(
+                parts.task, thread=turn.thread, loaded=state, run_id=run_id, cancel=claim.token, scope=parts.scope,
+                limits=plan.limits, budget=plan.budget, resume=resume, model=plan.model_choice,
+                instructions=instructions_of(plan.channel.prompt),
+                registry=self.toolbox.for_run(
+                    plan.tools, task=parts.task, has_files=bool(parts.attachments),
+                    can_search=bool(turn.action_token) and not plan.search_refused),
+                finished_steps=True,  # the replies display posts whole steps, once persisted
+                stream_text=sink.shows_answer_live, attachments=parts.attachments, started=claim.started,
+            ))
+            interrupted = await pipelined(events, sink, keeper.valid, parts.tools)
+            if interrupted is not None or not keeper.valid():
+                why = ("store: " if interrupted is not None and interrupted.store_failed else "") + (
+                    interrupted.detail if interrupted else keeper.lost_reason)
+                await claim.interrupted(sink.parts.post, why)
+                return None
         except ThreadUnwritable as exc:
             # Nobody can see this run: stop paying for it (closing the events abandons the LLM call in flight).
             log.error("run %s in %s stopped with error: %s", run_id, turn.thread, exc)
@@ -357,8 +326,5 @@ class TurnRunner:
                 await asyncio.shield(sink.close())  # a stream is never left open, however the run ended
             if sink.parts.status is not None:
                 sink.parts.status.abandon()
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await watcher
             await asyncio.shield(parts.approver.aclose())  # requests a stopped run left open are closed, denied
         return ""

@@ -15,6 +15,7 @@ def test_public_names() -> None:
         "Attachment",
         "Limits",
         "CancelToken",
+        "Cancelled",
         # the event stream
         "Event",
         "RunStarted",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 from pydantic import BaseModel
 
@@ -166,6 +167,18 @@ async def test_wall_clock_cap_stops_with_max_time(fake_openai: FakeOpenAI, make_
     stopped = await make_agent(limits=Limits(max_seconds=0.3)).run(RunRequest("slow question"))
     assert stopped.reason is StopReason.MAX_TIME
     assert "max_time: 0.3s cap" in stopped.detail
+
+
+async def test_the_time_cap_counts_from_when_the_run_was_claimed(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    # The worker claimed the run 10 s ago and spent them downloading its files: a 5 s cap is already used up.
+    fake_openai.queue(text("too late"))
+    claimed = time.monotonic() - 10
+    stopped = await make_agent(limits=Limits(max_seconds=5)).run(RunRequest("q", started=claimed))
+    assert stopped.reason is StopReason.MAX_TIME
+    assert "max_time: 5s cap, 10." in stopped.detail
+    assert not fake_openai.requests  # nothing asked of the model past the cap
 
 
 async def test_cancel_during_tool_calls_answers_every_call(fake_openai: FakeOpenAI, make_agent: AgentFactory) -> None:

@@ -7,7 +7,9 @@ applies an ``/agent-limits`` change, and stops cleanly on SIGTERM (exit 0, no pr
 - ``python -m bot web`` and ``python -m bot worker`` side by side on one host, from one ``.env`` (one PORT),
   filled in from ``.env.example``, both appending to the one audit file it names;
 - ``python -m bot`` as in the first, given a PNG and a PDF with a mention: the model sees the image, reads the PDF
-  through ``read_file`` (its reader a child of the supervised worker), and its long answer arrives as ``answer.md``.
+  through ``read_file`` (its reader a child of the supervised worker), and its long answer arrives as ``answer.md``;
+- ``python -m bot`` as in the first, given three files that download slowly (longer together than a lease): one
+  answer, each file downloaded once (issue 37, item 10).
 
 Per-channel agents, usage reports and the audit stream in these shapes: ``test_channel_agent_shapes.py``.
 """
@@ -246,6 +248,35 @@ async def test_python_m_bot_takes_a_png_and_a_pdf_and_answers_long_as_a_file(
     assert file.filename == "answer.md" and file.text == LONG_ANSWER
     shown = fake_slack.thread_messages("C1", ts)[-1].block_text()
     assert "Line 000" in shown and "is attached as `answer.md`" in shown and "Stop reason: `final_answer`" in shown
+
+    assert tree.warnings() == []
+    await tree.stop_cleanly()
+
+
+async def test_python_m_bot_keeps_a_run_through_slow_downloads_one_answer_each_file_once(
+    tmp_path: Path, key_prefix: str, redis_client: aioredis.Redis, fake_slack: FakeSlack, fake_openai: FakeOpenAI,
+    trees: list[Tree],
+) -> None:
+    # Leases of 3 s (renewed every second) and three files of 2 s each: the downloads outlast a lease twice over.
+    env = {**settings(key_prefix, fake_slack, fake_openai, free_port_pair()), "SLACK_BOT_TOKEN": BOT_TOKEN,
+           "AGENT_LEASE_SECONDS": "3", "AGENT_LEASE_RENEW_SECONDS": "1"}
+    fake_openai.script = lambda request: text("The notes say hello.")
+    files = [fake_slack.add_file(FakeFile(f"F{i}", f"notes-{i}.txt", b"hello", "text/plain", delay=2.0))
+             for i in range(3)]
+    tree = Tree([], tmp_path, env=env)
+    trees.append(tree)
+    tree.start()
+    await tree.ready(web=1, workers=2)
+    assert tree.children() == SUPERVISED_ALL
+
+    slack, ts = SlackSide(tree.url, SECRET), next_ts()
+    event = {**mention(text="<@UBOT> what do my notes say?", ts=ts), "files": files}
+    assert await slack.event(event_body(event)) == 200
+    await answer_in_thread(fake_slack, "C1", ts, "The notes say hello.")
+    # Before: the other worker took the run over while it downloaded, again and again, downloading every file anew.
+    assert sorted(fake_slack.downloads) == [("F0", BOT_TOKEN), ("F1", BOT_TOKEN), ("F2", BOT_TOKEN)]
+    finals = [m for m in fake_slack.thread_messages("C1", ts) if "Stop reason" in m.block_text()]
+    assert len(finals) == 1 and len(fake_openai.requests) == 1
 
     assert tree.warnings() == []
     await tree.stop_cleanly()
