@@ -219,9 +219,8 @@ class TurnRunner:
                                   tools=parts.tools.calls)
         return "done"
 
-    async def _prepare(self, turn: Turn, poster: Poster, job_id: str, claim: Claim) -> RunParts | None:
-        """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
-        run_model, task = split_run_model(turn.text)
+    async def _plan(self, turn: Turn, poster: Poster, run_model: str | None) -> RunPlan | None:
+        """The workspace's preflight for this run; None (after replying) when it is refused or cannot be read."""
         try:
             # The thread's earlier files and the workspace's agent-session fallback come in its round trip.
             plan = await self.limits.preflight(
@@ -246,6 +245,14 @@ class TurnRunner:
             audit.emit("run.refused", team=ws.team_id, enterprise=ws.enterprise_id or "",
                        channel=turn.conversation.channel_id, run_id=turn.run_id, user=turn.user_id, reason=plan.reason)
             await poster.post(turn.target, render.notice(plan.message))
+            return None
+        return plan
+
+    async def _prepare(self, turn: Turn, poster: Poster, job_id: str, claim: Claim) -> RunParts | None:
+        """The limits check, then the run's collaborators; None (after replying) when the run must not start."""
+        run_model, task = split_run_model(turn.text)
+        plan = await self._plan(turn, poster, run_model)
+        if plan is None:
             return None
         if not task:  # ``/model <name>`` and nothing to do
             await poster.post(turn.target, render.notice(_(NO_TASK_NOTICE)))
