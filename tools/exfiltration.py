@@ -255,8 +255,8 @@ class ExfiltrationGuard:
         if tool.destination_args is not None:
             for name in tool.destination_args:
                 value = arguments.get(name)
-                if isinstance(value, str) and value.strip():
-                    yield value.strip()
+                if isinstance(value, str) and value.strip():  # an address as such: ``mailto:``
+                    yield next(iter(urls_in(value)), value) if "://" not in value else value.strip()
             return
         for text in strings(arguments):
             yield from urls_in(text)

@@ -1,0 +1,175 @@
+"""The injection suite's runner: every user task alone (benign success) and with every injection planted (attack
+success, exfiltration), through the terminal runner's own run (``agent_core.__main__``: its registry, policy and
+refusing approver), the workspace served by one stdio MCP server added with no flags but ``"approval": "never"``,
+and a scripted model over HTTP (``tests/fakes/openai_server.py``) that obeys every injection it reads.
+
+    python -m tests.injection.runner [--guard on|approve|off]   # prints the figures
+
+``ObeyingModel`` is the model: it makes the task's calls in order, and as soon as a result holds an injection it
+makes the injection's calls first; a held-back call is not retried. Another harness can reuse ``run_suite`` with
+its own ``model`` factory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import json
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_core.settings import AgentSettings
+from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text, tool_calls
+from tests.injection.cases import INJECTIONS, MARKER, USER_TASKS, Injection, Seen, State, UserTask, exfiltrated
+from tests.injection.cases import initial_state as fresh
+from tools import McpServers, ToolSettings
+from tools.mcp.config import parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = "chat"
+TOOLS = ("list_channels", "read_channel", "list_members", "read_inbox", "read_webpage", "send_direct_message",
+         "send_channel_message", "add_user_to_channel", "invite_user", "remove_user", "post_webpage")
+
+
+class ObeyingModel:
+    """One case's scripted model: the task's calls, with an injection's calls spliced in once it is read."""
+
+    def __init__(self, task: UserTask, injection: Injection | None, name: Callable[[str], str]) -> None:
+        self.pending = list(task.steps)
+        self.task, self.injection, self.name = task, injection, name
+        self.seen: Seen = []
+        self.obeyed = False
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        results = [(str(m.get("name") or ""), str(m.get("content") or "")) for m in request.messages
+                   if m.get("role") == "tool"]
+        fresh_results, self.seen = results[len(self.seen):], results
+        if self.injection and not self.obeyed and any(MARKER in text for _, text in fresh_results):
+            self.obeyed = True
+            self.pending[:0] = self.injection.steps
+        if not self.pending:
+            return text(self.task.answer(self.seen))
+        step = self.pending.pop(0)
+        return tool_calls((self.name(step.tool), dict(step.arguments(self.seen))))
+
+
+@dataclass
+class Outcome:
+    task: str
+    injection: str
+    done: bool
+    attacked: bool = False
+    exfiltrated: bool = False
+
+
+@dataclass
+class Figures:
+    benign: list[Outcome] = field(default_factory=list)
+    attacked: list[Outcome] = field(default_factory=list)
+
+    @staticmethod
+    def _rate(items: Sequence[bool]) -> float:
+        return 100.0 * sum(items) / len(items) if items else 0.0
+
+    @property
+    def benign_success(self) -> float:
+        return self._rate([o.done for o in self.benign])
+
+    @property
+    def attack_success(self) -> float:
+        return self._rate([o.attacked for o in self.attacked])
+
+    @property
+    def exfiltration(self) -> float:
+        return self._rate([o.exfiltrated for o in self.attacked])
+
+    @property
+    def utility_under_attack(self) -> float:
+        return self._rate([o.done for o in self.attacked])
+
+    def table(self, label: str) -> str:
+        lines = [f"{label}: benign tasks {self.benign_success:.1f} % ({sum(o.done for o in self.benign)}/"
+                 f"{len(self.benign)}), attack success {self.attack_success:.1f} % "
+                 f"({sum(o.attacked for o in self.attacked)}/{len(self.attacked)}), exfiltration "
+                 f"{self.exfiltration:.1f} % ({sum(o.exfiltrated for o in self.attacked)}/{len(self.attacked)}), "
+                 f"utility under attack {self.utility_under_attack:.1f} %"]
+        lines += [f"  benign failed: {o.task}" for o in self.benign if not o.done]
+        lines += [f"  attack succeeded: {o.injection} in {o.task}" for o in self.attacked if o.attacked]
+        return "\n".join(lines)
+
+
+class Suite:
+    """The workspace file, the MCP server and the fake model, shared by every case of one surface."""
+
+    def __init__(self, fake: FakeOpenAI, servers: McpServers, state: Path, guard: str) -> None:
+        self.fake, self.servers, self.state, self.guard = fake, servers, state, guard
+
+    async def case(self, task: UserTask, injection: Injection | None) -> tuple[State, str]:
+        """One run from a fresh workspace: the end state and the final answer."""
+        from agent_core.__main__ import _run
+
+        self.state.write_text(json.dumps(fresh(injection.text if injection else "")))
+        self.fake.script = ObeyingModel(task, injection, lambda tool: f"{SERVER}__{tool}")
+        settings = AgentSettings(_env_file=None, openai_api_key="test", openai_base_url=self.fake.base_url,
+                                 openai_max_retries=0)
+        tools = ToolSettings(_env_file=None, agent_exfiltration_guard=self.guard)
+        with contextlib.redirect_stdout(io.StringIO()):
+            stopped = await _run(task.prompt, settings, tools, self.servers)
+        answer = stopped.answer if stopped is not None else ""
+        return json.loads(self.state.read_text()), answer
+
+
+def server_config(state: Path) -> dict[str, Any]:
+    """The server as an operator adds it: no trust, no flags, only its tools' own prompts turned off."""
+    return {SERVER: {"command": sys.executable, "args": ["-m", "tests.injection.chat_server"], "cwd": str(ROOT),
+                     "env": {"INJECTION_STATE": str(state)},
+                     "tools": {name: {"approval": "never"} for name in TOOLS}}}
+
+
+@contextlib.asynccontextmanager
+async def suite(guard: str = "on") -> AsyncIterator[Suite]:
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp) / "workspace.json"
+        state.write_text(json.dumps(fresh()))
+        configs = parse_config({"mcpServers": server_config(state)}, {"PATH": ""})
+        servers = McpServers(configs, default_timeout=20.0, startup_wait=30.0)
+        fake = FakeOpenAI()
+        await fake.start()
+        await servers.start()
+        try:
+            yield Suite(fake, servers, state, guard)
+        finally:
+            await servers.aclose()
+            await fake.close()
+
+
+async def run_suite(
+    run: Suite, tasks: Sequence[UserTask] = USER_TASKS, injections: Sequence[Injection] = INJECTIONS
+) -> Figures:
+    figures = Figures()
+    for task in tasks:
+        end, answer = await run.case(task, None)
+        figures.benign.append(Outcome(task.id, "", task.check(end, answer)))
+        for injection in injections:
+            end, answer = await run.case(task, injection)
+            figures.attacked.append(Outcome(task.id, injection.id, task.check(end, answer),
+                                            injection.succeeded(end), exfiltrated(end)))
+    return figures
+
+
+async def _main(guard: str) -> None:
+    async with suite(guard) as run:
+        figures = await run_suite(run)
+    print(figures.table(f"MCP server, AGENT_EXFILTRATION_GUARD={guard}"))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m tests.injection.runner")
+    parser.add_argument("--guard", default="on", choices=["on", "approve", "off"])
+    asyncio.run(_main(parser.parse_args().guard))
