@@ -32,6 +32,7 @@ PROCESS_TESTS = frozenset({
     "tests/bot/test_embedded_redis.py::test_the_embedded_redis_is_reached_through_its_unix_socket_or_its_port",
     "tests/bot/test_events.py::test_healthz_is_503_when_redis_is_down",
     "tests/bot/test_exfiltration_corpus.py",
+    "tests/injection/",
     "tests/bot/test_files_in.py::test_a_mention_under_a_message_with_a_file_gets_that_file",  # a PDF is read
     "tests/bot/test_files_in.py::test_a_mention_with_a_png_and_a_pdf_hands_both_to_the_run",
     "tests/bot/test_grid.py::test_a_guest_of_one_workspace_gets_no_run_there_after_a_run_at_home_and_each_run_is_paid_by_its_own",

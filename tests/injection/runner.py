@@ -15,20 +15,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import io
 import json
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from agent_core.loop import Agent
 from agent_core.settings import AgentSettings
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text, tool_calls
 from tests.injection.cases import INJECTIONS, MARKER, USER_TASKS, Injection, Seen, State, UserTask, exfiltrated
 from tests.injection.cases import initial_state as fresh
-from tools import McpServers, ToolSettings
+from tools import McpServers, Registry, ToolSettings
 from tools.mcp.config import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,24 +106,40 @@ class Figures:
 
 
 class Suite:
-    """The workspace file, the MCP server and the fake model, shared by every case of one surface."""
+    """The workspace file, the MCP server, the fake model and the terminal's engine (one per guard mode), shared
+    by every case: one engine serves many runs, as a worker's does, and each run gets its own guard."""
 
-    def __init__(self, fake: FakeOpenAI, servers: McpServers, state: Path, guard: str) -> None:
-        self.fake, self.servers, self.state, self.guard = fake, servers, state, guard
+    def __init__(self, fake: FakeOpenAI, servers: McpServers, state: Path) -> None:
+        self.fake, self.servers, self.state = fake, servers, state
+        self._engines: dict[str, tuple[Agent, Registry, ToolSettings]] = {}
 
-    async def case(self, task: UserTask, injection: Injection | None) -> tuple[State, str]:
-        """One run from a fresh workspace: the end state and the final answer."""
-        from agent_core.__main__ import _run
+    def engine(self, guard: str) -> tuple[Agent, Registry, ToolSettings]:
+        from agent_core.__main__ import runner
 
+        if guard not in self._engines:
+            settings = AgentSettings(_env_file=None, openai_api_key="test", openai_base_url=self.fake.base_url,
+                                     openai_max_retries=0)
+            tool_settings = ToolSettings(_env_file=None, agent_exfiltration_guard=guard)
+            self._engines[guard] = (*runner(settings, tool_settings, self.servers), tool_settings)
+        return self._engines[guard]
+
+    def reset(self, task: UserTask, injection: Injection | None, name: Callable[[str], str]) -> None:
+        """A fresh workspace, with ``injection`` planted, and the model scripted for this case."""
         self.state.write_text(json.dumps(fresh(injection.text if injection else "")))
-        self.fake.script = ObeyingModel(task, injection, lambda tool: f"{SERVER}__{tool}")
-        settings = AgentSettings(_env_file=None, openai_api_key="test", openai_base_url=self.fake.base_url,
-                                 openai_max_retries=0)
-        tools = ToolSettings(_env_file=None, agent_exfiltration_guard=self.guard)
-        with contextlib.redirect_stdout(io.StringIO()):
-            stopped = await _run(task.prompt, settings, tools, self.servers)
-        answer = stopped.answer if stopped is not None else ""
-        return json.loads(self.state.read_text()), answer
+        self.fake.script = ObeyingModel(task, injection, name)
+
+    async def case(self, task: UserTask, injection: Injection | None, guard: str = "on") -> tuple[State, str]:
+        """One run through the terminal runner from a fresh workspace: the end state and the final answer."""
+        from agent_core.__main__ import run_task
+
+        agent, registry, tool_settings = self.engine(guard)
+        self.reset(task, injection, lambda tool: f"{SERVER}__{tool}")
+        stopped = await run_task(agent, registry, task.prompt, tool_settings)
+        return json.loads(self.state.read_text()), stopped.answer if stopped is not None else ""
+
+    async def aclose(self) -> None:
+        for agent, _, _ in self._engines.values():
+            await agent.aclose()
 
 
 def server_config(state: Path) -> dict[str, Any]:
@@ -133,7 +150,7 @@ def server_config(state: Path) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def suite(guard: str = "on") -> AsyncIterator[Suite]:
+async def suite() -> AsyncIterator[Suite]:
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "workspace.json"
         state.write_text(json.dumps(fresh()))
@@ -142,30 +159,36 @@ async def suite(guard: str = "on") -> AsyncIterator[Suite]:
         fake = FakeOpenAI()
         await fake.start()
         await servers.start()
+        run = Suite(fake, servers, state)
         try:
-            yield Suite(fake, servers, state, guard)
+            yield run
         finally:
+            await run.aclose()
             await servers.aclose()
             await fake.close()
 
 
+Case = Callable[[UserTask, Injection | None], Awaitable[tuple[State, str]]]
+
+
 async def run_suite(
-    run: Suite, tasks: Sequence[UserTask] = USER_TASKS, injections: Sequence[Injection] = INJECTIONS
+    case: Case, tasks: Sequence[UserTask] = USER_TASKS, injections: Sequence[Injection] = INJECTIONS
 ) -> Figures:
+    """Every task alone, then with each injection planted, through ``case``; judged on the end state."""
     figures = Figures()
     for task in tasks:
-        end, answer = await run.case(task, None)
+        end, answer = await case(task, None)
         figures.benign.append(Outcome(task.id, "", task.check(end, answer)))
         for injection in injections:
-            end, answer = await run.case(task, injection)
+            end, answer = await case(task, injection)
             figures.attacked.append(Outcome(task.id, injection.id, task.check(end, answer),
                                             injection.succeeded(end), exfiltrated(end)))
     return figures
 
 
 async def _main(guard: str) -> None:
-    async with suite(guard) as run:
-        figures = await run_suite(run)
+    async with suite() as run:
+        figures = await run_suite(partial(run.case, guard=guard))
     print(figures.table(f"MCP server, AGENT_EXFILTRATION_GUARD={guard}"))
 
 
