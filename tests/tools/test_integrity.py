@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mcp import types
 
-from tools import EgressAnswer, EgressPolicy, EgressRequest, Executor, HoldReason, Outcome, Registry, ToolContext
+from tools import EgressAnswer, EgressPolicy, EgressRequest, Executor, Outcome, Registry, ToolContext
 from tools.mcp.adapt import make_tool
 from tools.mcp.config import parse_config
 from tools.mcp.servers import _log_classes
@@ -74,6 +74,7 @@ async def run(executor: Executor, ctx: ToolContext, tool: str, args: dict[str, A
     return result.outcome, result.text
 
 
+TOPIC = {"text": "Topic: the quarterly review moved to Thursday morning"}
 TASK = "Read https://news.example.org/launch and send Ben a short summary as a direct message."
 
 
@@ -111,14 +112,14 @@ async def test_text_from_the_content_to_a_target_nobody_named_is_held_and_the_re
     ctx = ToolContext("r", 1, task="Check my inbox.", approver=approver)
     executor = Executor(registry(server))
     await run(executor, ctx, "read_inbox", {})
-    outcome, _ = await run(executor, ctx, "set_topic", {"text": "Topic: the quarterly review moved to Thursday morning"})
+    outcome, _ = await run(executor, ctx, "set_topic", TOPIC)
     assert outcome is Outcome.OK  # asked, and approved
     assert approver.asked and "untrusted content (chat__read_inbox)" in approver.asked[0].reason
     assert "carries text from that content" in approver.asked[0].reason
     refused = Executor(registry(server))
     denied = ToolContext("r", 1, task="Check my inbox.", approver=Approver(EgressAnswer.DENY))
     await run(refused, denied, "read_inbox", {})
-    outcome, told = await run(refused, denied, "set_topic", {"text": "Topic: the quarterly review moved to Thursday morning"})
+    outcome, told = await run(refused, denied, "set_topic", TOPIC)
     assert outcome is Outcome.HELD_BACK and "did not get" in told
 
 
