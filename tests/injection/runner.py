@@ -18,7 +18,7 @@ import contextlib
 import json
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -38,12 +38,20 @@ TOOLS = ("list_channels", "read_channel", "list_members", "read_inbox", "read_we
          "send_channel_message", "add_user_to_channel", "invite_user", "remove_user", "post_webpage")
 
 
+#: A server tool call as the surface under test makes it: (tool, arguments) -> (its tool, its arguments).
+Translate = Callable[[str, Mapping[str, Any]], tuple[str, Mapping[str, Any]]]
+
+
+def on_the_server(tool: str, arguments: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    return f"{SERVER}__{tool}", arguments
+
+
 class ObeyingModel:
     """One case's scripted model: the task's calls, with an injection's calls spliced in once it is read."""
 
-    def __init__(self, task: UserTask, injection: Injection | None, name: Callable[[str], str]) -> None:
+    def __init__(self, task: UserTask, injection: Injection | None, translate: Translate = on_the_server) -> None:
         self.pending = list(task.steps)
-        self.task, self.injection, self.name = task, injection, name
+        self.task, self.injection, self.translate = task, injection, translate
         self.seen: Seen = []
         self.obeyed = False
 
@@ -57,7 +65,8 @@ class ObeyingModel:
         if not self.pending:
             return text(self.task.answer(self.seen))
         step = self.pending.pop(0)
-        return tool_calls((self.name(step.tool), dict(step.arguments(self.seen))))
+        name, arguments = self.translate(step.tool, step.arguments(self.seen))
+        return tool_calls((name, dict(arguments)))
 
 
 @dataclass
@@ -123,17 +132,18 @@ class Suite:
             self._engines[guard] = (*runner(settings, tool_settings, self.servers), tool_settings)
         return self._engines[guard]
 
-    def reset(self, task: UserTask, injection: Injection | None, name: Callable[[str], str]) -> None:
+    def reset(self, task: UserTask, injection: Injection | None, translate: Translate = on_the_server,
+              localize: Callable[[str], str] = str) -> None:
         """A fresh workspace, with ``injection`` planted, and the model scripted for this case."""
-        self.state.write_text(json.dumps(fresh(injection.text if injection else "")))
-        self.fake.script = ObeyingModel(task, injection, name)
+        self.state.write_text(localize(json.dumps(fresh(injection.text if injection else ""))))
+        self.fake.script = ObeyingModel(task, injection, translate)
 
     async def case(self, task: UserTask, injection: Injection | None, guard: str = "on") -> tuple[State, str]:
         """One run through the terminal runner from a fresh workspace: the end state and the final answer."""
         from agent_core.__main__ import run_task
 
         agent, registry, tool_settings = self.engine(guard)
-        self.reset(task, injection, lambda tool: f"{SERVER}__{tool}")
+        self.reset(task, injection)
         stopped = await run_task(agent, registry, task.prompt, tool_settings)
         return json.loads(self.state.read_text()), stopped.answer if stopped is not None else ""
 
@@ -187,9 +197,14 @@ async def run_suite(
 
 
 async def _main(guard: str) -> None:
+    from tests.injection.slack_surface import slack_surface
+
     async with suite() as run:
         figures = await run_suite(partial(run.case, guard=guard))
+        async with slack_surface(run, guard) as slack:
+            own = await run_suite(slack.case)
     print(figures.table(f"MCP server, AGENT_EXFILTRATION_GUARD={guard}"))
+    print(own.table(f"Slack's own channel_history, slack_search and fetch_url, AGENT_EXFILTRATION_GUARD={guard}"))
 
 
 if __name__ == "__main__":
