@@ -18,6 +18,9 @@ or when the conversation it resumes holds such output. Armed, each call of a too
    allow-listed host, or approved (that URL once, or its host for the run);
 5. otherwise: held back with the reason (mode ``on``), or put to the requester (mode ``approve``).
 
+Then the integrity rule (``tools.integrity``): once the run has read untrusted content, a ``consequential`` call
+whose target or payload that content chose is put to the requester (in modes ``on`` and ``approve``).
+
 One guard per ``Executor``, and the engine builds one executor per run, so the state is the run's. The URLs it
 finds are ``tools.outbound_urls``'s, and the observation of a held-back call is ``tools.hold_notice``'s.
 """

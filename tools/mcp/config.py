@@ -171,8 +171,8 @@ def _timeout(where: str, entry: dict[str, Any]) -> float | None:
 def _trust(where: str, entry: dict[str, Any]) -> Trust:
     value = entry.get("trust", "external")
     if value not in _TRUSTS:
-        raise McpConfigError(f"{where}: field 'trust' must be \"internal\" (may receive private data) or "
-                             "\"external\" (the default: needs approval once a run has read private data)")
+        raise McpConfigError(f"{where}: field 'trust' must be \"internal\" (the company's own; never reaches its "
+                             "open-world tools) or \"external\" (the default)")
     return "internal" if value == "internal" else "external"
 
 
