@@ -103,6 +103,7 @@ class McpServers:
             except ToolDefinitionError as exc:  # one odd tool must not take the server's others down
                 log.warning("MCP server %r: tool %r left out: %s", conn.config.name, spec.name, exc)
         self._tools[conn.config.name] = adopted
+        _log_classes(conn.config, adopted)
         for listener in self._listeners:
             listener()
 
@@ -114,3 +115,16 @@ def _connections(configs: list[ServerConfig], on_tools: Callable[[ServerConnecti
     from tools.mcp.connection import ServerConnection
 
     return [ServerConnection(cfg, on_tools=on_tools) for cfg in configs]
+
+
+def _log_classes(config: ServerConfig, tools: list[Tool]) -> None:
+    """One line per server saying how the guard classes each of its tools (``tools.mcp.classify``)."""
+    from tools.mcp.classify import describe
+
+    log.info("MCP server %r tools, as the guard classes them: %s", config.name,
+             "; ".join(f"{t.name} ({describe(t)})" for t in tools) or "none")
+    open_world = [t.name for t in tools if t.outbound]
+    if config.trust == "internal" and open_world:
+        log.warning('MCP server %r is marked "trust": "internal", but %s reach the open world: they stay guarded '
+                    "(relax one tool at a time with tools.<name>.receives_private_data)", config.name,
+                    ", ".join(open_world))
