@@ -86,8 +86,10 @@ async def _main(task: str, files: tuple[Attachment, ...] = ()) -> int:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     settings = AgentSettings()
     tool_settings = ToolSettings()
+    # One run, so a server that is slow to start (a loaded machine) cannot join later: wait for it as long as a call.
+    timeout = tool_settings.agent_tool_timeout_seconds
     servers = McpServers.from_config(
-        tool_settings.agent_mcp_config, os.environ, default_timeout=tool_settings.agent_tool_timeout_seconds
+        tool_settings.agent_mcp_config, os.environ, default_timeout=timeout, startup_wait=max(timeout, 5.0)
     )
     await servers.start()
     try:

@@ -45,11 +45,12 @@ class McpServers:
 
     @classmethod
     def from_config(
-        cls, path: str | Path | None, environ: Mapping[str, str], *, default_timeout: float
+        cls, path: str | Path | None, environ: Mapping[str, str], *, default_timeout: float,
+        startup_wait: float = STARTUP_WAIT_SECONDS,
     ) -> McpServers:
         """The servers of AGENT_MCP_CONFIG (none when unset); a bad file raises ``McpConfigError``."""
         configs = load_config(path, environ) if path else []
-        return cls(configs, default_timeout=default_timeout)
+        return cls(configs, default_timeout=default_timeout, startup_wait=startup_wait)
 
     async def start(self) -> None:
         for conn in self.connections:
