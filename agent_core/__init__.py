@@ -40,6 +40,7 @@ from agent_core.lease import Lease, LeaseKeeper, RunLeases
 from agent_core.limits import Limits
 from agent_core.llm import LLM, OpenAIChatLLM, StreamingLLM
 from agent_core.loop import Agent
+from agent_core.options import AgentOptions
 from agent_core.redis_batch import ScriptCall, run_together
 from agent_core.redis_store import DEFAULT_TTL_SECONDS, RedisThreadStore, RedisTraceSink
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS
@@ -51,6 +52,7 @@ from agent_core.telemetry import GENAI_PROVIDER, cost_attributes, use_tracer
 
 __all__ = [
     "Agent",
+    "AgentOptions",
     "AgentError",
     "AgentSettings",
     "AnswerDelta",

@@ -8,17 +8,16 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import Literal, TypeVar, cast
+from typing import TypeVar, cast
 
 import agent_core.files_in as files_in
 import agent_core.telemetry as telemetry
-from agent_core import accounting, acting, closing, context, deltas, endings, history, progress, reading, text_react
+from agent_core import context, history, text_react
 from agent_core.attachments import vision_default
-from agent_core.budget import DEFAULT_BUDGET_WAIT_SECONDS, Budget, LateSettles, RunHolds
-from agent_core.calibration import Calibration
+from agent_core.budget import Budget, LateSettles, RunHolds
+from agent_core.budget.calibration import Calibration
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.completion import LLMResponse
-from agent_core.cost import Price
 from agent_core.errors import LLMError, StoreError
 from agent_core.events import (
     Event,
@@ -32,16 +31,17 @@ from agent_core.events import (
     ToolCalled,
     Usage,
 )
-from agent_core.limits import Limits
 from agent_core.llm import LLM, StreamingLLM
-from agent_core.planning import Planner
+from agent_core.options import AgentOptions
 from agent_core.request import RunRequest
-from agent_core.run_state import Run, TraceBuffer, start_of
 from agent_core.settings import AgentSettings
 from agent_core.sse import DeltaSink
+from agent_core.steps import accounting, acting, closing, deltas, endings, progress, reading
+from agent_core.steps.planning import Planner
+from agent_core.steps.run_state import Run, TraceBuffer, start_of
 from agent_core.stopper import CallPlan, Stop, Stopper
 from agent_core.store import ThreadStore
-from agent_core.tokens import TokenCounter, count_tools, counter_for
+from agent_core.tokens import count_tools, counter_for
 from tools import (
     DEFAULT_GUARD_MODE,
     DEFAULT_OBSERVATION_MAX_CHARS,
@@ -76,49 +76,35 @@ class Agent:
         self,
         llm: LLM,
         registry: Registry,
+        options: AgentOptions,
         *,
-        price: Price,
-        limits: Limits | None = None,
         budget: Budget | None = None,
         store: ThreadStore | None = None,
         trace: TraceSink | None = None,
-        observation_max_chars: int = DEFAULT_OBSERVATION_MAX_CHARS,
-        tool_timeouts: Mapping[str, float] | None = None,
-        secrets: Iterable[str] = (),
-        protocol: Literal["tools", "react"] = "tools",
-        note_role: Literal["system", "user"] = "system",
-        system_prompt: str | None = None,
-        history_tokens: int = history.DEFAULT_HISTORY_TOKENS,
-        counter: TokenCounter | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        budget_wait_seconds: float = DEFAULT_BUDGET_WAIT_SECONDS,
-        exfiltration_guard: GuardMode | str = DEFAULT_GUARD_MODE,
         on_llm_call: LLMCallObserver | None = None,
-        vision: bool | None = None,
-        image_max_side: int = files_in.DEFAULT_IMAGE_MAX_SIDE,
-        transcribe_model: str = "",
     ) -> None:
-        self.llm, self.registry, self.price = llm, registry, price
+        """``options``: how it runs; the parts it talks to: the workspace ``budget`` (a run's request may bring
+        its own), the thread ``store``, the tools' ``trace`` and ``on_llm_call`` (e.g. metrics)."""
+        self.llm, self.registry, self.options, self.price = llm, registry, options, options.price
+        vision = options.vision
         # How a run's files reach the model (``vision`` None: decided by the model's name).
         self.files = files_in.FileOptions(
-            vision_default(llm.model) if vision is None else vision, image_max_side, transcribe_model,
+            vision_default(llm.model) if vision is None else vision, options.image_max_side, options.transcribe_model,
             llm if isinstance(llm, files_in.Transcriber) else None, vision_set=vision is not None)
         self.on_llm_call = on_llm_call
-        self.limits = limits or Limits()
+        self.limits = options.limits
         self.budget, self.store, self.trace = budget, store, trace
-        self.observation_max_chars, self.tool_timeouts = observation_max_chars, dict(tool_timeouts or {})
-        self.secrets = tuple(secrets)
+        self.secrets = tuple(options.secrets)
         self._redactor = Redactor(self.secrets)
-        self.protocol = protocol
-        # Text is streamed to the loop when the LLM can (and is set to): see agent_core/deltas.py.
+        self.protocol = options.protocol
+        # Text is streamed to the loop when the LLM can (and is set to): see agent_core/steps/deltas.py.
         self._streams = isinstance(llm, StreamingLLM) and llm.streams
-        self.system_prompt = system_prompt or context.SYSTEM_PROMPT
-        self.counter = counter or counter_for(llm.model)
-        self._planner = Planner(self.counter, history_tokens, note_role)
-        self._clock = clock
-        self.budget_wait_seconds = budget_wait_seconds
+        self.system_prompt = options.system_prompt or context.SYSTEM_PROMPT
+        self.counter = options.counter or counter_for(llm.model)
+        self._planner = Planner(self.counter, options.history_tokens, options.note_role)
+        self._clock = options.clock
         self.late_settles = LateSettles()  # settles Redis failed, made once it is back
-        self.exfiltration_guard = GuardMode(exfiltration_guard)
+        self.exfiltration_guard = GuardMode(options.exfiltration_guard)
 
     @classmethod
     def from_settings(
@@ -137,18 +123,17 @@ class Agent:
         """An agent on the OpenAI-compatible endpoint the settings name; ConfigError names a bad setting."""
         price = settings.require_llm()
         settings.check_leases()
-        return cls(
-            settings.llm(), registry, price=price, limits=settings.limits(), store=store, trace=trace,
-            secrets=(*settings.secrets(), *secrets), protocol=settings.agent_protocol,
-            note_role=settings.agent_note_role, system_prompt=settings.agent_system_prompt,
-            history_tokens=settings.agent_history_tokens,
+        options = AgentOptions(
+            price=price, limits=settings.limits(), secrets=(*settings.secrets(), *secrets),
+            protocol=settings.agent_protocol, note_role=settings.agent_note_role,
+            system_prompt=settings.agent_system_prompt, history_tokens=settings.agent_history_tokens,
             counter=counter_for(settings.openai_model, settings.openai_tokenizer),
-            observation_max_chars=observation_max_chars, tool_timeouts=tool_timeouts,
-            budget_wait_seconds=settings.agent_budget_wait_seconds,
-            exfiltration_guard=exfiltration_guard, on_llm_call=on_llm_call,
+            observation_max_chars=observation_max_chars, tool_timeouts=dict(tool_timeouts or {}),
+            budget_wait_seconds=settings.agent_budget_wait_seconds, exfiltration_guard=exfiltration_guard,
             vision=settings.vision(), image_max_side=settings.agent_image_max_side,
             transcribe_model=settings.openai_transcribe_model or "",
         )
+        return cls(settings.llm(), registry, options, store=store, trace=trace, on_llm_call=on_llm_call)
 
     async def aclose(self) -> None:
         await self.late_settles.aclose()
@@ -257,8 +242,8 @@ class Agent:
                               progress_state.cost_micros, progress_state.usage_estimated)
         traces = TraceBuffer() if thread is not None and self.store is not None else None
         executor = Executor(self.registry if registry is None else registry, trace=traces or self.trace,
-                            secrets=self.secrets, observation_max_chars=self.observation_max_chars,
-                            timeouts=self.tool_timeouts, exfiltration_guard=self.exfiltration_guard)
+                            secrets=self.secrets, observation_max_chars=self.options.observation_max_chars,
+                            timeouts=self.options.tool_timeouts, exfiltration_guard=self.exfiltration_guard)
         # The guard is the run's, but private data read by earlier runs of the thread is in its context too.
         executor.remember_transcript(m.get("content") for m in (*earlier, *current))
         is_new = not current
@@ -279,7 +264,7 @@ class Agent:
             trail=history.Trail(own, self.counter),
             unsaved=[stored_task] if is_new else [], progress=replace(progress_state, status="running"),
             stopper=stopper, executor=executor,
-            holds=RunHolds(budget, run_id, stopper, calibration, wait_seconds=self.budget_wait_seconds,
+            holds=RunHolds(budget, run_id, stopper, calibration, wait_seconds=self.options.budget_wait_seconds,
                            clock=self._clock, late=self.late_settles),
             cancel=request.cancel or CancelToken(), scope=scope,
             tools_spec=tools_spec, traces=traces, finished_steps=request.finished_steps,

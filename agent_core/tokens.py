@@ -4,7 +4,7 @@ tiktoken downloads its rank files on first use, which fails without a network. T
 package ships the o200k_base and cl100k_base files, so they are loaded from there (hash-checked) and
 given to tiktoken. A model that is not one of OpenAI's (a gateway alias, a self-hosted model) is counted
 with o200k_base, a general-purpose tokenizer, and its counts carry a margin (:data:`GENERAL_MARGIN`) until the
-provider's reported usage corrects them (``agent_core.calibration``). ``OPENAI_TOKENIZER`` names the tokenizer
+provider's reported usage corrects them (``agent_core.budget.calibration``). ``OPENAI_TOKENIZER`` names the tokenizer
 instead. When no rank file can be loaded, the count falls back to the text's UTF-8 byte length: every
 byte-level BPE token covers at least one byte, so that is a true upper bound (about four times too high on
 English text, until the provider's usage corrects it).

@@ -27,7 +27,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from common import BENCH_REDIS_URL, delete_prefix, fake_llm, machine, new_prefix, summarize_dicts, write_json
 
-from agent_core import Agent, Limits, OpenAIChatLLM, RunRequest
+from agent_core import Agent, AgentOptions, Limits, OpenAIChatLLM, RunRequest
 from agent_core.budget import RedisBudget, RedisReservation
 from agent_core.cost import Price
 from tools import Registry
@@ -68,8 +68,8 @@ async def scenario(redis: aioredis.Redis, llm_url: str, prefix: str, *, runs: in
     namespace = f"{prefix}:ws:T{time.monotonic_ns()}"
     granted: dict[str, tuple[float, int]] = {}
     llm = OpenAIChatLLM(api_key="bench", base_url=llm_url, model="gpt-4o-mini", timeout=60, max_retries=0)
-    agent = Agent(llm, Registry([]), price=PRICE, limits=Limits(max_completion_tokens=MAX_COMPLETION,
-                  max_cost_micros=10**9), budget_wait_seconds=wait)
+    agent = Agent(llm, Registry([]), AgentOptions(price=PRICE, limits=Limits(
+        max_completion_tokens=MAX_COMPLETION, max_cost_micros=10**9), budget_wait_seconds=wait))
     gate = asyncio.Semaphore(concurrency)
     started: dict[str, float] = {}
     ended: list[tuple[float, str, int]] = []  # (time, reason, spent at that moment)

@@ -7,7 +7,7 @@ with streaming off the same answer comes as one body after those 2 s. Cases:
 - ``off``: ``OPENAI_STREAM=false``; the first visible text is the final answer.
 - ``on, no tools``: streaming, the run offers no tools, so all text is the answer from the first piece.
 - ``on, tools``: streaming with tools offered: text is held until it is clearly more than the one-line reason
-  written before a tool call (agent_core/deltas.py, ``TOOLS_HOLD_CHARS``).
+  written before a tool call (agent_core/steps/deltas.py, ``TOOLS_HOLD_CHARS``).
 - ``on, react``: text ReAct; the answer starts after ``Thought: ...`` and ``Final Answer:``.
 
     python bench/first_token.py [--reps 5] [--seconds 2] [--pieces 40] [--json out.json]
@@ -34,6 +34,7 @@ from common import fake_process, summarize, write_json
 
 from agent_core import (
     Agent,
+    AgentOptions,
     AnswerDelta,
     FinalAnswer,
     Limits,
@@ -77,7 +78,7 @@ async def one_run(fake: FakeOpenAI, case: Case, seconds: float, pieces: int) -> 
     fake.queue(streamed(text(content), pieces=pieces, chunk_delay=seconds / pieces))
     llm = OpenAIChatLLM(api_key="bench", base_url=fake.base_url, model="gpt-4o-mini", max_retries=0, stream=stream)
     registry = Registry([noop]) if tools_offered else Registry([])
-    agent = Agent(llm, registry, price=price_for(llm.model), limits=Limits(), protocol=protocol)
+    agent = Agent(llm, registry, AgentOptions(price=price_for(llm.model), limits=Limits(), protocol=protocol))
     first: float | None = None
     final = 0.0
     started = time.perf_counter()
@@ -98,7 +99,7 @@ async def one_run(fake: FakeOpenAI, case: Case, seconds: float, pieces: int) -> 
 async def cpu_per_call(url: str, stream: bool, calls: int) -> float:
     """Engine CPU (ms) per streamed or plain call of the answer, the fake answering at once."""
     llm = OpenAIChatLLM(api_key="bench", base_url=url, model="gpt-4o-mini", max_retries=0, stream=stream)
-    agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits())
+    agent = Agent(llm, Registry([]), AgentOptions(price=price_for(llm.model), limits=Limits()))
     try:
         await agent.run(RunRequest("warm up"))
         started = time.process_time()

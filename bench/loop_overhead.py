@@ -38,7 +38,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from common import fake_llm, summarize, write_json
 
-from agent_core import Agent, InMemoryBudget, InMemoryThreadStore, Limits, OpenAIChatLLM, RunRequest, price_for
+from agent_core import (
+    Agent,
+    AgentOptions,
+    InMemoryBudget,
+    InMemoryThreadStore,
+    Limits,
+    OpenAIChatLLM,
+    RunRequest,
+    price_for,
+)
 from tools import InMemoryTraceSink, Registry, ToolContext, tool
 
 STEPS = 10
@@ -158,9 +167,9 @@ def make_agent(base: str, *, stream: bool, max_steps: int = 15) -> Agent:
     """``agent_core.Agent`` with every feature on."""
     llm = OpenAIChatLLM(api_key="x", base_url=base, model="gpt-4o-mini", max_retries=0, stream=stream)
     limits = Limits(max_steps=max_steps, max_tokens=10**9, max_cost_micros=10**12, max_seconds=600)
-    return Agent(llm, Registry([echo]), price=price_for("gpt-4o-mini"), store=InMemoryThreadStore(),
-                 trace=InMemoryTraceSink(), budget=InMemoryBudget(10**15), secrets=["xoxb-not-a-real-token-123456"],
-                 limits=limits)
+    return Agent(llm, Registry([echo]), AgentOptions(price=price_for("gpt-4o-mini"), limits=limits,
+                 secrets=("xoxb-not-a-real-token-123456",)),
+                 store=InMemoryThreadStore(), trace=InMemoryTraceSink(), budget=InMemoryBudget(10**15))
 
 
 async def agent_run(agent: Agent, i: int, task: str = TASK) -> int:

@@ -32,7 +32,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from agent_core import Agent, InMemoryBudget, InMemoryThreadStore, OpenAIChatLLM, RunRequest, price_for
+from agent_core import Agent, AgentOptions, InMemoryBudget, InMemoryThreadStore, OpenAIChatLLM, RunRequest, price_for
 from bot import telemetry
 from bot.identity import Conversation, Workspace
 from tools import InMemoryTraceSink, Registry
@@ -87,9 +87,9 @@ async def measure(agent: Agent, mode: str, runs: int, rep: int) -> dict[str, flo
 async def main(runs: int, reps: int) -> dict[str, dict[str, object]]:
     with fake_llm(calls=STEPS, tool="echo") as (_, base):
         llm = OpenAIChatLLM(api_key="x", base_url=base, model="gpt-4o-mini", max_retries=0)
-        agent = Agent(llm, Registry([echo]), price=price_for("gpt-4o-mini"), store=InMemoryThreadStore(),
-                      trace=InMemoryTraceSink(), budget=InMemoryBudget(10**12),
-                      secrets=["xoxb-not-a-real-token-123456"])
+        agent = Agent(llm, Registry([echo]), AgentOptions(
+            price=price_for("gpt-4o-mini"), secrets=("xoxb-not-a-real-token-123456",)),
+            store=InMemoryThreadStore(), trace=InMemoryTraceSink(), budget=InMemoryBudget(10**12))
         await agent.run(RunRequest("Echo things ten times.", thread="warm-up"))
         found: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
         for rep in range(reps):

@@ -20,12 +20,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-from agent_core import step_commit
+from agent_core.budget import step_commit
+from agent_core.budget.calibration import Calibration, scaled
 from agent_core.budget.keeper import while_held
 from agent_core.budget.late import LateSettles
 from agent_core.budget.port import Budget
 from agent_core.budget.wait import DEFAULT_BUDGET_WAIT_SECONDS, FirstTry, Held, hold_for_call
-from agent_core.calibration import Calibration, scaled
 from agent_core.errors import LLMError, StoreError
 from agent_core.stopper import CallPlan, Stop, Stopper
 from agent_core.store import Message, Progress, ThreadStore

@@ -62,7 +62,7 @@ from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECOND
 log = logging.getLogger(__name__)
 
 #: The prompt-token factor each workspace's ledger last reported to this process (namespace -> factor), so a
-#: new run's first hold starts from what earlier runs learned (see ``agent_core.calibration``).
+#: new run's first hold starts from what earlier runs learned (see ``agent_core.budget.calibration``).
 _FACTORS: dict[str, float] = {}
 
 

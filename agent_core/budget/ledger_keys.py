@@ -34,7 +34,7 @@ class LedgerKeys:
 
     @property
     def calib(self) -> str:
-        """The workspace's prompt-token factor (``agent_core.calibration``), kept by RESERVE and SETTLE."""
+        """The workspace's prompt-token factor (``agent_core.budget.calibration``), kept by RESERVE and SETTLE."""
         return f"{{{self.namespace}}}:budget:calib"
 
     def own(self, period_id: str) -> list[str]:

@@ -13,7 +13,7 @@ import sys
 
 import redis.asyncio as aioredis
 
-from agent_core import Agent, Limits, OpenAIChatLLM, RunRequest
+from agent_core import Agent, AgentOptions, Limits, OpenAIChatLLM, RunRequest
 from agent_core.budget import RedisBudget
 from agent_core.cost import Price
 from tools import Registry
@@ -27,7 +27,7 @@ async def main(url: str, namespace: str, limit: int, base_url: str, hold: float,
     budget = RedisBudget(redis, namespace=namespace, limit_micros=limit, period="monthly",
                          hold_seconds=hold, renew_seconds=renew)
     llm = OpenAIChatLLM(api_key="test-key", base_url=base_url, model="gpt-4o-mini", timeout=600, max_retries=0)
-    agent = Agent(llm, Registry([]), price=PRICE, limits=Limits(max_seconds=600), budget=budget)
+    agent = Agent(llm, Registry([]), AgentOptions(price=PRICE, limits=Limits(max_seconds=600)), budget=budget)
     await agent.run(RunRequest("crasher", run_id="crasher"))
 
 

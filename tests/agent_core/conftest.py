@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from agent_core import Agent, Limits, OpenAIChatLLM, price_for
+from agent_core import Agent, AgentOptions, Limits, OpenAIChatLLM, price_for
 from tests.fakes.openai_server import FakeOpenAI
 from tools import Registry, ToolContext, tool
 
@@ -54,7 +54,8 @@ async def make_agent(fake_openai: FakeOpenAI, registry: Registry) -> AsyncIterat
         if "price" not in kwargs:  # not setdefault: a model without a known price brings its own
             kwargs["price"] = price_for(llm.model)
         kwargs.setdefault("limits", Limits())
-        agent = Agent(llm, kwargs.pop("registry", registry), **kwargs)
+        parts = {name: kwargs.pop(name) for name in ("budget", "store", "trace", "on_llm_call") if name in kwargs}
+        agent = Agent(llm, kwargs.pop("registry", registry), AgentOptions(**kwargs), **parts)
         agents.append(agent)
         return agent
 

@@ -28,7 +28,7 @@ from agent_core import (
 from agent_core.__main__ import attachments
 from agent_core.attachments import is_task_message, vision_default
 from agent_core.keys import Keys
-from agent_core.run_state import split_resumed
+from agent_core.steps.run_state import split_resumed
 from agent_core.tokens import IMAGE_MAX_TOKENS, count_message, counter_for, image_size, image_tokens
 from tests.agent_core.conftest import AgentFactory
 from tests.agent_core.test_cli import run_cli

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from agent_core import Agent, Limits, OpenAIChatLLM, RunRequest, StopReason
+from agent_core import Agent, AgentOptions, Limits, OpenAIChatLLM, RunRequest, StopReason
 from agent_core.budget import RedisBudget
 from tests.agent_core.budget_holder_process import PRICE
 from tests.conftest import TEST_REDIS_URL
@@ -47,7 +47,8 @@ async def agents(fake_openai: FakeOpenAI) -> AsyncIterator[list[Agent]]:
 
 def make(agents: list[Agent], fake: FakeOpenAI, *, wait: float = 30.0) -> Agent:
     llm = OpenAIChatLLM(api_key="test-key", base_url=fake.base_url, model="gpt-4o-mini", timeout=30, max_retries=0)
-    agent = Agent(llm, Registry([]), price=PRICE, limits=Limits(max_cost_micros=10**9), budget_wait_seconds=wait)
+    options = AgentOptions(price=PRICE, limits=Limits(max_cost_micros=10**9), budget_wait_seconds=wait)
+    agent = Agent(llm, Registry([]), options)
     agents.append(agent)
     return agent
 

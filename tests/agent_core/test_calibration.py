@@ -10,7 +10,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
 
-from agent_core import Agent, Limits, OpenAIChatLLM, RunRequest, StopReason
+from agent_core import Agent, AgentOptions, Limits, OpenAIChatLLM, RunRequest, StopReason
 from agent_core.budget import RedisBudget
 from agent_core.budget import ledger as redis_ledger
 from agent_core.cost import Price
@@ -99,8 +99,8 @@ async def test_a_provider_counting_three_times_the_prompt_keeps_ten_runs_within_
     calls_in_budget = 15
     llm = OpenAIChatLLM(api_key="test-key", base_url=fake_openai.base_url, model="gpt-4o-mini", timeout=30,
                         max_retries=0)
-    agent = Agent(llm, Registry([echo]), price=PRICE, budget_wait_seconds=30,
-                  limits=Limits(max_cost_micros=10**9, max_completion_tokens=100, max_steps=10))
+    agent = Agent(llm, Registry([echo]), AgentOptions(price=PRICE, budget_wait_seconds=30, limits=Limits(
+        max_cost_micros=10**9, max_completion_tokens=100, max_steps=10)))
     try:
         # One call's real cost, measured on a first run of its own (its prompt is what every first call sends).
         probe = RedisBudget(redis_client, namespace=f"{namespace}:probe", limit_micros=None, period="monthly")
@@ -139,7 +139,8 @@ async def test_a_workers_first_call_in_a_workspace_holds_what_the_workspaces_run
     fake_openai.script = script
     llm = OpenAIChatLLM(api_key="test-key", base_url=fake_openai.base_url, model="gpt-4o-mini", timeout=30,
                         max_retries=0)
-    agent = Agent(llm, Registry([echo]), price=PRICE, limits=Limits(max_cost_micros=10**9, max_completion_tokens=100))
+    limits = Limits(max_cost_micros=10**9, max_completion_tokens=100)
+    agent = Agent(llm, Registry([echo]), AgentOptions(price=PRICE, limits=limits))
     try:
         await agent.run(RunRequest("first run", budget=ledger))  # learns the workspace's factor: 3
         redis_ledger._FACTORS.clear()  # a worker that has not seen this workspace yet

@@ -10,6 +10,7 @@ def test_public_names() -> None:
     assert set(agent_core.__all__) == {
         # the engine and what a run is asked to do
         "Agent",
+        "AgentOptions",
         "AgentSettings",
         "RunRequest",
         "Attachment",

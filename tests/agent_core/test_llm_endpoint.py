@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from agent_core import Agent, AgentSettings, InMemoryBudget, Limits, RunRequest, StopReason, price_for
+from agent_core import Agent, AgentOptions, AgentSettings, InMemoryBudget, Limits, RunRequest, StopReason, price_for
 from agent_core.llm import OpenAIChatLLM
 from tests.fakes.openai_server import FakeOpenAI, delay, error, text
 from tools import Registry
@@ -20,7 +20,7 @@ def _with(base_url: str, *, userinfo: str = "", query: str = "") -> str:
 
 
 async def _run(llm: OpenAIChatLLM, task: str = "hi"):  # type: ignore[no-untyped-def]
-    agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits())
+    agent = Agent(llm, Registry([]), AgentOptions(price=price_for(llm.model), limits=Limits()))
     try:
         return await agent.run(RunRequest(task))
     finally:
@@ -84,7 +84,7 @@ async def test_impossible_usage_is_an_error_stop_and_the_worst_case_is_charged(f
         fake_openai.queue(text("fine", raw_usage=usage))
         budget = InMemoryBudget(1_000_000)
         llm = OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini", max_retries=0)
-        agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits())
+        agent = Agent(llm, Registry([]), AgentOptions(price=price_for(llm.model), limits=Limits()))
         stopped = await agent.run(RunRequest("hi", budget=budget))
         await agent.aclose()
         assert stopped.reason is StopReason.ERROR, usage
@@ -104,7 +104,7 @@ async def test_integral_float_usage_is_accepted(fake_openai: FakeOpenAI) -> None
 async def test_an_answer_without_usage_is_never_counted_above_max_tokens(fake_openai: FakeOpenAI) -> None:
     fake_openai.queue(text("word " * 12_000, raw_usage=None))
     llm = OpenAIChatLLM(api_key="k", base_url=fake_openai.base_url, model="gpt-4o-mini")
-    agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits(max_completion_tokens=500))
+    agent = Agent(llm, Registry([]), AgentOptions(price=price_for(llm.model), limits=Limits(max_completion_tokens=500)))
     stopped = await agent.run(RunRequest("write"))
     await agent.aclose()
     assert stopped.usage.completion_tokens == 500

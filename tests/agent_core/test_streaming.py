@@ -6,6 +6,7 @@ from typing import Any
 
 from agent_core import (
     Agent,
+    AgentOptions,
     AnswerDelta,
     Event,
     FinalAnswer,
@@ -199,7 +200,7 @@ async def test_a_secret_split_across_chunks_never_streams(fake_openai: FakeOpenA
     content = f"The password is {secret} and the token is sk-{'a' * 30}, do not share.\nDone."
     fake_openai.queue(streamed(text(content), pieces=len(content)))
     llm = OpenAIChatLLM(api_key="test-key", base_url=fake_openai.base_url, model="gpt-4o-mini")
-    agent = Agent(llm, Registry([]), price=price_for(llm.model), limits=Limits(), secrets=[secret])
+    agent = Agent(llm, Registry([]), AgentOptions(price=price_for(llm.model), limits=Limits(), secrets=(secret,)))
     events = await collect(agent)
     await agent.aclose()
     shown = "".join(e.text for e in events if isinstance(e, AnswerDelta | ThoughtDelta))

@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from agent_core import price_for, progress
+from agent_core import price_for
 from agent_core.limits import Limits
+from agent_core.steps import progress
 from agent_core.stopper import Stopper
 from agent_core.store import Progress
 from agent_core.tokens import ByteUpperBound, TiktokenCounter, count_lines, counter_for

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agent_core import progress
 from agent_core.attachments import is_task_message
-from agent_core.calibration import scaled, unscaled
+from agent_core.budget.calibration import scaled, unscaled
 from agent_core.context import Prompt, assemble
 from agent_core.events import StopReason
 from agent_core.history import Trail
-from agent_core.run_state import Run
+from agent_core.steps import progress
+from agent_core.steps.run_state import Run
 from agent_core.stopper import CallPlan, Stop
 from agent_core.tokens import TokenCounter
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agent_core import history, progress
-from agent_core.acting import shown
+from agent_core import history
 from agent_core.cancel import Cancelled
 from agent_core.errors import StoreError
 from agent_core.events import StepFinished, Stopped, StopReason
-from agent_core.run_state import Run
+from agent_core.steps import progress
+from agent_core.steps.acting import shown
+from agent_core.steps.run_state import Run
 from agent_core.stopper import CallPlan, Stop
 from agent_core.store import ThreadStore
 

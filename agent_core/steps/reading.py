@@ -11,7 +11,7 @@ from typing import Literal
 
 from agent_core import text_react
 from agent_core.completion import LLMResponse
-from agent_core.run_state import Run, Step
+from agent_core.steps.run_state import Run, Step
 from tools import Redactor
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 from agent_core.completion import LLMResponse
 from agent_core.cost import Price
 from agent_core.events import Usage
-from agent_core.run_state import Run
+from agent_core.steps.run_state import Run
 from agent_core.stopper import CallPlan
 from agent_core.tokens import TokenCounter
 

@@ -6,9 +6,10 @@ import asyncio
 from dataclasses import replace
 from typing import Literal
 
-from agent_core import progress, text_react
+from agent_core import text_react
 from agent_core.events import Observed
-from agent_core.run_state import Run, Step
+from agent_core.steps import progress
+from agent_core.steps.run_state import Run, Step
 from agent_core.stopper import Stop
 from tools import PreparedCall, ToolContext, ToolResult, wrap_untrusted
 

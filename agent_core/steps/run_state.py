@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_core.attachments import is_task_message
+from agent_core.budget.calibration import Calibration
 from agent_core.budget.hold import RunHolds
-from agent_core.calibration import Calibration
 from agent_core.cancel import CancelToken
 from agent_core.events import StepFinished
 from agent_core.history import Trail, Window

@@ -14,7 +14,7 @@ from agent_core import text_react
 from agent_core.completion import LLMResponse
 from agent_core.context import Prompt
 from agent_core.events import StopReason
-from agent_core.run_state import Run
+from agent_core.steps.run_state import Run
 from agent_core.stopper import CallPlan, Stop
 
 #: ``finish_reason`` values that may end a run here (``stop`` and ``tool_calls`` never do).
