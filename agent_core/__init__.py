@@ -52,8 +52,8 @@ from agent_core.telemetry import GENAI_PROVIDER, cost_attributes, use_tracer
 
 __all__ = [
     "Agent",
-    "AgentOptions",
     "AgentError",
+    "AgentOptions",
     "AgentSettings",
     "AnswerDelta",
     "Attachment",
