@@ -159,6 +159,75 @@ class FinalAnswer:
     text: str
 
 
+#: Which way a stop reason came about, where it has more than one (public: callers word each).
+#: ``max_tokens``: ``message_too_long`` / ``cap_too_small`` (before any call); ``refused``: ``declined`` /
+#: ``content_filter``; ``cut_off``: ``no_answer`` / ``cut_again`` / ``no_larger_call``; ``dangerous_loop``:
+#: ``repeated_call`` / ``cycle``; ``error``: ``llm`` / ``store`` / ``load``; ``cancelled``: ``lease_lost``.
+StopCase = Literal[
+    "", "message_too_long", "cap_too_small", "declined", "content_filter", "no_answer", "cut_again",
+    "no_larger_call", "repeated_call", "cycle", "llm", "store", "load", "lease_lost",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopFacts:
+    """What stopped a run, as values a caller words in its reader's language (``Stopped.detail`` is the
+    engine's own English line, for logs). Fields a reason does not use stay at their zero value."""
+
+    case: StopCase = ""
+    """Which way the reason came about, where it has more than one."""
+
+    limit: float = 0
+    """The cap reached: steps, tokens, micro-dollars, seconds; a call's completion cap (``cut_off``); the
+    budget's limit in micro-dollars (``budget_busy``, -1: none)."""
+
+    used: float = 0
+    """What the run had used against it: steps, tokens, micro-dollars, seconds elapsed; the message's tokens
+    (``message_too_long``); the budget's micro-dollars spent (``budget_busy``)."""
+
+    needed: float = 0
+    """What the next call needed: tokens (``max_tokens``), its worst-case micro-dollars (``max_cost``,
+    ``budget_exhausted``)."""
+
+    left: int = 0
+    """Micro-dollars the budget had left (``budget_exhausted``), or held by runs in flight (``budget_busy``)."""
+
+    count: int = 0
+    """How many: calls repeated (``dangerous_loop``), idle steps (``no_progress``), runs in flight
+    (``budget_busy``), the message's characters (``message_too_long``); 1 when the cap went on reasoning
+    (``no_answer``)."""
+
+    shorten_chars: int = 0
+    """Roughly how many characters a message too long for the run's token cap must lose."""
+
+    seconds: float = 0
+    """How long the run waited for other runs' budget holds (``budget_busy``)."""
+
+    budget: str = ""
+    """The budget's name: ``workspace``, ``org``, ``user`` (``budget_exhausted``, ``budget_busy``)."""
+
+    tool: str = ""
+    """The tool a dangerous loop repeated."""
+
+    cancelled_by: str = ""
+    """Who or what cancelled the run: the cancel token's reason, as its canceller set it."""
+
+    cause: str = ""
+    """Why an LLM call failed (``agent_core.errors.LLMCause``), when ``case`` is ``llm``."""
+
+    text: str = ""
+    """The model's answer so far, as shown (``cut_again``, ``no_larger_call``)."""
+
+    findings: tuple[str, ...] = ()
+    """What the run had learned, as shown, when the engine wrote the answer (``engine_answer``)."""
+
+    task: str = ""
+    """The run's task, when the engine wrote the answer (``engine_answer``)."""
+
+    engine_answer: bool = False
+    """The answer is the engine's account of a stopped run (what was found, what is missing), not the model's."""
+
+
 @dataclass(frozen=True, slots=True)
 class Stopped:
     """Always the last event of a run. ``answer`` is never empty, whatever stopped the run."""
@@ -167,7 +236,8 @@ class Stopped:
     answer: str
     steps: int
     usage: Usage
-    #: Names the limit and the observed value, e.g. "max_cost: $0.50 cap, next call could cost $0.52".
+    #: Names the limit and the observed value, in English for logs: "max_cost: $0.50 cap, next call could cost
+    #: $0.52". A caller that shows it words ``facts`` instead.
     detail: str = ""
     run_id: str = ""
     #: The run's lease was lost (another runner owns it now): nothing of this end was saved, and the caller
@@ -176,6 +246,8 @@ class Stopped:
     #: The state store failed under the run (``reason`` is ``error``): its last persisted step is intact, so
     #: a caller with leases may resume it once the store is back instead of giving up.
     store_failed: bool = False
+    #: What stopped the run, as values (the limit and the value observed, who cancelled, an error's cause).
+    facts: StopFacts = StopFacts()
 
 
 Event = (RunStarted | ThoughtDelta | AnswerDelta | StreamReset | Thought | ToolCalled | Observed | StepFinished

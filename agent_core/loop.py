@@ -24,6 +24,7 @@ from agent_core.events import (
     FinalAnswer,
     RunStarted,
     StepFinished,
+    StopFacts,
     Stopped,
     StopReason,
     StreamReset,
@@ -153,7 +154,7 @@ class Agent:
             run = await self._open(request)
         except StoreError as exc:
             yield Stopped(StopReason.ERROR, f"I could not load this conversation: {exc}", 0, Usage(),
-                          f"error: {exc}", request.run_id or "", store_failed=True)
+                          f"error: {exc}", request.run_id or "", store_failed=True, facts=StopFacts(case="load"))
             return
         async with contextlib.aclosing(self._steps(run)) as steps:  # closed with the caller's iteration
             async for event in steps:
@@ -221,12 +222,13 @@ class Agent:
     def _stop_for(self, run: Run, exc: Exception) -> Stop:
         """The stop of a run that an exception ended: a cancel, the time cap, the LLM or the store failing."""
         if isinstance(exc, Cancelled):
-            return Stop(StopReason.CANCELLED, f"cancelled: {exc.reason}")
+            return Stop(StopReason.CANCELLED, f"cancelled: {exc.reason}", facts=StopFacts(cancelled_by=exc.reason))
         if isinstance(exc, _Deadline):
             return run.stopper.time_stop()
         if isinstance(exc, LLMError):
-            return Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}")
-        return Stop(StopReason.ERROR, f"error: the state store failed: {exc}", store_failed=True)
+            return Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}", facts=StopFacts(case="llm", cause=exc.cause))
+        return Stop(StopReason.ERROR, f"error: the state store failed: {exc}", store_failed=True,
+                    facts=StopFacts(case="store"))
 
     async def _open(self, request: RunRequest) -> Run:
         """The run's state: where it starts (``start_of``), its stopper, budget holds, tools and system message."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agent_core.cost import Price, format_usd
-from agent_core.events import StopReason, Usage
+from agent_core.events import StopFacts, StopReason, Usage
 from agent_core.limits import Limits
 from tools import ToolResult
 
@@ -36,6 +36,8 @@ class Stop:
     #: The run's answer when the usual one (what was found, what is missing) would mislead: set by
     #: ``Stopper.too_long`` for a task no call of the run could carry.
     answer: str = ""
+    #: What stopped it, as values (see ``Stopped.facts``).
+    facts: StopFacts = StopFacts()
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +126,9 @@ class Stopper:
         return self.limits.max_seconds - self.elapsed()
 
     def time_stop(self) -> Stop:
-        return Stop(StopReason.MAX_TIME, f"max_time: {self.limits.max_seconds:g}s cap, {self.elapsed():.1f}s elapsed")
+        elapsed = self.elapsed()
+        return Stop(StopReason.MAX_TIME, f"max_time: {self.limits.max_seconds:g}s cap, {elapsed:.1f}s elapsed",
+                    facts=StopFacts(limit=self.limits.max_seconds, used=elapsed))
 
     # -- layer 2: hard caps, before every LLM call ----------------------------------------------------
     def plan_call(self, prompt_tokens: int, budget_left: int | None, budget_name: str = "workspace", *,
@@ -138,13 +142,16 @@ class Stopper:
         if self.seconds_left() <= 0:
             return self.time_stop()
         if self.steps >= lim.max_steps:
-            return Stop(StopReason.MAX_STEPS, f"max_steps: {lim.max_steps} steps cap reached")
+            return Stop(StopReason.MAX_STEPS, f"max_steps: {lim.max_steps} steps cap reached",
+                        facts=StopFacts(limit=lim.max_steps, used=self.steps))
         tokens_left = lim.max_tokens - self.usage.total_tokens - prompt_tokens
         if tokens_left < lim.min_completion_tokens:
             return Stop(
                 StopReason.MAX_TOKENS,
                 f"max_tokens: {lim.max_tokens:,} cap, {self.usage.total_tokens:,} used, "
                 f"next call needs {prompt_tokens:,} prompt tokens + {lim.min_completion_tokens} to answer",
+                facts=StopFacts(limit=lim.max_tokens, used=self.usage.total_tokens,
+                                needed=prompt_tokens + lim.min_completion_tokens),
             )
         cost_left = lim.max_cost_micros - self.usage.cost_micros
         if self.price.affordable_completion_tokens(prompt_tokens, cost_left) < lim.min_completion_tokens:
@@ -153,6 +160,7 @@ class Stopper:
                 StopReason.MAX_COST,
                 f"max_cost: {format_usd(lim.max_cost_micros)} cap, {format_usd(self.usage.cost_micros)} spent, "
                 f"next call could cost {format_usd(worst)}",
+                facts=StopFacts(limit=lim.max_cost_micros, used=self.usage.cost_micros, needed=worst),
             )
         max_tokens = min(cap, tokens_left, self.price.affordable_completion_tokens(
             prompt_tokens, cost_left
@@ -165,6 +173,7 @@ class Stopper:
                     StopReason.BUDGET_EXHAUSTED,
                     f"budget_exhausted: the {budget_name} budget has {format_usd(budget_left)} left, "
                     f"the next call could cost {format_usd(worst)}",
+                    facts=StopFacts(budget=budget_name, left=budget_left, needed=worst),
                 )
             max_tokens = min(max_tokens, affordable)
         return CallPlan(max_tokens, self.price.worst_case_micros(prompt_tokens, max_tokens), prompt_tokens)
@@ -188,6 +197,7 @@ class Stopper:
                 answer=(f"This run's token limit ({lim.max_tokens:,} tokens) is too small for any call: my "
                         f"instructions and tools alone need about {need - task_tokens:,}. Ask an admin to raise it. "
                         "No LLM call was made."),
+                facts=StopFacts(case="cap_too_small", limit=lim.max_tokens, needed=need - task_tokens),
             )
         chars = min(len(task), -(-over * len(task) // max(task_tokens, 1)))
         return Stop(
@@ -199,6 +209,8 @@ class Stopper:
                     f"tokens of the {lim.max_tokens:,} a run may use. Shorten it by about {over:,} tokens (roughly "
                     f"{chars:,} characters) and send it again, or ask an admin to raise the run's token limit. "
                     "No LLM call was made."),
+            facts=StopFacts(case="message_too_long", limit=lim.max_tokens, used=task_tokens, needed=need,
+                            count=len(task), shorten_chars=chars),
         )
 
     def record_call(self, usage: Usage) -> None:
@@ -213,6 +225,7 @@ class Stopper:
             return Stop(
                 StopReason.DANGEROUS_LOOP,
                 f"dangerous_loop: {tool} proposed with the same arguments 3 times in a row; the 3rd was not run",
+                facts=StopFacts(case="repeated_call", tool=tool, count=3),
             )
         for n in CYCLE_LENGTHS:
             window = [*calls[-(2 * n - 1) :], canonical]
@@ -220,6 +233,7 @@ class Stopper:
                 return Stop(
                     StopReason.DANGEROUS_LOOP,
                     f"dangerous_loop: the same {n} calls repeated in a cycle; {tool} was not run again",
+                    facts=StopFacts(case="cycle", tool=tool, count=n),
                 )
         calls.append(canonical)
         return None
@@ -247,6 +261,7 @@ class Stopper:
                 StopReason.NO_PROGRESS,
                 f"no_progress: {len(self._idle_steps)} steps in a row brought nothing new "
                 f"({'; '.join(self._idle_steps)})",
+                facts=StopFacts(count=len(self._idle_steps)),
             )
         return None
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from agent_core.budget.port import Budget, BudgetState, Reservation
 from agent_core.cost import format_usd
-from agent_core.events import StopReason
+from agent_core.events import StopFacts, StopReason
 from agent_core.stopper import CallPlan, Stop
 
 #: How long a call waits for other runs' holds before it settles for less. The default of
@@ -114,4 +114,6 @@ def busy_stop(state: BudgetState, waited: float) -> Stop:
         StopReason.BUDGET_BUSY,
         f"budget_busy: {runs} hold {format_usd(state.held_micros)} of the {limit} {state.name} budget "
         f"({format_usd(state.spent_micros)} spent); waited {waited:.1f}s for them to finish",
+        facts=StopFacts(budget=state.name, count=state.holds, left=state.held_micros, used=state.spent_micros,
+                        limit=-1 if state.limit_micros is None else state.limit_micros, seconds=waited),
     )

@@ -7,7 +7,7 @@ from dataclasses import replace
 from agent_core import history
 from agent_core.cancel import Cancelled
 from agent_core.errors import StoreError
-from agent_core.events import StepFinished, Stopped, StopReason
+from agent_core.events import StepFinished, StopFacts, Stopped, StopReason
 from agent_core.steps import progress
 from agent_core.steps.acting import shown
 from agent_core.steps.run_state import Run
@@ -35,12 +35,18 @@ async def close(run: Run, store: ThreadStore | None, stop: Stop, answer: str) ->
     run stopped in, when the end's write made it durable)."""
     if run.cancel.abandoned:  # the lease was lost: write nothing, and let the caller post nothing
         return [Stopped(StopReason.CANCELLED, _LEASE_LOST_ANSWER, run.stopper.steps, run.stopper.usage,
-                        run.cancel.reason, run.run_id, lease_lost=True)]
-    reason = stop.reason
+                        run.cancel.reason, run.run_id, lease_lost=True,
+                        facts=StopFacts(case="lease_lost", cancelled_by=run.cancel.reason))]
+    reason, facts = stop.reason, stop.facts
     if reason is not StopReason.FINAL_ANSWER:
         for call_id in history.unanswered(run.current):
             run.remember(history.not_executed(call_id, f"{reason.value}, the run stopped first"))
         answer = shown(run, stop.answer or progress.graceful_answer(reason, stop.detail, run.progress))
+        if not stop.answer:  # the engine's account: its findings as shown, for a caller to word it
+            facts = replace(facts, engine_answer=True, task=run.progress.task,
+                            findings=tuple(shown(run, found) for found in run.progress.findings))
+        elif facts.text:  # the start of a cut-off answer, as shown
+            facts = replace(facts, text=shown(run, facts.text))
         run.remember({"role": "assistant", "content": answer})
     run.progress = replace(run.progress, status="stopped", stop_reason=reason.value, step=run.stopper.steps,
                            answer=answer)
@@ -51,4 +57,4 @@ async def close(run: Run, store: ThreadStore | None, stop: Stop, answer: str) ->
     except StoreError as exc:
         detail, store_failed = f"{detail}; the conversation could not be saved: {exc}", True
     return [*finished, Stopped(reason, answer, run.stopper.steps, run.stopper.usage, detail, run.run_id,
-                               store_failed=store_failed)]
+                               store_failed=store_failed, facts=facts)]

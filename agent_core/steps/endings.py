@@ -13,7 +13,7 @@ from typing import Literal
 from agent_core import text_react
 from agent_core.completion import LLMResponse
 from agent_core.context import Prompt
-from agent_core.events import StopReason
+from agent_core.events import StopFacts, StopReason
 from agent_core.steps.run_state import Run
 from agent_core.stopper import CallPlan, Stop
 
@@ -44,13 +44,13 @@ def outcome(run: Run, reply: LLMResponse, protocol: Literal["tools", "react"], r
     if isinstance(judged, Stop):
         return judged
     if run.cut_retried:
-        return cut_off(judged, run.call_cap, "it was cut off again after one retry with a larger cap")
+        return cut_off(judged, run.call_cap, "cut_again")
     run.cut_retried = True
     prompt = context(run)
     plan = run.stopper.plan_call(prompt.tokens + run.tools_tokens, None, completion_cap=2 * run.call_cap)
     if isinstance(plan, CallPlan) and plan.max_tokens > run.call_cap and not run.cancel.cancelled:
         return prompt, plan
-    return cut_off(judged, run.call_cap, "a larger call does not fit this run's limits")
+    return cut_off(judged, run.call_cap, "no_larger_call")
 
 
 def text_stands(outcome: object) -> bool:
@@ -63,10 +63,11 @@ def judge(reply: LLMResponse, protocol: Literal["tools", "react"], cap: int,
     """What ``reply`` (made with completion cap ``cap``) means for the run; None: read it as a step."""
     if reply.refusal is not None:
         return Stop(StopReason.REFUSED, "refused: the model declined to answer (message.refusal)",
-                    answer=redact(reply.refusal))
+                    answer=redact(reply.refusal), facts=StopFacts(case="declined"))
     if reply.finish_reason == "content_filter":
         return Stop(StopReason.REFUSED, "refused: the provider's content filter stopped the reply "
-                    "(finish_reason content_filter)", answer=FILTERED_ANSWER)
+                    "(finish_reason content_filter)", answer=FILTERED_ANSWER,
+                    facts=StopFacts(case="content_filter"))
     if reply.finish_reason != "length" or reply.tool_calls:
         return None  # cut tool arguments are reported to the model as invalid, and the run goes on
     text = (reply.content or "").strip()
@@ -78,6 +79,7 @@ def judge(reply: LLMResponse, protocol: Literal["tools", "react"], cap: int,
             "(finish_reason length)",
             answer=(f"The model used this call's whole completion cap ({cap:,} tokens) {spent}and wrote no answer. "
                     "Ask a narrower question, or ask an admin to raise AGENT_MAX_COMPLETION_TOKENS."),
+            facts=StopFacts(case="no_answer", limit=cap, count=bool(reply.reasoning)),
         )
     if protocol == "react":
         parsed = text_react.parse(text)
@@ -87,10 +89,16 @@ def judge(reply: LLMResponse, protocol: Literal["tools", "react"], cap: int,
     return CutOff(redact(text))
 
 
-def cut_off(answer: CutOff, cap: int, why: str) -> Stop:
+_CUT_WHY = {"cut_again": "it was cut off again after one retry with a larger cap",
+            "no_larger_call": "a larger call does not fit this run's limits"}
+
+
+def cut_off(answer: CutOff, cap: int, case: Literal["cut_again", "no_larger_call"]) -> Stop:
     """The stop of an answer that stays cut off: the text so far, marked as such, with the reason."""
+    why = _CUT_WHY[case]
     return Stop(
         StopReason.CUT_OFF,
         f"cut_off: the answer reached its {cap:,}-token completion cap (finish_reason length); {why}",
         answer=f"{answer.text}\n\n[cut off: the answer reached its completion cap of {cap:,} tokens; {why}]",
+        facts=StopFacts(case=case, limit=cap, text=answer.text),
     )

@@ -12,7 +12,7 @@ from typing import Literal
 from agent_core.attachments import is_task_message
 from agent_core.budget.calibration import scaled, unscaled
 from agent_core.context import Prompt, assemble
-from agent_core.events import StopReason
+from agent_core.events import StopFacts, StopReason
 from agent_core.history import Trail
 from agent_core.steps import progress
 from agent_core.steps.run_state import Run
@@ -63,7 +63,8 @@ class Planner:
     @staticmethod
     def plan(run: Run, prompt: Prompt) -> CallPlan | Stop:
         if run.cancel.cancelled:
-            return Stop(StopReason.CANCELLED, f"cancelled: {run.cancel.reason}")
+            return Stop(StopReason.CANCELLED, f"cancelled: {run.cancel.reason}",
+                        facts=StopFacts(cancelled_by=run.cancel.reason))
         return run.stopper.plan_call(scaled(prompt.tokens + run.tools_tokens, run.calibration.factor()), None)
 
     def _task_size(self, run: Run) -> tuple[str, int]:

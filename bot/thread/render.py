@@ -16,15 +16,14 @@ Every text that came from the model or a tool goes through ``bot.thread.mrkdwn``
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.models.blocks import ContextActionsBlock, FeedbackButtonObject, FeedbackButtonsElement
 
-from agent_core import Observed, RunStarted, StepFinished, Stopped, StopReason, ToolCalled
+from agent_core import Observed, RunStarted, StepFinished, Stopped, StopReason, ToolCalled, format_usd
 from bot.i18n import N_, _, ngettext
-from bot.thread import mrkdwn
+from bot.thread import mrkdwn, stop_text
 from bot.thread.uploads import ANSWER_FILE_NAME, Filed
 
 #: action_id of the Stop button (matched by bot.receive.listeners.actions).
@@ -61,13 +60,6 @@ STOP_WORDS: dict[StopReason, str] = {
     StopReason.REFUSED: N_("the model declined"),
     StopReason.CUT_OFF: N_("answer cut off"),
 }
-#: Why a run was cancelled, as the Stop presses record it (English, with the presser) and the stop line shows it
-#: in the asker's language: the record may be read by a worker whose run speaks another language than the press.
-STOPPED_BY = N_("stopped by {user}")
-STOPPED_IN_SLACK = N_("stopped with Slack's stop button")
-#: The engine's detail of a cancelled run: ``cancelled: <the recorded reason>`` (the prefix is the stop reason).
-_CANCELLED_RE = re.compile(r"(cancelled: )(.*)", re.DOTALL)
-_STOPPED_BY_RE = re.compile(r"stopped by (<@[A-Z0-9]+>)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +140,7 @@ def size_text(obs: Observed) -> str:
 def stop_summary(event: Stopped) -> str:
     """``Stop reason: `final_answer` (answered) · 3 steps · 1,200 tokens · $0.0012``: every display ends with it."""
     usage = event.usage
-    cost = money(usage.cost_micros)
+    cost = format_usd(usage.cost_micros)
     return _("Stop reason: `{reason}` ({words}) · {steps} · {tokens} tokens · {cost}").format(
         reason=event.reason.value, words=stop_words(event.reason),
         steps=ngettext("{n} step", "{n} steps", event.steps).format(n=event.steps),
@@ -161,23 +153,11 @@ def stop_words(reason: StopReason) -> str:
     return _(STOP_WORDS[reason]) if reason in STOP_WORDS else str(reason)
 
 
-def stop_detail(detail: str) -> str:
-    """What stopped the run, in the current locale when the bot wrote it (a Stop press); the engine's own details
-    (a limit's values, an error) stay as it wrote them."""
-    cancelled = _CANCELLED_RE.fullmatch(detail)
-    if cancelled is None:
-        return detail
-    prefix, reason = cancelled.groups()
-    if by := _STOPPED_BY_RE.fullmatch(reason):
-        return prefix + _(STOPPED_BY).format(user=by[1])
-    return prefix + _(STOPPED_IN_SLACK) if reason == STOPPED_IN_SLACK else detail
-
-
 def stop_line(event: Stopped) -> str:
     """``final_answer`` verbatim beside human words, then steps, tokens and cost, then what stopped it."""
     line = stop_summary(event)
-    if event.detail and event.reason is not StopReason.FINAL_ANSWER:
-        line += f"\n{mrkdwn.escape(stop_detail(event.detail))}"
+    if detail := stop_text.detail(event):
+        line += f"\n{mrkdwn.escape(detail)}"
     if hint := raise_hint(event):
         line += f"\n{hint}"
     return line
@@ -202,7 +182,7 @@ def final_messages(
 ) -> list[SlackMessage]:
     """The answer (``answer``: what of it to show, when not all) and the stop line; ``note``: a line of the app's
     own under it. With ``view``, the last message carries the feedback buttons."""
-    text = (event.answer if answer is None else answer) or _("(no answer)")
+    text = (stop_text.answer(event) if answer is None else answer) or _("(no answer)")
     shown = [mrkdwn.to_mrkdwn(text), *([note] if note else [])]
     messages = pack(None, shown, footer=stop_line(event))
     if view is not None:
@@ -233,7 +213,7 @@ def filed_answer_messages(event: Stopped, view: RunView | None, filed: Filed) ->
         chars=chars, url=filed.canvas_url) if filed.canvas_url
         else _(":page_facing_up: The full answer ({chars} characters) is attached as `{name}`.").format(
             chars=chars, name=ANSWER_FILE_NAME))
-    return final_messages(event, view, answer=preview(event.answer), note=note)
+    return final_messages(event, view, answer=preview(stop_text.answer(event)), note=note)
 
 
 def unattached_file(name: str, content: str) -> list[SlackMessage]:
@@ -292,10 +272,6 @@ def error_message(what: str) -> SlackMessage:
 def notice(text: str) -> SlackMessage:
     """A short message of the app's own (never model text)."""
     return SlackMessage(text, (_section(text),))
-
-
-def money(micros: int) -> str:
-    return f"${micros / 1_000_000:,.4f}"
 
 
 def pack(header: str | None, sections: list[str], *, footer: str | None = None) -> list[SlackMessage]:

@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 from agent_core import Event, RunStarted, ScriptCall, StepFinished, Stopped, run_together
 from bot.redis import as_text, awaited
 from bot.settings import Verbosity
-from bot.thread import render
+from bot.thread import render, stop_text
 from bot.thread.poster import Poster, Target, ThreadStatus
 from bot.thread.render import RunView, SlackMessage
 from bot.thread.uploads import Filed, ThreadFiles
@@ -163,7 +163,7 @@ class SinkParts:
     async def file_answer(self, event: Stopped) -> Filed | None:
         """An answer too long for messages (``AGENT_ANSWER_FILE_CHARS``) put in a Markdown file or a canvas;
         None when it goes as messages, as it always did."""
-        return await self.files.file_answer(event.answer) if self.files is not None else None
+        return await self.files.file_answer(stop_text.answer(event)) if self.files is not None else None
 
 
 class SlackEventSink:

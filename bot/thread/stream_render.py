@@ -24,7 +24,7 @@ from slack_sdk.models.messages.chunk import PlanUpdateChunk, TaskUpdateChunk
 from agent_core import Observed, Stopped, ToolCalled
 from bot.i18n import _
 from bot.settings import Verbosity
-from bot.thread import mrkdwn, render
+from bot.thread import mrkdwn, render, stop_text
 
 #: ``markdown_text`` per call (Slack's documented cap is 12,000 characters).
 MARKDOWN_LIMIT = 12_000
@@ -126,8 +126,8 @@ def resumed_markdown(step: int) -> str:
 def stop_markdown(event: Stopped) -> str:
     """The closing line: the stop reason verbatim beside human words, then steps, tokens and cost."""
     line = f"\n\n---\n{render.stop_summary(event)}"
-    if event.detail and event.reason.value != "final_answer":
-        line += f"\n\n{defuse(render.stop_detail(event.detail))}"
+    if detail := stop_text.detail(event):
+        line += f"\n\n{defuse(detail)}"
     if hint := render.raise_hint(event):
         line += f"\n\n{hint}"
     return line

@@ -24,7 +24,7 @@ from slack_sdk.web.async_chat_stream import AsyncChatStream
 from agent_core import Event, Observed, RunStarted, StepFinished, Stopped, Thought, ToolCalled
 from bot.errors import StreamRefused
 from bot.i18n import N_, _
-from bot.thread import render, stream_render
+from bot.thread import render, stop_text, stream_render
 from bot.thread.open_streams import StreamTracker
 from bot.thread.poster import Pacer
 from bot.thread.sink import SinkParts
@@ -142,7 +142,7 @@ class StreamEventSink:
             await writer.push(stream_render.plan_title(event.task), mark=mark)
 
     async def _stopped(self, event: Stopped, mark: int) -> None:
-        answer = event.answer or _("(no answer)")
+        answer = stop_text.answer(event) or _("(no answer)")
         await self.parts.send_files()
         continues = bool(self._streamed) and answer.startswith(self._streamed)
         if (filed := await self.parts.file_answer(event)) is not None:

@@ -31,6 +31,8 @@ def test_public_names() -> None:
         "FinalAnswer",
         "Stopped",
         "StopReason",
+        "StopFacts",
+        "StopCase",
         "Usage",
         # the LLM port and its OpenAI-compatible implementation
         "LLM",

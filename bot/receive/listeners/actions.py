@@ -22,7 +22,8 @@ from bot.queue.turns import request_cancel
 from bot.receive.listeners.control import may_control
 from bot.runs.approval_messages import APPROVE_ACTION_ID, APPROVE_RUN_ACTION_ID, DENY_ACTION_ID, describe
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide
-from bot.thread.render import STOP_ACTION_ID, STOPPED_BY
+from bot.thread.render import STOP_ACTION_ID
+from bot.thread.stop_text import pressed_by
 from bot.workspace import SlackUsers, WorkspaceLimits
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
                 return  # a run is stopped only from the workspace it belongs to
             if not await _may_control(services, users, context, thread, run_id, user, channel, _("stop this run")):
                 return
-            await request_cancel(services.redis, services.keys, thread, run_id, STOPPED_BY.format(user=f"<@{user}>"))
+            await request_cancel(services.redis, services.keys, thread, run_id, pressed_by(user))
 
     async def on_decision(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()

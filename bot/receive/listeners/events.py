@@ -29,7 +29,7 @@ from bot.runs.files import FILES_ONLY_TASK, files_of_event
 from bot.runs.turn import FileRef, Turn
 from bot.thread import mrkdwn
 from bot.thread.agent_session import close_session
-from bot.thread.render import STOPPED_IN_SLACK
+from bot.thread.stop_text import SLACK_STOP_BUTTON
 from bot.workspace import WorkspaceLimits
 from bot.workspace.channel_respond import RespondAll
 
@@ -80,7 +80,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         with contextlib.suppress(SlackLookupError):
             refusal = await may_control(services, users, context.client, ws, thread, run_id, str(user), "stop it")
             if refusal is None:
-                await request_cancel(services.redis, services.keys, thread, run_id, STOPPED_IN_SLACK)
+                await request_cancel(services.redis, services.keys, thread, run_id, SLACK_STOP_BUTTON)
 
 
 async def _running(services: Services, thread: str) -> str | None:
