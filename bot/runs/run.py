@@ -299,8 +299,8 @@ class TurnRunner:
         scope = ToolContext(
             run_id=run_id, step=0, team_id=turn.workspace.team_id, channel_id=turn.conversation.channel_id,
             user_id=turn.user_id, approver=approver, egress=egress, slack=WebSlackReader(
-                poster.client, action_token=turn.action_token, channel_id=turn.conversation.channel_id,
-                refused=partial(self.limits.search.refuse, turn.workspace)),
+                poster.client, self.limits.places.audience(poster.client, turn.workspace, turn.conversation.channel_id),
+                action_token=turn.action_token, refused=partial(self.limits.search.refuse, turn.workspace)),
             outbox=files,
         )
         sink = self.outputs.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)

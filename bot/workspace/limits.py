@@ -37,6 +37,7 @@ from bot.workspace.models import DEFAULT_MODELS, Models
 from bot.workspace.org import OrgBudget, OrgBudgetStore
 from bot.workspace.org_admin import OrgAdmin
 from bot.workspace.people import SlackUsers
+from bot.workspace.places import Places
 from bot.workspace.replies import (
     budget_exhausted_message,
     file_caps_line,
@@ -124,6 +125,8 @@ class WorkspaceLimits:
         self.domains = DomainStore(store.redis, store.keys)
         self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
         self.search = SearchAccess(store.redis, store.keys)
+        #: What kind of conversation each channel is (who reads it), for what a run may show there.
+        self.places = Places()
         self.usage = UsageReports(runs, users)
         self.channels = ChannelAdmin(store, users, models, self._tools_of, self.org)
         self.org_admin = OrgAdmin(self.org, users, models)
