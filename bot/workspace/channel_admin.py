@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.i18n import _
 from bot.identity import Workspace
+from bot.markup import escape
 from bot.redis import awaited
 from bot.workspace.changes import Change
 from bot.workspace.channel_command import (
@@ -30,7 +31,6 @@ from bot.workspace.channel_command import (
     Switch,
     WorkspaceModel,
 )
-from bot.workspace.channel_run import escaped
 from bot.workspace.channel_settings import (
     SETTINGS,
     WS_CHANNEL_MANAGERS,
@@ -111,7 +111,7 @@ class ChannelAdmin:
             return _("That is this channel's setting already; nothing changed.")
         if command.setting == "prompt" and command.value:
             return _("This channel's instructions, from the next run:\n```{prompt}```").format(
-                prompt=escaped(command.value))
+                prompt=escape(command.value))
         return changed_text(done)
 
     async def write(self, ws: Workspace, user_id: str, channel_id: str, commands: Sequence[ChannelSet]) -> list[Change]:
@@ -167,8 +167,8 @@ class ChannelAdmin:
         for setting in SETTINGS:
             value = settings.shown(setting)
             if setting == "prompt" and settings.prompt:
-                value = "\n```" + escaped(settings.prompt) + "```"
-            lines.append(f"• {setting}: {value if setting == 'prompt' else escaped(value)}")
+                value = "\n```" + escape(settings.prompt) + "```"
+            lines.append(f"• {setting}: {value if setting == 'prompt' else escape(value)}")
         return "\n".join(lines)
 
     async def info(self, client: AsyncWebClient, channel_id: str) -> ChannelInfo | str:
@@ -280,7 +280,7 @@ def _stored(settings: ChannelSettings) -> dict[str, str]:
 
 
 def changed_text(done: list[Change]) -> str:
-    lines = "\n".join(f"• {_label(c.field)}: {escaped(_short(c.old))} → {escaped(_short(c.new))}" for c in done)
+    lines = "\n".join(f"• {_label(c.field)}: {escape(_short(c.old))} → {escape(_short(c.new))}" for c in done)
     return _("Changed (applies from the next run):\n{lines}").format(lines=lines)
 
 

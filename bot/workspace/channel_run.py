@@ -4,6 +4,7 @@ first reply that says which model and channel instructions it used. Pure."""
 from __future__ import annotations
 
 from bot.i18n import _
+from bot.markup import escape
 
 #: Characters of the channel's instructions quoted in a run's first reply (the whole is in ``channel show``).
 ABOUT_PROMPT_CHARS = 120
@@ -23,9 +24,4 @@ def about_run(model: str, prompt: str) -> str:
     one_line = " ".join(prompt.split())
     if len(one_line) > ABOUT_PROMPT_CHARS:
         one_line = one_line[:ABOUT_PROMPT_CHARS - 1] + "…"
-    return _("Model: `{model}` · channel instructions: “{prompt}”").format(model=model, prompt=escaped(one_line))
-
-
-def escaped(text: str) -> str:
-    """Shown as typed: no mention, link or formatting of Slack's takes effect."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _("Model: `{model}` · channel instructions: “{prompt}”").format(model=model, prompt=escape(one_line))
