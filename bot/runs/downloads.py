@@ -73,6 +73,7 @@ class FileFetcher:
         api = urlsplit(client.base_url)
         self._slack_host = (api.hostname or "").lower()
         self._api_scheme = api.scheme
+        self._api_port = _port(api.scheme, api.port)
 
     async def fetch(self, refs: Sequence[FileRef]) -> tuple[Attachment, ...]:
         """One attachment per file, in order; a file that cannot be used carries a ``note`` and no bytes."""
@@ -166,9 +167,15 @@ class FileFetcher:
         raise FileProblem(N_("Slack redirected its download too many times"))
 
     def _is_slack(self, url: str) -> bool:
+        """The token goes only where Slack's API is: its scheme, its host (or a subdomain) and its port; a
+        redirect keeping the host but changing the port is another server."""
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
-        if parts.scheme not in ("https", self._api_scheme) or not self._slack_host:
+        try:
+            port = _port(parts.scheme, parts.port)
+        except ValueError:
+            return False  # a port that is no number
+        if parts.scheme != self._api_scheme or port != self._api_port or not self._slack_host:
             return False
         return host == self._slack_host or host.endswith("." + self._slack_host)
 
@@ -188,6 +195,11 @@ _LOGIN_PAGE = N_(
     "Slack answered with a web page instead of the file (a login page: the app may lack the `files:read` scope; "
     "an admin can reinstall it)"
 )
+
+
+def _port(scheme: str, port: int | None) -> int | None:
+    """The port a URL connects to: its own, else its scheme's."""
+    return port if port is not None else {"https": 443, "http": 80}.get(scheme)
 
 
 def _is_page(content_type: str, claimed: str) -> bool:

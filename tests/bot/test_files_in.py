@@ -19,6 +19,7 @@ from bot.service import Service
 from bot.settings import Settings
 from tests.bot.conftest import BOT_TOKEN, App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text
+from tests.fakes.pages import PageServer
 from tests.fakes.slack_api import FakeFile, FakeSlack, PostedMessage
 from tests.signing import event_body, mention, message, next_ts
 
@@ -241,6 +242,19 @@ async def test_the_token_never_leaves_slacks_hosts(app: App, fake_slack: FakeSla
     await app.drain(agent_factory=capture)
     assert "its download address is not Slack's" in notices(fake_slack.thread_messages("C1", ts))
     assert not fake_slack.downloads
+
+
+async def test_a_redirect_to_slacks_host_on_another_port_gets_no_token(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.queue(text("ok"))
+    async with PageServer() as elsewhere:  # the fake Slack's own host (127.0.0.1), another port
+        entry = fake_slack.add_file(FakeFile("F1", "x.png", PNG, "image/png", redirect=elsewhere.url("/text")))
+        ts = next_ts()
+        await app.post_event(event_body(with_files(mention(text="<@UBOT> look", ts=ts), entry)))
+        await app.drain()
+    assert not [h for _, h in elsewhere.requests if "Authorization" in h]
+    assert "its download address is not Slack's" in notices(fake_slack.thread_messages("C1", ts))
 
 
 async def test_same_names_are_made_unique_and_a_malformed_files_list_is_refused(

@@ -228,6 +228,8 @@ class FakeFile:
     """Seconds the download waits before its first byte."""
     endless: bool = False
     """The download streams zeros until the client stops reading (a file far larger than declared)."""
+    redirect: str = ""
+    """The (authenticated) download answers ``302 Found`` to this address instead of the file."""
 
     def entry(self, base: str) -> dict[str, Any]:
         """The file as a message event's ``files[]`` lists it (``base``: the fake's own address)."""
@@ -922,6 +924,8 @@ class FakeSlack:
         file = self.files.get(request.match_info["file_id"])
         if file is None or file.status == 404:
             raise web.HTTPNotFound(text="<html><body>Not found</body></html>", content_type="text/html")
+        if file.redirect:
+            raise web.HTTPFound(file.redirect)
         self.downloads.append((file.id, token))
         if file.delay:
             await asyncio.sleep(file.delay)
