@@ -24,7 +24,7 @@ from tests.bot.test_installations import installed
 from tests.conftest import TEST_REDIS_URL
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack, Grant
-from tests.processes import ROOT, until
+from tests.processes import ROOT
 from tests.signing import command_body, event_body, mention, next_ts, signed_headers
 
 #: The key the installations were written with (``KEY``) is dropped; only this one is configured.
