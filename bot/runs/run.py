@@ -321,7 +321,7 @@ class TurnRunner:
                     parts.task, thread=turn.thread, loaded=state, run_id=run_id, cancel=parts.token, scope=parts.scope,
                     limits=parts.plan.limits, budget=parts.plan.budget, resume=resume,
                     model=plan.model_choice,
-                    instructions=instructions_of(plan.channel.prompt),
+                    instructions=instructions_of(plan.channel.prompt, plan.channel.prompt_by),
                     registry=self.toolbox.for_run(
                         parts.plan.tools, task=parts.task, has_files=bool(parts.attachments),
                         can_search=bool(turn.action_token) and not parts.plan.search_refused),

@@ -32,6 +32,7 @@ from bot.workspace.channel_command import (
     WorkspaceModel,
 )
 from bot.workspace.channel_settings import (
+    PROMPT_BY,
     SETTINGS,
     WS_CHANNEL_MANAGERS,
     WS_MODEL,
@@ -106,7 +107,7 @@ class ChannelAdmin:
         problem = await self.invalid(client, ws, channel_id, command)
         if problem:
             return _("Nothing changed: {problem}").format(problem=problem)
-        done = await self.write(ws, user_id, channel_id, [command])
+        done = await self.write(client, ws, user_id, channel_id, [command])
         if not done:
             return _("That is this channel's setting already; nothing changed.")
         if command.setting == "prompt" and command.value:
@@ -114,10 +115,14 @@ class ChannelAdmin:
                 prompt=escape(command.value))
         return changed_text(done)
 
-    async def write(self, ws: Workspace, user_id: str, channel_id: str, commands: Sequence[ChannelSet]) -> list[Change]:
-        """Set valid, allowed values, audited, in one transaction; the changes (none when all were set already)."""
+    async def write(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, channel_id: str, commands: Sequence[ChannelSet]
+    ) -> list[Change]:
+        """Set valid, allowed values, audited, in one transaction; the changes (none when all were set already).
+        Instructions are stored with who set them: an admin, or (``channel-managers on``) the channel's creator."""
+        role = "admin" if await self.users.is_admin(client, ws, user_id) else "creator"
         return await self.store.write_audited(ws, self.key(ws, channel_id), lambda raw: _set(
-            ChannelSettings.decode(raw), commands, channel_id, user_id, self.store.clock()))
+            ChannelSettings.decode(raw), commands, channel_id, f"{role}:{user_id}", self.store.clock()))
 
     async def may_open(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
         """Whether ``user_id`` may change some channel's agent: an admin, or anyone where channel creators may
@@ -248,8 +253,10 @@ class ChannelAdmin:
 
 
 def _set(
-    before: ChannelSettings, commands: Sequence[ChannelSet], channel_id: str, actor: str, at: Any
+    before: ChannelSettings, commands: Sequence[ChannelSet], channel_id: str, by: str, at: Any
 ) -> tuple[dict[str, str | None], list[Change]]:
+    """``by``: ``<role>:<user id>`` of the person setting them."""
+    actor = by.partition(":")[2]
     writes: dict[str, str | None] = {}
     audit: list[Change] = []
     for command in commands:
@@ -259,6 +266,8 @@ def _set(
         audit.append(Change(actor, at, channel_field(channel_id, command.setting), before.shown(command.setting),
                             after.shown(command.setting)))
         writes[command.setting] = command.value or None
+        if command.setting == "prompt":
+            writes[PROMPT_BY] = by if command.value else None
     return writes, audit
 
 
@@ -268,7 +277,7 @@ def _reset(
     empty = ChannelSettings()
     changed: list[ChannelSetting] = [s for s in SETTINGS if before.stored(s)]
     audit = [Change(actor, at, channel_field(channel_id, s), before.shown(s), empty.shown(s)) for s in changed]
-    return {s: None for s in changed}, audit
+    return {**{s: None for s in changed}, **({PROMPT_BY: None} if "prompt" in changed else {})}, audit
 
 
 def _on_off(on: bool) -> str:

@@ -31,6 +31,9 @@ Respond = Literal["mention", "all"]
 RESPONDS: tuple[Respond, ...] = get_args(Respond)
 #: A channel's instructions, characters at most: they go into every request of the channel's runs.
 PROMPT_MAX_CHARS = 2000
+#: The hash field recording who set the instructions (``admin:U1`` / ``creator:U2``): the model is told whose
+#: words they are, and a channel creator's are not an admin's.
+PROMPT_BY = "prompt_by"
 #: The audit field of a channel's setting: ``channel:<channel id>:<setting>``.
 CHANNEL_FIELD_PREFIX = "channel:"
 #: The workspace's own fields in its settings hash, and their audit fields.
@@ -52,6 +55,8 @@ class ChannelSettings:
     display: Display | None = None
     verbosity: Verbosity | None = None
     respond: Respond = "mention"
+    #: Who set the instructions: ``admin:<user id>`` or ``creator:<user id>`` ("" when not recorded).
+    prompt_by: str = ""
 
     @classmethod
     def decode(cls, raw: Mapping[Any, Any]) -> ChannelSettings:
@@ -68,6 +73,7 @@ class ChannelSettings:
             display=_one_of(fields.get("display"), get_args(Display)),
             verbosity=_one_of(fields.get("verbosity"), get_args(Verbosity)),
             respond=_one_of(fields.get("respond"), RESPONDS) or "mention",
+            prompt_by=fields.get(PROMPT_BY, ""),
         )
 
     def stored(self, setting: ChannelSetting) -> str:
