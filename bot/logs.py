@@ -122,7 +122,7 @@ class TextFormatter(logging.Formatter):
         super().__init__(TEXT_FORMAT)
         self.redactor = redactor
 
-    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+    def formatMessage(self, record: logging.LogRecord) -> str:
         return super().formatMessage(logging.makeLogRecord({**record.__dict__, "message": one_line(record.message)}))
 
     def format(self, record: logging.LogRecord) -> str:
