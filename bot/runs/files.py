@@ -150,13 +150,13 @@ def problems_notice(
 
 
 async def gather_attachments(
-    turn: Turn, client: AsyncWebClient, refs: Sequence[FileRef], caps: FileCaps
+    turn: Turn, client: AsyncWebClient, refs: Sequence[FileRef], caps: FileCaps, *, external: bool = True
 ) -> tuple[tuple[Attachment, ...], str]:
     """The run's attachments (``refs``: ``EarlierFiles.for_run``'s) and the notice about the problems of the
-    turn's own files ("" when none)."""
+    turn's own files ("" when none); ``external``: files from outside the workspace are read."""
     if not refs:
         return (), ""
-    fetcher = FileFetcher(client, turn.workspace, caps)
+    fetcher = FileFetcher(client, turn.workspace, caps, external=external)
     attachments = await fetcher.fetch(refs)
     for a in attachments:
         if a.note:

@@ -278,7 +278,8 @@ class TurnRunner:
             return None
         stored_files, sessions_refused = plan.read
         refs, record_files = await self.thread_files.for_run(turn, poster.client, stored_files)
-        attachments, problems = await gather_attachments(turn, poster.client, refs, self.file_caps)
+        attachments, problems = await gather_attachments(turn, poster.client, refs, self.file_caps,
+                                                         external=plan.external_files)
         if problems:
             await poster.post(turn.target, render.notice(problems))
         run_id = turn.run_id

@@ -35,6 +35,7 @@ from bot.workspace.channel_settings import (
     PROMPT_BY,
     SETTINGS,
     WS_CHANNEL_MANAGERS,
+    WS_EXTERNAL_FILES,
     WS_MODEL,
     WS_RUN_MODEL,
     ChannelSetting,
@@ -235,16 +236,17 @@ class ChannelAdmin:
             if command.name and self.models.get(command.name) is None:
                 return _("Nothing changed: `{name}` is not a model this deployment allows; pick one of: {models}."
                          ).format(name=command.name, models=self.models.listed())
-            field, value = WS_MODEL, command.name
+            field, value, fallback = WS_MODEL, command.name, self.models.default.name
+        elif command.name == "external-files":  # on unless turned off: only "off" is stored
+            field, value, fallback = WS_EXTERNAL_FILES, "" if command.on else "off", "on"
         else:
             field = WS_RUN_MODEL if command.name == "run-model" else WS_CHANNEL_MANAGERS
-            value = "on" if command.on else ""
+            value, fallback = "on" if command.on else "", "off"
 
         def plan(raw: dict[str, str]) -> tuple[dict[str, str | None], list[Change]]:
             old = raw.get(field, "")
             if old == value:
                 return {}, []
-            fallback = self.models.default.name if field == WS_MODEL else "off"
             change = Change(user_id, self.store.clock(), field, old or fallback, value or fallback)
             return {field: value or None}, [change]
 

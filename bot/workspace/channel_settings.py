@@ -38,6 +38,8 @@ PROMPT_BY = "prompt_by"
 CHANNEL_FIELD_PREFIX = "channel:"
 #: The workspace's own fields in its settings hash, and their audit fields.
 WS_MODEL, WS_RUN_MODEL, WS_CHANNEL_MANAGERS = "model", "run-model", "channel-managers"
+#: Stored only as ``off`` (runs read files from outside the workspace unless its admins say no).
+WS_EXTERNAL_FILES = "external-files"
 
 
 def channel_field(channel_id: str, setting: str) -> str:
@@ -102,12 +104,15 @@ class WorkspaceChoices:
     run_model: bool = False
     #: A channel's creator may change its settings, not only admins.
     channel_managers: bool = False
+    #: Runs read files Slack serves from another organisation (Slack Connect) or another workspace of the org,
+    #: as untrusted input.
+    external_files: bool = True
 
     @classmethod
     def decode(cls, raw: Mapping[Any, Any]) -> WorkspaceChoices:
         fields = {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
         return cls(fields.get(WS_MODEL, ""), fields.get(WS_RUN_MODEL) == "on",
-                   fields.get(WS_CHANNEL_MANAGERS) == "on")
+                   fields.get(WS_CHANNEL_MANAGERS) == "on", fields.get(WS_EXTERNAL_FILES) != "off")
 
 
 @dataclass(frozen=True, slots=True)
