@@ -17,7 +17,7 @@ from agent_core.budget import (
 )
 from agent_core.cancel import Cancelled, CancelToken
 from agent_core.completion import LLMResponse, ToolCallRequest
-from agent_core.cost import PRICE_TABLE_DATE, ModelChoice, Price, format_usd, price_for, usd_to_micros
+from agent_core.cost import MICROS_PER_USD, PRICE_TABLE_DATE, ModelChoice, Price, format_usd, price_for, usd_to_micros
 from agent_core.errors import AgentError, ConfigError, LLMCause, LLMError, StoreError
 from agent_core.events import (
     AnswerDelta,
@@ -84,6 +84,7 @@ __all__ = [
     "Lease",
     "LeaseKeeper",
     "Limits",
+    "MICROS_PER_USD",
     "Message",
     "ModelChoice",
     "Observed",

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
-from agent_core import Period, format_usd
+from agent_core import MICROS_PER_USD, Period, format_usd
 from bot.errors import InvalidValue
 from bot.i18n import N_, _
 from bot.settings import Display, Verbosity
@@ -19,7 +19,6 @@ from bot.workspace.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
 from bot.workspace.config import (
     BOUNDS,
     LABELS,
-    MICROS_PER_USD,
     MONEY_FIELDS,
     ConfigField,
     ConfigValue,

@@ -12,14 +12,13 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Literal, get_args
 
-from agent_core import ConfigError, Limits, Period, format_usd, usd_to_micros
+from agent_core import MICROS_PER_USD, ConfigError, Limits, Period, format_usd, usd_to_micros
 from bot.errors import InvalidValue
 from bot.settings import MAX_CONCURRENT_RUNS_CAP, Display, Settings, Verbosity
 from bot.workspace.models import DEFAULT_MODELS, Models
 from bot.workspace.tool_choice import CatalogEntry, catalog_of
 from tools import ToolPolicy, builtin_registry
 
-MICROS_PER_USD = 1_000_000
 _DEFAULTS = Settings.model_fields
 DEFAULT_MAX_STEPS: int = _DEFAULTS["agent_max_steps"].default
 DEFAULT_MAX_TOKENS: int = _DEFAULTS["agent_max_tokens"].default

@@ -20,11 +20,11 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import StopReason, format_usd
+from agent_core import MICROS_PER_USD, StopReason, format_usd
 from bot.i18n import N_, _, ngettext
 from bot.identity import Workspace
 from bot.markup import escape
-from bot.workspace.config import MICROS_PER_USD, quote
+from bot.workspace.config import quote
 from bot.workspace.ledger import RunLedger
 from bot.workspace.people import SlackUsers
 from bot.workspace.store import unavailable

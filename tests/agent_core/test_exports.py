@@ -50,6 +50,7 @@ def test_public_names() -> None:
         "StoreError",
         # money
         "PRICE_TABLE_DATE",
+        "MICROS_PER_USD",
         "Price",
         "ModelChoice",
         "format_usd",

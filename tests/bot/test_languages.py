@@ -209,3 +209,31 @@ async def test_slacks_search_refusal_is_shown_in_spanish_while_the_model_reads_i
     line = next(line for line in reply.splitlines() if "`slack_search`" in line)
     assert "a la app le falta el permiso `search:read.public`" in line, line
     assert "lacks the" not in line
+
+
+async def test_a_spanish_speakers_run_at_its_step_limit_is_told_why_in_spanish(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    await WorkspaceLimitsStore(redis_client, key_prefix=key_prefix).set(Workspace("T0001"), "max_steps", 2, "UA")
+    fake_slack.users["UES"] = {"locale": "es-ES"}
+    fake_openai.queue(tool_calls(("calculator", {"expression": "1+1"})),
+                      tool_calls(("calculator", {"expression": "2+2"})))
+    *_, last = await asked(app, fake_slack, user="UES")
+    shown = last.block_text()
+    # The engine's account of the stop and the limit it hit, in Spanish: no English sentence of the engine's left.
+    assert "No pude terminar: alcancé el límite de pasos (max_steps: alcanzado el límite de 2 pasos)." in shown
+    assert "Lo que encontré hasta ahora:" in shown and "Responde en este hilo para que siga desde aquí." in shown
+    assert "\nmax_steps: alcanzado el límite de 2 pasos" in shown
+    assert "could not finish" not in shown and "cap reached" not in shown
+
+
+async def test_a_japanese_speakers_filtered_reply_is_explained_in_japanese(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_slack.users["UJA"] = {"locale": "ja-JP"}
+    fake_openai.queue(text("", finish_reason="content_filter"))
+    *_, last = await asked(app, fake_slack, user="UJA")
+    shown = last.block_text()
+    assert shown.startswith("モデル提供元のコンテンツフィルターがこの応答を止めたため、表示できる回答がありません。")
+    assert "\nrefused: 提供元のコンテンツフィルターが応答を止めました" in shown
+    assert "content filter" not in shown

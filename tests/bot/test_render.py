@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from agent_core import Limits, Observed, RunStarted, Stopped, StopReason, ToolCalled, Usage
+from agent_core import Limits, Observed, RunStarted, StopFacts, Stopped, StopReason, ToolCalled, Usage
+from bot.i18n import speaking
 from bot.thread import render
 from bot.thread.render import STOP_WORDS, RunView, Step
 
@@ -89,3 +90,15 @@ def test_a_cost_counted_offline_says_it_is_an_estimate() -> None:
     reported = Stopped(StopReason.FINAL_ANSWER, "ok", 1, Usage(100, 20, 0, 1_234))
     assert "(estimate)" in " ".join(m.text + json.dumps(m.blocks) for m in render.final_messages(counted))
     assert "(estimate)" not in " ".join(m.text + json.dumps(m.blocks) for m in render.final_messages(reported))
+
+
+def test_the_stop_line_is_worded_from_the_facts_never_from_the_engines_english() -> None:
+    """The detail is the engine's English for logs: the thread's line comes from the facts alone."""
+    facts = StopFacts(limit=500_000, used=480_000, needed=52_000)
+    stopped = Stopped(StopReason.MAX_COST, "answer", 3, Usage(), detail="(English for logs only)", facts=facts)
+    line = render.stop_line(stopped)
+    assert "\nmax_cost: $0.50 cap, $0.48 spent, next call could cost $0.0520" in line
+    assert "English for logs" not in line
+    with speaking("ja"):
+        assert "\nmax_cost: 上限 $0.50、使用済み $0.48、次の呼び出しは最大 $0.0520 かかる可能性があります" in (
+            render.stop_line(stopped))
