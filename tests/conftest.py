@@ -114,14 +114,33 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"redis: {url}" + (" (embedded Valkey, stopped at the end)" if _embedded is not None else "")
 
 
+#: The run's own temporary directory: TMPDIR of every test and of every process a test starts (a killed
+#: ``python -m bot`` leaves its metrics folder behind, a killed MCP server its files), removed when the run ends.
+_run_tmp: Path | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    global _run_tmp
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: it inherited the controller's TMPDIR
+    _run_tmp = Path(tempfile.mkdtemp(prefix="slack-agent-tests-"))
+    os.environ["TMPDIR"] = str(_run_tmp)
+    tempfile.tempdir = str(_run_tmp)  # gettempdir() caches its answer; pytest's tmp_path reads it too
+
+
 def pytest_unconfigure() -> None:
-    global _embedded, _embedded_dir
+    global _embedded, _embedded_dir, _run_tmp
     if _embedded is not None:
         asyncio.run(_embedded.stop())
         _embedded = None
     if _embedded_dir is not None:
         shutil.rmtree(_embedded_dir, ignore_errors=True)
         _embedded_dir = None
+    if _run_tmp is not None:
+        tempfile.tempdir = None
+        shutil.rmtree(_run_tmp, ignore_errors=True)
+        _run_tmp = None
 
 
 _KEEP_ENV = {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "TEST_REDIS_URL", "CI"}

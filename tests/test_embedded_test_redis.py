@@ -50,3 +50,33 @@ def test_a_named_redis_that_does_not_answer_stops_the_run(unused_tcp_port: int) 
     assert run.returncode != 0
     assert f"TEST_REDIS_URL={url}: no Redis answers there" in output
     assert " passed" not in output
+
+
+LEAVING = '''
+import os, tempfile
+from pathlib import Path
+
+
+def test_a_killed_service_leaves_its_folders(tmp_path):
+    # What a `python -m bot` killed with SIGKILL leaves: its metrics folder, where TMPDIR says.
+    Path(tempfile.mkdtemp(prefix="bot-metrics-", dir=os.environ["TMPDIR"]), "counter_1.db").write_text("x")
+    tempfile.mkdtemp(prefix="bot-metrics-")
+    (tmp_path / "a-file").write_text("x")
+'''
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_run_leaves_nothing_in_the_temporary_directory(tmp_path: Path, workers: str) -> None:
+    system_tmp = tmp_path / "tmp"
+    system_tmp.mkdir()
+    (tmp_path / "test_leaving.py").write_text(LEAVING)
+    env = {name: os.environ[name] for name in ("PATH", "HOME", "LANG") if name in os.environ}
+    env.update(PYTHONPATH=str(ROOT), TMPDIR=str(system_tmp))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-n", workers,
+         "--rootdir", str(tmp_path), str(tmp_path / "test_leaving.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+    assert sorted(p.name for p in system_tmp.iterdir()) == []
