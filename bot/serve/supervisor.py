@@ -15,7 +15,8 @@ its environment by the parent:
   child does not interrupt scrapes.
 
 Before any of that, the parent runs the start-up checks (``bot.serve.startup``) for every process it will start,
-ports included: a bad setting is one line and exit 2, not N children failing in turn.
+ports included, and waits for ``REDIS_URL`` to answer: a bad setting is one line and exit 2, not N children
+failing in turn.
 
 A child that dies is started again after a backoff (0.5 s, doubling to 30 s, back to 0.5 s once a child has
 run a minute). One that exits with 2, the exit code of a bad setting, would fail the same way again: the
@@ -41,6 +42,7 @@ from prometheus_client.multiprocess import mark_process_dead
 
 from bot.embedded_redis import EmbeddedRedis, die_with_parent
 from bot.metrics import MULTIPROC_ENV
+from bot.redis import require_answer
 from bot.serve import startup
 from bot.serve.metrics_http import supervisor_metrics
 from bot.settings import Role, Settings
@@ -166,6 +168,8 @@ class Supervisor:
 async def supervise(role: Role, processes: int, settings: Settings) -> int:
     """Run ``role`` as ``processes`` supervised processes (plus the web one for ``all``); the exit code."""
     startup.check(settings, role, supervisor=True)  # a bad setting stops here, not in every child
+    if not settings.embedded_redis:  # so does a Redis that does not answer: one wait, one line
+        await require_answer(settings.redis_url or "", settings.redis_sentinel(), settings.redis_startup_wait_seconds)
     embedded: EmbeddedRedis | None = None
     metrics_dir = Path(tempfile.mkdtemp(prefix="bot-metrics-"))
     try:

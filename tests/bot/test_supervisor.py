@@ -237,9 +237,8 @@ async def test_a_missing_setting_is_one_line_before_any_process_starts(
 async def test_a_child_failing_on_a_setting_stops_the_supervisor_instead_of_looping(
     running: list[BotProcess], tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:
-    # Only a child finds that its Redis does not answer (the parent connects to none): each says so and exits 2.
-    env = bot_env(key_prefix, fake_slack, fake_openai, REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
-                  REDIS_STARTUP_WAIT_SECONDS="0")
+    # Only a child finds that its trace exporter is not shipped (the parent sets up none): each exits 2.
+    env = bot_env(key_prefix, fake_slack, fake_openai, OTEL_TRACES_EXPORTER="zipkin")
     bot = await BotProcess.start("worker", "--processes", "2", env=env, cwd=tmp_path)
     running.append(bot)
     assert await bot.exited() == 2
