@@ -55,12 +55,20 @@ class HttpServer:
             await self.proc.wait()
 
 
+#: How long ``connected`` lets the servers' first connections take: a bound for a loaded machine (a server's
+#: interpreter importing its SDK can take seconds), not a target; ``start`` returns as soon as every attempt ended.
+FIRST_CONNECT_BOUND_SECONDS = 120.0
+
+
 @asynccontextmanager
 async def connected(
     servers_json: dict[str, Any], default_timeout: float = 20.0, **options: Any
 ) -> AsyncIterator[McpServers]:
+    """The servers, each one's first connection attempt over (connected or refused), unless the test gives its
+    own ``startup_wait`` (the service's 5 s would leave a slow-starting server out, and its tools unknown)."""
     environ = {"TOKEN": TOKEN, "PATH": os.environ["PATH"]}
     configs = parse_config({"mcpServers": servers_json}, environ)
+    options.setdefault("startup_wait", FIRST_CONNECT_BOUND_SECONDS)
     servers = McpServers(configs, default_timeout=default_timeout, **options)
     await servers.start()
     try:
