@@ -124,9 +124,12 @@ def pytest_configure(config: pytest.Config) -> None:
     global _run_tmp
     if hasattr(config, "workerinput"):
         return  # an xdist worker: it inherited the controller's TMPDIR
-    _run_tmp = Path(tempfile.mkdtemp(prefix="slack-agent-tests-"))
+    _run_tmp = Path(tempfile.mkdtemp(prefix="sat-"))  # short: a test's Unix socket path must stay under 100 bytes
     os.environ["TMPDIR"] = str(_run_tmp)
-    tempfile.tempdir = str(_run_tmp)  # gettempdir() caches its answer; pytest's tmp_path reads it too
+    tempfile.tempdir = str(_run_tmp)  # gettempdir() caches its answer
+    if config.option.basetemp is None:
+        # tmp_path in it too, without pytest's pytest-of-<user>/pytest-<n> levels (paths as short as before).
+        config.option.basetemp = str(_run_tmp / "t")
 
 
 def pytest_unconfigure() -> None:
