@@ -10,9 +10,9 @@ its environment by the parent:
   ``WORKER_HEALTH_PORT``. With ``REDIS_URL`` unset the parent starts the embedded Redis once and gives its URL
   to all.
 - ``PROMETHEUS_MULTIPROC_DIR``: a fresh directory for the run, where every child's metrics are summed by
-  whichever process answers ``/metrics``; removed on exit, or by the next start after a SIGKILL. A dead child's live gauges are removed from it. With ``METRICS_PORT``
-  the parent alone serves ``/metrics`` there (the children serve none), so nothing collides and a restart of a
-  child does not interrupt scrapes.
+  whichever process answers ``/metrics``; removed on exit, or by the next start after a SIGKILL. A dead child's
+  live gauges are removed from it. With ``METRICS_PORT`` the parent alone serves ``/metrics`` there (the children
+  serve none), so nothing collides and a restart of a child does not interrupt scrapes.
 
 Before any of that, the parent runs the start-up checks (``bot.serve.startup``) for every process it will start,
 ports included, and waits for ``REDIS_URL`` to answer: a bad setting is one line and exit 2, not N children
