@@ -215,6 +215,9 @@ class StopFacts:
     cause: str = ""
     """Why an LLM call failed (``agent_core.errors.LLMCause``), when ``case`` is ``llm``."""
 
+    message: str = ""
+    """The error's own message (``error``): the provider's wording where there is one, shown as it is."""
+
     text: str = ""
     """The model's answer so far, as shown (``cut_again``, ``no_larger_call``)."""
 

@@ -154,7 +154,8 @@ class Agent:
             run = await self._open(request)
         except StoreError as exc:
             yield Stopped(StopReason.ERROR, f"I could not load this conversation: {exc}", 0, Usage(),
-                          f"error: {exc}", request.run_id or "", store_failed=True, facts=StopFacts(case="load"))
+                          f"error: {exc}", request.run_id or "", store_failed=True,
+                          facts=StopFacts(case="load", message=str(exc)))
             return
         async with contextlib.aclosing(self._steps(run)) as steps:  # closed with the caller's iteration
             async for event in steps:
@@ -226,9 +227,10 @@ class Agent:
         if isinstance(exc, _Deadline):
             return run.stopper.time_stop()
         if isinstance(exc, LLMError):
-            return Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}", facts=StopFacts(case="llm", cause=exc.cause))
+            return Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}",
+                        facts=StopFacts(case="llm", cause=exc.cause, message=str(exc)))
         return Stop(StopReason.ERROR, f"error: the state store failed: {exc}", store_failed=True,
-                    facts=StopFacts(case="store"))
+                    facts=StopFacts(case="store", message=str(exc)))
 
     async def _open(self, request: RunRequest) -> Run:
         """The run's state: where it starts (``start_of``), its stopper, budget holds, tools and system message."""

@@ -179,10 +179,13 @@ def _cancelled(facts: StopFacts) -> str:
 def _error(facts: StopFacts) -> str:
     if facts.case == "llm":
         words = _(CAUSE_WORDS[facts.cause]) if facts.cause in CAUSE_WORDS else ""
-        return f"{words} ({facts.cause})" if words else facts.cause
-    if facts.case == "load":
-        return _("this conversation could not be loaded")
-    return _("the state store failed") if facts.case == "store" else ""
+        said = f"{words} ({facts.cause})" if words else facts.cause
+    elif facts.case == "load":
+        said = _("this conversation could not be loaded")
+    else:
+        said = _("the state store failed") if facts.case == "store" else ""
+    # The error's own message (the provider's wording) as it is, after the words for its cause.
+    return f"{said}: {facts.message}" if said and facts.message else said
 
 
 def _refused(facts: StopFacts) -> str:
