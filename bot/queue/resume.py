@@ -23,10 +23,10 @@ from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.queue.turns import ThreadQueue
 from bot.runs.run import TurnRunner
-from bot.runs.turn import Turn
 from bot.thread import render
 from bot.thread.poster import Poster
 from bot.thread.sink import RunLedger
+from bot.turn import Turn
 
 log = logging.getLogger(__name__)
 

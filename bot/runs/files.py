@@ -26,7 +26,7 @@ from bot.keys import AppKeys
 from bot.markup import escape
 from bot.redis import as_text
 from bot.runs.downloads import FileCaps, FileFetcher, FileProblem
-from bot.runs.turn import FileRef, Turn
+from bot.turn import FileRef, Turn
 
 log = logging.getLogger(__name__)
 

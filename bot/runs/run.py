@@ -45,13 +45,13 @@ from bot.runs.egress import ThreadNotices, egress_policy
 from bot.runs.files import EarlierFiles, gather_attachments
 from bot.runs.outputs import ThreadOutputs
 from bot.runs.toolbox import Toolbox
-from bot.runs.turn import Turn
 from bot.settings import Settings
 from bot.thread import render
 from bot.thread.feed import aclose_events, pipelined
 from bot.thread.poster import Pacer, Poster
 from bot.thread.sink import RunLedger, RunSink
 from bot.thread.slack_reader import WebSlackReader
+from bot.turn import Turn
 from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
 from bot.workspace.channel_run import about_run, instructions_of
 from bot.workspace.models import split_run_model

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agent_core.budget import BudgetUsage, period_window
-from bot.thread.home_views import (
+from bot.receive.views.home import (
     EDIT_ACTION,
     MODAL_CALLBACK,
     RESET_ACTION,

@@ -28,9 +28,9 @@ from bot.queue.turns import enqueue_turn
 from bot.queue.worker import default_agent
 from bot.redis import RedisHandle
 from bot.runs.run import STORE_LOST_NOTICE, STORE_REFUSED_NOTICE, lease_id
-from bot.runs.turn import Turn
 from bot.settings import Settings
 from bot.slack_client import make_web_client
+from bot.turn import Turn
 from tests.bot.conftest import SECRET, App, burst_worker
 from tests.bot.service_processes import (
     assert_no_secrets,

@@ -15,10 +15,10 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot import identity
-from bot.deps import Services
 from bot.i18n import _, speaking
 from bot.identity import Conversation
 from bot.queue.turns import request_cancel
+from bot.receive.deps import Services
 from bot.receive.listeners.control import may_control
 from bot.runs.approval_messages import APPROVE_ACTION_ID, APPROVE_RUN_ACTION_ID, DENY_ACTION_ID, describe
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide

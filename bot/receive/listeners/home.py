@@ -2,7 +2,7 @@
 reset the limits, and the modal's submission changes them, with the same validation and authorization as
 ``/agent-limits``.
 
-The handlers only fetch, authorize and publish; the views are built by the pure ``bot.thread.home_views``.
+The handlers only fetch, authorize and publish; the views are built by the pure ``bot.receive.views.home``.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import StoreError
-from bot.deps import Services
 from bot.errors import SlackLookupError
 from bot.i18n import speaking
 from bot.identity import Workspace
+from bot.receive.deps import Services
 from bot.receive.listeners.commands import limits_for_services, workspace_of
-from bot.thread.home_views import (
+from bot.receive.views.home import (
     EDIT_ACTION,
     MODAL_CALLBACK,
     RECENT_RUNS,

@@ -25,12 +25,12 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot import metrics
-from bot.deps import Services
 from bot.errors import Refused
 from bot.identity import IdentityMiddleware
 from bot.logs import OncePer
 from bot.oauth.flow import add_oauth_routes, register_revocation_listeners
 from bot.receive import listeners, payloads
+from bot.receive.deps import Services
 from bot.receive.http_guard import SlowBodies, rearm_after_response
 from bot.serve.health import RedisProbe
 from bot.serve.metrics_http import add_public_metrics

@@ -16,8 +16,6 @@ from arq import Worker
 from redis.exceptions import RedisError
 
 from bot import metrics
-from bot.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
-from bot.deps import Services
 from bot.keys import AppKeys
 from bot.oauth.flow import build_oauth
 from bot.queue.jobs import AgentFactory, Runtime
@@ -30,9 +28,11 @@ from bot.queue.worker import (
     default_agent,
 )
 from bot.receive import socket_mode
+from bot.receive.deps import Services
 from bot.receive.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
 from bot.redis import RedisHandle, open_redis
 from bot.serve import startup
+from bot.serve.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
 from bot.serve.health import PROBE_TIMEOUT_SECONDS, RedisProbe
 from bot.serve.metrics_http import MetricsListener
 from bot.settings import Role, Settings

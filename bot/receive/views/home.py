@@ -34,7 +34,7 @@ from tools import ToolListing
 
 EDIT_ACTION = "agent_limits_edit"
 RESET_ACTION = "agent_limits_reset"
-#: Opens the channel settings modal (``bot.thread.channel_modal``).
+#: Opens the channel settings modal (``bot.receive.views.channel``).
 CHANNEL_ACTION = "agent_channel_settings"
 MODAL_CALLBACK = "agent_limits_modal"
 RECENT_RUNS = 10

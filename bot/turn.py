@@ -8,7 +8,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.identity import Conversation, Workspace
-from bot.thread.poster import Target
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a run speaks: its conversation (whose channel it posts in), the Slack thread to reply in (a DM
+    conversation spans many), and the human message that asked."""
+
+    conversation: Conversation
+    thread_ts: str
+    message_ts: str
+
+    @property
+    def channel_id(self) -> str:
+        return self.conversation.channel_id
 
 
 @dataclass(frozen=True, slots=True)
