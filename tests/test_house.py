@@ -39,7 +39,6 @@ COMPLEX_FUNCTIONS: dict[str, str] = {
     "bot/receive/listeners/events.py:register": "one registration per subscribed event type",
     "bot/receive/payloads.py:check_event_envelope": "one check per field of Slack's envelope, each its own message",
     "bot/runs/downloads.py:_get": "a download's answers: redirect hop, refusal, size cap, type, timeout",
-    "bot/serve/service.py:close": "closes each part it opened, each failure logged on its own (issue 39 step 2)",
     "bot/thread/feed.py:pipelined": "one branch per event type the feed writes in one pipeline",
     "bot/thread/stream_writer.py:close": "a stream's endings: sealed, refused, fallback, final chunk",
     "bot/workspace/channel_admin.py:run": "the channel sub-commands' dispatch (issue 39 step 5: admin/)",

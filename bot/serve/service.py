@@ -208,31 +208,9 @@ class Service:
             log.info("listening on %s:%s%s", self.settings.host, self.port, "/slack/events")
 
     async def close(self) -> None:
-        if self._metrics is not None:
-            await self._metrics.close()
-            self._metrics = None
-        if self._socket is not None:
-            await self._socket.close()
-            self._socket = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if self._resume_task is not None:
-            self._resume_task.cancel()  # its runs hand their leases over: another worker resumes them at once
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._resume_task
-            self._resume_task = None
-        if self._worker_task is not None:
-            worker = self._worker
-            if worker is not None:  # cancelled in a poll, it could leave a Redis connection checked out
-                await worker.stop_polling(JOB_START_WAIT_SECONDS)
-            self._worker_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker_task
-            if worker is not None:
-                await _let_jobs_start(worker)
-                await close_worker(worker)
-            self._worker_task = None
+        """Closes each part the service opened, the web side first, the clients they use last."""
+        await self._close_web()
+        await self._stop_worker()
         if self._runtime is not None:
             await self._runtime.aclose()
             self._runtime = None
@@ -242,6 +220,36 @@ class Service:
         if self._http is not None:
             await self._http.close()
             self._http = None
+
+    async def _close_web(self) -> None:
+        if self._metrics is not None:
+            await self._metrics.close()
+            self._metrics = None
+        if self._socket is not None:
+            await self._socket.close()
+            self._socket = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _stop_worker(self) -> None:
+        if self._resume_task is not None:
+            self._resume_task.cancel()  # its runs hand their leases over: another worker resumes them at once
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resume_task
+            self._resume_task = None
+        if self._worker_task is None:
+            return
+        worker = self._worker
+        if worker is not None:  # cancelled in a poll, it could leave a Redis connection checked out
+            await worker.stop_polling(JOB_START_WAIT_SECONDS)
+        self._worker_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._worker_task
+        if worker is not None:
+            await _let_jobs_start(worker)
+            await close_worker(worker)
+        self._worker_task = None
 
     async def __aenter__(self) -> Self:
         try:
