@@ -27,6 +27,7 @@ from bot.receive.views.home import (
     MODAL_CALLBACK,
     RECENT_RUNS,
     RESET_ACTION,
+    HomeState,
     home_view,
     limits_modal,
     read_modal,
@@ -137,12 +138,12 @@ async def publish_home(
         runs = await rules.runs.recent_runs(ws, RECENT_RUNS)
         tools, published = await rules.tools(ws)
         feedback = await rules.feedback.summary(ws, config.period) if rules.feedback else None
-        view = home_view(
-            config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice,
+        view = home_view(HomeState(
+            config, usage, rules.users.who_may_change(), runs, is_admin=is_admin, notice=notice,
             tools=tools, tools_published=published, feedback=feedback, spenders=spenders,
             org_unreadable=org is not None and org.unreadable, models=await rules.channels.summary(ws),
             channel_settings=channel_settings,
-        )
+        ))
     except StoreError as exc:
         log.warning("App Home for %s: %s", user_id, exc)
         view = unavailable_view()
