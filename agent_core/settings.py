@@ -39,7 +39,7 @@ class AgentSettings(BaseSettings):
     openai_timeout_seconds: float = Field(default=60.0, gt=0, description="Timeout of one LLM HTTP request.")
     openai_max_retries: int = Field(
         default=3, ge=0, le=10,
-        description="Retries of a failed LLM call (429 except insufficient_quota, 5xx, timeouts).",
+        description="Retries of a failed LLM call (429 except an account out of quota, 5xx, timeouts).",
     )
     openai_stream: bool = Field(
         default=True, description="Stream answers (server-sent events); false for endpoints that do not stream."

@@ -69,7 +69,7 @@ STREAM_PIECES = 3
 #: How long ``wait_for_*`` waits before failing the test; a safety net against hangs, not a poll interval.
 DEFAULT_WAIT_TIMEOUT = 5.0
 
-FinishReason = Literal["stop", "length", "content_filter"]
+FinishReason = Literal["stop", "length", "content_filter", "refusal"]
 
 # The "type" OpenAI puts in its error body, by status, when the test does not choose one.
 _ERROR_TYPES = {
@@ -107,7 +107,8 @@ class TextReply(_Usage):
     content: str | None
     """The message content, sent whole or split into a few stream chunks (null with a refusal)."""
     finish_reason: FinishReason = "stop"
-    """``choices[0].finish_reason``; "length" lets a test act out a truncated answer."""
+    """``choices[0].finish_reason``; "length" lets a test act out a truncated answer, "refusal" a gateway passing
+    on Anthropic's own stop reason."""
     refusal: str | None = None
     """``message.refusal`` (streamed as ``delta.refusal`` pieces): the model declining, as OpenAI sends it."""
     reasoning: str | None = None
