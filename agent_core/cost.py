@@ -97,6 +97,28 @@ def table_price(model: str, table: dict[str, T]) -> T | None:
     return table.get(snapshot["base"]) if snapshot else None
 
 
+#: Speech to text (``/audio/transcriptions``), micro-dollars per minute of audio (see PRICE_TABLE_DATE). OpenAI
+#: bills whisper-1 by the second of audio; the gpt-4o ones by tokens, published as these estimates per minute.
+TRANSCRIBE_PRICES: dict[str, int] = {
+    "whisper-1": 6_000,
+    "gpt-4o-transcribe": 6_000,
+    "gpt-4o-mini-transcribe": 3_000,
+}
+
+
+def transcribe_price_for(model: str, per_minute: Decimal | None = None) -> int:
+    """Micro-dollars per minute of audio transcribed with ``model``: the override when given, else the table.
+
+    An unknown model without the override is a start-up error, as for chat models."""
+    if per_minute is not None:
+        return usd_to_micros(per_minute, setting="OPENAI_TRANSCRIBE_PRICE_PER_MINUTE")
+    known = table_price(model, TRANSCRIBE_PRICES)
+    if known is None:
+        raise ConfigError(f"No price known for transcription model {model!r}: set "
+                          "OPENAI_TRANSCRIBE_PRICE_PER_MINUTE (USD per minute of audio) so budgets count it")
+    return known
+
+
 def usd_to_micros(value: str | Decimal, *, setting: str) -> int:
     """Parse a dollar amount strictly (plain decimal, not negative, at most micro-dollar precision)."""
     try:

@@ -22,6 +22,7 @@ from agent_core.errors import LLMCause, LLMError
 from agent_core.provider_errors import cause_of, error_fields, retryable
 from agent_core.sse import DeltaSink, StreamDelta
 from agent_core.store import Message
+from agent_core.transcripts import Heard
 
 if TYPE_CHECKING:
     import openai
@@ -154,8 +155,9 @@ class OpenAIChatLLM:
             self._session = None
         await self._client.close()
 
-    async def transcribe(self, data: bytes, name: str, mimetype: str, *, model: str) -> str:
-        """Speech to text through the endpoint's ``/audio/transcriptions``; LLMError when it fails."""
+    async def transcribe(self, data: bytes, name: str, mimetype: str, *, model: str) -> Heard:
+        """Speech to text through the endpoint's ``/audio/transcriptions``, with the seconds it says it billed
+        (``usage.seconds``, when it reports a duration); LLMError when it fails."""
         import openai
 
         try:
@@ -169,7 +171,9 @@ class OpenAIChatLLM:
             raise LLMError("transcription timed out", cause="timeout") from None
         except openai.APIError as exc:
             raise LLMError(redact_urls(f"transcription failed: {exc}"), cause="unreachable") from None
-        return answer.text
+        usage = getattr(answer, "usage", None)
+        seconds = getattr(usage, "seconds", None) if getattr(usage, "type", None) == "duration" else None
+        return Heard(answer.text, float(seconds) if isinstance(seconds, int | float) else None)
 
     def _open_session(self) -> aiohttp.ClientSession:
         # aiohttp's default pool holds 100 connections: more runs in flight than that would queue for one.

@@ -432,6 +432,9 @@ class FakeOpenAI:
         """What ``POST /v1/audio/transcriptions`` answers (``{"text": transcript}``)."""
         self.transcriptions: list[dict[str, Any]] = []
         """Each transcription request's form: ``model``, ``filename``, ``content_type`` and ``size`` of the file."""
+        self.transcript_seconds: float | None = None
+        """The audio's billed duration, answered as whisper-1 does (``usage: {"type": "duration", "seconds"}``);
+        None answers no usage, as a compatible server may."""
 
     # -- lifecycle
 
@@ -672,7 +675,9 @@ class FakeOpenAI:
         if "size" not in fields or not fields.get("model"):
             return _error_response(error(400, "Missing required parameters: 'file' and 'model'.", param="file"))
         self.transcriptions.append(fields)
-        return web.json_response({"text": self.transcript})
+        usage = {} if self.transcript_seconds is None else {
+            "usage": {"type": "duration", "seconds": self.transcript_seconds}}
+        return web.json_response({"text": self.transcript, **usage})
 
 
 # === Response shapes
