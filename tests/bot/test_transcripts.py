@@ -5,9 +5,7 @@ a budget that cannot pay for it gets no transcription (the model is told why).""
 
 from __future__ import annotations
 
-import io
 import json
-import wave
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,22 +21,12 @@ from tests.bot.test_unwritable import recent
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text
 from tests.fakes.slack_api import FakeFile, FakeSlack
 from tests.signing import event_body, mention, message, next_ts
+from tests.tools.file_samples import wav_bytes
 
 #: whisper-1: $0.006 a minute of audio.
 WHISPER_MICROS_PER_MINUTE = 6_000
 MEMO = "Please book the big room for Tuesday at ten."
 WS = Workspace.of("T0001", "")
-
-
-def wav(seconds: int, rate: int = 100) -> bytes:
-    """A real WAV file of ``seconds`` of silence (a low rate keeps it small; its header says its length)."""
-    out = io.BytesIO()
-    with wave.open(out, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(1)
-        w.setframerate(rate)
-        w.writeframes(b"\x80" * seconds * rate)
-    return out.getvalue()
 
 
 @pytest.fixture
@@ -81,7 +69,7 @@ async def test_a_voice_memo_is_transcribed_once_and_its_follow_ups_do_not_send_i
 ) -> None:
     fake_openai.transcript, fake_openai.transcript_seconds = MEMO, 60.0
     fake_openai.queue(*[answer()] * 4)
-    ts = await mention_with(app, fake_slack, wav(60))
+    ts = await mention_with(app, fake_slack, wav_bytes(60))
     for follow_up in ("and on Wednesday?", "who else is coming?", "thanks"):  # text only, as in the field
         await app.post_event(event_body(message(text=follow_up, thread_ts=ts, ts=next_ts())))
         await app.drain()
@@ -97,7 +85,7 @@ async def test_the_spend_includes_the_transcription_at_whisper_1s_price(
 ) -> None:
     fake_openai.transcript, fake_openai.transcript_seconds = MEMO, reported
     fake_openai.queue(answer(prompt_tokens=1000))
-    await mention_with(app, fake_slack, wav(90))
+    await mention_with(app, fake_slack, wav_bytes(90))
     llm = 1000 * 1 + 100 * 2  # make_settings' prices: $1 / $2 per 1M tokens
     transcription = 90 * WHISPER_MICROS_PER_MINUTE // 60  # $0.009
     # Before: the transcription was logged, never charged.
@@ -113,7 +101,7 @@ async def test_a_budget_that_cannot_pay_for_the_transcription_gets_none_and_the_
     await WorkspaceLimitsStore(redis_client, key_prefix=key_prefix).set(WS, "budget_micros", 50_000, "UADMIN")
     fake_openai.queue(text("I could not listen to it: the budget cannot pay.", prompt_tokens=1000,
                            completion_tokens=100))
-    await mention_with(app, fake_slack, wav(3600))
+    await mention_with(app, fake_slack, wav_bytes(3600))
     # Before: it was transcribed with the budget used up.
     assert fake_openai.transcriptions == []
     told = said(fake_openai.requests[-1])
