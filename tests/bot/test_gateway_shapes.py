@@ -43,6 +43,20 @@ async def test_an_account_out_of_quota_behind_a_gateway_ends_the_run_at_once_wit
     assert [r.stop_reason for r in records] == ["error"]
 
 
+async def test_a_quota_error_a_gateway_streams_after_its_200_is_not_retried(
+    key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    # LiteLLM reports a provider's failure after the stream began as an event {"error": {...}}.
+    mid_stream = streamed(text("Let me"), cut_after=1, error=LITELLM_QUOTA)
+    fake_openai.queue(*[mid_stream] * 4, text("never reached"))
+    thread, records, _, finals = await run_once(key_prefix, fake_slack, fake_openai, openai_max_retries=3,
+                                                agent_display="timeline")  # a display that streams the answer
+    assert fake_openai.requests[0].stream
+    assert len(fake_openai.requests) == 1
+    assert len(finals) == 1 and "quota, credit or budget is used up" in finals[0], thread
+    assert [r.stop_reason for r in records] == ["error"]
+
+
 async def test_a_true_rate_limit_behind_litellm_is_still_waited_out(
     key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:

@@ -186,6 +186,9 @@ class StreamedReply:
     finish_reason and ``[DONE]`` when it is at most the number of pieces."""
     cut: Literal["drop", "eof"] = "drop"
     """How the stream is cut: ``drop`` closes the connection mid-body, ``eof`` ends the body cleanly."""
+    error: ErrorReply | None = None
+    """Sent where the stream is cut (``cut_after``) as an event ``{"error": {...}}``, the body then ended: a
+    gateway (LiteLLM) reporting the provider's failure after the 200 was sent."""
     garbage_after: int | None = None
     """After this many chunks, send an event that is not JSON (and go on)."""
 
@@ -298,6 +301,7 @@ def streamed(
     usage_chunk: bool = True,
     cut_after: int | None = None,
     cut: Literal["drop", "eof"] = "drop",
+    error: ErrorReply | None = None,
     garbage_after: int | None = None,
 ) -> StreamedReply:
     """``reply`` streamed as scripted: ``streamed(text("Paris"), pieces=5, chunk_delay=0.1, cut_after=2)``."""
@@ -306,7 +310,7 @@ def streamed(
     if pieces < 1 or not (chunk_delay >= 0 and math.isfinite(chunk_delay)):
         raise ValueError(f"streamed() needs pieces >= 1 and a finite chunk_delay >= 0, got {pieces!r}, {chunk_delay!r}")
     return StreamedReply(reply=reply, pieces=pieces, chunk_delay=chunk_delay, usage_chunk=usage_chunk,
-                         cut_after=cut_after, cut=cut, garbage_after=garbage_after)
+                         cut_after=cut_after, cut=cut, garbage_after=garbage_after, error=error)
 
 
 def _check_usage(prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int) -> None:
@@ -775,7 +779,11 @@ class _Completion:
             if number == script.garbage_after:
                 await response.write(b'data: {"choices": [{"delta": {"content": "unfinished\n\n')
             if number == script.cut_after:
-                if script.cut == "drop":
+                if script.error is not None:
+                    error = script.error
+                    body = {"message": error.message, "type": error.type, "param": error.param, "code": error.code}
+                    await response.write(f"data: {json.dumps({'error': body})}\n\n".encode())
+                elif script.cut == "drop":
                     assert request.transport is not None
                     request.transport.abort()  # mid-body: the client sees a payload error
                     return response
