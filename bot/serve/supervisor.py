@@ -55,6 +55,8 @@ RESTART_FIRST_DELAY_SECONDS = 0.5
 RESTART_MAX_DELAY_SECONDS = 30.0
 #: A child that ran this long before dying was healthy: its next restart waits the first delay again.
 STABLE_SECONDS = 60.0
+#: How often processes re-parented to the supervisor (it is their subreaper) are ended and reaped.
+ORPHAN_SWEEP_SECONDS = 5.0
 #: What ``python -m bot`` exits with on a bad setting (``bot.__main__``).
 CONFIG_ERROR_EXIT = 2
 
@@ -120,9 +122,18 @@ class Supervisor:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stop.set)
         keepers = [asyncio.create_task(self._keep(child)) for child in self.children]
+        sweeper = asyncio.create_task(self._sweep())
         await self._stop.wait()
+        sweeper.cancel()
         await self._drain(keepers)
         return self.exit_code
+
+    async def _sweep(self) -> None:
+        """Now and then, end and reap what reached this process otherwise: the children an MCP server left when
+        it exited become ours as it dies, and would stay zombies until the next child's exit."""
+        while True:
+            await asyncio.sleep(ORPHAN_SWEEP_SECONDS)
+            await self._end_orphans()
 
     async def _keep(self, child: Child) -> None:
         """Run ``child`` until the supervisor stops: again after a backoff whenever it exits."""

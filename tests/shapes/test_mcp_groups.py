@@ -78,7 +78,7 @@ async def test_a_killed_worker_and_a_sigterm_of_the_service_end_each_stdio_serve
         return not members(killed)
 
     # Before: the dead worker's shell and sleeps ran on for good (the supervisor restarted the worker beside them).
-    await until(gone, timeout=30, what=f"the killed worker's server group to end: {members(killed)}")
+    await until(gone, timeout=30, what="the killed worker's server group to end")
 
     async def restarted() -> bool:
         return len(server_groups(tree.pid, marker) - killed) == 2
@@ -87,3 +87,36 @@ async def test_a_killed_worker_and_a_sigterm_of_the_service_end_each_stdio_serve
     groups = server_groups(tree.pid, marker)
     await tree.stop_cleanly()
     assert members(groups) == []
+
+
+async def test_the_children_a_server_leaves_when_it_exits_are_reaped_not_left_as_zombies(
+    tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, trees: list[Tree],
+) -> None:
+    marker = f"9{random.randrange(10**6):06d}"
+    flag, mcp = tmp_path / "started-once", tmp_path / "mcp.json"
+    # The first start leaves two children behind and exits (its worker ends them); later ones just wait.
+    script = f'[ -e "{flag}" ] && exec sleep {marker}3; sleep {marker}1 & sleep {marker}2 & touch "{flag}"'
+    mcp.write_text(json.dumps({"mcpServers": {"shell": {"command": "sh", "args": ["-c", script]}}}))
+    env = {**settings(key_prefix, fake_slack, fake_openai, free_port_pair()), "SLACK_BOT_TOKEN": BOT_TOKEN,
+           "AGENT_MCP_CONFIG": str(mcp)}
+    tree = Tree(["worker"], tmp_path, env=env)
+    trees.append(tree)
+    tree.start()  # not `ready()`: a server restarting is what this test is about
+
+    def left_behind() -> list[str]:
+        """The first start's children still there: running, or zombies nobody reaped."""
+        found = []
+        for entry in os.listdir("/proc"):
+            stat = _stat(int(entry)) if entry.isdigit() else None
+            command = _cmdline(int(entry)) if stat is not None else ""
+            if stat is not None and (f"{marker}1" in command or f"{marker}2" in command or stat[0] == "Z"
+                                     and int(stat[1]) == tree.pid):
+                found.append(f"{entry} {stat[0]} {command}")
+        return found
+
+    async def reaped() -> bool:
+        return flag.exists() and not left_behind()
+
+    # Their group is ended by the worker; as the supervisor adopts them (their parent exited), it must reap them.
+    await until(reaped, timeout=60, what="the exited server's children to be ended and reaped")
+    await tree.stop_cleanly()
