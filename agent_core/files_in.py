@@ -22,6 +22,7 @@ from agent_core.attachments import FILES_HEADER, Attachment, size_label, vision_
 from agent_core.budget.port import Budget
 from agent_core.cost import transcribe_price_for
 from agent_core.errors import LLMError
+from agent_core.llm import LLM
 from agent_core.stopper import Stopper
 from agent_core.store import Message
 from agent_core.transcripts import Listener, Transcriber, Transcription, Unpaid
@@ -57,17 +58,16 @@ class FileOptions:
     transcription: Transcription | None = None
 
     @classmethod
-    def of(cls, llm: object, vision: bool | None, image_max_side: int, transcribe_model: str,
+    def of(cls, llm: LLM, vision: bool | None, image_max_side: int, transcribe_model: str,
            transcribe_price: int | None) -> FileOptions:
         """The options of an agent on ``llm``: ``vision`` None is decided by the model's name; audio is transcribed
         when ``transcribe_model`` is set and ``llm`` can (``transcribe_price``, micro-dollars a minute: None is
         the table's, a ConfigError for a model it does not know)."""
-        model = str(getattr(llm, "model", ""))
         listener = None
         if transcribe_model and isinstance(llm, Transcriber):
             price = transcribe_price_for(transcribe_model) if transcribe_price is None else transcribe_price
             listener = Listener(llm, transcribe_model, price)
-        return cls(vision_default(model) if vision is None else vision, image_max_side, listener,
+        return cls(vision_default(llm.model) if vision is None else vision, image_max_side, listener,
                    vision_set=vision is not None)
 
     def for_model(self, model: str | None) -> FileOptions:
