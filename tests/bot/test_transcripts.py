@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from bot.identity import Workspace
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Settings
 from bot.workspace import LimitsPolicy, WorkspaceLimits, WorkspaceLimitsStore
 from tests.bot.conftest import App, make_settings
