@@ -20,7 +20,7 @@ from bot.thread.fallback import StreamOrReplies
 from bot.thread.open_streams import LEFT_GRACE_SECONDS, RETRY_SECONDS, OpenStreams, StreamRecord
 from bot.thread.poster import Pacer, Poster
 from bot.thread.render import RunView
-from bot.thread.sink import RunLedger, SinkParts
+from bot.thread.sink import PostedSoFar, SinkParts
 from bot.thread.stream_sink import StreamEventSink
 from bot.turn import Target
 from tests.bot.conftest import make_settings
@@ -47,7 +47,7 @@ def sink_for(streams: OpenStreams, ts: str) -> StreamOrReplies:
     pacer = Pacer(streams.redis, per_second=0, burst=1)
     poster = Poster(client, pacer, pacer, f"{streams.keys.prefix}:rl")
     target = Target(Conversation(Workspace("T0001"), "C1", ts), ts, ts)
-    ledger = RunLedger(streams.redis, streams.keys.run(f"-/T0001/C1/{ts}", "run-1"), 600)
+    ledger = PostedSoFar(streams.redis, streams.keys.run(f"-/T0001/C1/{ts}", "run-1"), 600)
     view = RunView("run-1", stop_value=f"-/T0001/C1/{ts}|run-1")
     stream = StreamEventSink(SinkParts(poster, target, view, ledger), display="timeline", recipient_user_id="U1",
                              interval=0, trackers=lambda: streams.tracker(WS, "C1", ts))

@@ -83,11 +83,11 @@ async def test_status_comes_back_after_a_quiet_spell_not_after_every_reply() -> 
 async def test_a_runs_ledger_opens_with_what_an_earlier_worker_wrote(
     redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
-    from bot.thread.sink import RunLedger
+    from bot.thread.sink import PostedSoFar
 
     key = f"{key_prefix}:run:r1"
     await redis_client.hset(key, mapping={"first_ts": "1.1", "posted": "x"})  # a worker that died mid-run
-    ledger = RunLedger(redis_client, key, ttl_seconds=600)
+    ledger = PostedSoFar(redis_client, key, ttl_seconds=600)
     seen = await ledger.open(requester="U1", job="j2")
     assert seen == {"first_ts": "1.1", "posted": "x", "requester": "U1", "job": "j2"}
     await ledger.set(final="1")

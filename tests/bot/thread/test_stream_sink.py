@@ -13,7 +13,7 @@ from bot.keys import AppKeys
 from bot.slack_client import make_web_client
 from bot.thread.poster import Pacer, Poster
 from bot.thread.render import RunView
-from bot.thread.sink import RunLedger, SinkParts
+from bot.thread.sink import PostedSoFar, SinkParts
 from bot.thread.stream_sink import StreamEventSink
 from bot.thread.stream_writer import safe_cut
 from bot.turn import Target
@@ -30,7 +30,7 @@ def sink_for(fake_slack: FakeSlack, redis: aioredis.Redis, prefix: str, interval
     pacer = Pacer(redis, per_second=0, burst=1)
     poster = Poster(client, pacer, pacer, f"{prefix}:rl")
     target = Target(Conversation(Workspace("T0001"), "C1", ts), ts, ts)
-    ledger = RunLedger(redis, AppKeys(prefix).run(f"-/T0001/C1/{ts}", "run-1"), 600)
+    ledger = PostedSoFar(redis, AppKeys(prefix).run(f"-/T0001/C1/{ts}", "run-1"), 600)
     view = RunView("run-1", stop_value=f"-/T0001/C1/{ts}|run-1")
     return StreamEventSink(SinkParts(poster, target, view, ledger), display="timeline", recipient_user_id="U1",
                            interval=interval)
