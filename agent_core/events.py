@@ -161,11 +161,12 @@ class FinalAnswer:
 
 #: Which way a stop reason came about, where it has more than one (public: callers word each).
 #: ``max_tokens``: ``message_too_long`` / ``cap_too_small`` (before any call); ``refused``: ``declined`` /
-#: ``content_filter``; ``cut_off``: ``no_answer`` / ``cut_again`` / ``no_larger_call``; ``dangerous_loop``:
-#: ``repeated_call`` / ``cycle``; ``error``: ``llm`` / ``store`` / ``load``; ``cancelled``: ``lease_lost``.
+#: ``declined_silently`` (no reason given) / ``content_filter``; ``cut_off``: ``no_answer`` / ``cut_again`` /
+#: ``no_larger_call``; ``dangerous_loop``: ``repeated_call`` / ``cycle``; ``error``: ``llm`` / ``store`` /
+#: ``load``; ``cancelled``: ``lease_lost``.
 StopCase = Literal[
-    "", "message_too_long", "cap_too_small", "declined", "content_filter", "no_answer", "cut_again",
-    "no_larger_call", "repeated_call", "cycle", "llm", "store", "load", "lease_lost",
+    "", "message_too_long", "cap_too_small", "declined", "declined_silently", "content_filter", "no_answer",
+    "cut_again", "no_larger_call", "repeated_call", "cycle", "llm", "store", "load", "lease_lost",
 ]
 
 

@@ -13,7 +13,6 @@ from typing import TypeVar, cast
 import agent_core.files_in as files_in
 import agent_core.telemetry as telemetry
 from agent_core import context, history, text_react
-from agent_core.attachments import vision_default
 from agent_core.budget import Budget, LateSettles, RunHolds
 from agent_core.budget.calibration import Calibration
 from agent_core.cancel import Cancelled, CancelToken
@@ -87,11 +86,9 @@ class Agent:
         """``options``: how it runs; the parts it talks to: the workspace ``budget`` (a run's request may bring
         its own), the thread ``store``, the tools' ``trace`` and ``on_llm_call`` (e.g. metrics)."""
         self.llm, self.registry, self.options, self.price = llm, registry, options, options.price
-        vision = options.vision
-        # How a run's files reach the model (``vision`` None: decided by the model's name).
-        self.files = files_in.FileOptions(
-            vision_default(llm.model) if vision is None else vision, options.image_max_side, options.transcribe_model,
-            llm if isinstance(llm, files_in.Transcriber) else None, vision_set=vision is not None)
+        # How a run's files reach the model: images, and audio transcribed at its price per minute.
+        self.files = files_in.FileOptions.of(llm, options.vision, options.image_max_side, options.transcribe_model,
+                                             options.transcribe_price)
         self.on_llm_call = on_llm_call
         self.limits = options.limits
         self.budget, self.store, self.trace = budget, store, trace
@@ -132,7 +129,7 @@ class Agent:
             observation_max_chars=observation_max_chars, tool_timeouts=dict(tool_timeouts or {}),
             budget_wait_seconds=settings.agent_budget_wait_seconds, exfiltration_guard=exfiltration_guard,
             vision=settings.vision(), image_max_side=settings.agent_image_max_side,
-            transcribe_model=settings.openai_transcribe_model or "",
+            transcribe_model=settings.openai_transcribe_model or "", transcribe_price=settings.transcribe_price(),
         )
         return cls(settings.llm(), registry, options, store=store, trace=trace, on_llm_call=on_llm_call)
 
@@ -254,9 +251,9 @@ class Agent:
         scope = request.scope or ToolContext(run_id="", step=0)
         stored_task = task_message
         if request.attachments:  # a resumed run is given its files again: its images are sent again
-            built, scope = await files_in.hand_over(
-                progress_state.task, request.attachments,
-                self.files.for_model(request.model.name if request.model else None), executor, scope)
+            files = self.files.for_run(request.model.name if request.model else None, budget, run_id, thread,
+                                       self.store, stopper)  # transcripts paid from the budget, kept with the thread
+            built, scope = await files_in.hand_over(progress_state.task, request.attachments, files, executor, scope)
             task_message, stored_task = built.sent, (built.stored if is_new else task_message)
         tools_spec = executor.registry.schemas() if self.protocol == "tools" and len(executor.registry) else None
         protocol_text = text_react.PROTOCOL_TEXT if self.protocol == "react" else ""

@@ -66,3 +66,6 @@ class AgentOptions:
 
     transcribe_model: str = ""
     """The model audio files are transcribed with; empty: audio is not transcribed."""
+
+    transcribe_price: int | None = None
+    """What transcription costs, in micro-dollars a minute of audio; None: the price table's for the model."""

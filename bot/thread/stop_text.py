@@ -78,6 +78,9 @@ def answer(event: Stopped) -> str:
             return _("This run's token limit ({cap} tokens) is too small for any call: my instructions and tools "
                      "alone need about {need}. Ask an admin to raise it. No LLM call was made.").format(
                 cap=_n(facts.limit), need=_n(facts.needed))
+        case "declined_silently":
+            return _("The model declined to answer this request and gave no reason. Rephrasing the request may "
+                     "help.")
         case "content_filter":
             return _("The model provider's content filter stopped this reply, so I have no answer to show. "
                      "Rephrasing the request may help.")
@@ -191,7 +194,7 @@ def _error(facts: StopFacts) -> str:
 def _refused(facts: StopFacts) -> str:
     if facts.case == "content_filter":
         return _("the provider's content filter stopped the reply")
-    return _("the model declined to answer") if facts.case == "declined" else ""
+    return _("the model declined to answer") if facts.case in ("declined", "declined_silently") else ""
 
 
 def _cut_off(facts: StopFacts) -> str:
