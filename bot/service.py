@@ -35,7 +35,8 @@ from bot.redis import RedisHandle, open_redis
 from bot.serve import startup
 from bot.serve.health import PROBE_TIMEOUT_SECONDS, RedisProbe
 from bot.serve.metrics_http import MetricsListener
-from bot.settings import Role, Settings
+from bot.settings import Settings
+from bot.settings_base import Role
 from bot.slack_client import make_web_client, slack_connections, slack_session
 
 log = logging.getLogger(__name__)

@@ -32,14 +32,15 @@ from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
 from bot.queue.fair import NOTICES_EACH, Admission, WorkspaceGate
 from bot.queue.resume import Resumer, holder_of, post_missing_final
+from bot.queue.settings import QueueSettings
 from bot.queue.turns import JOB_FUNCTION, Slot, ThreadQueue, enqueue_turn, request_cancel
 from bot.runs.run import AgentFactory, EventSource, TurnRunner
 from bot.runs.toolbox import Toolbox
 from bot.runs.turn import Turn
-from bot.settings import MAX_CONCURRENT_RUNS_CAP, Settings
 from bot.thread import render
 from bot.thread.poster import Poster
 from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
+from bot.workspace.defaults import MAX_CONCURRENT_RUNS_CAP
 
 __all__ = [
     "JOB_FUNCTION",
@@ -78,7 +79,7 @@ class Runtime:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: QueueSettings,
         redis: Redis,
         queue: ArqRedis,
         slack: AsyncWebClient,
@@ -311,7 +312,7 @@ def queued_text(admission: Admission) -> str:
     ).format(runs=runs)
 
 
-def job_timeout(settings: Settings) -> int:
+def job_timeout(settings: QueueSettings) -> int:
     """A bit above the run's own cap: the engine stops itself first, arq's timeout is the backstop."""
     return int(settings.agent_max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS
 

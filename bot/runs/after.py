@@ -13,10 +13,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import Observed, RedisBudget, RedisThreadStore, Stopped, StopReason, StoreError, Usage
 from bot import audit, metrics
+from bot.runs.settings import RunsSettings
 from bot.runs.turn import Turn
-from bot.settings import Settings
 from bot.thread.permalinks import Permalinks
 from bot.workspace import RunPlan, RunRecord, WorkspaceLimits
+from bot.workspace.defaults import WorkspaceDefaults
 from bot.workspace.models import Models
 from bot.workspace.usage import RunUsage, day_id
 from tools import Outcome
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 BUDGET_GAUGE_SECONDS = 5.0
 
 
-def run_model(settings: Settings, plan: RunPlan | None) -> str:
+def run_model(settings: WorkspaceDefaults, plan: RunPlan | None) -> str:
     """The model a run called, as its usage and audit line name it: the one its plan resolved; without a plan (a
     run finished by the worker that resumed it) the deployment's default (``AGENT_MODELS``' first)."""
     return plan.model if plan is not None else Models.from_settings(settings).default.name
@@ -55,7 +56,7 @@ class ToolTally:
 class AfterRun:
     """Records finished runs (one per worker process)."""
 
-    def __init__(self, settings: Settings, store: RedisThreadStore, limits: WorkspaceLimits) -> None:
+    def __init__(self, settings: RunsSettings, store: RedisThreadStore, limits: WorkspaceLimits) -> None:
         self.settings = settings
         self.store = store
         self.limits = limits

@@ -44,9 +44,9 @@ from bot.runs.downloads import FileCaps
 from bot.runs.egress import ThreadNotices, egress_policy
 from bot.runs.files import EarlierFiles, gather_attachments
 from bot.runs.outputs import ThreadOutputs
+from bot.runs.settings import RunsSettings
 from bot.runs.toolbox import Toolbox
 from bot.runs.turn import Turn
-from bot.settings import Settings
 from bot.thread import render
 from bot.thread.feed import aclose_events, pipelined
 from bot.thread.poster import Pacer, Poster
@@ -74,7 +74,7 @@ class EventSource(Protocol):
     async def aclose(self) -> None: ...
 
 
-AgentFactory = Callable[[Settings, RedisThreadStore, RedisTraceSink], EventSource]
+AgentFactory = Callable[[RunsSettings, RedisThreadStore, RedisTraceSink], EventSource]
 #: Posts the end of a run that finished just before its worker died (saved, maybe not yet posted):
 #: ``bot.queue.resume.post_missing_final``, handed in as the queue stage sits above this one.
 MissingFinal = Callable[["TurnRunner", Turn, Progress, Poster], Awaitable[None]]
@@ -112,7 +112,7 @@ class TurnRunner:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: RunsSettings,
         redis: Redis,
         clients: WorkspaceClients,
         keys: AppKeys,
