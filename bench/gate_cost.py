@@ -26,7 +26,7 @@ from common import write_json
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.queue.fair import WorkspaceGate
-from bot.runs.turn import Turn
+from bot.turn import Turn
 from bot.workspace.defaults import (
     DEFAULT_MAX_CONCURRENT_RUNS,
     DEFAULT_MAX_CONCURRENT_RUNS_PER_USER,

@@ -36,9 +36,9 @@ from bot.queue.settings import QueueSettings
 from bot.queue.turns import JOB_FUNCTION, Slot, ThreadQueue, enqueue_turn, request_cancel
 from bot.runs.run import AgentFactory, EventSource, TurnRunner
 from bot.runs.toolbox import Toolbox
-from bot.runs.turn import Turn
 from bot.thread import render
 from bot.thread.poster import Poster
+from bot.turn import Turn
 from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
 from bot.workspace.defaults import MAX_CONCURRENT_RUNS_CAP
 

@@ -14,8 +14,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import Observed, RedisBudget, RedisThreadStore, Stopped, StopReason, StoreError, Usage
 from bot import audit, metrics
 from bot.runs.settings import RunsSettings
-from bot.runs.turn import Turn
 from bot.thread.permalinks import Permalinks
+from bot.turn import Turn
 from bot.workspace import RunPlan, RunRecord, WorkspaceLimits
 from bot.workspace.defaults import WorkspaceDefaults
 from bot.workspace.models import Models

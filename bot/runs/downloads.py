@@ -24,7 +24,7 @@ from agent_core import Attachment, format_bytes
 from bot.i18n import N_, _
 from bot.identity import Workspace
 from bot.runs.settings import RunsSettings
-from bot.runs.turn import FileRef
+from bot.turn import FileRef
 from tools import sniff
 
 #: Redirects followed within Slack's hosts (a redirect elsewhere is refused: the token stays with Slack).

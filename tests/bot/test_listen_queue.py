@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from bot.receive.http_guard import LISTEN_BACKLOG
-from bot.service import Service
+from bot.serve.service import Service
 from tests.bot.conftest import SECRET, make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from agent_core import ConfigError
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Settings
 from bot.settings_base import Role
 from tests.bot.conftest import SECRET, App, make_settings
