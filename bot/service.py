@@ -77,6 +77,7 @@ class Service:
         self._worker: AgentWorker | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self._resume_task: asyncio.Task[None] | None = None
+        self._clock_task: asyncio.Task[None] | None = None
         self._runtime: Runtime | None = None
         self._http: aiohttp.ClientSession | None = None
         self._metrics: MetricsListener | None = None
@@ -113,6 +114,8 @@ class Service:
             self._worker_task = asyncio.create_task(self._keep_worker(self._runtime))
             # Runs whose worker died (their lease lapsed) are taken over here, from their last saved step.
             self._resume_task = asyncio.create_task(self._runtime.resumer.run_forever())
+            # Schedules' due fires, claimed once whatever the number of workers (bot/queue/schedule_clock.py).
+            self._clock_task = asyncio.create_task(self._runtime.clock.run_forever())
             # Ready means taking jobs: /healthz is 200 from the moment start() returns.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._ready.wait(), WORKER_READY_TIMEOUT_SECONDS)
@@ -217,6 +220,11 @@ class Service:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._clock_task is not None:
+            self._clock_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._clock_task
+            self._clock_task = None
         if self._resume_task is not None:
             self._resume_task.cancel()  # its runs hand their leases over: another worker resumes them at once
             with contextlib.suppress(asyncio.CancelledError):

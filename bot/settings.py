@@ -157,6 +157,23 @@ class Settings(AgentSettings, ToolSettings):
         default=DEFAULT_MAX_CONCURRENT_RUNS_PER_USER, ge=1, le=MAX_CONCURRENT_RUNS_CAP,
         description="Runs one person has in flight at most in a workspace; their others wait behind their own.",
     )
+    # -- schedules (bot/workspace/schedules, bot/queue/schedule_clock.py) --------------------------------------
+    agent_schedules_per_workspace: int = Field(
+        default=100, ge=0, description="Schedules one workspace may have (/agent schedule add refuses past it)."
+    )
+    agent_schedules_per_person: int = Field(
+        default=10, ge=0, description="Schedules one person may have in a workspace."
+    )
+    agent_schedule_min_interval_seconds: int = Field(
+        default=900, ge=1, description="The shortest gap between two fires of a recurring schedule, in seconds."
+    )
+    agent_schedule_max_lateness_seconds: int = Field(
+        default=6 * 3600, ge=1,
+        description="A fire missed while the service was down runs once when it is back, unless it is later than this.",
+    )
+    agent_schedule_tick_seconds: float = Field(
+        default=5.0, gt=0, le=60, description="How often each worker's schedule clock looks for due fires."
+    )
     agent_budget_usd: str = Field(
         default="10.00",
         description="Default budget of each workspace per period, USD; empty: no budget; 0 freezes spending.",

@@ -44,6 +44,7 @@ from bot.runs.downloads import FileCaps
 from bot.runs.egress import ThreadNotices, egress_policy
 from bot.runs.files import EarlierFiles, gather_attachments
 from bot.runs.outputs import ThreadOutputs
+from bot.runs.schedule_notices import ScheduleNotices
 from bot.runs.toolbox import Toolbox
 from bot.runs.turn import Turn
 from bot.settings import Settings
@@ -55,6 +56,7 @@ from bot.thread.slack_reader import WebSlackReader
 from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
 from bot.workspace.channel_run import about_run, instructions_of
 from bot.workspace.models import split_run_model
+from bot.workspace.schedules import ScheduleStore
 from tools import Registry, ToolContext
 
 log = logging.getLogger(__name__)
@@ -134,7 +136,7 @@ class TurnRunner:
         self.toolbox = toolbox
         self.leases = leases
         self.missing_final = missing_final
-        self.after = AfterRun(settings, store, limits)
+        self.after = AfterRun(settings, store, limits, ScheduleNotices(ScheduleStore(redis, keys)))
         self.thread_files = EarlierFiles(redis, keys, settings.thread_ttl_seconds)
         self.file_caps = FileCaps.of(settings)
         self.cancels = CancelWatch(redis, keys.cancel_pattern())
@@ -245,6 +247,7 @@ class TurnRunner:
             audit.emit("run.refused", team=ws.team_id, enterprise=ws.enterprise_id or "",
                        channel=turn.conversation.channel_id, run_id=turn.run_id, user=turn.user_id, reason=plan.reason)
             await poster.post(turn.target, render.notice(plan.message))
+            await self.after.scheduled(turn, poster.client, "refused", plan.message)
             return None
         return plan
 
