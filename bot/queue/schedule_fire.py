@@ -49,15 +49,17 @@ class ScheduleFirer:
         self.notices, self.clients, self.users = notices, clients, users
         self._ttl = thread_ttl_seconds
 
-    async def fire(self, schedule: Schedule, *, late: float = 0.0, by: str = "") -> FireResult:
-        """Post and queue one run of ``schedule``; ``late``: seconds past its due time; ``by``: who pressed run
-        now ("" for the clock)."""
+    async def fire(self, schedule: Schedule, *, late: float = 0.0, by: str = "",
+                   client: AsyncWebClient | None = None) -> FireResult:
+        """Post and queue one run of ``schedule``; ``late``: seconds past its due time; ``by``: who asked for it
+        now ("" for the clock), with ``client`` their request's (else the workspace's is looked up)."""
         ws = schedule.workspace
-        try:
-            client = await self.clients.client(ws)
-        except NotInstalled:
-            await self.notices.pause(schedule, "uninstalled", None)
-            return "paused"
+        if client is None:
+            try:
+                client = await self.clients.client(ws)
+            except NotInstalled:
+                await self.notices.pause(schedule, "uninstalled", None)
+                return "paused"
         with contextlib.suppress(SlackLookupError):  # unreadable: the run's own preflight fails closed
             if (await self.users.info(client, ws, schedule.creator)).get("deleted"):
                 await self.notices.pause(schedule, "creator_left", client)

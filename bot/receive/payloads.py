@@ -25,6 +25,7 @@ HANDLED_EVENTS = frozenset({
     "assistant_thread_started", "assistant_thread_context_changed",  # the assistant container
     "app_context_changed",  # the agent pane (agent_view): what the person is looking at
     "channel_deleted", "channel_archive", "group_deleted", "group_archive",  # a channel's own settings go
+    "user_change", "member_left_channel",  # a schedule's creator left the workspace or its channel: it pauses
 })
 #: Event fields that hold an id or a ts when present.
 _EVENT_IDS = ("user", "channel", "team", "bot_id", "app_id")
