@@ -210,6 +210,10 @@ class AppKeys(Keys):
         """Set: the workspace's schedule ids (its count is AGENT_SCHEDULES_PER_WORKSPACE's)."""
         return f"{self.namespace(ws)}:schedules"
 
+    def schedule_proposal(self, ws: Workspace, nonce: str) -> str:
+        """Hash: a schedule the agent proposed (channel, asker, when, task), waiting for the asker's Confirm."""
+        return f"{self.namespace(ws)}:schedule:proposal:{nonce}"
+
     def schedules_of(self, ws: Workspace, user_id: str) -> str:
         """Set: one person's schedule ids in the workspace (AGENT_SCHEDULES_PER_PERSON)."""
         return f"{self.namespace(ws)}:schedules:user:{user_id}"

@@ -45,6 +45,7 @@ from bot.runs.egress import ThreadNotices, egress_policy
 from bot.runs.files import EarlierFiles, gather_attachments
 from bot.runs.outputs import ThreadOutputs
 from bot.runs.schedule_notices import ScheduleNotices
+from bot.runs.schedule_proposals import SlackScheduler
 from bot.runs.toolbox import Toolbox
 from bot.runs.turn import Turn
 from bot.settings import Settings
@@ -288,7 +289,9 @@ class TurnRunner:
             user_id=turn.user_id, approver=approver, egress=egress, slack=WebSlackReader(
                 poster.client, action_token=turn.action_token, channel_id=turn.conversation.channel_id,
                 refused=partial(self.limits.search.refuse, turn.workspace)),
-            outbox=files,
+            outbox=files, scheduler=SlackScheduler(
+                self.redis, self.keys, poster, turn.target, self.limits.users, asker=turn.user_id,
+                min_interval=self.settings.agent_schedule_min_interval_seconds),
         )
         sink = self.outputs.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)
         return RunParts(plan, ledger, sink, approver, scope, attachments, task=task)

@@ -25,6 +25,7 @@ from bot.identity import Workspace
 from bot.oauth.clients import WorkspaceClients
 from bot.queue.schedule_fire import ScheduleFirer
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
+from bot.runs.schedule_proposals import CONFIRM_ACTION_ID, take_proposal
 from bot.settings import Settings
 from bot.workspace import WorkspaceLimits
 from bot.workspace.schedules import AddSchedule, Schedule, ScheduleStore, ScheduleVerb, new_id, parse, usage
@@ -50,6 +51,24 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         await ack(text=text, response_type="ephemeral")
 
     app.command(COMMAND)(on_command)
+
+    @app.action(CONFIRM_ACTION_ID)
+    async def on_confirm(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any],
+                         context: AsyncBoltContext) -> None:
+        # The asker's own press is the only thing that turns the agent's proposal into a schedule.
+        await ack()
+        client, ws = context.client or services.slack, identity.workspace(context)
+        user = str((body.get("user") or {}).get("id", ""))
+        key = services.keys.schedule_proposal(ws, str(action.get("value", "")))
+        proposal = await take_proposal(services.redis, key, user)
+        with speaking(await schedules.users.locale(client, ws, user)):
+            if proposal is None:
+                text = _("That proposal is gone (confirmed already, expired, or not yours to confirm).")
+            else:
+                text = await schedules.add(client, ws, user, proposal["channel"],
+                                           AddSchedule(proposal["when"], proposal["task"]))
+            channel = proposal["channel"] if proposal else str((body.get("channel") or {}).get("id", ""))
+        await client.chat_postEphemeral(channel=channel, user=user, text=text)
 
 
 class AgentSchedules:
