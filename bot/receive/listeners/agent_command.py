@@ -189,6 +189,12 @@ async def schedules_switch(store: ScheduleStore, limits: WorkspaceLimits, client
     words = text.lower().split()
     if not words or words[0] != "schedules":
         return None
+    with speaking(await limits.users.locale(client, ws, user)):
+        return await _switch(store, limits, client, ws, user, words)
+
+
+async def _switch(store: ScheduleStore, limits: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user: str,
+                  words: list[str]) -> str:
     if len(words) != 2 or words[1] not in ("on", "off"):
         return _("Usage: `/agent-limits schedules on|off` (scheduled runs in this workspace; on by default).")
     if not await limits.users.is_admin(client, ws, user):

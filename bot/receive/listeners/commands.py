@@ -40,8 +40,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
         client = context.client or services.slack
         user_id, text = str(command.get("user_id", "")), str(command.get("text", ""))
         channel_id = str(command.get("channel_id", ""))
-        with speaking(await rules.users.locale(client, workspace_of(context), user_id)):
-            switched = await schedules_switch(schedules, rules, client, workspace_of(context), user_id, text)
+        switched = await schedules_switch(schedules, rules, client, workspace_of(context), user_id, text)
         reply = switched if switched is not None else await answer(rules, client, context, user_id, text, channel_id)
         await ack(text=reply, response_type="ephemeral")
 
