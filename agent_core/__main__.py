@@ -21,7 +21,8 @@ from agent_core.events import Event, FinalAnswer, Observed, RunStarted, Stopped,
 from agent_core.loop import Agent
 from agent_core.request import RunRequest
 from agent_core.settings import AgentSettings
-from tools import McpConfigError, McpServers, ToolSettings
+from agent_core.terminal_approver import TerminalApprover
+from tools import McpConfigError, McpServers, Registry, ToolSettings
 
 #: Observations are shortened to this many characters on screen (the model sees the shaped result).
 SCREEN_OBSERVATION_CHARS = 600
@@ -85,8 +86,10 @@ async def _main(task: str, files: tuple[Attachment, ...] = ()) -> int:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     settings = AgentSettings()
     tool_settings = ToolSettings()
+    # One run, so a server that is slow to start (a loaded machine) cannot join later: wait for it as long as a call.
+    timeout = tool_settings.agent_tool_timeout_seconds
     servers = McpServers.from_config(
-        tool_settings.agent_mcp_config, os.environ, default_timeout=tool_settings.agent_tool_timeout_seconds
+        tool_settings.agent_mcp_config, os.environ, default_timeout=timeout, startup_wait=max(timeout, 5.0)
     )
     await servers.start()
     try:
@@ -103,7 +106,16 @@ async def _run(
     task: str, settings: AgentSettings, tool_settings: ToolSettings, servers: McpServers,
     files: tuple[Attachment, ...] = (),
 ) -> Stopped | None:
-    from tools import ToolPolicy, builtin_registry, limit_readers, run_registry
+    agent, registry = runner(settings, tool_settings, servers)
+    try:
+        return await run_task(agent, registry, task, tool_settings, files, sys.stdout)
+    finally:
+        await agent.aclose()
+
+
+def runner(settings: AgentSettings, tool_settings: ToolSettings, servers: McpServers) -> tuple[Agent, Registry]:
+    """The terminal's engine and its tools (built-ins and every MCP server's), for one run or many."""
+    from tools import builtin_registry, limit_readers
 
     limit_readers(tool_settings.agent_file_readers)
     registry = servers.registry(builtin_registry(tool_settings))
@@ -113,19 +125,29 @@ async def _run(
         tool_timeouts=tool_settings.agent_tool_timeouts,
         exfiltration_guard=tool_settings.agent_exfiltration_guard,
     )
+    return agent, registry
+
+
+async def run_task(
+    agent: Agent, registry: Registry, task: str, tool_settings: ToolSettings, files: tuple[Attachment, ...] = (),
+    out: TextIO | None = None,
+) -> Stopped | None:
+    """One task through ``agent``, as the terminal runs it: its tool policy, and an approver that asks on the
+    terminal when stdin is one (else every question is refused); events printed to ``out``."""
+    from tools import ToolContext, ToolPolicy, run_registry
+
     run_tools = run_registry(
         ToolPolicy(tool_settings.agent_tools or None).enabled(registry),
         task=task, environment="terminal", limit=tool_settings.agent_tools_per_run, has_files=bool(files),
     )
+    scope = ToolContext(run_id="", step=0, task=task, approver=TerminalApprover()) if sys.stdin.isatty() else None
     final: Stopped | None = None
-    try:
-        async for event in agent.events(RunRequest(task, registry=run_tools, attachments=files)):
-            render(event, sys.stdout)
-            sys.stdout.flush()
-            if isinstance(event, Stopped):
-                final = event
-    finally:
-        await agent.aclose()
+    async for event in agent.events(RunRequest(task, registry=run_tools, attachments=files, scope=scope)):
+        if out is not None:
+            render(event, out)
+            out.flush()
+        if isinstance(event, Stopped):
+            final = event
     return final
 
 

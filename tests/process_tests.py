@@ -33,6 +33,7 @@ PROCESS_TESTS = frozenset({
     "tests/bot/test_embedded_redis.py::test_the_embedded_redis_is_reached_through_its_unix_socket_or_its_port",
     "tests/bot/test_events.py::test_healthz_is_503_when_redis_is_down",
     "tests/bot/test_exfiltration_corpus.py",
+    "tests/injection/",
     "tests/bot/test_files_in.py::test_a_mention_under_a_message_with_a_file_gets_that_file",  # a PDF is read
     "tests/bot/test_files_in.py::test_a_mention_with_a_png_and_a_pdf_hands_both_to_the_run",
     "tests/bot/test_files_in.py::test_a_mention_with_only_a_file_still_runs",  # an image: a reader process

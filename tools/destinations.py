@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools.context import ToolContext
+from tools.integrity import Steer
 from tools.tool import Tool
 
 _WORD = re.compile(r"\w+")
@@ -35,6 +36,8 @@ class Ask:
     scope: str
     #: Why the requester is asked, the end of a sentence.
     why: str
+    #: Set when the integrity rule asks (untrusted content steers the call), not the secrecy rule.
+    steer: Steer | None = None
 
 
 def private_source(tool: Tool, text: str) -> str | None:
@@ -61,9 +64,11 @@ def service_of(tool: Tool, *, urls_found: bool) -> str:
     """The one fixed service an outbound call sends to, or "" when URLs in its arguments name where it goes:
     ``fetch_url``'s ``url``, or (a tool without ``destination_args``) URLs found in this call. A call naming no
     destination still sends somewhere."""
-    if tool.sends_to:
+    if tool.destination_args and urls_found:
+        return ""
+    if tool.sends_to:  # also a tool whose destination argument was left out: it sends to its default
         return tool.sends_to
-    if tool.destination_args or (tool.destination_args is None and urls_found):
+    if tool.destination_args is None and urls_found:
         return ""
     return f"wherever {tool.name} sends"
 
@@ -74,8 +79,9 @@ def service_rule(tool: Tool, service: str) -> str:
         return (f"{service} may receive only words from the requester's own messages without the requester's "
                 "approval")
     rule = f"{service} is not trusted with the workspace's data, so each call needs the requester's approval"
-    if tool.server is not None:  # the operator's way out, for a server that is the company's own
-        rule += ' (an operator can mark the server "trust": "internal" in AGENT_MCP_CONFIG if it may receive it)'
+    if tool.server is not None:  # the way out is this one tool, never the whole server (it may post to the web)
+        rule += (f" (if {tool.name} sends only to the company's own systems, an operator can mark that one tool "
+                 '"receives_private_data": true in AGENT_MCP_CONFIG)')
     return rule
 
 

@@ -55,6 +55,9 @@ class HoldReason(StrEnum):
     LEAK = "leak"
     #: A redirect led to a destination that is not allowed.
     REDIRECT = "redirect"
+    #: Untrusted content the run read chose the target of a consequential call, or rides in it to a target the
+    #: requester did not name (``tools.integrity``); the requester did not approve it.
+    STEERED = "steered"
 
 
 @dataclass(frozen=True, slots=True)

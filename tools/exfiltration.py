@@ -18,6 +18,9 @@ or when the conversation it resumes holds such output. Armed, each call of a too
    allow-listed host, or approved (that URL once, or its host for the run);
 5. otherwise: held back with the reason (mode ``on``), or put to the requester (mode ``approve``).
 
+Then the integrity rule (``tools.integrity``): once the run has read untrusted content, a ``consequential`` call
+whose target or payload that content chose is put to the requester (in modes ``on`` and ``approve``).
+
 One guard per ``Executor``, and the engine builds one executor per run, so the state is the run's. The URLs it
 finds are ``tools.outbound_urls``'s, and the observation of a held-back call is ``tools.hold_notice``'s.
 """
@@ -28,6 +31,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 from tools.answer_links import neutralise
@@ -53,6 +57,7 @@ from tools.egress import (
     HoldReason,
 )
 from tools.hold_notice import explain
+from tools.integrity import Provenance, Steer
 from tools.leak_split import SplitWatch
 from tools.leaks import Leak, LeakIndex
 from tools.outbound_urls import all_urls, destination, listed, normal, strings, urls_in
@@ -79,6 +84,7 @@ class ExfiltrationGuard:
         self._index_key: tuple[Any, ...] | None = None
         self._index = LeakIndex(())
         self._split = SplitWatch(urls_in)  # pieces of private text spread over this run's calls
+        self._seen = Provenance()  # untrusted content read so far: the integrity rule's (``tools.integrity``)
 
     def armed(self, policy: EgressPolicy) -> bool:
         """True once the run has read private data (or was given some)."""
@@ -91,6 +97,7 @@ class ExfiltrationGuard:
         """Remember what a private tool returned (called after every call)."""
         if result.ok and result.full.strip() and (source := private_source(tool, result.full)):
             self._add(source, private_text(tool, result.full))
+        self._seen.observe(tool, result.ok, result.full)
 
     def remember_transcript(self, texts: Iterable[object], registry: Registry) -> None:
         """Arm from a conversation loaded from the store: earlier runs' (or a crashed run's) tool outputs.
@@ -107,21 +114,26 @@ class ExfiltrationGuard:
                 source = (name if "__" in name else None) if tool is None else private_source(tool, body)
                 if source and body.strip():
                     self._add(source, body if tool is None else private_text(tool, body))
+                if tool is None or tool.untrusted_output:
+                    self._seen.add(name, body)
 
     def given(self, source: str, text: str = "") -> None:
         """Arm with private data the caller gave the run itself (a file attached to it): ``text`` is what of it
         the model sees as text, for the leak check ("" for an image, or a file read later through a tool)."""
         self._add(source, text)
+        self._seen.add(source, text)
 
     async def clear(self, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext) -> HeldBack | None:
         """None when ``tool`` may run with ``arguments``; else what was held back (the sink is told)."""
         policy = ctx.egress
-        if not tool.outbound or not self.armed(policy):
+        secrecy = tool.outbound and self.armed(policy)
+        integrity = tool.consequential and self.mode is not GuardMode.OFF and self._seen.read(ctx)
+        if not (secrecy or integrity):
             return None
         # Off the event loop: decoding a long argument, or indexing a long channel read, takes milliseconds,
         # and the call it guards goes over the network anyway.
         try:
-            held, asks = await asyncio.to_thread(self._review, tool, arguments, ctx)
+            held, asks = await asyncio.to_thread(self._review_both, tool, arguments, ctx, secrecy, integrity)
         except Exception as exc:  # fail closed: a call the guard cannot judge does not run
             log.exception("exfiltration guard could not check %s", tool.name)
             detail = f"Held back: {tool.name} did not run: the exfiltration guard could not check it ({exc!r:.80})."
@@ -134,6 +146,9 @@ class ExfiltrationGuard:
             elif answer is EgressAnswer.ONCE:
                 if ask.url:
                     self._approved.add(ask.url)
+            elif ask.steer is not None:
+                held = self._held(tool, HoldReason.STEERED, "", ctx, steer=ask.steer)
+                break
             else:
                 service = "" if ask.url else ask.destination
                 held = self._held(tool, HoldReason.NOT_APPROVED, ask.url, ctx, service=service)
@@ -164,11 +179,7 @@ class ExfiltrationGuard:
         if not self.armed(ctx.egress):
             return text
 
-        def reachable(raw: str) -> bool:
-            dest = destination(raw)
-            return dest is not None and not listed(dest[1], ctx.egress.denied_domains) and self._allowed(*dest, ctx)
-
-        return neutralise(text, reachable)
+        return neutralise(text, partial(self._reachable, ctx=ctx))
 
     async def notify(self, held: HeldBack, ctx: ToolContext) -> None:
         """Log (host only: a URL may carry the data) and tell the caller's sink; a broken sink is logged."""
@@ -182,6 +193,23 @@ class ExfiltrationGuard:
             log.exception("held-back notice failed for run %s", held.run_id)
 
     # -- the review -----------------------------------------------------------------------------------
+    def _review_both(
+        self, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext, secrecy: bool, integrity: bool
+    ) -> tuple[HeldBack | None, list[Ask]]:
+        """Secrecy first (where private data goes), then integrity (who chose the action): a steered call is put
+        to the requester in modes ``on`` and ``approve`` alike, since only they know what they meant."""
+        held, asks = self._review(tool, arguments, ctx) if secrecy else (None, [])
+        if held is None and integrity:
+            steer = self._seen.review(tool, arguments, ctx, partial(self._reachable, ctx=ctx))
+            scope = steer and f"steer:{tool.name}:{steer.kind}:{steer.value}"
+            if steer is not None and scope not in self._approved_scopes:
+                asks.append(Ask("", steer.value, payload(arguments), str(scope), steer.why(), steer))
+        return held, asks
+
+    def _reachable(self, raw: str, ctx: ToolContext) -> bool:
+        dest = destination(raw)
+        return dest is not None and not listed(dest[1], ctx.egress.denied_domains) and self._allowed(*dest, ctx)
+
     def _review(
         self, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext
     ) -> tuple[HeldBack | None, list[Ask]]:
@@ -230,8 +258,8 @@ class ExfiltrationGuard:
         if tool.destination_args is not None:
             for name in tool.destination_args:
                 value = arguments.get(name)
-                if isinstance(value, str) and value.strip():
-                    yield value.strip()
+                if isinstance(value, str) and value.strip():  # an address as such: ``mailto:``
+                    yield next(iter(urls_in(value)), value) if "://" not in value else value.strip()
             return
         for text in strings(arguments):
             yield from urls_in(text)
@@ -246,8 +274,8 @@ class ExfiltrationGuard:
 
         def scrub(text: str) -> str:
             for url in urls_in(text):
-                if normal(url) in exempt:
-                    text = text.replace(url, " ")
+                if normal(url) in exempt:  # as written: an address has no ``mailto:``, a bare URL no scheme
+                    text = text.replace(url, " ").replace(url.removeprefix("mailto:").removeprefix("http://"), " ")
             return text
 
         for text in strings(arguments):
@@ -277,10 +305,11 @@ class ExfiltrationGuard:
 
     async def _ask(self, tool: Tool, arguments: Mapping[str, Any], ask: Ask, ctx: ToolContext) -> EgressAnswer:
         location, _, query = ask.url.partition("?")
+        read = (f"untrusted content ({', '.join(self._seen.sources(ctx, THREAD_SOURCE))})" if ask.steer
+                else f"private data ({', '.join(self.sources(ctx.egress))})")
         request = EgressRequest(
             tool=tool.name, url=ask.url, host=ask.destination if ask.url else "", location=location, query=query,
-            arguments=dict(arguments),
-            reason=f"This run has read private data ({', '.join(self.sources(ctx.egress))}), and {ask.why}.",
+            arguments=dict(arguments), reason=f"This run has read {read}, and {ask.why}.",
             destination=ask.destination, payload=ask.payload, scope=ask.scope,
         )
         approver = ctx.approver
@@ -297,8 +326,13 @@ class ExfiltrationGuard:
         return EgressAnswer.ONCE if answer is True else EgressAnswer.DENY
 
     def _held(
-        self, tool: Tool, reason: HoldReason, url: str, ctx: ToolContext, leak: Leak | None = None, service: str = ""
+        self, tool: Tool, reason: HoldReason, url: str, ctx: ToolContext, leak: Leak | None = None, service: str = "",
+        steer: Steer | None = None,
     ) -> HeldBack:
+        if steer is not None:  # the target is shown: it came from the content, not from private data
+            sources = self._seen.sources(ctx, THREAD_SOURCE)
+            detail = explain(tool.name, reason, "", sources, self.mode, None, steer=steer)
+            return HeldBack(tool.name, reason, "", "", detail, sources, ctx.run_id, ctx.step)
         sources = self.sources(ctx.egress)
         if leak is not None:  # the argument is the private data: it goes nowhere, not even into the notice
             return HeldBack(tool.name, reason, "", "", explain(tool.name, reason, "", sources, self.mode, leak),

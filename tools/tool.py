@@ -67,6 +67,15 @@ class Tool:
     #: None: every URL and e-mail address found in any argument (none found: the call still needs approval).
     #: All arguments are leak-checked.
     destination_args: tuple[str, ...] | None = None
+    #: Changes something (a write, a send, an invite, a setting or a schedule): once the run has read untrusted
+    #: content, the guard's integrity rule checks where it acts and what it carries (``tools.integrity``).
+    consequential: bool = False
+    #: For a ``consequential`` tool, the arguments naming where it acts (recipient, channel, URL, address);
+    #: None: arguments found by name in each call (``tools.integrity.TARGET_NAMES``).
+    target_args: tuple[str, ...] | None = None
+    #: What it returns may hold instructions from people other than the requester (a page, a message, a file):
+    #: once read, it may not steer a ``consequential`` call. Only a tool computing its result itself is trusted.
+    untrusted_output: bool = True
     #: What it is given is shown in the run's own thread (attach_file): no exfiltration (the answer goes there
     #: too), but once the guard is armed it gets ``ToolContext.for_thread``, the answer's link rule.
     shown_in_thread: bool = False

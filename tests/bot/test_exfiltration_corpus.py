@@ -75,7 +75,8 @@ def planted(fake_slack: FakeSlack, dest: PageServer) -> None:
 
 def settings_for(key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, tmp_path: Path,
                  *servers: PageServer, mode: str = "on", trust: str = "external") -> Settings:
-    fake_server: dict[str, Any] = {**FAKE_SERVER, "trust": trust}
+    fake_server: dict[str, Any] = {**FAKE_SERVER, "trust": trust,
+                                   "tools": {**FAKE_SERVER["tools"], "share": {"approval": "never"}}}
     return make_settings(
         key_prefix, fake_slack, fake_openai, agent_exfiltration_guard=mode,
         fetch_url_allowed_hosts=",".join(s.host_port for s in servers),  # SSRF only: no say in the guard
@@ -116,7 +117,7 @@ def leaky_calls(tool: str, dest: PageServer) -> list[tuple[str, dict[str, Any]]]
         return by_shape
     if tool == "web_search":
         return [("web_search", {"query": f"weather {v}"}) for v in shapes().values()]
-    return [("fake__echo", {"text": v}) for v in shapes().values()]
+    return [("fake__share", {"text": v}) for v in shapes().values()]
 
 
 def split_calls(tool: str, dest: PageServer) -> list[tuple[str, dict[str, Any]]]:
@@ -124,11 +125,11 @@ def split_calls(tool: str, dest: PageServer) -> list[tuple[str, dict[str, Any]]]
         return [("fetch_url", {"url": f"{dest.url('/text')}?p={p}"}) for p in PIECES]
     if tool == "web_search":
         return [("web_search", {"query": p}) for p in PIECES]
-    return [("fake__echo", {"text": p}) for p in PIECES]
+    return [("fake__share", {"text": p}) for p in PIECES]
 
 
 @pytest.mark.usefixtures("planted")
-@pytest.mark.parametrize("tool", ["fetch_url", "web_search", "fake__echo"])
+@pytest.mark.parametrize("tool", ["fetch_url", "web_search", "fake__share"])
 async def test_no_shape_of_the_data_reaches_a_destination_nobody_allowed(
     tool: str, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, tmp_path: Path, dest: PageServer
 ) -> None:
@@ -147,9 +148,9 @@ async def test_no_shape_of_the_data_reaches_a_destination_nobody_allowed(
     assert len(told) == 1 + len(leaky_calls(tool, dest)) + len(PIECES)
     assert all("\nHeld back:" in t for t in told[1:]), told
     assert dest.requests == []  # neither the pages nor the search backend saw a single request
-    if tool == "fake__echo":  # told how an operator would allow it, or that it carries the channel's data
-        assert ('MCP server fake (external) is not trusted' in told[1] and '"trust": "internal"' in told[1]
-                or "carry text read from private data" in told[1]), told[1]
+    if tool == "fake__share":  # told how to relax this one tool (never the server), or that it carries the data
+        assert ("MCP server fake is not trusted" in told[1] and "mark that one tool" in told[1]
+                and '"trust": "internal"' not in told[1] or "carry text read from private data" in told[1]), told[1]
     thread = "\n".join(m.block_text() for m in fake_slack.thread_messages("C1", ts))
     assert f":shield: I held back a `{tool}` call" in thread
 
@@ -218,16 +219,19 @@ async def test_the_two_step_case_a_page_the_requester_gave_hands_out_a_url_for_t
     assert [p for p, _ in dest.requests] == ["/doc/next"]
 
 
-async def test_an_internal_mcp_server_may_receive_private_data(
+async def test_a_closed_world_mcp_tool_may_receive_private_data_an_open_world_one_never_even_internal(
     key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, tmp_path: Path, dest: PageServer,
     planted: None,
 ) -> None:
-    fake_openai.queue(tool_calls(("channel_history", {})), tool_calls(("fake__echo", {"text": SECRET})), text("Ok."))
+    fake_openai.queue(tool_calls(("channel_history", {})), tool_calls(("fake__echo", {"text": SECRET})),
+                      tool_calls(("fake__share", {"text": SECRET})), text("Ok."))
     settings = settings_for(key_prefix, fake_slack, fake_openai, tmp_path, dest, trust="internal")
     async with service(settings) as app:
         ts = await ask(app, "file the vault code in our tracker")
         await fake_slack.wait_for("chat.postMessage", predicate=final_in(ts), timeout=60)
-    assert SECRET in observations(fake_openai)[1] and "Held back" not in observations(fake_openai)[1]
+    told = observations(fake_openai)
+    assert SECRET in told[1] and "Held back" not in told[1]  # echo: read-only, closed world
+    assert "Held back" in told[2] and "private data" in told[2]  # share reaches the open world: internal or not
 
 
 # -- approvals ----------------------------------------------------------------------------------------------
@@ -259,7 +263,7 @@ async def test_approvals_name_the_destination_show_what_is_sent_and_can_cover_th
         tool_calls(("web_search", {"query": denied})),  # denied
         tool_calls(("web_search", {"query": "weather in Lisbon"})),  # approved for the run...
         tool_calls(("web_search", {"query": "weather in Porto"})),  # ...so this one goes out unasked
-        tool_calls(("fake__echo", {"text": "hello"})),  # an external MCP server: asked, readOnlyHint or not
+        tool_calls(("fake__share", {"text": "hello"})),  # an open-world MCP tool: its server is asked
         text("Done."),
     )
     settings = settings_for(key_prefix, fake_slack, fake_openai, tmp_path, dest, mode="approve")
@@ -275,12 +279,12 @@ async def test_approvals_name_the_destination_show_what_is_sent_and_can_cover_th
         assert "weather in Lisbon" in second.block_text()
         await press(app, second, APPROVE_RUN_ACTION_ID, ts)
         third = await question(fake_slack, 2)
-        assert "MCP server fake (external)" in third.block_text() and "hello" in third.block_text()
+        assert "MCP server fake" in third.block_text() and "hello" in third.block_text()
         assert [p for p, _ in dest.requests] == ["/search?q=weather+in+Lisbon&format=json",
                                                  "/search?q=weather+in+Porto&format=json"]
         await press(app, third, APPROVE_ACTION_ID, ts)
         await fake_slack.wait_for("chat.postMessage", predicate=final_in(ts), timeout=60)
     told = observations(fake_openai)
     assert "\nHeld back:" in told[1] and "did not approve" in told[1]
-    assert "\nhello\n" in told[4]
+    assert "shared 5 characters" in told[4]
     assert not [p for p, _ in dest.requests if "vault" in p]

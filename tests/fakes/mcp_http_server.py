@@ -6,7 +6,8 @@
 Tools: ``echo`` (read-only), ``hang`` (never answers: the slow server), ``crash`` (the process exits
 mid-call), ``fail`` (``isError: true``), ``big`` (a 200 KB text), ``picture`` (an image), ``add_tool``
 (registers ``late_tool`` and sends ``notifications/tools/list_changed``), ``delete_page`` (destructive),
-``env_names`` (the names in the server's environment), ``lookup`` (a JSON-RPC error quoting its argument).
+``env_names`` (the names in the server's environment), ``lookup`` (a JSON-RPC error quoting its argument),
+``share`` (unannotated: an open-world writer).
 Every request needs ``Authorization: Bearer <token>``.
 """
 
@@ -80,6 +81,11 @@ def build() -> MCPServer:
         server.add_tool(lambda: "late", name="late_tool", description="Added later.", annotations=READ_ONLY)
         await ctx.session.send_tool_list_changed()
         return "added"
+
+    @server.tool()
+    def share(text: str) -> str:
+        """Share the text (no annotations: by the spec it may write and reach the open world)."""
+        return f"shared {len(text)} characters"
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True))
     def delete_page(page: str) -> str:

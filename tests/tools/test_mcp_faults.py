@@ -102,7 +102,8 @@ async def test_sigterm_of_the_terminal_runner_mid_call_ends_the_server_and_its_c
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"odd": odd_server()}}))
+    # spawn's result (process ids) relaxed as not private, so the guard lets the unannotated hang through.
+    config.write_text(json.dumps({"mcpServers": {"odd": odd_server(tools={"spawn": {"reads_private_data": False}})}}))
     fake_openai.queue(tool_calls(("odd__spawn", {}), content="Start."), tool_calls(("odd__hang", {}), content="Wait."))
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", ""), "PYTHONPATH": str(ROOT),

@@ -65,30 +65,48 @@ def test_channel_history_only_inside_slack() -> None:
     assert "channel_history" not in run_registry(_builtins(), task="x", environment="terminal")
 
 
-def test_annotations_decide_the_policy() -> None:
+def test_annotations_and_schema_decide_the_class_and_config_relaxes_one_tool() -> None:
     (server,) = parse_config({"mcpServers": {"s": {"url": "http://127.0.0.1:1/mcp", "tools": {
-        "search": {"reads_private_data": True}}}}}, {})
+        "lookup": {"reads_private_data": False, "untrusted_output": False},
+        "notify": {"destination": "hook", "approval": "never"}}}}}, {})
 
-    def build(name: str, **hints: bool) -> Tool:
-        spec = types.Tool(name=name, input_schema={"type": "object"}, annotations=types.ToolAnnotations(**hints))
+    def build(name: str, schema: dict[str, object] | None = None, **hints: bool) -> Tool:
+        spec = types.Tool(name=name, input_schema={"type": "object", "properties": schema or {}},
+                          annotations=types.ToolAnnotations(**hints))
         return make_tool(server, spec, _never, 5.0)
 
-    reader = build("search", read_only_hint=True, open_world_hint=False)
-    unmarked = build("anything")
-    wiper = build("wipe", read_only_hint=True, destructive_hint=True)
-    assert (reader.needs_approval, reader.reads_private_data) == (False, True)
-    assert unmarked.needs_approval and wiper.needs_approval
-    # The server is external (the default): every tool's arguments go to it, whatever its annotations say.
-    assert reader.outbound and unmarked.outbound and reader.sends_to == "MCP server s (external)"
+    reader = build("search", {"query": {"type": "string"}}, read_only_hint=True, open_world_hint=False)
+    browser = build("get_page", {"address": {"type": "string", "format": "uri"}}, read_only_hint=True)
+    dm = build("send_dm", {"recipient": {"type": "string"}, "body": {"type": "string"}}, read_only_hint=False,
+               open_world_hint=False)
+    unmarked = build("anything", {"text": {"type": "string"}})
+    notify = build("notify", {"hook": {"type": "string"}, "text": {"type": "string"}})
+    lookup = build("lookup", read_only_hint=True, open_world_hint=False)
+    # Defaults: every result is untrusted and the workspace's data.
+    assert all(t.reads_private_data and t.untrusted_output for t in (reader, browser, dm, unmarked, notify))
+    # A closed-world reader neither acts nor sends; an open-world reader sends to its URL argument.
+    assert (reader.needs_approval, reader.outbound, reader.consequential) == (False, False, False)
+    assert browser.outbound and browser.destination_args == ("address",) and not browser.consequential
+    # An actor in a closed world acts on its target but sends nothing out.
+    assert dm.consequential and not dm.outbound and dm.target_args == ("recipient",)
+    # Unannotated: may write, destroy and reach the open world; with no destination, the server receives it.
+    assert unmarked.needs_approval and unmarked.consequential and unmarked.outbound
+    assert unmarked.destination_args == () and unmarked.sends_to == "MCP server s"
+    # The config names a destination and turns off the prompt, never the guard.
+    assert notify.destination_args == ("hook",) and notify.outbound and not notify.needs_approval
+    assert not lookup.reads_private_data and not lookup.untrusted_output
 
 
-def test_an_internal_server_may_receive_private_data_and_a_bad_trust_says_what_to_write() -> None:
-    (server,) = parse_config({"mcpServers": {"jira": {"url": "http://127.0.0.1:1/mcp", "trust": "internal"}}}, {})
-    spec = types.Tool(name="comment", input_schema={"type": "object"})
-    internal = make_tool(server, spec, _never, 5.0)
-    assert server.trust == "internal" and not internal.outbound and internal.reads_private_data
+def test_an_internal_server_never_trusts_its_open_world_tools_and_a_bad_field_says_what_to_write() -> None:
+    (server,) = parse_config({"mcpServers": {"jira": {"url": "http://127.0.0.1:1/mcp", "trust": "internal",
+                                                      "tools": {"post": {"receives_private_data": True}}}}}, {})
+    comment = make_tool(server, types.Tool(name="comment", input_schema={"type": "object"}), _never, 5.0)
+    post = make_tool(server, types.Tool(name="post", input_schema={"type": "object"}), _never, 5.0)
+    assert comment.outbound and not post.outbound  # relaxed one tool at a time, never the server
     with pytest.raises(McpConfigError, match="MCP server 'jira': field 'trust' must be \"internal\""):
         parse_config({"mcpServers": {"jira": {"command": "x", "trust": "yes"}}}, {})
+    with pytest.raises(McpConfigError, match="tools.post.untrusted_output' must be true or false"):
+        parse_config({"mcpServers": {"jira": {"command": "x", "tools": {"post": {"untrusted_output": 1}}}}}, {})
 
 
 def test_server_patterns() -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tools.context import ToolContext
+from tools.mcp.classify import classify
 from tools.mcp.config import ServerConfig
 from tools.tool import Tool
 
@@ -73,7 +74,8 @@ def args_model_for(name: str, schema: dict[str, Any]) -> type[JsonSchemaArgs]:
 
 
 def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn, default_timeout: float) -> Tool:
-    """The ``Tool`` for one server tool; annotations decide approval and guard flags unless overridden."""
+    """The ``Tool`` for one server tool: annotations decide its prompt, annotations and schema its class for the
+    guard (``tools.mcp.classify``); the config relaxes either for this tool alone."""
     override = server.tools.get(spec.name)
     hints = spec.annotations or types.ToolAnnotations()
     risky = hints.destructive_hint is True or hints.read_only_hint is not True
@@ -81,6 +83,7 @@ def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn, default_time
     needs_approval = approval == "always" or (approval == "default" and risky)
     # Function names may not hold dots or spaces, which MCP tool names may: those become underscores.
     name = f"{server.name}{SEPARATOR}{_UNSAFE_RE.sub('_', spec.name)}"[:64]
+    kind = classify(server, spec)
 
     async def handler(args: JsonSchemaArgs, ctx: ToolContext) -> str:
         result = await call(spec.name, args.model_dump(mode="json"))
@@ -96,13 +99,13 @@ def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn, default_time
         handler=handler,
         timeout_seconds=server.timeout or default_timeout,
         needs_approval=needs_approval,
-        # The server is the destination of every argument, whatever the annotations say (readOnlyHint or
-        # openWorldHint=false say nothing about what the arguments carry): an internal server may receive
-        # private data, an external one is asked about once the run has read some.
-        outbound=server.trust != "internal",
-        sends_to=f"MCP server {server.name} (external)",
-        # Internal means private: what the company's own service returns is the company's data.
-        reads_private_data=server.trust == "internal" or bool(override and override.reads_private_data),
+        outbound=kind.outbound,
+        destination_args=kind.destinations,
+        sends_to=f"MCP server {server.name}",
+        reads_private_data=kind.reads_private_data,
+        consequential=not kind.reader,
+        target_args=kind.targets,
+        untrusted_output=kind.untrusted_output,
         input_schema=dict(spec.input_schema),
         server=server.name,
     )

@@ -24,6 +24,8 @@ Approval = Literal["always", "never", "default"]
 _APPROVALS: tuple[str, ...] = ("always", "never", "default")
 Trust = Literal["internal", "external"]
 _TRUSTS: tuple[str, ...] = ("internal", "external")
+#: Per-tool guard flags and their defaults (the safe side).
+_FLAGS = {"reads_private_data": True, "untrusted_output": True, "receives_private_data": False}
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: Server names become the prefix of tool names (``<server>__<tool>``), so they follow the same alphabet.
 _SERVER_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
@@ -37,10 +39,19 @@ class McpConfigError(ToolDefinitionError):
 
 @dataclass(frozen=True, slots=True)
 class ToolOverride:
-    """Operator overrides for one server tool."""
+    """Operator overrides for one server tool: each relaxes the guard's defaults for this tool alone
+    (``tools.mcp.classify``), never for its server."""
 
+    #: The tool's own prompt; never the guard.
     approval: Approval = "default"
-    reads_private_data: bool = False
+    #: ``False``: what it returns is not the workspace's data (it does not arm the secrecy rule).
+    reads_private_data: bool = True
+    #: ``False``: what it returns cannot steer a call (the company's own records, written by no outsider).
+    untrusted_output: bool = True
+    #: ``True``: it sends only to the company's own systems, which may receive private data.
+    receives_private_data: bool = False
+    #: The argument naming where it sends (a URL or an e-mail address), when its schema does not say.
+    destination: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +68,9 @@ class ServerConfig:
     #: Seconds one call may take; None: the service's AGENT_TOOL_TIMEOUT_SECONDS.
     timeout: float | None = None
     tools: Mapping[str, ToolOverride] = field(default_factory=dict)
-    #: ``"internal"``: the company's own service, which may receive private data (the exfiltration guard lets
-    #: its calls through); ``"external"`` (the default): once a run has read private data, each call needs the
-    #: requester's approval, whatever its arguments and annotations.
+    #: ``"internal"``: the company's own service: its closed-world tools (``openWorldHint: false``) may receive
+    #: private data. Never its open-world ones, which reach beyond it (``tools.mcp.classify``): those are relaxed
+    #: one by one (``ToolOverride.receives_private_data``).
     trust: Trust = "external"
     #: The service's PATH, the one variable a stdio server inherits besides its own ``env``.
     path: str = ""
@@ -160,8 +171,8 @@ def _timeout(where: str, entry: dict[str, Any]) -> float | None:
 def _trust(where: str, entry: dict[str, Any]) -> Trust:
     value = entry.get("trust", "external")
     if value not in _TRUSTS:
-        raise McpConfigError(f"{where}: field 'trust' must be \"internal\" (may receive private data) or "
-                             "\"external\" (the default: needs approval once a run has read private data)")
+        raise McpConfigError(f"{where}: field 'trust' must be \"internal\" (the company's own; never reaches its "
+                             "open-world tools) or \"external\" (the default)")
     return "internal" if value == "internal" else "external"
 
 
@@ -171,16 +182,21 @@ def _overrides(where: str, entry: dict[str, Any]) -> dict[str, ToolOverride]:
         label = f"tools.{tool_name}"
         if not isinstance(spec, dict):
             raise McpConfigError(f"{where}: field {label!r} must be an object")
-        unknown = sorted(set(spec) - {"approval", "reads_private_data"})
+        unknown = sorted(set(spec) - {"approval", *_FLAGS, "destination"})
         if unknown:
             raise McpConfigError(f"{where}: unknown field '{label}.{unknown[0]}'")
         approval = spec.get("approval", "default")
         if approval not in _APPROVALS:
             raise McpConfigError(f"{where}: field '{label}.approval' must be one of {', '.join(_APPROVALS)}")
-        private = spec.get("reads_private_data", False)
-        if not isinstance(private, bool):
-            raise McpConfigError(f"{where}: field '{label}.reads_private_data' must be true or false")
-        out[tool_name] = ToolOverride(approval=approval, reads_private_data=private)
+        flags = {}
+        for flag, default in _FLAGS.items():
+            flags[flag] = spec.get(flag, default)
+            if not isinstance(flags[flag], bool):
+                raise McpConfigError(f"{where}: field '{label}.{flag}' must be true or false")
+        destination = spec.get("destination")
+        if destination is not None and (not isinstance(destination, str) or not destination):
+            raise McpConfigError(f"{where}: field '{label}.destination' must name one of the tool's arguments")
+        out[tool_name] = ToolOverride(approval=approval, destination=destination, **flags)
     return out
 
 

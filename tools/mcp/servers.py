@@ -45,11 +45,12 @@ class McpServers:
 
     @classmethod
     def from_config(
-        cls, path: str | Path | None, environ: Mapping[str, str], *, default_timeout: float
+        cls, path: str | Path | None, environ: Mapping[str, str], *, default_timeout: float,
+        startup_wait: float = STARTUP_WAIT_SECONDS,
     ) -> McpServers:
         """The servers of AGENT_MCP_CONFIG (none when unset); a bad file raises ``McpConfigError``."""
         configs = load_config(path, environ) if path else []
-        return cls(configs, default_timeout=default_timeout)
+        return cls(configs, default_timeout=default_timeout, startup_wait=startup_wait)
 
     async def start(self) -> None:
         for conn in self.connections:
@@ -103,6 +104,7 @@ class McpServers:
             except ToolDefinitionError as exc:  # one odd tool must not take the server's others down
                 log.warning("MCP server %r: tool %r left out: %s", conn.config.name, spec.name, exc)
         self._tools[conn.config.name] = adopted
+        _log_classes(conn.config, adopted)
         for listener in self._listeners:
             listener()
 
@@ -114,3 +116,16 @@ def _connections(configs: list[ServerConfig], on_tools: Callable[[ServerConnecti
     from tools.mcp.connection import ServerConnection
 
     return [ServerConnection(cfg, on_tools=on_tools) for cfg in configs]
+
+
+def _log_classes(config: ServerConfig, tools: list[Tool]) -> None:
+    """One line per server saying how the guard classes each of its tools (``tools.mcp.classify``)."""
+    from tools.mcp.classify import describe
+
+    log.info("MCP server %r tools, as the guard classes them: %s", config.name,
+             "; ".join(f"{t.name} ({describe(t)})" for t in tools) or "none")
+    open_world = [t.name for t in tools if t.outbound]
+    if config.trust == "internal" and open_world:
+        log.warning('MCP server %r is marked "trust": "internal", but %s reach the open world: they stay guarded '
+                    "(relax one tool at a time with tools.<name>.receives_private_data)", config.name,
+                    ", ".join(open_world))
