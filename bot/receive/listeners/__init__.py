@@ -15,6 +15,7 @@ from bot.receive.listeners import (
     home,
     home_channel,
     schedule_events,
+    schedule_home,
 )
 
 
@@ -25,7 +26,8 @@ def register(app: AsyncApp, services: Services) -> None:
     events.register(app, services, limits)
     actions.register(app, services, limits)
     commands.register(app, services, limits)
-    agent_command.register(app, services, limits)  # /agent schedule …
+    schedules = agent_command.register(app, services, limits)  # /agent schedule …
+    schedule_home.register(app, services, limits, schedules)  # App Home's Pause / Delete
     schedule_events.register(app, services, limits)  # a creator leaving, a channel closed: their schedules pause
     assistant.register(app, services, limits)  # before home: its Messages-tab app_home_opened listener must match first
     home.register(app, services, limits)

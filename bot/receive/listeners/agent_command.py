@@ -40,8 +40,9 @@ ANSWER_WITHIN_SECONDS = 2.5
 LIST_CAP = 25
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
-    """Handle ``/agent``; ``limits`` gives the users.info cache and the admin check."""
+def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> AgentSchedules:
+    """Handle ``/agent`` and the agent's proposals' Confirm; ``limits`` gives the users.info cache and the admin
+    check. The handlers are returned for App Home's buttons."""
     schedules = AgentSchedules.for_services(services, limits)
 
     async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -69,6 +70,8 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
                                            AddSchedule(proposal["when"], proposal["task"]))
             channel = proposal["channel"] if proposal else str((body.get("channel") or {}).get("id", ""))
         await client.chat_postEphemeral(channel=channel, user=user, text=text)
+
+    return schedules
 
 
 class AgentSchedules:
