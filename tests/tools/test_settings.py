@@ -89,7 +89,8 @@ def test_builtin_registry_uses_the_settings() -> None:
     s = make_settings(agent_tool_timeout_seconds=7, fetch_url_timeout_seconds=4)
     registry = builtin_registry(s)
     assert registry.names() == [
-        "calculator", "current_time", "fetch_url", "channel_history", "slack_search", "attach_file", "read_file",
+        "calculator", "current_time", "fetch_url", "channel_history", "slack_search", "attach_file", "schedule_run",
+        "read_file",
     ]
     assert not any(t.dangerous or t.needs_approval for t in registry)
     timeouts = {t.name: t.timeout_seconds for t in registry}
