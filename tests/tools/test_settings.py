@@ -97,7 +97,7 @@ def test_builtin_registry_uses_the_settings() -> None:
     # read_file keeps its own limit, longer than a file's extraction limit (tools.builtins.read_file)
     assert timeouts == {
         "calculator": 7, "current_time": 7, "fetch_url": 4, "channel_history": 7, "slack_search": 7, "attach_file": 7,
-        "read_file": 30,
+        "schedule_run": 7, "read_file": 30,
     }
     assert ToolPolicy(make_settings(agent_tools="calculator,nope").allowlist()).enabled(registry).names() == [
         "calculator"
