@@ -109,7 +109,7 @@ class AfterRun:
         usage = RunUsage(
             run_id=turn.run_id, day=day_id(now), user=turn.user_id, channel=turn.conversation.channel_id,
             model=model, stop_reason=final.reason.value, steps=final.steps, tokens=final.usage.total_tokens,
-            spend_micros=final.usage.cost_micros, tools=tools,
+            spend_micros=final.usage.cost_micros, tools=tools, schedule=turn.schedule_id,
         )
         permalink = ""
         with contextlib.suppress(Exception):

@@ -113,3 +113,20 @@ def test_daily_times_stay_local_across_dst_and_cron_takes_five_fields() -> None:
     weekly = when.parse("every weekday at 09:00", tz="America/New_York", now=before, min_interval=900)
     assert datetime.fromtimestamp(weekly.first_after(before), ZoneInfo("America/New_York")).weekday() < 5
     assert when.parse("cron 30 8 * * 1", tz="UTC", now=before, min_interval=900).kind == "cron"
+
+
+async def test_usage_by_schedule_counts_the_runs_each_schedule_fired(
+    app: App, settings: Settings, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    sid = schedule_id(await agent(app, 'schedule add "every day at 09:00" the digest'))
+    fake_openai.queue(text("Digest."), text("Digest again."))
+    for _ in range(2):
+        await agent(app, f"schedule run {sid}")
+        await app.drain()
+    fake_slack.users["UADMIN"] = {"is_admin": True}
+    body = command_body(command="/agent-limits", text="usage today by schedule", user="UADMIN")
+    headers = signed_headers(SECRET, body, content_type="application/x-www-form-urlencoded")
+    async with app.http.post(f"{app.url}/slack/events", data=body, headers=headers) as resp:
+        report = str((await resp.json())["text"])
+    row = next(line for line in report.splitlines() if sid in line)
+    assert " 2 " in f" {row} ".replace("|", " "), report  # its two runs
