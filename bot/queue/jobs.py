@@ -38,10 +38,10 @@ from bot.queue.turns import JOB_FUNCTION, Slot, ThreadQueue, enqueue_turn, reque
 from bot.runs.run import AgentFactory, EventSource, TurnRunner
 from bot.runs.schedule_notices import ScheduleNotices
 from bot.runs.toolbox import Toolbox
-from bot.runs.turn import Turn
 from bot.settings import MAX_CONCURRENT_RUNS_CAP, Settings
 from bot.thread import render
 from bot.thread.poster import Poster
+from bot.turn import Turn
 from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
 from bot.workspace.schedules import ScheduleStore
 

@@ -24,8 +24,8 @@ from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
 from bot.queue.turns import enqueue_turn
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
-from bot.runs.turn import Turn
 from bot.thread import mrkdwn
+from bot.turn import Turn
 from bot.workspace import SlackUsers
 from bot.workspace.schedules.store import Schedule
 from bot.workspace.schedules.when import late_by

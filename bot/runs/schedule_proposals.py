@@ -15,8 +15,9 @@ from bot.i18n import _
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
 from bot.thread import mrkdwn
-from bot.thread.poster import Poster, Target
+from bot.thread.poster import Poster
 from bot.thread.render import SlackMessage
+from bot.turn import Target
 from bot.workspace import SlackUsers
 from bot.workspace.schedules import when
 

@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from bot.runs.schedule_proposals import CONFIRM_ACTION_ID
-from bot.service import Service
+from bot.serve.service import Service
 from tests.bot.conftest import App, make_settings
 from tests.bot.test_schedules import agent
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls

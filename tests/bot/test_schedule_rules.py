@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot.receive.views.schedules import DELETE_ACTION, PAUSE_ACTION
 from bot.settings import Settings
-from bot.thread.schedule_views import DELETE_ACTION, PAUSE_ACTION
 from bot.workspace.schedules import when
 from tests.bot.conftest import SECRET, App
 from tests.bot.test_schedules import MovedClock, agent, dms, fires, schedule_id, stored, worker_runtime

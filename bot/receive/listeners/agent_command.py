@@ -18,12 +18,12 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import audit, identity
-from bot.deps import Services
 from bot.errors import InvalidValue, SlackLookupError
 from bot.i18n import _, speaking
 from bot.identity import Workspace
 from bot.oauth.clients import WorkspaceClients
 from bot.queue.schedule_fire import ScheduleFirer
+from bot.receive.deps import Services
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
 from bot.runs.schedule_proposals import CONFIRM_ACTION_ID, take_proposal
 from bot.settings import Settings

@@ -10,8 +10,8 @@ from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import audit, identity
-from bot.deps import Services
 from bot.identity import Workspace
+from bot.receive.deps import Services
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
 from bot.workspace import WorkspaceLimits
 from bot.workspace.schedules import PauseReason, Schedule, ScheduleStore

@@ -7,11 +7,11 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 
-from bot.deps import Services
 from bot.i18n import _
+from bot.receive.deps import Services
 from bot.receive.listeners.agent_command import AgentSchedules
 from bot.receive.listeners.home import publish_home, user_of, viewer
-from bot.thread.schedule_views import DELETE_ACTION, PAUSE_ACTION
+from bot.receive.views.schedules import DELETE_ACTION, PAUSE_ACTION
 from bot.workspace import WorkspaceLimits
 
 
