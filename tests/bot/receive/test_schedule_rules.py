@@ -12,7 +12,7 @@ from bot.receive.views.schedules import DELETE_ACTION, PAUSE_ACTION
 from bot.settings import Settings
 from bot.workspace.schedules import when
 from tests.bot.conftest import SECRET, App
-from tests.bot.test_schedules import MovedClock, agent, dms, fires, schedule_id, stored, worker_runtime
+from tests.bot.queue.test_schedules import MovedClock, agent, dms, fires, schedule_id, stored, worker_runtime
 from tests.fakes.openai_server import FakeOpenAI, error, text
 from tests.fakes.slack_api import FakeSlack
 from tests.signing import action_body, command_body, event_body, signed_headers

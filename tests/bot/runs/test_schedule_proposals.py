@@ -11,7 +11,7 @@ import pytest
 from bot.runs.schedule_proposals import CONFIRM_ACTION_ID
 from bot.serve.service import Service
 from tests.bot.conftest import App, make_settings
-from tests.bot.test_schedules import agent
+from tests.bot.queue.test_schedules import agent
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.pages import PageServer
 from tests.fakes.slack_api import FakeSlack
