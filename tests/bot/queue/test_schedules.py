@@ -87,11 +87,12 @@ def dms(slack: FakeSlack, user: str) -> list[str]:
     return [str(c.params.get("text")) for c in slack.calls_of("chat.postMessage") if c.params.get("channel") == user]
 
 
+@pytest.mark.parametrize("when_", ["in 10 minutes", "every 2 hours"])
 async def test_a_schedule_fires_once_with_two_workers_and_runs_as_its_creator(
-    app: App, settings: Settings, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+    app: App, settings: Settings, fake_slack: FakeSlack, fake_openai: FakeOpenAI, when_: str
 ) -> None:
     fake_slack.users["U1"] = {"tz": "Europe/Paris"}
-    reply = await agent(app, 'schedule add "in 10 minutes" summarise the news')
+    reply = await agent(app, f'schedule add "{when_}" summarise the news')
     assert "Next run" in reply and "(Europe/Paris)" in reply
     sid = schedule_id(reply)
     due = (await stored(settings, sid)).next_at
