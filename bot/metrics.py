@@ -105,6 +105,10 @@ SLACK_CALLS = Counter(
     ["method", "outcome"],
 )
 SLACK_RATE_LIMITED = Counter("slack_rate_limited_total", "Slack Web API answers of 429, by method.", ["method"])
+SCHEDULE_FIRES = Counter(
+    "agent_schedule_fires_total", "Schedule fires, by outcome (fired, late, skipped, paused, failed).", ["outcome"]
+)
+SCHEDULE_OUTCOMES = frozenset({"fired", "late", "skipped", "paused", "failed"})
 ACK_SECONDS = Histogram(
     "slack_event_ack_seconds", "Time from a Slack request's arrival to its answer.",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 3),
@@ -127,6 +131,8 @@ def start_at_zero(*, spend_team: str | None = None) -> None:
         for slack_outcome in SLACK_OUTCOMES:
             SLACK_CALLS.labels(method, slack_outcome)
     know_tools(())
+    for schedule_outcome in SCHEDULE_OUTCOMES:
+        SCHEDULE_FIRES.labels(schedule_outcome)
     if spend_team is not None:
         SPEND.labels(spend_team)
 
@@ -149,6 +155,11 @@ def record_run(stop_reason: str, steps: int) -> None:
     """A run ended with ``stop_reason`` after ``steps`` steps."""
     RUNS.labels(_closed(stop_reason, STOP_REASONS)).inc()
     STEPS.inc(steps)
+
+
+def record_schedule(outcome: str) -> None:
+    """A schedule's fire (or its skip, pause or failed run): ``outcome`` of :data:`SCHEDULE_OUTCOMES`."""
+    SCHEDULE_FIRES.labels(_closed(outcome, SCHEDULE_OUTCOMES)).inc()
 
 
 def record_llm_call(outcome: str, seconds: float) -> None:

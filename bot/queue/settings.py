@@ -21,3 +21,6 @@ class QueueSettings(RunsSettings):
     worker_event_loop: Literal["uvloop", "asyncio"] = Field(
         default="uvloop", description="Event loop of `worker` processes: uvloop (less CPU per step) or asyncio."
     )
+    agent_schedule_tick_seconds: float = Field(
+        default=5.0, gt=0, le=60, description="How often each worker's schedule clock looks for due fires."
+    )

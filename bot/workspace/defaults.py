@@ -29,6 +29,20 @@ DEFAULT_FILES_MAX_BYTES_PER_RUN = 50 * 1024 * 1024
 class WorkspaceDefaults(SettingsPiece, AgentSettings, ToolSettings):
     """The defaults of every workspace's limits, budget, display and permissions."""
 
+    # -- schedules (bot/workspace/schedules, bot/queue/schedule_clock.py) --------------------------------------
+    agent_schedules_per_workspace: int = Field(
+        default=100, ge=0, description="Schedules one workspace may have (/agent schedule add refuses past it)."
+    )
+    agent_schedules_per_person: int = Field(
+        default=10, ge=0, description="Schedules one person may have in a workspace."
+    )
+    agent_schedule_min_interval_seconds: int = Field(
+        default=900, ge=1, description="The shortest gap between two fires of a recurring schedule, in seconds."
+    )
+    agent_schedule_max_lateness_seconds: int = Field(
+        default=6 * 3600, ge=1,
+        description="A fire missed while the service was down runs once when it is back, unless it is later than this.",
+    )
     agent_verbosity: Verbosity = Field(default="full", description="Default per-workspace thread shape.")
     agent_display: Display = Field(
         default="replies", description="Default per-workspace display: replies, timeline or plan (streamed)."
