@@ -23,7 +23,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import Limits, ModelChoice, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
-from bot.settings import Display, Verbosity
 from bot.workspace.catalog import ToolCatalog
 from bot.workspace.channel_admin import ChannelAdmin
 from bot.workspace.channel_settings import ChannelSettings, WorkspaceChoices, resolve
@@ -45,6 +44,7 @@ from bot.workspace.replies import (
     unreadable_message,
 )
 from bot.workspace.search_access import SearchAccess
+from bot.workspace.shapes import Display, Verbosity
 from bot.workspace.store import WorkspaceLimitsStore
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, rows
 from bot.workspace.usage_report import UsageReports

@@ -48,12 +48,13 @@ def test_public_names() -> None:
         "LLMError",
         "LLMCause",
         "StoreError",
-        # money
+        # money, and sizes as people read them
         "PRICE_TABLE_DATE",
         "MICROS_PER_USD",
         "Price",
         "ModelChoice",
         "format_usd",
+        "format_bytes",
         "price_for",
         "usd_to_micros",
         # the budget port and its ledgers
@@ -75,6 +76,7 @@ def test_public_names() -> None:
         "RedisThreadStore",
         "RedisTraceSink",
         "DEFAULT_TTL_SECONDS",
+        "awaited",
         # Redis keys, run leases, and the round trips bot's own scripts share
         "Keys",
         "DEFAULT_KEY_PREFIX",
