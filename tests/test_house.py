@@ -42,9 +42,9 @@ COMPLEX_FUNCTIONS: dict[str, str] = {
     "bot/service.py:close": "closes each part the service opened, each failure logged on its own (issue 39 step 2)",
     "bot/thread/feed.py:pipelined": "one branch per event type the feed writes in one pipeline",
     "bot/thread/stream_writer.py:close": "a stream's endings: sealed, refused, fallback, final chunk",
-    "bot/workspace/channel_admin.py:run": "the channel sub-commands' dispatch (issue 39 step 5: admin/)",
-    "bot/workspace/command.py:parse_command": "the /agent-limits grammar's dispatch (issue 39 step 5: admin/)",
-    "bot/workspace/limits_command.py:run_command": "the /agent-limits handlers' dispatch (issue 39 step 5: admin/)",
+    "bot/workspace/admin/channel_admin.py:run": "the channel sub-commands' dispatch (issue 39 step 5: admin/)",
+    "bot/workspace/admin/command.py:parse_command": "the /agent-limits grammar's dispatch (issue 39 step 5: admin/)",
+    "bot/workspace/admin/limits_command.py:run_command": "the /agent-limits handlers' dispatch (step 5)",
     "tools/executor.py:_run": "one call's stages: lookup, validate, policy, guard, approve, run, shape",
     "tools/leaks.py:__init__": "one branch per kind of private value the leak layer indexes",
 }
@@ -52,7 +52,7 @@ COMPLEX_FUNCTIONS: dict[str, str] = {
 CYCLES: dict[tuple[str, ...], str] = {
     ("bot.thread.poster", "bot.thread.render", "bot.thread.uploads"):
         "Target lives in poster; issue 39 step 1 moves it to a kernel module",
-    ("bot.workspace.limits", "bot.workspace.limits_command"):
+    ("bot.workspace.admin.limits_command", "bot.workspace.limits"):
         "the WorkspaceLimits locator; issue 39 step 5 gives consumers the parts they use",
     ("tools.context", "tools.egress"):
         "EgressApprover takes a ToolContext; it belongs beside Approver in tools/context.py",

@@ -17,8 +17,8 @@ from bot.runs.turn import Turn
 from bot.settings import Settings
 from bot.thread.permalinks import Permalinks
 from bot.workspace import RunPlan, RunRecord, WorkspaceLimits
-from bot.workspace.models import Models
-from bot.workspace.usage import RunUsage, day_id
+from bot.workspace.settings.models import Models
+from bot.workspace.spend.usage import RunUsage, day_id
 from tools import Outcome
 
 log = logging.getLogger(__name__)

@@ -53,8 +53,8 @@ from bot.thread.poster import Pacer, Poster
 from bot.thread.sink import RunLedger, RunSink
 from bot.thread.slack_reader import WebSlackReader
 from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
-from bot.workspace.channel_run import about_run, instructions_of
-from bot.workspace.models import split_run_model
+from bot.workspace.settings.channel_run import about_run, instructions_of
+from bot.workspace.settings.models import split_run_model
 from tools import Registry, ToolContext
 
 log = logging.getLogger(__name__)

@@ -157,7 +157,7 @@ def home_view(
     if channel_settings:
         button = {"type": "button", "action_id": CHANNEL_ACTION, "text": plain_text(_("Channel settings"))}
         blocks.append({"type": "actions", "elements": [button]})
-    if models:  # the workspace's model choices (bot.workspace.channel_admin)
+    if models:  # the workspace's model choices (bot.workspace.admin.channel_admin)
         blocks.append({"type": "section", "text": mrkdwn_text(models[:2900])})
     if feedback is not None:
         blocks.append({"type": "section", "text": mrkdwn_text(format_feedback(feedback)[:2900])})

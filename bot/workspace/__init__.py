@@ -9,12 +9,8 @@ deployment's catalog), ``org`` (an Enterprise Grid org's budget over its workspa
 """
 
 from bot.errors import InvalidValue, SlackLookupError  # the stage's own errors, importable from it too
-from bot.workspace.catalog import ToolCatalog
-from bot.workspace.changes import AUDIT_CAP, Change, label_of
-from bot.workspace.command import (
-    DISPLAYS,
+from bot.workspace.admin.command import (
     USAGE,
-    VERBOSITIES,
     Command,
     DisplayCommand,
     ResetCommand,
@@ -27,26 +23,9 @@ from bot.workspace.command import (
     parse_command,
     parse_value,
 )
-from bot.workspace.config import (
-    LABELS,
-    ConfigField,
-    ConfigValue,
-    LimitsPolicy,
-    WorkspaceConfig,
-    decode_value,
-    display,
-    encode_value,
-    limits_for,
-    shown,
-)
-from bot.workspace.display import DisplaySettings
-from bot.workspace.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
-from bot.workspace.ledger import RUNS_CAP, RunLedger, RunRecord
-from bot.workspace.limits import RunBlocked, RunPlan, WorkspaceLimits
-from bot.workspace.limits_command import TOP_SPENDERS, LimitsCommands
-from bot.workspace.org import OrgBudget, OrgBudgetStore
-from bot.workspace.people import RunRefusal, SlackUsers, run_permission, who_may_change
-from bot.workspace.replies import (
+from bot.workspace.admin.limits_command import TOP_SPENDERS, LimitsCommands
+from bot.workspace.admin.people import RunRefusal, SlackUsers, run_permission, who_may_change
+from bot.workspace.admin.replies import (
     NO_CATALOG_NOTE,
     budget_exhausted_message,
     describe_budget,
@@ -59,9 +38,28 @@ from bot.workspace.replies import (
     unreadable_lines,
     unreadable_message,
 )
-from bot.workspace.search_access import SearchAccess
-from bot.workspace.store import WorkspaceLimitsStore
-from bot.workspace.tool_choice import CatalogEntry, ToolChoice, catalog_of
+from bot.workspace.limits import RunBlocked, RunPlan, WorkspaceLimits
+from bot.workspace.settings.catalog import ToolCatalog
+from bot.workspace.settings.changes import AUDIT_CAP, Change, label_of
+from bot.workspace.settings.config import (
+    LABELS,
+    ConfigField,
+    ConfigValue,
+    LimitsPolicy,
+    WorkspaceConfig,
+    decode_value,
+    display,
+    encode_value,
+    limits_for,
+    shown,
+)
+from bot.workspace.settings.display import DISPLAYS, VERBOSITIES, DisplaySettings
+from bot.workspace.settings.search_access import SearchAccess
+from bot.workspace.settings.store import WorkspaceLimitsStore
+from bot.workspace.settings.tool_choice import CatalogEntry, ToolChoice, catalog_of
+from bot.workspace.spend.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
+from bot.workspace.spend.ledger import RUNS_CAP, RunLedger, RunRecord
+from bot.workspace.spend.org import OrgBudget, OrgBudgetStore
 
 __all__ = [
     "SearchAccess",

@@ -1,8 +1,8 @@
 """The limits facade: everything ``/agent-limits``, App Home and the run job do with limits, one set of rules.
 
-The pieces it joins: :mod:`bot.workspace.limits_command` (``/agent-limits``'s replies), :mod:`bot.workspace.store`
-and :mod:`bot.workspace.ledger` (Redis), :mod:`bot.workspace.people` (who may do what) and
-:mod:`bot.workspace.replies` (the texts)::
+The pieces it joins: :mod:`bot.workspace.admin.limits_command` (``/agent-limits``'s replies),
+:mod:`bot.workspace.settings.store` and :mod:`bot.workspace.spend.ledger` (Redis),
+:mod:`bot.workspace.admin.people` (who may do what) and :mod:`bot.workspace.admin.replies` (the texts)::
 
     limits = WorkspaceLimits.create(redis, LimitsPolicy.from_settings(settings), key_prefix=...)
     reply = await limits.commands.run_command(client, ws, user_id, "budget 25")
@@ -24,30 +24,30 @@ from agent_core import Limits, ModelChoice, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Display, Verbosity
-from bot.workspace.catalog import ToolCatalog
-from bot.workspace.channel_admin import ChannelAdmin
-from bot.workspace.channel_settings import ChannelSettings, WorkspaceChoices, resolve
-from bot.workspace.config import LimitsPolicy, WorkspaceConfig, limits_for
-from bot.workspace.display import DisplaySettings
-from bot.workspace.domains import DomainLists, DomainStore
-from bot.workspace.feedback import FeedbackStore
-from bot.workspace.ledger import RunLedger
-from bot.workspace.limits_command import LimitsCommands
-from bot.workspace.models import DEFAULT_MODELS, Models
-from bot.workspace.org import OrgBudget, OrgBudgetStore
-from bot.workspace.org_admin import OrgAdmin
-from bot.workspace.people import SlackUsers
-from bot.workspace.places import Places
-from bot.workspace.replies import (
+from bot.workspace.admin.channel_admin import ChannelAdmin
+from bot.workspace.admin.limits_command import LimitsCommands
+from bot.workspace.admin.org_admin import OrgAdmin
+from bot.workspace.admin.people import SlackUsers
+from bot.workspace.admin.places import Places
+from bot.workspace.admin.replies import (
     budget_exhausted_message,
     file_caps_line,
     is_exhausted,
     unreadable_message,
 )
-from bot.workspace.search_access import SearchAccess
-from bot.workspace.store import WorkspaceLimitsStore
-from bot.workspace.tool_choice import CatalogEntry, ToolChoice, rows
-from bot.workspace.usage_report import UsageReports
+from bot.workspace.admin.usage_report import UsageReports
+from bot.workspace.settings.catalog import ToolCatalog
+from bot.workspace.settings.channel_settings import ChannelSettings, WorkspaceChoices, resolve
+from bot.workspace.settings.config import LimitsPolicy, WorkspaceConfig, limits_for
+from bot.workspace.settings.display import DisplaySettings
+from bot.workspace.settings.domains import DomainLists, DomainStore
+from bot.workspace.settings.models import DEFAULT_MODELS, Models
+from bot.workspace.settings.search_access import SearchAccess
+from bot.workspace.settings.store import WorkspaceLimitsStore
+from bot.workspace.settings.tool_choice import CatalogEntry, ToolChoice, rows
+from bot.workspace.spend.feedback import FeedbackStore
+from bot.workspace.spend.ledger import RunLedger
+from bot.workspace.spend.org import OrgBudget, OrgBudgetStore
 from tools import ToolListing
 
 

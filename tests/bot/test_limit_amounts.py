@@ -28,7 +28,7 @@ from bot.workspace import (
     parse_command,
     parse_value,
 )
-from bot.workspace.config import BOUNDS, MONEY_FIELDS, ConfigField
+from bot.workspace.settings.config import BOUNDS, MONEY_FIELDS, ConfigField
 from tests.bot.conftest import SECRET, App
 from tests.bot.test_commands import Harness, harness
 from tests.bot.test_home import published, submission, texts

@@ -18,7 +18,7 @@ from bot.workspace import (
     format_tools,
     parse_command,
 )
-from bot.workspace.tool_choice import decode_catalog, encode_catalog, rows, unknown_pattern
+from bot.workspace.settings.tool_choice import decode_catalog, encode_catalog, rows, unknown_pattern
 from tests.bot.conftest import make_settings
 from tests.fakes.slack_api import FakeSlack
 from tools import ToolListing, builtin_registry

@@ -1,7 +1,7 @@
 """``/agent-limits usage [today|week|month|<YYYY-MM>] [by user|channel|model|tool] [org]``: who spent what, on
 which model and tools, in which channel; for admins. A table in the reply, or ``usage export ...`` the same as
 a CSV in the admin's DM. ``org`` (Enterprise Grid org admins) sums the org's workspaces. The figures are the
-day counters of :mod:`bot.workspace.usage`: a report reads one hash per day (and workspace), never a run.
+day counters of :mod:`bot.workspace.spend.usage`: a report reads one hash per day (and workspace), never a run.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from agent_core import StopReason, format_usd
 from bot.i18n import N_, _, ngettext
 from bot.identity import Workspace
 from bot.markup import escape
-from bot.workspace.config import MICROS_PER_USD, quote
-from bot.workspace.ledger import RunLedger
-from bot.workspace.people import SlackUsers
-from bot.workspace.store import unavailable
-from bot.workspace.usage import ALL, DIMENSIONS, Dimension, Row, day_id
+from bot.workspace.admin.people import SlackUsers
+from bot.workspace.settings.config import MICROS_PER_USD, quote
+from bot.workspace.settings.store import unavailable
+from bot.workspace.spend.ledger import RunLedger
+from bot.workspace.spend.usage import ALL, DIMENSIONS, Dimension, Row, day_id
 
 log = logging.getLogger(__name__)
 

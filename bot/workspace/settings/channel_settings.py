@@ -19,8 +19,8 @@ from agent_core import ModelChoice
 from bot.i18n import _
 from bot.redis import as_text
 from bot.settings import Display, Verbosity
-from bot.workspace.models import Models
-from bot.workspace.tool_choice import PATTERN_RE, ToolChoice
+from bot.workspace.settings.models import Models
+from bot.workspace.settings.tool_choice import PATTERN_RE, ToolChoice
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T", bound=str)

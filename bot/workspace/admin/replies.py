@@ -8,8 +8,9 @@ from agent_core import BudgetUsage, Period, format_usd
 from bot.i18n import N_, _
 from bot.markup import escape
 from bot.settings import Display, Verbosity
-from bot.workspace.changes import Change, label_of
-from bot.workspace.config import (
+from bot.workspace.admin.people import who_may_change
+from bot.workspace.settings.changes import Change, label_of
+from bot.workspace.settings.config import (
     FIX_COMMANDS,
     LABELS,
     ORG_LAYER,
@@ -18,7 +19,6 @@ from bot.workspace.config import (
     WorkspaceConfig,
     shown,
 )
-from bot.workspace.people import who_may_change
 from tools import ToolListing
 
 #: Rows of ``/agent-limits tools`` beyond which the list is cut (an ephemeral reply should stay readable).

@@ -11,8 +11,8 @@ from redis.exceptions import RedisError
 
 from bot.keys import AppKeys
 from bot.redis import as_text
-from bot.workspace.store import unavailable
-from bot.workspace.tool_choice import CatalogEntry, decode_catalog, encode_catalog
+from bot.workspace.settings.store import unavailable
+from bot.workspace.settings.tool_choice import CatalogEntry, decode_catalog, encode_catalog
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
 from bot.settings import Display, Verbosity
-from bot.workspace.channel_command import CHANNEL_COMMANDS
-from bot.workspace.command import (
+from bot.workspace.admin.channel_command import CHANNEL_COMMANDS
+from bot.workspace.admin.command import (
     DisplayCommand,
     DomainCommand,
     OrgBudgetCommand,
@@ -31,10 +31,7 @@ from bot.workspace.command import (
     VerbosityCommand,
     parse_command,
 )
-from bot.workspace.config import ConfigField, ConfigValue
-from bot.workspace.domains import DomainAction, domain_reply, format_domains
-from bot.workspace.feedback import format_feedback
-from bot.workspace.replies import (
+from bot.workspace.admin.replies import (
     changed_reply,
     display_reply,
     format_show,
@@ -43,8 +40,11 @@ from bot.workspace.replies import (
     unknown_tool_reply,
     verbosity_reply,
 )
-from bot.workspace.tool_choice import unknown_pattern
-from bot.workspace.usage_report import UsageCommand
+from bot.workspace.admin.usage_report import UsageCommand
+from bot.workspace.settings.config import ConfigField, ConfigValue
+from bot.workspace.settings.domains import DomainAction, domain_reply, format_domains
+from bot.workspace.settings.tool_choice import unknown_pattern
+from bot.workspace.spend.feedback import format_feedback
 
 if TYPE_CHECKING:
     from bot.workspace.limits import WorkspaceLimits

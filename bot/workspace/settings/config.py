@@ -15,8 +15,8 @@ from typing import Literal, get_args
 from agent_core import ConfigError, Limits, Period, format_usd, usd_to_micros
 from bot.errors import InvalidValue
 from bot.settings import MAX_CONCURRENT_RUNS_CAP, Display, Settings, Verbosity
-from bot.workspace.models import DEFAULT_MODELS, Models
-from bot.workspace.tool_choice import CatalogEntry, catalog_of
+from bot.workspace.settings.models import DEFAULT_MODELS, Models
+from bot.workspace.settings.tool_choice import CatalogEntry, catalog_of
 from tools import ToolPolicy, builtin_registry
 
 MICROS_PER_USD = 1_000_000

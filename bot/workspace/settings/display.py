@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_args
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
@@ -13,9 +13,11 @@ from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
 from bot.settings import Display, Verbosity
-from bot.workspace.changes import Change, commit
-from bot.workspace.command import DISPLAYS, VERBOSITIES
-from bot.workspace.store import unavailable
+from bot.workspace.settings.changes import Change, commit
+from bot.workspace.settings.store import unavailable
+
+VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
+DISPLAYS: tuple[Display, ...] = get_args(Display)
 
 
 class DisplaySettings:

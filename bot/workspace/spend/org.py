@@ -27,8 +27,8 @@ from bot.errors import InvalidValue
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.workspace.changes import Change, commit
-from bot.workspace.config import (
+from bot.workspace.settings.changes import Change, commit
+from bot.workspace.settings.config import (
     DEFAULT_PERIOD,
     ORG_LAYER,
     UNREADABLE,

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, cast, get_args
+from typing import Literal, cast
 
 from agent_core import Period, format_usd
 from bot.errors import InvalidValue
 from bot.i18n import N_, _
 from bot.settings import Display, Verbosity
-from bot.workspace.channel_command import DEFAULT_WORD, ChannelCommand, parse_channel_command
-from bot.workspace.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
-from bot.workspace.config import (
+from bot.workspace.admin.channel_command import DEFAULT_WORD, ChannelCommand, parse_channel_command
+from bot.workspace.admin.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
+from bot.workspace.admin.usage_report import UsageCommand, parse_usage
+from bot.workspace.settings.config import (
     BOUNDS,
     LABELS,
     MICROS_PER_USD,
@@ -26,9 +27,9 @@ from bot.workspace.config import (
     in_bounds,
     quote,
 )
-from bot.workspace.models import NAME_RE
-from bot.workspace.tool_choice import PATTERN_RE
-from bot.workspace.usage_report import UsageCommand, parse_usage
+from bot.workspace.settings.display import DISPLAYS, VERBOSITIES
+from bot.workspace.settings.models import NAME_RE
+from bot.workspace.settings.tool_choice import PATTERN_RE
 from tools import BadDomain, parse_domain
 
 #: ``tools.parse_domain``'s refusals, worded for the admin who typed the entry (``given``, quoted).
@@ -38,8 +39,6 @@ DOMAIN_PROBLEMS = {
     "port": N_("`{given}`: give the host without a port, e.g. `{instead}`."),
     "not_a_host": N_("`{given}` is not a host name; give one like `docs.example.com`."),
 }
-VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
-DISPLAYS: tuple[Display, ...] = get_args(Display)
 
 USAGE = N_("""\
 *Usage:* `/agent-limits [show]` shows this workspace's limits, budget and spend (anyone).

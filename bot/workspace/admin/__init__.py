@@ -1,0 +1,1 @@
+"""The /agent-limits command."""

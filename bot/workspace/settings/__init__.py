@@ -1,0 +1,1 @@
+"""A workspace's stored settings."""
