@@ -39,7 +39,8 @@ from bot.runs.turn import Turn
 from bot.settings import MAX_CONCURRENT_RUNS_CAP, Settings
 from bot.thread import render
 from bot.thread.poster import Poster
-from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
+from bot.workspace.settings import LimitsPolicy, ToolCatalog
 
 __all__ = [
     "JOB_FUNCTION",

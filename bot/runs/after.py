@@ -16,9 +16,9 @@ from bot import audit, metrics
 from bot.runs.turn import Turn
 from bot.settings import Settings
 from bot.thread.permalinks import Permalinks
-from bot.workspace import RunPlan, RunRecord, WorkspaceLimits
-from bot.workspace.settings.models import Models
-from bot.workspace.spend.usage import RunUsage, day_id
+from bot.workspace import RunPlan, WorkspaceLimits
+from bot.workspace.settings import Models
+from bot.workspace.spend import RunRecord, RunUsage, day_id
 from tools import Outcome
 
 log = logging.getLogger(__name__)

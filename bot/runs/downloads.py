@@ -25,7 +25,7 @@ from bot.i18n import N_, _
 from bot.identity import Workspace
 from bot.runs.turn import FileRef
 from bot.settings import Settings
-from bot.workspace.admin.replies import format_bytes
+from bot.workspace.admin import format_bytes
 from tools import sniff
 
 #: Redirects followed within Slack's hosts (a redirect elsewhere is refused: the token stays with Slack).

@@ -18,7 +18,7 @@ from bot.markup import escape
 from bot.runs.turn import Turn
 from bot.thread import render
 from bot.thread.poster import Poster, Target
-from bot.workspace.settings.domains import DomainLists
+from bot.workspace.settings import DomainLists
 from tools import EgressPolicy, HeldBack
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from agent_core import (
     ThreadState,
 )
 from bot import audit, metrics, telemetry
-from bot.errors import NotInstalled, ThreadUnwritable
+from bot.errors import NotInstalled, SlackLookupError, ThreadUnwritable
 from bot.i18n import N_, _, speaking
 from bot.keys import AppKeys
 from bot.logs import log_context
@@ -52,9 +52,8 @@ from bot.thread.feed import aclose_events, pipelined
 from bot.thread.poster import Pacer, Poster
 from bot.thread.sink import RunLedger, RunSink
 from bot.thread.slack_reader import WebSlackReader
-from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
-from bot.workspace.settings.channel_run import about_run, instructions_of
-from bot.workspace.settings.models import split_run_model
+from bot.workspace import RunBlocked, RunPlan, WorkspaceLimits
+from bot.workspace.settings import about_run, instructions_of, split_run_model
 from tools import Registry, ToolContext
 
 log = logging.getLogger(__name__)

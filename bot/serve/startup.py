@@ -14,7 +14,7 @@ import socket
 from agent_core import ConfigError
 from bot.oauth.token_crypto import TokenCipher
 from bot.settings import Role, Settings
-from bot.workspace.settings.models import Models
+from bot.workspace.settings import Models
 
 IN_USE = "in use"
 

@@ -9,7 +9,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.workspace.admin.places import SearchScope, ThreadAudience
+from bot.workspace.admin import SearchScope, ThreadAudience
 from bot.workspace.settings import search_access
 from tools import ToolError
 

@@ -24,30 +24,38 @@ from agent_core import Limits, ModelChoice, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Display, Verbosity
-from bot.workspace.admin.channel_admin import ChannelAdmin
-from bot.workspace.admin.limits_command import LimitsCommands
-from bot.workspace.admin.org_admin import OrgAdmin
-from bot.workspace.admin.people import SlackUsers
-from bot.workspace.admin.places import Places
-from bot.workspace.admin.replies import (
+from bot.workspace.admin import (
+    ChannelAdmin,
+    LimitsCommands,
+    OrgAdmin,
+    Places,
+    SlackUsers,
+    UsageReports,
     budget_exhausted_message,
     file_caps_line,
     is_exhausted,
     unreadable_message,
 )
-from bot.workspace.admin.usage_report import UsageReports
-from bot.workspace.settings.catalog import ToolCatalog
-from bot.workspace.settings.channel_settings import ChannelSettings, WorkspaceChoices, resolve
-from bot.workspace.settings.config import LimitsPolicy, WorkspaceConfig, limits_for
-from bot.workspace.settings.display import DisplaySettings
-from bot.workspace.settings.domains import DomainLists, DomainStore
-from bot.workspace.settings.models import DEFAULT_MODELS, Models
-from bot.workspace.settings.search_access import SearchAccess
-from bot.workspace.settings.store import WorkspaceLimitsStore
-from bot.workspace.settings.tool_choice import CatalogEntry, ToolChoice, rows
-from bot.workspace.spend.feedback import FeedbackStore
-from bot.workspace.spend.ledger import RunLedger
-from bot.workspace.spend.org import OrgBudget, OrgBudgetStore
+from bot.workspace.settings import (
+    DEFAULT_MODELS,
+    CatalogEntry,
+    ChannelSettings,
+    DisplaySettings,
+    DomainLists,
+    DomainStore,
+    LimitsPolicy,
+    Models,
+    SearchAccess,
+    ToolCatalog,
+    ToolChoice,
+    WorkspaceChoices,
+    WorkspaceConfig,
+    WorkspaceLimitsStore,
+    limits_for,
+    resolve,
+    rows,
+)
+from bot.workspace.spend import FeedbackStore, OrgBudget, OrgBudgetStore, RunLedger
 from tools import ToolListing
 
 

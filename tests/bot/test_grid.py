@@ -20,7 +20,8 @@ from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.service import Service
 from bot.settings import Settings
-from bot.workspace import LimitsPolicy, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
+from bot.workspace.settings import LimitsPolicy
 from tests.bot.conftest import SECRET, drain, make_settings
 from tests.bot.oauth_helpers import KEY
 from tests.bot.service_processes import process, service_env

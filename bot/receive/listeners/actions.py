@@ -23,7 +23,8 @@ from bot.receive.listeners.control import may_control
 from bot.runs.approval_messages import APPROVE_ACTION_ID, APPROVE_RUN_ACTION_ID, DENY_ACTION_ID, describe
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide
 from bot.thread.render import STOP_ACTION_ID, STOPPED_BY
-from bot.workspace import SlackUsers, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import SlackUsers
 
 log = logging.getLogger(__name__)
 

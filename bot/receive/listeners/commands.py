@@ -20,7 +20,8 @@ from bot.deps import Services
 from bot.errors import SlackLookupError
 from bot.i18n import DEFAULT_LOCALE, _, speaking
 from bot.identity import Workspace
-from bot.workspace import LimitsPolicy, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
+from bot.workspace.settings import LimitsPolicy
 
 log = logging.getLogger(__name__)
 

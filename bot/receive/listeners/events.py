@@ -31,7 +31,7 @@ from bot.thread import mrkdwn
 from bot.thread.agent_session import close_session
 from bot.thread.render import STOPPED_IN_SLACK
 from bot.workspace import WorkspaceLimits
-from bot.workspace.settings.channel_respond import RespondAll
+from bot.workspace.settings import RespondAll
 
 log = logging.getLogger(__name__)
 #: Characters of an assistant thread's title (its first task, shortened).

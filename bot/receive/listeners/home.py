@@ -32,7 +32,8 @@ from bot.thread.home_views import (
     read_modal,
     unavailable_view,
 )
-from bot.workspace import TOP_SPENDERS, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import TOP_SPENDERS
 
 log = logging.getLogger(__name__)
 

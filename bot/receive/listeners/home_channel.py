@@ -30,9 +30,8 @@ from bot.thread.channel_modal import (
 )
 from bot.thread.home_views import CHANNEL_ACTION
 from bot.workspace import WorkspaceLimits
-from bot.workspace.admin.channel_admin import ChannelAdmin, changed_text
-from bot.workspace.admin.channel_command import ChannelSet, channel_set
-from bot.workspace.settings.channel_settings import ChannelSetting
+from bot.workspace.admin import ChannelAdmin, ChannelSet, changed_text, channel_set
+from bot.workspace.settings import ChannelSetting
 
 log = logging.getLogger(__name__)
 

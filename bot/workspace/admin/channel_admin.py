@@ -32,24 +32,27 @@ from bot.workspace.admin.channel_command import (
 )
 from bot.workspace.admin.org_admin import org_model_line
 from bot.workspace.admin.people import SlackUsers
-from bot.workspace.settings.changes import Change
-from bot.workspace.settings.channel_settings import (
+from bot.workspace.settings import (
     PROMPT_BY,
     SETTINGS,
     WS_CHANNEL_MANAGERS,
     WS_EXTERNAL_FILES,
     WS_MODEL,
     WS_RUN_MODEL,
+    CatalogEntry,
+    Change,
     ChannelSetting,
     ChannelSettings,
+    Models,
+    ToolChoice,
     WorkspaceChoices,
+    WorkspaceLimitsStore,
     channel_field,
     first_allowed,
+    unavailable,
+    unknown_pattern,
 )
-from bot.workspace.settings.models import Models
-from bot.workspace.settings.store import WorkspaceLimitsStore, unavailable
-from bot.workspace.settings.tool_choice import CatalogEntry, ToolChoice, unknown_pattern
-from bot.workspace.spend.org import OrgBudgetStore
+from bot.workspace.spend import OrgBudgetStore
 
 log = logging.getLogger(__name__)
 #: The deployment's tools and the workspace's rules, for checking a channel's list against them.

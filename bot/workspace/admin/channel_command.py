@@ -17,9 +17,7 @@ from typing import Literal, get_args
 
 from bot.i18n import _
 from bot.settings import Display, Verbosity
-from bot.workspace.settings.channel_settings import PROMPT_MAX_CHARS, RESPONDS, SETTINGS, ChannelSetting
-from bot.workspace.settings.models import NAME_RE
-from bot.workspace.settings.tool_choice import PATTERN_RE
+from bot.workspace.settings import NAME_RE, PATTERN_RE, PROMPT_MAX_CHARS, RESPONDS, SETTINGS, ChannelSetting
 
 SUBCOMMANDS = ("channel", "model", "run-model", "channel-managers", "external-files")
 SwitchName = Literal["run-model", "channel-managers", "external-files"]

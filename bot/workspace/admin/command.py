@@ -17,19 +17,20 @@ from bot.settings import Display, Verbosity
 from bot.workspace.admin.channel_command import DEFAULT_WORD, ChannelCommand, parse_channel_command
 from bot.workspace.admin.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
 from bot.workspace.admin.usage_report import UsageCommand, parse_usage
-from bot.workspace.settings.config import (
+from bot.workspace.settings import (
     BOUNDS,
+    DISPLAYS,
     LABELS,
     MICROS_PER_USD,
     MONEY_FIELDS,
+    NAME_RE,
+    PATTERN_RE,
+    VERBOSITIES,
     ConfigField,
     ConfigValue,
     in_bounds,
     quote,
 )
-from bot.workspace.settings.display import DISPLAYS, VERBOSITIES
-from bot.workspace.settings.models import NAME_RE
-from bot.workspace.settings.tool_choice import PATTERN_RE
 from tools import BadDomain, parse_domain
 
 #: ``tools.parse_domain``'s refusals, worded for the admin who typed the entry (``given``, quoted).

@@ -41,13 +41,11 @@ from bot.workspace.admin.replies import (
     verbosity_reply,
 )
 from bot.workspace.admin.usage_report import UsageCommand
-from bot.workspace.settings.config import ConfigField, ConfigValue
-from bot.workspace.settings.domains import DomainAction, domain_reply, format_domains
-from bot.workspace.settings.tool_choice import unknown_pattern
-from bot.workspace.spend.feedback import format_feedback
+from bot.workspace.settings import ConfigField, ConfigValue, DomainAction, domain_reply, format_domains, unknown_pattern
+from bot.workspace.spend import format_feedback
 
 if TYPE_CHECKING:
-    from bot.workspace.limits import WorkspaceLimits
+    from bot.workspace import WorkspaceLimits
 
 #: Spenders listed by ``show`` and App Home.
 TOP_SPENDERS = 5

@@ -11,9 +11,8 @@ from bot.i18n import _
 from bot.identity import Workspace
 from bot.workspace.admin.command import OrgBudgetCommand, OrgModelCommand
 from bot.workspace.admin.people import SlackUsers
-from bot.workspace.settings.changes import Change
-from bot.workspace.settings.models import Models
-from bot.workspace.spend.org import OrgBudgetStore
+from bot.workspace.settings import Change, Models
+from bot.workspace.spend import OrgBudgetStore
 
 
 class OrgAdmin:

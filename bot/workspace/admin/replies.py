@@ -9,14 +9,15 @@ from bot.i18n import N_, _
 from bot.markup import escape
 from bot.settings import Display, Verbosity
 from bot.workspace.admin.people import who_may_change
-from bot.workspace.settings.changes import Change, label_of
-from bot.workspace.settings.config import (
+from bot.workspace.settings import (
     FIX_COMMANDS,
     LABELS,
     ORG_LAYER,
     PERSON_LAYER,
     UNREADABLE,
+    Change,
     WorkspaceConfig,
+    label_of,
     shown,
 )
 from tools import ToolListing

@@ -25,10 +25,8 @@ from bot.i18n import N_, _, ngettext
 from bot.identity import Workspace
 from bot.markup import escape
 from bot.workspace.admin.people import SlackUsers
-from bot.workspace.settings.config import MICROS_PER_USD, quote
-from bot.workspace.settings.store import unavailable
-from bot.workspace.spend.ledger import RunLedger
-from bot.workspace.spend.usage import ALL, DIMENSIONS, Dimension, Row, day_id
+from bot.workspace.settings import MICROS_PER_USD, quote, unavailable
+from bot.workspace.spend import ALL, DIMENSIONS, Dimension, Row, RunLedger, day_id
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,7 @@ from agent_core import (
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import awaited
-from bot.workspace.settings.config import PERSON_LAYER, ConfigField, WorkspaceConfig
-from bot.workspace.settings.store import unavailable
+from bot.workspace.settings import PERSON_LAYER, ConfigField, WorkspaceConfig, unavailable
 from bot.workspace.spend.usage import DEFAULT_RETENTION_DAYS, RunUsage, UsageCounters
 
 RUNS_CAP = 50
