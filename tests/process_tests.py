@@ -22,6 +22,7 @@ PROCESS_TESTS = frozenset({
     "tests/test_embedded_test_redis.py",
     "tests/test_lazy_imports.py",
     "tests/test_house.py::test_complexity_stays_at_most_ten",  # runs ruff
+    "tests/tools/test_npm_offline.py",
     "tests/agent_core/test_budget_contention.py::test_a_call_billed_to_a_killed_worker_is_recorded_at_its_worst_case_within_one_lease_period",
     "tests/agent_core/test_budget_contention.py::test_a_call_billed_while_redis_was_down_is_recorded_once_redis_is_back",
     "tests/agent_core/test_budget_contention.py::test_a_call_whose_hold_cannot_be_renewed_is_abandoned_before_the_hold_lapses",
