@@ -52,8 +52,6 @@ COMPLEX_FUNCTIONS: dict[str, str] = {
 CYCLES: dict[tuple[str, ...], str] = {
     ("bot.thread.poster", "bot.thread.render", "bot.thread.uploads"):
         "Target lives in poster; issue 39 step 1 moves it to a kernel module",
-    ("bot.workspace", "bot.workspace.admin", "bot.workspace.admin.limits_command", "bot.workspace.limits"):
-        "the WorkspaceLimits locator; issue 39 step 5 gives consumers the parts they use",
     ("tools.context", "tools.egress"):
         "EgressApprover takes a ToolContext; it belongs beside Approver in tools/context.py",
 }

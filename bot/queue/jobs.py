@@ -31,7 +31,7 @@ from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
 from bot.queue.fair import NOTICES_EACH, Admission, WorkspaceGate
-from bot.queue.resume import Resumer, holder_of, post_missing_final
+from bot.queue.resume import Resumer, holder_of
 from bot.queue.turns import JOB_FUNCTION, Slot, ThreadQueue, enqueue_turn, request_cancel
 from bot.runs.run import AgentFactory, EventSource, TurnRunner
 from bot.runs.toolbox import Toolbox
@@ -122,7 +122,6 @@ class Runtime:
         self._notices: set[asyncio.Task[None]] = set()
         self.runner = TurnRunner(
             settings, redis, self.clients, self.keys, self.store, self.agent, self.limits, self.toolbox, self.leases,
-            missing_final=post_missing_final,
         )
         self.resumer = Resumer(
             self.leases, self.threads, self.runner, self.keys, worker_id=self.worker_id,

@@ -4,6 +4,6 @@ its grammar, handlers and replies, and who may do what). Each subpackage's ``__i
 a subpackage imports from that face only (``tests/test_boundaries.py``).
 """
 
-from bot.workspace.limits import RunBlocked, RunPlan, WorkspaceLimits
+from bot.workspace.limits import RunBlocked, RunPlan, RunReads, StartBatch, WorkspaceLimits
 
-__all__ = ["RunBlocked", "RunPlan", "WorkspaceLimits"]
+__all__ = ["RunBlocked", "RunPlan", "RunReads", "StartBatch", "WorkspaceLimits"]

@@ -136,7 +136,7 @@ async def publish_home(
         budget = await rules.budget(ws, config, user_id, org=org)
         usage, spenders = await budget.usage_summary(), await budget.top_spenders(TOP_SPENDERS)
         runs = await rules.runs.recent_runs(ws, RECENT_RUNS)
-        tools, published = await rules.tools(ws)
+        tools, published = await rules.tools.listing(ws)
         feedback = await rules.feedback.summary(ws, config.period) if rules.feedback else None
         view = home_view(
             config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice,

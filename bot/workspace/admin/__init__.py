@@ -18,7 +18,7 @@ from bot.workspace.admin.command import (
     parse_command,
     parse_value,
 )
-from bot.workspace.admin.limits_command import TOP_SPENDERS, LimitsCommands
+from bot.workspace.admin.limits_command import TOP_SPENDERS, LimitsCommands, LimitsParts
 from bot.workspace.admin.org_admin import OrgAdmin
 from bot.workspace.admin.people import RunRefusal, SlackUsers, run_permission, who_may_change
 from bot.workspace.admin.places import Places, SearchScope, ThreadAudience
@@ -45,6 +45,7 @@ __all__ = [
     "Command",
     "DisplayCommand",
     "LimitsCommands",
+    "LimitsParts",
     "NO_CATALOG_NOTE",
     "OrgAdmin",
     "Places",

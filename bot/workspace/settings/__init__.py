@@ -7,7 +7,7 @@ settings resolve), ``channel_run`` and ``channel_respond`` (how they reach a run
 """
 
 from bot.workspace.settings import search_access
-from bot.workspace.settings.catalog import ToolCatalog
+from bot.workspace.settings.catalog import ToolCatalog, WorkspaceTools
 from bot.workspace.settings.changes import AUDIT_CAP, Change, commit, label_of
 from bot.workspace.settings.channel_respond import RespondAll
 from bot.workspace.settings.channel_run import about_run, instructions_of
@@ -108,6 +108,7 @@ __all__ = [
     "WorkspaceChoices",
     "WorkspaceConfig",
     "WorkspaceLimitsStore",
+    "WorkspaceTools",
     "about_run",
     "catalog_of",
     "channel_field",
