@@ -32,8 +32,9 @@ from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.runs.approval_messages import decided_message, egress_message, request_message
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide, next_decision, open_request
-from bot.thread.poster import Poster, Target, ThreadStatus
+from bot.thread.poster import Poster, ThreadStatus
 from bot.thread.render import SlackMessage
+from bot.turn import Target
 from tools import EgressAnswer, EgressRequest, ToolContext
 
 log = logging.getLogger(__name__)

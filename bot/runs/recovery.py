@@ -7,9 +7,9 @@ from agent_core import Progress, Stopped, StopReason, Usage
 from bot.i18n import _
 from bot.runs.after import AfterRun
 from bot.runs.outputs import ThreadOutputs
-from bot.runs.turn import Turn
 from bot.thread import render
 from bot.thread.poster import Poster
+from bot.turn import Turn
 from bot.workspace.settings import DisplaySettings
 
 
@@ -29,7 +29,7 @@ async def post_missing_final(
                              estimated=progress.usage_estimated),
         run_id=turn.run_id,
     )
-    view = render.RunView(turn.run_id, stop_value=f"{turn.thread}|{turn.run_id}")
+    view = render.RunView(turn.run_id, stop_value=turn.run.value())
     sink = outputs.sink(turn, view, ledger, poster, await display.both(turn.workspace))
     sink.first_ts = seen.get("first_ts") or None
     await sink.emit(stopped)
