@@ -5,5 +5,16 @@ a subpackage imports from that face only (``tests/test_boundaries.py``).
 """
 
 from bot.workspace.limits import RunBlocked, RunPlan, RunReads, StartBatch, WorkspaceLimits
+from bot.workspace.shapes import DISPLAYS, VERBOSITIES, Display, Verbosity
 
-__all__ = ["RunBlocked", "RunPlan", "RunReads", "StartBatch", "WorkspaceLimits"]
+__all__ = [
+    "DISPLAYS",
+    "VERBOSITIES",
+    "Display",
+    "RunBlocked",
+    "RunPlan",
+    "RunReads",
+    "StartBatch",
+    "Verbosity",
+    "WorkspaceLimits",
+]

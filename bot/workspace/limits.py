@@ -23,7 +23,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import Limits, ModelChoice, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
-from bot.settings import Display, Verbosity
 from bot.workspace.admin import (
     ChannelAdmin,
     LimitsCommands,
@@ -56,6 +55,7 @@ from bot.workspace.settings import (
     limits_for,
     resolve,
 )
+from bot.workspace.shapes import Display, Verbosity
 from bot.workspace.spend import Budgets, FeedbackStore, OrgBudget, OrgBudgetStore, RunLedger
 
 

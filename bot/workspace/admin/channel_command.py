@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from bot.i18n import _
-from bot.settings import Display, Verbosity
 from bot.workspace.settings import NAME_RE, PATTERN_RE, PROMPT_MAX_CHARS, RESPONDS, SETTINGS, ChannelSetting
+from bot.workspace.shapes import Display, Verbosity
 
 SUBCOMMANDS = ("channel", "model", "run-model", "channel-managers", "external-files")
 SwitchName = Literal["run-model", "channel-managers", "external-files"]

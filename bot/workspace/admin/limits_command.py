@@ -16,7 +16,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
-from bot.settings import Display, Verbosity
 from bot.workspace.admin.channel_admin import ChannelAdmin
 from bot.workspace.admin.channel_command import CHANNEL_COMMANDS
 from bot.workspace.admin.command import (
@@ -57,6 +56,7 @@ from bot.workspace.settings import (
     format_domains,
     unknown_pattern,
 )
+from bot.workspace.shapes import Display, Verbosity
 from bot.workspace.spend import Budgets, FeedbackStore, OrgBudgetStore, format_feedback
 
 #: Spenders listed by ``show`` and App Home.

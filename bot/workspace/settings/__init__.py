@@ -49,7 +49,7 @@ from bot.workspace.settings.config import (
     quote,
     shown,
 )
-from bot.workspace.settings.display import DISPLAYS, VERBOSITIES, DisplaySettings
+from bot.workspace.settings.display import DisplaySettings
 from bot.workspace.settings.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
 from bot.workspace.settings.models import DEFAULT_MODELS, NAME_RE, Models, split_run_model
 from bot.workspace.settings.search_access import SearchAccess
@@ -76,7 +76,6 @@ __all__ = [
     "ConfigValue",
     "DEFAULT_MODELS",
     "DEFAULT_PERIOD",
-    "DISPLAYS",
     "DisplaySettings",
     "DomainAction",
     "DomainLists",
@@ -100,7 +99,6 @@ __all__ = [
     "ToolCatalog",
     "ToolChoice",
     "UNREADABLE",
-    "VERBOSITIES",
     "WS_CHANNEL_MANAGERS",
     "WS_EXTERNAL_FILES",
     "WS_MODEL",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, get_args
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
@@ -12,12 +12,9 @@ from agent_core import StoreError, utc_now
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.settings import Display, Verbosity
 from bot.workspace.settings.changes import Change, commit
 from bot.workspace.settings.store import unavailable
-
-VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
-DISPLAYS: tuple[Display, ...] = get_args(Display)
+from bot.workspace.shapes import DISPLAYS, VERBOSITIES, Display, Verbosity
 
 
 class DisplaySettings:

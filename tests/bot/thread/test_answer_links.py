@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.settings import Display
+from bot.workspace import Display
 from bot.workspace.settings import DisplaySettings
 from tests.bot.conftest import App
 from tests.fakes.openai_server import FakeOpenAI, streamed, text
