@@ -61,7 +61,7 @@ NO_STACK = "no Python frame (C code, GC, missed sample)"
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("LLM client", ("/openai/", f"{REPO}/agent_core/llm.py")),
     ("Slack posting", ("/slack_sdk/", *(f"{REPO}/bot/thread/{m}.py" for m in ("poster", "render", "mrkdwn")))),
-    ("Redis", ("/redis/", "/arq/", "/hiredis", f"{REPO}/agent_core/redis_", f"{REPO}/bot/workspace/store.py")),
+    ("Redis", ("/redis/", "/arq/", "/hiredis", f"{REPO}/agent_core/redis_", f"{REPO}/bot/workspace/settings/store.py")),
     ("loop", (f"{REPO}/agent_core/", f"{REPO}/tools/", f"{REPO}/bot/")),
 )
 

@@ -127,7 +127,7 @@ class AppKeys(Keys):
 
     def channel_settings(self, ws: Workspace, channel_id: str) -> str:
         """Hash: a channel's own agent settings (prompt, tools, model, display, verbosity, respond), only those set;
-        deleted with the channel (``bot.workspace.channel_admin``)."""
+        deleted with the channel (``bot.workspace.admin.channel_admin``)."""
         return f"{self.namespace(ws)}:channel:{channel_id}"
 
     def respond_all_count(self, ws: Workspace, user_id: str) -> str:
@@ -151,7 +151,8 @@ class AppKeys(Keys):
         """List: capped, newest first: runs that got a thumbs down (run id, who, when, thread link)."""
         return f"{{{self.namespace(ws)}}}:feedback:negative"
 
-    # The usage counters (``bot.workspace.usage``) share the feedback keys' hash tag: the thumbs script adds to them.
+    # The usage counters (``bot.workspace.spend.usage``) share the feedback keys' hash tag: the thumbs script adds
+    # to them.
     def usage_day(self, ws: Workspace, day: str, dimension: str) -> str:
         """Hash: ``<member>|<counter>`` -> count, for one UTC day (``2026-12-05``) and one dimension (``all``, ``user``,
         ``channel``, ``model``, ``tool``); it expires AGENT_USAGE_RETENTION_DAYS after its day."""
@@ -177,7 +178,7 @@ class AppKeys(Keys):
 
     def search_refused(self, ws: Workspace) -> str:
         """String, expiring: the error Slack refused this workspace's Real-time Search with (``slack_search`` is not
-        offered to its runs meanwhile; ``bot.workspace.search_access``)."""
+        offered to its runs meanwhile; ``bot.workspace.settings.search_access``)."""
         return f"{self.namespace(ws)}:search:refused"
 
     def open_streams(self, ws: Workspace) -> str:

@@ -102,3 +102,20 @@ def test_every_bot_module_lives_in_a_stage_or_is_a_named_kernel_module() -> None
               "i18n", "audit", "telemetry", "markup", "turn", "settings_base", *KERNEL_RANKS}
     flat = sorted(p.stem for p in (ROOT / "bot").glob("*.py") if p.stem not in kernel)
     assert flat == []
+
+
+WORKSPACE_FACES = ("bot.workspace.settings", "bot.workspace.spend", "bot.workspace.admin")
+
+
+def test_workspace_parts_are_imported_through_their_faces() -> None:
+    """``from bot.workspace.settings import X`` outside ``settings/``, never ``bot.workspace.settings.store``."""
+    deep: list[tuple[str, str]] = []
+    for path in (ROOT / "bot").rglob("*.py"):
+        here = bot_module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                     else [])
+            deep.extend((here, n) for n in names for face in WORKSPACE_FACES
+                        if n.startswith(f"{face}.") and not (here == face or here.startswith(f"{face}.")))
+    assert deep == []

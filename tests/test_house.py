@@ -38,16 +38,14 @@ COMPLEX_FUNCTIONS: dict[str, str] = {
     "bot/runs/downloads.py:_get": "a download's answers: redirect hop, refusal, size cap, type, timeout",
     "bot/thread/feed.py:pipelined": "one branch per event type the feed writes in one pipeline",
     "bot/thread/stream_writer.py:close": "a stream's endings: sealed, refused, fallback, final chunk",
-    "bot/workspace/channel_admin.py:run": "the channel sub-commands' dispatch (issue 39 step 5: admin/)",
-    "bot/workspace/command.py:parse_command": "the /agent-limits grammar's dispatch (issue 39 step 5: admin/)",
-    "bot/workspace/limits_command.py:run_command": "the /agent-limits handlers' dispatch (issue 39 step 5: admin/)",
+    "bot/workspace/admin/channel_admin.py:run": "the channel sub-commands' dispatch (issue 39 step 5: admin/)",
+    "bot/workspace/admin/command.py:parse_command": "the /agent-limits grammar's dispatch (issue 39 step 5: admin/)",
+    "bot/workspace/admin/limits_command.py:run_command": "the /agent-limits handlers' dispatch (step 5)",
     "tools/executor.py:_run": "one call's stages: lookup, validate, policy, guard, approve, run, shape",
     "tools/leaks.py:__init__": "one branch per kind of private value the leak layer indexes",
 }
 #: Import cycles (``TYPE_CHECKING`` and function-level imports included), as sorted module sets, and why.
 CYCLES: dict[tuple[str, ...], str] = {
-    ("bot.workspace.limits", "bot.workspace.limits_command"):
-        "the WorkspaceLimits locator; issue 39 step 5 gives consumers the parts they use",
     ("tools.context", "tools.egress"):
         "EgressApprover takes a ToolContext; it belongs beside Approver in tools/context.py",
 }

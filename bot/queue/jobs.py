@@ -31,7 +31,7 @@ from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
 from bot.queue.fair import NOTICES_EACH, Admission, WorkspaceGate
-from bot.queue.resume import Resumer, holder_of, post_missing_final
+from bot.queue.resume import Resumer, holder_of
 from bot.queue.schedule_clock import ScheduleClock
 from bot.queue.schedule_fire import ScheduleFirer
 from bot.queue.settings import QueueSettings
@@ -42,9 +42,10 @@ from bot.runs.toolbox import Toolbox
 from bot.thread import render
 from bot.thread.poster import Poster
 from bot.turn import Turn
-from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
 from bot.workspace.defaults import MAX_CONCURRENT_RUNS_CAP
 from bot.workspace.schedules import ScheduleStore
+from bot.workspace.settings import LimitsPolicy, ToolCatalog
 
 __all__ = [
     "JOB_FUNCTION",
@@ -126,7 +127,6 @@ class Runtime:
         self._notices: set[asyncio.Task[None]] = set()
         self.runner = TurnRunner(
             settings, redis, self.clients, self.keys, self.store, self.agent, self.limits, self.toolbox, self.leases,
-            missing_final=post_missing_final,
         )
         self.schedules = ScheduleStore(redis, self.keys)
         self.firer = ScheduleFirer(redis, queue, self.keys, ScheduleNotices(self.schedules), self.clients,

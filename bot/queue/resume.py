@@ -1,6 +1,6 @@
 """Taking over runs whose worker died: every worker looks for lapsed run leases (at start-up, then every
 ``scan_seconds``) and resumes each one it wins from the run's last persisted step; a run that had finished
-before its worker died gets the answer it may not have posted (:func:`post_missing_final`).
+before its worker died gets the answer it may not have posted (the run's own recovery, :mod:`bot.runs.recovery`).
 
 A lease lapses ``AGENT_LEASE_SECONDS`` after its runner last renewed it: the worker was killed, lost Redis, or
 handed it over on shutdown. Only one of several racing workers wins a lease (``RunLeases.acquire``), and a runner
@@ -17,15 +17,14 @@ import uuid
 
 from redis.exceptions import RedisError
 
-from agent_core import Lease, Progress, RunLeases, Stopped, StopReason, StoreError, Usage
+from agent_core import Lease, RunLeases, StoreError
 from bot.i18n import _, speaking
 from bot.keys import AppKeys
 from bot.queue.turns import ThreadQueue
 from bot.runs.run import TurnRunner
 from bot.thread import render
-from bot.thread.poster import Poster
 from bot.thread.sink import PostedSoFar
-from bot.turn import Turn, join_id, parse_lease_id
+from bot.turn import join_id, parse_lease_id
 
 log = logging.getLogger(__name__)
 
@@ -38,28 +37,6 @@ SCAN_LIMIT = 100
 def holder_of(worker_id: str, job_id: str) -> str:
     """A lease holder: unique per worker process and attempt (arq reruns a job under the same id)."""
     return join_id(worker_id, job_id, uuid.uuid4().hex[:8])
-
-
-async def post_missing_final(runner: TurnRunner, turn: Turn, progress: Progress, poster: Poster) -> None:
-    """The end of a run that finished just before a restart. The end is saved before it is posted, so the answer
-    may not be out yet: the ledger, not the progress, says whether it is."""
-    ledger = runner.outputs.ledger(turn)
-    seen = await ledger.get()
-    if seen.get("final") == "1":
-        return
-    answer = progress.answer
-    reason = next((r for r in StopReason if r.value == progress.stop_reason), StopReason.ERROR)
-    stopped = Stopped(
-        reason, answer or _("The run ended, but its answer could not be recovered; please ask again."),
-        progress.step, Usage(progress.prompt_tokens, progress.completion_tokens, 0, progress.cost_micros,
-                             estimated=progress.usage_estimated),
-        run_id=turn.run_id,
-    )
-    view = render.RunView(turn.run_id, stop_value=turn.run.value())
-    sink = runner.outputs.sink(turn, view, ledger, poster, await runner.limits.display.both(turn.workspace))
-    sink.first_ts = seen.get("first_ts") or None
-    await sink.emit(stopped)
-    await runner.after.record(turn, stopped, poster.client)
 
 
 class Resumer:

@@ -26,7 +26,7 @@ from bot.queue.turns import enqueue_turn
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
 from bot.thread import mrkdwn
 from bot.turn import Turn
-from bot.workspace import SlackUsers
+from bot.workspace.admin import SlackUsers
 from bot.workspace.schedules.store import Schedule
 from bot.workspace.schedules.when import late_by
 

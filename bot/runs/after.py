@@ -17,10 +17,10 @@ from bot.runs.schedule_notices import ScheduleNotices
 from bot.runs.settings import RunsSettings
 from bot.thread.permalinks import Permalinks
 from bot.turn import Turn
-from bot.workspace import RunPlan, RunRecord, WorkspaceLimits
+from bot.workspace import RunPlan, WorkspaceLimits
 from bot.workspace.defaults import WorkspaceDefaults
-from bot.workspace.models import Models
-from bot.workspace.usage import RunUsage, day_id
+from bot.workspace.settings import Models
+from bot.workspace.spend import RunRecord, RunUsage, day_id
 from tools import Outcome
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from bot.markup import escape
 from bot.thread import render
 from bot.thread.poster import Poster
 from bot.turn import Target, Turn
-from bot.workspace.domains import DomainLists
+from bot.workspace.settings import DomainLists
 from tools import EgressPolicy, HeldBack
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """One turn's run, from preflight to end: the limits check, the engine's events rendered to the thread, the Stop
 watcher and the approval buttons; then the record (:mod:`bot.runs.after`). A run that finished just before its
-worker died (the answer saved but maybe not posted) is handed to the resumer's recovery (bot.queue.resume).
+worker died (the answer saved but maybe not posted) gets its end posted by :mod:`bot.runs.recovery`.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal, Protocol
@@ -20,7 +20,6 @@ from agent_core import (
     Attachment,
     Event,
     Lease,
-    Progress,
     RedisThreadStore,
     RedisTraceSink,
     RunLeases,
@@ -29,7 +28,7 @@ from agent_core import (
     ThreadState,
 )
 from bot import audit, metrics, telemetry
-from bot.errors import NotInstalled, ThreadUnwritable
+from bot.errors import NotInstalled, SlackLookupError, ThreadUnwritable
 from bot.i18n import N_, _, speaking
 from bot.keys import AppKeys
 from bot.logs import log_context
@@ -44,6 +43,7 @@ from bot.runs.downloads import FileCaps
 from bot.runs.egress import ThreadNotices, egress_policy
 from bot.runs.files import EarlierFiles, gather_attachments
 from bot.runs.outputs import ThreadOutputs
+from bot.runs.recovery import post_missing_final
 from bot.runs.schedule_notices import ScheduleNotices
 from bot.runs.schedule_proposals import SlackScheduler
 from bot.runs.settings import RunsSettings
@@ -54,10 +54,9 @@ from bot.thread.poster import Pacer, Poster
 from bot.thread.sink import PostedSoFar, RunSink
 from bot.thread.slack_reader import WebSlackReader
 from bot.turn import Turn
-from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
-from bot.workspace.channel_run import about_run, instructions_of
-from bot.workspace.models import split_run_model
+from bot.workspace import RunBlocked, RunPlan, RunReads, WorkspaceLimits
 from bot.workspace.schedules import ScheduleStore
+from bot.workspace.settings import about_run, instructions_of, split_run_model
 from tools import Registry, ToolContext
 
 log = logging.getLogger(__name__)
@@ -78,9 +77,6 @@ class EventSource(Protocol):
 
 
 AgentFactory = Callable[[RunsSettings, RedisThreadStore, RedisTraceSink], EventSource]
-#: Posts the end of a run that finished just before its worker died (saved, maybe not yet posted):
-#: ``bot.queue.resume.post_missing_final``, handed in as the queue stage sits above this one.
-MissingFinal = Callable[["TurnRunner", Turn, Progress, Poster], Awaitable[None]]
 #: How a run ended for its job: ``done`` (answered or refused: the turn is finished), ``elsewhere`` (another
 #: runner holds its lease: leave it alone) or ``interrupted`` (its lease was lost or its state store failed:
 #: the lease lapses and a worker resumes it from its last persisted step).
@@ -119,8 +115,6 @@ class TurnRunner:
         limits: WorkspaceLimits,
         toolbox: Toolbox,
         leases: RunLeases,
-        *,
-        missing_final: MissingFinal,
     ) -> None:
         self.settings = settings
         self.redis = redis
@@ -131,7 +125,6 @@ class TurnRunner:
         self.limits = limits
         self.toolbox = toolbox
         self.leases = leases
-        self.missing_final = missing_final
         self.after = AfterRun(settings, store, limits, ScheduleNotices(ScheduleStore(redis, keys)))
         self.thread_files = EarlierFiles(redis, keys, settings.thread_ttl_seconds)
         self.file_caps = FileCaps.of(settings)
@@ -191,7 +184,7 @@ class TurnRunner:
             mine = progress.run_id == turn.run_id
             if mine and progress.status == "stopped":
                 # Finished just before a restart: its answer may not be out yet.
-                await self.missing_final(self, turn, progress, poster)
+                await post_missing_final(self.outputs, self.limits.display, self.after, turn, progress, poster)
                 return "done"
             resume = mine and progress.status == "running"
             parts = await self._prepare(turn, poster, job_id, claim)
@@ -224,7 +217,7 @@ class TurnRunner:
             plan = await self.limits.preflight(
                 poster.client, turn.workspace, turn.user_id, base=self.settings.limits(),
                 channel_id=turn.conversation.channel_id, run_model=run_model,
-                hashes=(self.thread_files.key(turn),), values=(self.outputs.fallback_key(turn),),
+                reads=RunReads(self.thread_files.key(turn), session_fallback=self.outputs.fallback_key(turn)),
             )
         except SlackLookupError as exc:
             # Fail closed: no LLM call when the user's standing cannot be checked. The same users.info failed for
@@ -256,8 +249,7 @@ class TurnRunner:
         if not task:  # ``/model <name>`` and nothing to do
             await poster.post(turn.target, render.notice(_(NO_TASK_NOTICE)))
             return None
-        stored_files, sessions_refused = plan.read
-        refs, record_files = await self.thread_files.for_run(turn, poster.client, stored_files)
+        refs, record_files = await self.thread_files.for_run(turn, poster.client, plan.earlier_files)
         ledger = self.outputs.ledger(turn)
         # Opened before the downloads, so the asker may Stop them (it names the requester). ``job``: the job holding
         # the thread's slot, which a worker resuming the run frees when it is done. The turn's files are recorded
@@ -271,7 +263,7 @@ class TurnRunner:
         run_id = turn.run_id
         view = render.RunView(run_id, stop_value=turn.run.value(), max_steps=plan.limits.max_steps,
                               about=about_run(plan.model, plan.channel.prompt))
-        status = self.outputs.status(turn, poster, sessions_refused=sessions_refused is not None)
+        status = self.outputs.status(turn, poster, sessions_refused=plan.session_fallback is not None)
         approver = SlackApprover(
             self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
             timeout_seconds=self.settings.agent_approval_timeout_seconds,

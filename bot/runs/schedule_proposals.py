@@ -18,7 +18,7 @@ from bot.thread import mrkdwn
 from bot.thread.poster import Poster
 from bot.thread.render import SlackMessage
 from bot.turn import Target
-from bot.workspace import SlackUsers
+from bot.workspace.admin import SlackUsers
 from bot.workspace.schedules import when
 
 CONFIRM_ACTION_ID = "agent_schedule_confirm"

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from agent_core import ConfigError, StoreError
 from bot import metrics
-from bot.workspace import CatalogEntry, ToolCatalog, ToolChoice, catalog_of
+from bot.workspace.settings import CatalogEntry, ToolCatalog, ToolChoice, catalog_of
 from tools import McpConfigError, McpServers, Registry, ToolPolicy, ToolSettings, run_registry
 
 log = logging.getLogger(__name__)

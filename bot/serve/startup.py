@@ -16,7 +16,7 @@ from bot.oauth.token_crypto import TokenCipher
 from bot.redis import check_url
 from bot.settings import Settings
 from bot.settings_base import Role
-from bot.workspace.models import Models
+from bot.workspace.settings import Models
 
 IN_USE = "in use"
 

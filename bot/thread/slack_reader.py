@@ -1,5 +1,5 @@
 """SlackReader over the Web API: the channel_history tool's read-only view of the conversation, and slack_search's
-Real-time Search as the asker, within what the thread's audience may see (``bot.workspace.places``)."""
+Real-time Search as the asker, within what the thread's audience may see (``bot.workspace.admin.places``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.workspace import search_access
-from bot.workspace.places import SearchScope, ThreadAudience
+from bot.workspace.admin import SearchScope, ThreadAudience
+from bot.workspace.settings import search_access
 from tools import ToolError
 
 #: conversations.history returns at most this many messages per call anyway.

@@ -2,7 +2,7 @@
 
 A workspace's limits are the engine's caps (``AgentSettings``) and tools (``ToolSettings``) with its own choices
 over them; these are the deployment's defaults of those choices (``/agent-limits`` and App Home change them per
-workspace, ``bot.workspace.config.LimitsPolicy`` reads them once at start-up).
+workspace, ``bot.workspace.settings.config.LimitsPolicy`` reads them once at start-up).
 """
 
 from __future__ import annotations

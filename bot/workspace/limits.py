@@ -1,8 +1,8 @@
 """The limits facade: everything ``/agent-limits``, App Home and the run job do with limits, one set of rules.
 
-The pieces it joins: :mod:`bot.workspace.limits_command` (``/agent-limits``'s replies), :mod:`bot.workspace.store`
-and :mod:`bot.workspace.ledger` (Redis), :mod:`bot.workspace.people` (who may do what) and
-:mod:`bot.workspace.replies` (the texts)::
+The pieces it joins: :mod:`bot.workspace.admin.limits_command` (``/agent-limits``'s replies),
+:mod:`bot.workspace.settings.store` and :mod:`bot.workspace.spend.ledger` (Redis),
+:mod:`bot.workspace.admin.people` (who may do what) and :mod:`bot.workspace.admin.replies` (the texts)::
 
     limits = WorkspaceLimits.create(redis, LimitsPolicy.from_settings(settings), key_prefix=...)
     reply = await limits.commands.run_command(client, ws, user_id, "budget 25")
@@ -12,8 +12,8 @@ and :mod:`bot.workspace.ledger` (Redis), :mod:`bot.workspace.people` (who may do
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -23,32 +23,40 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import Limits, ModelChoice, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
-from bot.workspace.catalog import ToolCatalog
-from bot.workspace.channel_admin import ChannelAdmin
-from bot.workspace.channel_settings import ChannelSettings, WorkspaceChoices, resolve
-from bot.workspace.config import LimitsPolicy, WorkspaceConfig, limits_for
-from bot.workspace.display import DisplaySettings
-from bot.workspace.domains import DomainLists, DomainStore
-from bot.workspace.feedback import FeedbackStore
-from bot.workspace.ledger import RunLedger
-from bot.workspace.limits_command import LimitsCommands
-from bot.workspace.models import DEFAULT_MODELS, Models
-from bot.workspace.org import OrgBudget, OrgBudgetStore
-from bot.workspace.org_admin import OrgAdmin
-from bot.workspace.people import SlackUsers
-from bot.workspace.places import Places
-from bot.workspace.replies import (
+from bot.workspace.admin import (
+    ChannelAdmin,
+    LimitsCommands,
+    LimitsParts,
+    OrgAdmin,
+    Places,
+    SlackUsers,
+    UsageReports,
     budget_exhausted_message,
     file_caps_line,
     is_exhausted,
     unreadable_message,
 )
-from bot.workspace.search_access import SearchAccess
+from bot.workspace.settings import (
+    DEFAULT_MODELS,
+    CatalogEntry,
+    ChannelSettings,
+    DisplaySettings,
+    DomainLists,
+    DomainStore,
+    LimitsPolicy,
+    Models,
+    SearchAccess,
+    ToolCatalog,
+    ToolChoice,
+    WorkspaceChoices,
+    WorkspaceConfig,
+    WorkspaceLimitsStore,
+    WorkspaceTools,
+    limits_for,
+    resolve,
+)
 from bot.workspace.shapes import Display, Verbosity
-from bot.workspace.store import WorkspaceLimitsStore
-from bot.workspace.tool_choice import CatalogEntry, ToolChoice, rows
-from bot.workspace.usage_report import UsageReports
-from tools import ToolListing
+from bot.workspace.spend import Budgets, FeedbackStore, OrgBudget, OrgBudgetStore, RunLedger
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +79,41 @@ class RunPlan:
     model_choice: ModelChoice = DEFAULT_MODELS.default
     #: The channel's own settings; ``channel.prompt`` is added to the system prompt.
     channel: ChannelSettings = ChannelSettings()
-    #: The replies to the caller's own reads (``preflight``'s ``hashes``, then its ``values``), made in the
-    #: preflight's round trip rather than in one each.
-    read: tuple[Any, ...] = ()
     #: Files from outside the workspace are read (``/agent-limits external-files``), as untrusted input.
     external_files: bool = True
+    #: The run's own reads (:class:`RunReads`), made in the preflight's round trip rather than in one each:
+    #: the thread's earlier files (a hash) and the workspace's agent-session fallback flag.
+    earlier_files: Mapping[Any, Any] = field(default_factory=dict)
+    session_fallback: Any = None
 
     @property
     def model(self) -> str:
         """The resolved model's name."""
         return self.model_choice.name
+
+
+@dataclass(frozen=True, slots=True)
+class RunReads:
+    """The keys a run reads at its start, by name, sent in the preflight's one round trip ("": not read)."""
+
+    #: HGETALL: the thread's earlier files (``bot.runs.files``).
+    thread_files: str = ""
+    #: GET: the workspace's agent-session fallback flag (``bot.runs.outputs``).
+    session_fallback: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StartBatch:
+    """The preflight's one round trip, slot by slot: the workspace's settings and the run's own reads."""
+
+    config: WorkspaceConfig
+    tools: ToolChoice
+    egress: Mapping[Any, Any]
+    shown: Mapping[Any, Any]
+    channel: Mapping[Any, Any]
+    search: Any
+    thread_files: Mapping[Any, Any]
+    session_fallback: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +125,8 @@ class RunBlocked:
 
 
 class WorkspaceLimits:
-    """Everything the command, App Home and the run job do with limits, with one set of rules.
-
-    Build one per process and share it (its users.info cache is per instance)::
+    """The workspace's parts, wired once per process (its users.info cache is per instance), and the run's
+    preflight over them::
 
         limits = WorkspaceLimits.create(redis, LimitsPolicy.from_settings(settings), key_prefix=...)
         reply = await limits.commands.run_command(client, ws, user_id, "budget 25")
@@ -118,21 +150,19 @@ class WorkspaceLimits:
         self.runs = runs
         self.users = users
         self.display = display
-        self.catalog = catalog
-        self.builtin_tools = builtin_tools
         self.feedback = feedback
-        #: ``show``'s line about the file caps (the deployment's settings).
-        self.files_line = files_line
+        self.tools = WorkspaceTools(catalog, store, builtin_tools)
         # Built here, not passed in: they only need the store's client and keys.
         self.domains = DomainStore(store.redis, store.keys)
         self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
+        self.budgets = Budgets(runs, self.org)
         self.search = SearchAccess(store.redis, store.keys)
         #: What kind of conversation each channel is (who reads it), for what a run may show there.
         self.places = Places()
-        self.usage = UsageReports(runs, users)
-        self.channels = ChannelAdmin(store, users, models, self._tools_of, self.org)
-        self.org_admin = OrgAdmin(self.org, users, models)
-        self.commands = LimitsCommands(self)
+        self.channels = ChannelAdmin(store, users, models, self.tools.of, self.org)
+        self.commands = LimitsCommands(LimitsParts(
+            users, store, display, self.domains, self.search, self.tools, self.budgets, self.org, self.channels,
+            OrgAdmin(self.org, users, models), UsageReports(runs, users), feedback, files_line))
 
     @classmethod
     def create(
@@ -170,48 +200,39 @@ class WorkspaceLimits:
     async def budget(
         self, ws: Workspace, config: WorkspaceConfig, user_id: str | None = None, *, org: OrgBudget | None = None
     ) -> RedisBudget:
-        """The budget a run of ``user_id`` must fit: the workspace's, its org's (on Enterprise Grid; read here
-        unless given) and the person's own cap, as one budget whose holds are checked in all three at once."""
-        if org is None:
-            org = await self.org_budget(ws)
-        layer = self.org.layer(ws.enterprise_id, org) if org is not None and ws.enterprise_id else None
-        return self.runs.budget_for(ws, config, user_id=user_id, org=layer)
+        """The budget a run of ``user_id`` must fit (:class:`bot.workspace.spend.Budgets`)."""
+        return await self.budgets.of(ws, config, user_id, org=org)
 
-    async def deployment_tools(self) -> tuple[list[CatalogEntry], bool]:
-        """The tools the workers published (True), or the built-ins this process knows (False) before any did."""
-        published = await self.catalog.read()
-        return (published, True) if published is not None else (list(self.builtin_tools), False)
-
-    async def _tools_of(self, ws: Workspace) -> tuple[list[CatalogEntry], ToolChoice]:
-        return (await self.deployment_tools())[0], await self.store.tool_choice(ws)
-
-    async def tools(self, ws: Workspace) -> tuple[list[ToolListing], bool]:
-        """The workspace's tools with their on/off state, and whether the list came from a worker."""
-        catalog, published = await self.deployment_tools()
-        return rows(catalog, await self.store.tool_choice(ws)), published
+    async def start_batch(self, ws: Workspace, channel_id: str, reads: RunReads) -> StartBatch:
+        """The workspace's settings, the channel's and the run's own reads, in one round trip."""
+        hashes = {"egress": self.domains.key(ws), "shown": self.display.key(ws),
+                  "channel": self.channels.key(ws, channel_id or "-"), "thread_files": reads.thread_files}
+        values = {"session_fallback": reads.session_fallback, "search": self.search.key(ws)}
+        hashes, values = {k: v for k, v in hashes.items() if v}, {k: v for k, v in values.items() if v}
+        config, tools, raw = await self.store.for_run(ws, *hashes.values(), values=tuple(values.values()))
+        got = dict(zip([*hashes, *values], raw, strict=True))
+        return StartBatch(config, tools, got["egress"], got["shown"], got["channel"], got["search"],
+                          got.get("thread_files", {}), got.get("session_fallback"))
 
     async def preflight(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None,
-        channel_id: str = "", run_model: str | None = None, hashes: tuple[str, ...] = (),
-        values: tuple[str, ...] = (),
+        channel_id: str = "", run_model: str | None = None, reads: RunReads = RunReads(),
     ) -> RunPlan | RunBlocked:
         """Before a run: may this user start it, can every limit it runs under be read, and is there budget left?
         Its settings resolve here too (``run_model``: the model the run asked for with ``/model``; then the
         channel's, the workspace's, the org's). Raises ``StoreError`` when Redis is down (fail closed: reply with
         ``error``, make no LLM call) and ``SlackLookupError`` when Slack is. Its refusals are in the language the
-        caller speaks (the run speaks the asker's). The caller's own ``hashes`` (HGETALL) and ``values`` (GET) are
-        read in the same round trip as the workspace's settings (``RunPlan.read``)."""
+        caller speaks (the run speaks the asker's). The run's own ``reads`` come in the same round trip as the
+        workspace's settings (``RunPlan.earlier_files``, ``RunPlan.session_fallback``)."""
         refusal = await self.users.run_permission(client, ws, user_id)
         if refusal is not None:
             return RunBlocked(refusal.reason, refusal.message)
-        # The channel's settings come in the same round trip as the workspace's (none extra per run).
-        config, ws_tools, (egress, shown, own, *read, search) = await self.store.for_run(
-            ws, self.domains.key(ws), self.display.key(ws), self.channels.key(ws, channel_id or "-"), *hashes,
-            values=(*values, self.search.key(ws)))
+        start = await self.start_batch(ws, channel_id, reads)
+        config = start.config
         org = await self.org_budget(ws)  # its budget and its model, one HGETALL
-        channel, choices = ChannelSettings.decode(own), WorkspaceChoices.decode(shown)
+        channel, choices = ChannelSettings.decode(start.channel), WorkspaceChoices.decode(start.shown)
         run = resolve(self.channels.models, run_model=run_model, channel=channel, org_model=org.model if org else "",
-                      workspace=choices, tools=ws_tools, shape=self.display.decode(shown))
+                      workspace=choices, tools=start.tools, shape=self.display.decode(start.shown))
         if isinstance(run, str):
             return RunBlocked("model_refused", run)
         unreadable = unreadable_message(config, org is not None and org.unreadable, self.users.admin_user_ids)
@@ -223,5 +244,5 @@ class WorkspaceLimits:
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
             return RunBlocked("budget_exhausted", message)
         return RunPlan(config, limits_for(config, base), budget, run.display, run.verbosity, run.tools,
-                       self.domains.decode(egress), self.search.decode(search), run.model, channel,
-                       tuple(read), choices.external_files)
+                       self.domains.decode(start.egress), self.search.decode(start.search), run.model, channel,
+                       choices.external_files, start.thread_files, start.session_fallback)

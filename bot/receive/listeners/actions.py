@@ -25,7 +25,8 @@ from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide
 from bot.thread.render import STOP_ACTION_ID
 from bot.thread.stop_text import pressed_by
 from bot.turn import RunRef
-from bot.workspace import SlackUsers, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import SlackUsers
 
 log = logging.getLogger(__name__)
 

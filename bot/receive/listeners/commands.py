@@ -21,8 +21,9 @@ from bot.i18n import DEFAULT_LOCALE, _, speaking
 from bot.identity import Workspace
 from bot.receive.deps import Services
 from bot.receive.listeners.agent_command import schedules_switch
-from bot.workspace import LimitsPolicy, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
 from bot.workspace.schedules import ScheduleStore
+from bot.workspace.settings import LimitsPolicy
 
 log = logging.getLogger(__name__)
 

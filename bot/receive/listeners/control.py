@@ -12,7 +12,7 @@ from bot.i18n import _
 from bot.identity import Workspace
 from bot.receive.deps import Services
 from bot.redis import as_text, awaited
-from bot.workspace import SlackUsers
+from bot.workspace.admin import SlackUsers
 
 
 async def may_control(

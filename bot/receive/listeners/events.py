@@ -32,7 +32,7 @@ from bot.thread.agent_session import close_session
 from bot.thread.stop_text import SLACK_STOP_BUTTON
 from bot.turn import FileRef, Turn, files_of_event
 from bot.workspace import WorkspaceLimits
-from bot.workspace.channel_respond import RespondAll
+from bot.workspace.settings import RespondAll
 
 log = logging.getLogger(__name__)
 #: Characters of an assistant thread's title (its first task, shortened).

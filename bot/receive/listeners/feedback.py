@@ -17,7 +17,8 @@ from bot import identity
 from bot.i18n import N_, _, speaking
 from bot.identity import Conversation
 from bot.thread.render import FEEDBACK_ACTION_ID, parse_vote
-from bot.workspace import Vote, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
+from bot.workspace.spend import Vote
 
 log = logging.getLogger(__name__)
 

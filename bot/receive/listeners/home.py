@@ -34,7 +34,8 @@ from bot.receive.views.home import (
     unavailable_view,
 )
 from bot.receive.views.schedules import schedule_blocks, with_schedules
-from bot.workspace import TOP_SPENDERS, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import TOP_SPENDERS
 from bot.workspace.schedules import ScheduleStore
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ async def publish_home(
         budget = await rules.budget(ws, config, user_id, org=org)
         usage, spenders = await budget.usage_summary(), await budget.top_spenders(TOP_SPENDERS)
         runs = await rules.runs.recent_runs(ws, RECENT_RUNS)
-        tools, published = await rules.tools(ws)
+        tools, published = await rules.tools.listing(ws)
         feedback = await rules.feedback.summary(ws, config.period) if rules.feedback else None
         view = home_view(HomeState(
             config, usage, rules.users.who_may_change(), runs, is_admin=is_admin, notice=notice,

@@ -1,6 +1,6 @@
 """App Home's channel settings: the button opens the modal, picking a channel fills it with that channel's
 settings, and the submission changes them with the rules of ``/agent-limits channel <setting> <value>``
-(``bot.workspace.channel_admin``): who may, what is valid, one audited write. The views are built by the pure
+(``bot.workspace.admin.channel_admin``): who may, what is valid, one audited write. The views are built by the pure
 ``bot.receive.views.channel``.
 """
 
@@ -30,9 +30,8 @@ from bot.receive.views.channel import (
 )
 from bot.receive.views.home import CHANNEL_ACTION
 from bot.workspace import WorkspaceLimits
-from bot.workspace.channel_admin import ChannelAdmin, changed_text
-from bot.workspace.channel_command import ChannelSet, channel_set
-from bot.workspace.channel_settings import ChannelSetting
+from bot.workspace.admin import ChannelAdmin, ChannelSet, changed_text, channel_set
+from bot.workspace.settings import ChannelSetting
 
 log = logging.getLogger(__name__)
 

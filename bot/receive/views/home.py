@@ -14,23 +14,17 @@ from typing import Any
 from agent_core import BudgetUsage, format_usd
 from bot.errors import InvalidValue
 from bot.i18n import N_, _, ngettext
-from bot.workspace import (
-    LABELS,
+from bot.workspace.admin import (
     NO_CATALOG_NOTE,
-    ConfigField,
-    ConfigValue,
-    FeedbackSummary,
-    RunRecord,
-    WorkspaceConfig,
     describe_budget,
-    format_feedback,
     layer_lines,
     parse_value,
-    shown,
     tool_line,
     unreadable_layers,
     unreadable_lines,
 )
+from bot.workspace.settings import LABELS, ConfigField, ConfigValue, WorkspaceConfig, shown
+from bot.workspace.spend import FeedbackSummary, RunRecord, format_feedback
 from tools import ToolListing
 
 EDIT_ACTION = "agent_limits_edit"
@@ -109,7 +103,7 @@ class HomeState:
     spenders: Sequence[tuple[str, int]] = ()
     org_unreadable: bool = False
     models: str = ""
-    """The workspace's model choices (``bot.workspace.channel_admin``), or ""."""
+    """The workspace's model choices (``bot.workspace.admin.channel_admin``), or ""."""
     channel_settings: bool = False
     """The person may change some channel's agent."""
 

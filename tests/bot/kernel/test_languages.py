@@ -10,7 +10,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bot.identity import Workspace
-from bot.workspace import WorkspaceLimitsStore
+from bot.workspace.settings import WorkspaceLimitsStore
 from tests.bot.conftest import App
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, delay, text, tool_calls
 from tests.fakes.slack_api import FakeSlack, PostedMessage

@@ -15,7 +15,8 @@ import redis.asyncio as aioredis
 from bot.identity import Workspace
 from bot.serve.service import Service
 from bot.settings import Settings
-from bot.workspace import LimitsPolicy, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
+from bot.workspace.settings import LimitsPolicy
 from tests.bot.conftest import SECRET, drain
 from tests.bot.oauth_helpers import COOKIE, KEY
 from tests.conftest import TEST_REDIS_URL

@@ -17,7 +17,7 @@ from bot.queue.jobs import Turn
 from bot.queue.turns import ThreadQueue
 from bot.redis import RedisHandle
 from bot.serve.service import Service
-from bot.workspace import WorkspaceLimitsStore
+from bot.workspace.settings import WorkspaceLimitsStore
 from tests.bot.conftest import App, make_settings
 from tests.conftest import TEST_REDIS_URL
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text

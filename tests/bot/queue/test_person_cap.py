@@ -14,7 +14,7 @@ from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.queue.fair import NOTICES_EACH, Admission, WorkspaceGate
 from bot.turn import Turn
-from bot.workspace import WorkspaceLimitsStore
+from bot.workspace.settings import WorkspaceLimitsStore
 from tests.bot.conftest import App
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text
 from tests.fakes.slack_api import Call, FakeSlack

@@ -23,8 +23,9 @@ from bot.receive.listeners import commands, home
 from bot.serve.app import create_web_app
 from bot.settings import Settings
 from bot.slack_client import make_web_client
-from bot.workspace import USAGE, LimitsPolicy, RunBlocked, RunPlan, WorkspaceConfig, WorkspaceLimits
-from bot.workspace.replies import file_caps_line
+from bot.workspace import RunBlocked, RunPlan, WorkspaceLimits
+from bot.workspace.admin import USAGE, file_caps_line
+from bot.workspace.settings import LimitsPolicy, WorkspaceConfig
 from tests.conftest import TEST_REDIS_URL
 from tests.fakes.slack_api import FakeSlack
 from tests.signing import command_body, event_body, signed_headers

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from bot.receive.views.home import CHANNEL_ACTION, EDIT_ACTION, MODAL_CALLBACK, RESET_ACTION
-from bot.workspace import RunRecord, WorkspaceConfig
+from bot.workspace.settings import WorkspaceConfig
+from bot.workspace.spend import RunRecord
 from tests.bot.receive.test_commands import DEFAULTS, LISTED, TEAM, WS, Harness, harness
 from tests.bot.receive.test_home_views import action_ids, texts
 from tests.signing import action_body

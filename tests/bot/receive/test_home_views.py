@@ -20,7 +20,8 @@ from bot.receive.views.home import (
     unavailable_view,
     usage_bar,
 )
-from bot.workspace import FeedbackSummary, RunRecord, WorkspaceConfig
+from bot.workspace.settings import WorkspaceConfig
+from bot.workspace.spend import FeedbackSummary, RunRecord
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 

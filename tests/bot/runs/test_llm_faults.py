@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from bot.serve.service import Service
-from bot.workspace import RunRecord
+from bot.workspace.spend import RunRecord
 from tests.bot.conftest import App, make_settings
 from tests.bot.runs.test_unwritable import recent
 from tests.bot.service_processes import IN_PROCESS_SECRETS, assert_no_secrets, emitted, final_answers

@@ -14,7 +14,7 @@ from bot.queue.jobs import Runtime, Turn
 from bot.serve.service import Service
 from bot.settings import Settings
 from bot.thread import mrkdwn
-from bot.workspace import DisplaySettings
+from bot.workspace.settings import DisplaySettings
 from tests.bot.conftest import App, burst_worker, make_settings
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, delay, text, tool_calls
 from tests.fakes.slack_api import FakeSlack, PostedMessage
@@ -331,7 +331,8 @@ async def test_guest_is_refused_before_any_llm_call(app: App, fake_slack: FakeSl
 async def test_used_up_budget_is_refused_at_once_and_other_workspaces_run(
     app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
-    from bot.workspace import RunLedger, WorkspaceLimitsStore
+    from bot.workspace.settings import WorkspaceLimitsStore
+    from bot.workspace.spend import RunLedger
 
     store = WorkspaceLimitsStore(redis_client, key_prefix=key_prefix)
     await store.set(Workspace("T0001"), "budget_micros", 0, "UADMIN")

@@ -15,7 +15,8 @@ import pytest
 from bot.identity import Workspace
 from bot.serve.service import Service
 from bot.settings import Settings
-from bot.workspace import LimitsPolicy, WorkspaceLimits, WorkspaceLimitsStore
+from bot.workspace import WorkspaceLimits
+from bot.workspace.settings import LimitsPolicy, WorkspaceLimitsStore
 from tests.bot.conftest import App, make_settings
 from tests.bot.runs.test_unwritable import recent
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text

@@ -7,7 +7,9 @@ import pytest
 
 from bot.identity import Workspace
 from bot.serve.service import Service
-from bot.workspace import LimitsPolicy, RunRecord, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
+from bot.workspace.settings import LimitsPolicy
+from bot.workspace.spend import RunRecord
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, tool_calls
 from tests.fakes.slack_api import FakeSlack

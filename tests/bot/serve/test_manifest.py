@@ -69,7 +69,7 @@ def test_the_agent_pane_is_enabled() -> None:
 
 def test_the_usage_hint_names_every_subcommand() -> None:
     # Slack shows the hint while a person types the command: a subcommand missing there is one nobody finds.
-    from bot.workspace import USAGE
+    from bot.workspace.admin import USAGE
 
     hint = MANIFEST["features"]["slash_commands"][0]["usage_hint"]
     assert len(hint) <= 1000  # the manifest schema's cap

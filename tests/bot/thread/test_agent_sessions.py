@@ -17,7 +17,7 @@ from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.runs.approval_messages import APPROVE_ACTION_ID
 from bot.thread.agent_session import session_title
-from bot.workspace import DisplaySettings
+from bot.workspace.settings import DisplaySettings
 from tests.bot.conftest import App
 from tests.bot.runs.test_approvals import _press, _start
 from tests.fakes.openai_server import FakeOpenAI, delay, text, tool_calls

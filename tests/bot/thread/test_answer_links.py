@@ -9,7 +9,8 @@ import redis.asyncio as aioredis
 
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.workspace import Display, DisplaySettings
+from bot.workspace import Display
+from bot.workspace.settings import DisplaySettings
 from tests.bot.conftest import App
 from tests.fakes.openai_server import FakeOpenAI, streamed, text
 from tests.fakes.slack_api import FakeSlack

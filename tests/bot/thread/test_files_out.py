@@ -16,7 +16,7 @@ from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.serve.service import Service
 from bot.settings import Settings
-from bot.workspace import DisplaySettings
+from bot.workspace.settings import DisplaySettings
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, streamed, text, tool_calls
 from tests.fakes.slack_api import FakeSlack

@@ -10,7 +10,8 @@ import redis.asyncio as aioredis
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.settings import Settings
-from bot.workspace import Display, DisplaySettings
+from bot.workspace import Display
+from bot.workspace.settings import DisplaySettings
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, delay, streamed, text, tool_calls
 from tests.fakes.slack_api import FakeSlack, Stream

@@ -14,7 +14,7 @@ from agent_core import ConfigError
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.settings import Settings
-from bot.workspace.models import Models, split_run_model
+from bot.workspace.settings import Models, split_run_model
 from tests.bot.conftest import SECRET, App, make_settings
 from tests.bot.kernel.test_audit import audit_file, lines
 from tests.fakes.openai_server import FakeOpenAI, text

@@ -20,7 +20,8 @@ from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.serve.service import Service
 from bot.settings import Settings
-from bot.workspace import LimitsPolicy, WorkspaceLimits
+from bot.workspace import WorkspaceLimits
+from bot.workspace.settings import LimitsPolicy
 from tests.bot.conftest import SECRET, drain, make_settings
 from tests.bot.oauth.test_oauth_service import install
 from tests.bot.oauth_helpers import KEY

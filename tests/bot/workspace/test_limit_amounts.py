@@ -17,18 +17,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_core import RedisBudget, Reservation
+from bot.errors import InvalidValue
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.workspace import (
-    InvalidValue,
+from bot.workspace.admin import parse_command, parse_value
+from bot.workspace.settings import (
+    BOUNDS,
+    MONEY_FIELDS,
+    ConfigField,
     WorkspaceConfig,
     WorkspaceLimitsStore,
     decode_value,
     encode_value,
-    parse_command,
-    parse_value,
 )
-from bot.workspace.config import BOUNDS, MONEY_FIELDS, ConfigField
 from tests.bot.conftest import SECRET, App
 from tests.bot.receive.test_commands import Harness, harness
 from tests.bot.receive.test_home import published, submission, texts

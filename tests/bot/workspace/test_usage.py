@@ -17,7 +17,7 @@ from bot.keys import AppKeys
 from bot.serve.service import Service
 from bot.settings import Settings
 from bot.thread.render import FEEDBACK_ACTION_ID
-from bot.workspace import USAGE
+from bot.workspace.admin import USAGE
 from tests.bot.conftest import SECRET, App
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.slack_api import FakeSlack

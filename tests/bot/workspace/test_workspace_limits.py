@@ -13,30 +13,25 @@ from hypothesis import strategies as st
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core.limits import Limits
+from bot.errors import SlackLookupError
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.workspace import (
-    AUDIT_CAP,
-    RUNS_CAP,
+from bot.workspace.admin import (
     USAGE,
     ResetCommand,
-    RunLedger,
-    RunRecord,
     SetCommand,
     ShowCommand,
-    SlackLookupError,
     SlackUsers,
     UsageError,
-    WorkspaceConfig,
-    WorkspaceLimitsStore,
     budget_exhausted_message,
     format_show,
     is_exhausted,
-    limits_for,
     parse_command,
     parse_value,
     run_permission,
 )
+from bot.workspace.settings import AUDIT_CAP, WorkspaceConfig, WorkspaceLimitsStore, limits_for
+from bot.workspace.spend import RUNS_CAP, RunLedger, RunRecord
 from tests.fakes.slack_api import FakeSlack
 
 T1 = Workspace("T1")

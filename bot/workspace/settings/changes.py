@@ -13,7 +13,7 @@ from typing import Literal
 from redis.asyncio.client import Pipeline
 
 from bot import audit
-from bot.workspace.config import LABELS
+from bot.workspace.settings.config import LABELS
 
 AUDIT_CAP = 100
 """Limit changes kept per workspace (newest first)."""
@@ -30,7 +30,7 @@ def label_of(audit_field: str) -> str:
         return f"tool {audit_field.removeprefix(TOOL_FIELD_PREFIX)}"
     if audit_field.startswith(DOMAIN_FIELD_PREFIX):
         return f"domain {audit_field.removeprefix(DOMAIN_FIELD_PREFIX)}"
-    if audit_field.startswith("channel:"):  # channel:<id>:<setting> (bot.workspace.channel_settings)
+    if audit_field.startswith("channel:"):  # channel:<id>:<setting> (bot.workspace.settings.channel_settings)
         _, channel, setting = audit_field.split(":", 2)
         return f"<#{channel}> {setting}"
     return LABELS.get(audit_field, audit_field)

@@ -4,13 +4,13 @@ Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
 
     P:E:T:limits          hash   overrides only (field -> value); absent fields follow the settings' defaults
     P:E:T:limits:audit    list   JSON changes, newest first, capped at AUDIT_CAP
-    P:E:T:settings        hash   display settings (verbosity, display): bot.workspace.display; the workspace's
-                                 model, run-model and channel-managers (audited): bot.workspace.channel_admin
-    P:E:T:channel:<C>     hash   a channel's own settings (audited): bot.workspace.channel_settings
+    P:E:T:settings        hash   display settings (verbosity, display): bot.workspace.settings.display; the workspace's
+                                 model, run-model and channel-managers (audited): bot.workspace.admin.channel_admin
+    P:E:T:channel:<C>     hash   a channel's own settings (audited): bot.workspace.settings.channel_settings
     P:E:T:tools           hash   the workspace's tool rules (name or server__* -> on/off); audited in limits:audit
-    P:tools:catalog       string the tools the workers offer (JSON), deployment-wide: bot.workspace.catalog
+    P:tools:catalog       string the tools the workers offer (JSON), deployment-wide: bot.workspace.settings.catalog
 
-The runs' keys (recent runs, usage counters, the budget) are :mod:`bot.workspace.ledger`'s.
+The runs' keys (recent runs, usage counters, the budget) are :mod:`bot.workspace.spend.ledger`'s.
 
 Only overrides are stored, so a workspace nobody configured follows the settings when they change, and
 ``reset`` is a delete.
@@ -32,8 +32,8 @@ from bot.errors import InvalidValue
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.redis import as_text, awaited
-from bot.workspace.changes import TOOL_FIELD_PREFIX, Change, commit
-from bot.workspace.config import (
+from bot.workspace.settings.changes import TOOL_FIELD_PREFIX, Change, commit
+from bot.workspace.settings.config import (
     FIELDS,
     ConfigField,
     ConfigValue,
@@ -43,7 +43,7 @@ from bot.workspace.config import (
     encode_value,
     shown,
 )
-from bot.workspace.tool_choice import (
+from bot.workspace.settings.tool_choice import (
     PATTERN_RE,
     ToolChoice,
 )

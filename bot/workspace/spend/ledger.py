@@ -3,7 +3,7 @@
 Keys, under the workspace namespace ``P:E:T`` (see :mod:`bot.keys`)::
 
     P:E:T:runs            list   JSON run summaries for App Home, newest first, capped at RUNS_CAP
-    {P:E:T}:usage:...     the usage counters, written with the run summary (see bot.workspace.usage)
+    {P:E:T}:usage:...     the usage counters, written with the run summary (see bot.workspace.spend.usage)
     {P:E:T}:budget:...    the budget's own keys (see agent_core.budget.ledger), with each person's spend in
                           {P:E:T}:budget:<period>:spenders (the per-person cap's layer, and the top spenders)
 """
@@ -29,9 +29,8 @@ from agent_core import (
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import awaited
-from bot.workspace.config import PERSON_LAYER, ConfigField, WorkspaceConfig
-from bot.workspace.store import unavailable
-from bot.workspace.usage import DEFAULT_RETENTION_DAYS, RunUsage, UsageCounters
+from bot.workspace.settings import PERSON_LAYER, ConfigField, WorkspaceConfig, unavailable
+from bot.workspace.spend.usage import DEFAULT_RETENTION_DAYS, RunUsage, UsageCounters
 
 RUNS_CAP = 50
 """Finished runs kept per workspace for App Home (newest first)."""

@@ -7,17 +7,18 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from agent_core import BudgetUsage, Period, format_bytes, format_usd
 from bot.i18n import N_, _
 from bot.markup import escape
-from bot.workspace.changes import Change, label_of
-from bot.workspace.config import (
+from bot.workspace.admin.people import who_may_change
+from bot.workspace.settings import (
     FIX_COMMANDS,
     LABELS,
     ORG_LAYER,
     PERSON_LAYER,
     UNREADABLE,
+    Change,
     WorkspaceConfig,
+    label_of,
     shown,
 )
-from bot.workspace.people import who_may_change
 from bot.workspace.shapes import Display, Verbosity
 from tools import ToolListing
 

@@ -9,11 +9,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.i18n import _
 from bot.identity import Workspace
-from bot.workspace.changes import Change
-from bot.workspace.command import OrgBudgetCommand, OrgModelCommand
-from bot.workspace.models import Models
-from bot.workspace.org import OrgBudgetStore
-from bot.workspace.people import SlackUsers
+from bot.workspace.admin.command import OrgBudgetCommand, OrgModelCommand
+from bot.workspace.admin.people import SlackUsers
+from bot.workspace.settings import Change, Models
+from bot.workspace.spend import OrgBudgetStore
 
 
 class OrgAdmin:

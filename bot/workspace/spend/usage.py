@@ -39,7 +39,7 @@ ALL = "all"
 #: Each member counts runs, steps, tokens, spend, up, down and ``stop:<reason>`` (tools also calls and errors).
 STOP_PREFIX = "stop:"
 DEFAULT_RETENTION_DAYS = 400
-#: A run's members are kept as long as its votes are (``bot.workspace.feedback.VOTES_TTL_SECONDS``).
+#: A run's members are kept as long as its votes are (``bot.workspace.spend.feedback.VOTES_TTL_SECONDS``).
 RUN_MEMBERS_TTL_SECONDS = 90 * 86_400
 
 

@@ -15,9 +15,9 @@ from typing import Literal, get_args
 from agent_core import MICROS_PER_USD, ConfigError, Limits, Period, format_usd, usd_to_micros
 from bot.errors import InvalidValue
 from bot.workspace.defaults import MAX_CONCURRENT_RUNS_CAP, WorkspaceDefaults
-from bot.workspace.models import DEFAULT_MODELS, Models
+from bot.workspace.settings.models import DEFAULT_MODELS, Models
+from bot.workspace.settings.tool_choice import CatalogEntry, catalog_of
 from bot.workspace.shapes import Display, Verbosity
-from bot.workspace.tool_choice import CatalogEntry, catalog_of
 from tools import ToolPolicy, builtin_registry
 
 _DEFAULTS = WorkspaceDefaults.model_fields

@@ -1,8 +1,8 @@
 """``/agent-limits usage [today|week|month|<YYYY-MM>] [by user|channel|model|tool|schedule] [org]``: who spent
 what, on which model and tools, in which channel, by which schedule; for admins. A table in the reply, or
 ``usage export ...`` the same as a CSV in the admin's DM. ``org`` (Enterprise Grid org admins) sums the org's
-workspaces. The figures are the
-day counters of :mod:`bot.workspace.usage`: a report reads one hash per day (and workspace), never a run.
+workspaces. The figures are the day counters of :mod:`bot.workspace.spend.usage`: a report reads one hash per day
+(and workspace), never a run.
 """
 
 from __future__ import annotations
@@ -25,11 +25,9 @@ from agent_core import MICROS_PER_USD, StopReason, format_usd
 from bot.i18n import N_, _, ngettext
 from bot.identity import Workspace
 from bot.markup import escape
-from bot.workspace.config import quote
-from bot.workspace.ledger import RunLedger
-from bot.workspace.people import SlackUsers
-from bot.workspace.store import unavailable
-from bot.workspace.usage import ALL, DIMENSIONS, Dimension, Row, day_id
+from bot.workspace.admin.people import SlackUsers
+from bot.workspace.settings import quote, unavailable
+from bot.workspace.spend import ALL, DIMENSIONS, Dimension, Row, RunLedger, day_id
 
 log = logging.getLogger(__name__)
 

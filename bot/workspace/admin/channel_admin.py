@@ -21,8 +21,7 @@ from bot.i18n import _
 from bot.identity import Workspace
 from bot.markup import escape
 from bot.redis import awaited
-from bot.workspace.changes import Change
-from bot.workspace.channel_command import (
+from bot.workspace.admin.channel_command import (
     ChannelCommand,
     ChannelReset,
     ChannelSet,
@@ -31,25 +30,29 @@ from bot.workspace.channel_command import (
     Switch,
     WorkspaceModel,
 )
-from bot.workspace.channel_settings import (
+from bot.workspace.admin.org_admin import org_model_line
+from bot.workspace.admin.people import SlackUsers
+from bot.workspace.settings import (
     PROMPT_BY,
     SETTINGS,
     WS_CHANNEL_MANAGERS,
     WS_EXTERNAL_FILES,
     WS_MODEL,
     WS_RUN_MODEL,
+    CatalogEntry,
+    Change,
     ChannelSetting,
     ChannelSettings,
+    Models,
+    ToolChoice,
     WorkspaceChoices,
+    WorkspaceLimitsStore,
     channel_field,
     first_allowed,
+    unavailable,
+    unknown_pattern,
 )
-from bot.workspace.models import Models
-from bot.workspace.org import OrgBudgetStore
-from bot.workspace.org_admin import org_model_line
-from bot.workspace.people import SlackUsers
-from bot.workspace.store import WorkspaceLimitsStore, unavailable
-from bot.workspace.tool_choice import CatalogEntry, ToolChoice, unknown_pattern
+from bot.workspace.spend import OrgBudgetStore
 
 log = logging.getLogger(__name__)
 #: The deployment's tools and the workspace's rules, for checking a channel's list against them.

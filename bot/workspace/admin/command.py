@@ -13,21 +13,21 @@ from typing import Literal, cast
 from agent_core import MICROS_PER_USD, Period, format_usd
 from bot.errors import InvalidValue
 from bot.i18n import N_, _
-from bot.workspace.channel_command import DEFAULT_WORD, ChannelCommand, parse_channel_command
-from bot.workspace.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
-from bot.workspace.config import (
+from bot.workspace.admin.channel_command import DEFAULT_WORD, ChannelCommand, parse_channel_command
+from bot.workspace.admin.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
+from bot.workspace.admin.usage_report import UsageCommand, parse_usage
+from bot.workspace.settings import (
     BOUNDS,
     LABELS,
     MONEY_FIELDS,
+    NAME_RE,
+    PATTERN_RE,
     ConfigField,
     ConfigValue,
     in_bounds,
     quote,
 )
-from bot.workspace.models import NAME_RE
 from bot.workspace.shapes import DISPLAYS, VERBOSITIES, Display, Verbosity
-from bot.workspace.tool_choice import PATTERN_RE
-from bot.workspace.usage_report import UsageCommand, parse_usage
 from tools import BadDomain, parse_domain
 
 #: ``tools.parse_domain``'s refusals, worded for the admin who typed the entry (``given``, quoted).

@@ -1,5 +1,5 @@
 """The grammar of a channel's agent and the workspace's model: text in, a typed command (or what was wrong) out.
-Pure. ``bot.workspace.command.parse_command`` hands these subcommands here::
+Pure. ``bot.workspace.admin.command.parse_command`` hands these subcommands here::
 
     /agent-limits channel prompt|tools|model|display|verbosity|respond <value>   (run in the channel)
     /agent-limits channel show|reset
@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from bot.i18n import _
-from bot.workspace.channel_settings import PROMPT_MAX_CHARS, RESPONDS, SETTINGS, ChannelSetting
-from bot.workspace.models import NAME_RE
+from bot.workspace.settings import NAME_RE, PATTERN_RE, PROMPT_MAX_CHARS, RESPONDS, SETTINGS, ChannelSetting
 from bot.workspace.shapes import Display, Verbosity
-from bot.workspace.tool_choice import PATTERN_RE
 
 SUBCOMMANDS = ("channel", "model", "run-model", "channel-managers", "external-files")
 SwitchName = Literal["run-model", "channel-managers", "external-files"]

@@ -6,7 +6,7 @@ Keys (see :mod:`bot.keys`), all under the workspace's hash tag because one scrip
     {P:E:T}:feedback:run:<run id>      hash  user -> up|down (the first press wins)
     {P:E:T}:feedback:counts:<period>   hash  up|down -> presses in that budget period
     {P:E:T}:feedback:negative          list  JSON thumbs-down entries, newest first, capped
-    {P:E:T}:usage:...                  each press is also counted in the usage counters (bot.workspace.usage)
+    {P:E:T}:usage:...                  each press is also counted in the usage counters (bot.workspace.spend.usage)
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from bot.i18n import _
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.workspace.usage import ALL, DEFAULT_RETENTION_DAYS, DIMENSIONS, day_id, retention_seconds
+from bot.workspace.spend.usage import ALL, DEFAULT_RETENTION_DAYS, DIMENSIONS, day_id, retention_seconds
 
 Vote = Literal["up", "down"]
 #: Thumbs-down runs kept per workspace (newest first); show and App Home list the last few.
@@ -39,7 +39,7 @@ COUNTS_TTL_SECONDS = 400 * 86_400
 # KEYS: votes, counts, negative, the run's usage members, today's usage hashes (all, then one per dimension).
 # ARGV: user, vote, negative entry, cap, votes ttl, counts ttl, usage ttl, the dimensions in KEYS' order.
 # HSETNX first: a second press of the same user on the same run changes nothing (returns 0). The vote is
-# counted in the usage of the day it is pressed, under each member the run counted under (bot.workspace.usage).
+# counted in the usage of the day it is pressed, under each member the run counted under (bot.workspace.spend.usage).
 _RECORD = """
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[5]))

@@ -18,9 +18,9 @@ from typing import Any, Literal, TypeVar, get_args
 from agent_core import ModelChoice
 from bot.i18n import _
 from bot.redis import as_text
-from bot.workspace.models import Models
+from bot.workspace.settings.models import Models
+from bot.workspace.settings.tool_choice import PATTERN_RE, ToolChoice
 from bot.workspace.shapes import Display, Verbosity
-from bot.workspace.tool_choice import PATTERN_RE, ToolChoice
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T", bound=str)

@@ -19,7 +19,7 @@ from bot.i18n import N_, _
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.workspace.changes import DOMAIN_FIELD_PREFIX, Change, commit
+from bot.workspace.settings.changes import DOMAIN_FIELD_PREFIX, Change, commit
 
 DomainAction = Literal["allow", "deny", "clear"]
 #: Hosts kept per workspace (both lists together): plenty for an allow-list, bounded for the guard's checks.

@@ -27,14 +27,7 @@ from bot.errors import InvalidValue
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.workspace.changes import Change, commit
-from bot.workspace.config import (
-    DEFAULT_PERIOD,
-    ORG_LAYER,
-    UNREADABLE,
-    decode_value,
-    encode_value,
-)
+from bot.workspace.settings import DEFAULT_PERIOD, ORG_LAYER, UNREADABLE, Change, commit, decode_value, encode_value
 
 log = logging.getLogger(__name__)
 _MAX_WATCH_RETRIES = 20

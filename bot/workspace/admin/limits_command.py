@@ -1,7 +1,7 @@
 """``/agent-limits`` as a command: each subcommand's ephemeral reply, with one set of rules (anyone may list; only
 admins change, and every change is audited). App Home's limits form uses the same ``change`` and ``reset``.
 
-Built by :class:`bot.workspace.limits.WorkspaceLimits` over its parts::
+Built over the parts it reads and changes (wired once, in :class:`bot.workspace.limits.WorkspaceLimits`)::
 
     reply = await limits.commands.run_command(client, ws, user_id, "budget 25")
 """
@@ -9,15 +9,16 @@ Built by :class:`bot.workspace.limits.WorkspaceLimits` over its parts::
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
-from bot.workspace.channel_command import CHANNEL_COMMANDS
-from bot.workspace.command import (
+from bot.workspace.admin.channel_admin import ChannelAdmin
+from bot.workspace.admin.channel_command import CHANNEL_COMMANDS
+from bot.workspace.admin.command import (
     DisplayCommand,
     DomainCommand,
     OrgBudgetCommand,
@@ -30,10 +31,9 @@ from bot.workspace.command import (
     VerbosityCommand,
     parse_command,
 )
-from bot.workspace.config import ConfigField, ConfigValue
-from bot.workspace.domains import DomainAction, domain_reply, format_domains
-from bot.workspace.feedback import format_feedback
-from bot.workspace.replies import (
+from bot.workspace.admin.org_admin import OrgAdmin
+from bot.workspace.admin.people import SlackUsers
+from bot.workspace.admin.replies import (
     changed_reply,
     display_reply,
     format_show,
@@ -42,22 +42,52 @@ from bot.workspace.replies import (
     unknown_tool_reply,
     verbosity_reply,
 )
+from bot.workspace.admin.usage_report import UsageCommand, UsageReports
+from bot.workspace.settings import (
+    ConfigField,
+    ConfigValue,
+    DisplaySettings,
+    DomainAction,
+    DomainStore,
+    SearchAccess,
+    WorkspaceLimitsStore,
+    WorkspaceTools,
+    domain_reply,
+    format_domains,
+    unknown_pattern,
+)
 from bot.workspace.shapes import Display, Verbosity
-from bot.workspace.tool_choice import unknown_pattern
-from bot.workspace.usage_report import UsageCommand
-
-if TYPE_CHECKING:
-    from bot.workspace.limits import WorkspaceLimits
+from bot.workspace.spend import Budgets, FeedbackStore, OrgBudgetStore, format_feedback
 
 #: Spenders listed by ``show`` and App Home.
 TOP_SPENDERS = 5
 
 
+@dataclass(frozen=True, slots=True)
+class LimitsParts:
+    """What ``/agent-limits`` reads and changes."""
+
+    users: SlackUsers
+    store: WorkspaceLimitsStore
+    display: DisplaySettings
+    domains: DomainStore
+    search: SearchAccess
+    tools: WorkspaceTools
+    budgets: Budgets
+    org: OrgBudgetStore
+    channels: ChannelAdmin
+    org_admin: OrgAdmin
+    usage: UsageReports
+    feedback: FeedbackStore | None = None
+    #: ``show``'s line about the file caps (the deployment's settings).
+    files_line: str = ""
+
+
 class LimitsCommands:
     """What ``/agent-limits`` (and App Home's form) do: authorize, then list or change."""
 
-    def __init__(self, limits: WorkspaceLimits) -> None:
-        self.limits = limits
+    def __init__(self, parts: LimitsParts) -> None:
+        self.limits = parts
 
     def refusal(self) -> str:
         return _(
@@ -70,8 +100,8 @@ class LimitsCommands:
 
     async def show(self, ws: Workspace, *, can_change: bool, user_id: str | None = None) -> str:
         config = await self.limits.store.get(ws)
-        org = await self.limits.org_budget(ws)
-        budget = await self.limits.budget(ws, config, user_id, org=org)
+        org = await self.limits.org.of(ws)
+        budget = await self.limits.budgets.of(ws, config, user_id, org=org)
         usage = await budget.usage_summary()
         spenders = await budget.top_spenders(TOP_SPENDERS)
         changes = await self.limits.store.recent_changes(ws, 5)
@@ -124,7 +154,7 @@ class LimitsCommands:
             can_change = False  # listing does not depend on it; the footer then names who may
         if isinstance(command, ShowCommand):
             return await self.show(ws, can_change=can_change, user_id=user_id)
-        listed, published = await self.limits.tools(ws)
+        listed, published = await self.limits.tools.listing(ws)
         return format_tools(listed, published=published, can_change=can_change,
                             admin_user_ids=self.limits.users.admin_user_ids,
                             refused={"slack_search": await self.limits.search.refused(ws)})
@@ -170,7 +200,7 @@ class LimitsCommands:
         """``tools enable|disable``: admins only, names the deployment offers only (a workspace only narrows)."""
         if not await self.may_change(client, ws, user_id):
             return self.refusal()
-        catalog, published = await self.limits.deployment_tools()
+        catalog, published = await self.limits.tools.deployment()
         close = unknown_pattern(pattern, catalog)
         if close is not None:
             return unknown_tool_reply(pattern, close, published=published)
