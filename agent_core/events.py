@@ -176,6 +176,9 @@ class Stopped:
     #: The state store failed under the run (``reason`` is ``error``): its last persisted step is intact, so
     #: a caller with leases may resume it once the store is back instead of giving up.
     store_failed: bool = False
+    #: Not an end: a tool call waits for an approval that may take hours. The run is saved at that call (status
+    #: ``parked``) and is resumed with ``RunRequest.resume`` once decided; nothing of this event is to be posted.
+    parked: bool = False
 
 
 Event = (RunStarted | ThoughtDelta | AnswerDelta | StreamReset | Thought | ToolCalled | Observed | StepFinished

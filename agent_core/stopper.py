@@ -36,6 +36,8 @@ class Stop:
     #: The run's answer when the usual one (what was found, what is missing) would mislead: set by
     #: ``Stopper.too_long`` for a task no call of the run could carry.
     answer: str = ""
+    #: Not an end: the run waits for an approval, saved at the held call (see ``Stopped.parked``).
+    parked: bool = False
 
 
 @dataclass(frozen=True, slots=True)

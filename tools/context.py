@@ -57,6 +57,12 @@ class Approver(Protocol):
         ...
 
 
+class Parked(Exception):
+    """Raised by an ``Approver`` that cannot answer now: the decision may take hours. The engine saves the run at
+    this call (the step's reply, the results of its other calls) and ends it without an answer; the caller resumes
+    it once decided, and the same call is put to the approver again, who then answers at once."""
+
+
 class RefuseAll:
     """The terminal's default approver: every call needing approval is refused."""
 
