@@ -18,6 +18,7 @@ def test_public_names() -> None:
         "ToolContext",
         "SlackReader",
         "Approver",
+        "Parked",
         "RefuseAll",
         "Tool",
         "tool",
