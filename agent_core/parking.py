@@ -12,6 +12,7 @@ it, and the others run, the held one asking its approver again, who has the answ
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from agent_core.completion import LLMResponse, ToolCallRequest
@@ -35,6 +36,7 @@ def replayed(run: Run) -> LLMResponse:
     """The saved reply, once: it stands in for the step's LLM call."""
     reply, run.replay = run.replay, None
     assert reply is not None
+    run.progress = replace(run.progress, pending={})  # the step goes on as any other now
     return reply
 
 

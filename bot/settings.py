@@ -179,6 +179,10 @@ class Settings(AgentSettings, ToolSettings):
         default=DEFAULT_APPROVAL_TIMEOUT_SECONDS, gt=0,
         description="How long a tool call needing approval waits for a press before it is denied.",
     )
+    agent_approval_max_timeout_seconds: float = Field(
+        default=24 * 3600, gt=0,
+        description="Longest wait an approval policy may set (`timeout`); a parked run waits without a worker.",
+    )
     agent_file_max_bytes: int = Field(
         default=DEFAULT_FILE_MAX_BYTES, gt=0,
         description="Largest file a run downloads from Slack (bytes); a larger one is refused with a note.",

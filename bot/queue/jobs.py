@@ -31,6 +31,7 @@ from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
 from bot.queue.fair import NOTICES_EACH, Admission, WorkspaceGate
+from bot.queue.parked import ApprovalExpiry
 from bot.queue.resume import Resumer, holder_of, post_missing_final
 from bot.queue.turns import JOB_FUNCTION, Slot, ThreadQueue, enqueue_turn, request_cancel
 from bot.runs.run import AgentFactory, EventSource, TurnRunner
@@ -128,6 +129,7 @@ class Runtime:
             ttl_seconds=settings.thread_ttl_seconds, max_concurrent=settings.worker_max_jobs,
             deadline_seconds=job_timeout(settings) - OWN_DEADLINE_MARGIN_SECONDS,
         )
+        self.resumer.expiry = ApprovalExpiry(redis, queue, self.keys, self.clients)
 
     async def start(self) -> None:
         await self.toolbox.start()
@@ -167,11 +169,8 @@ class Runtime:
                     with telemetry.job(head.traceparent, job_id, job_try, self.settings.arq_queue_name):
                         outcome = await self.runner.run(head, resumed=job_try > 1, last_try=last_try,
                                                         holder=holder_of(self.worker_id, job_id), job_id=job_id)
-                if outcome == "interrupted":
-                    return "interrupted"  # slot and turn stay: the worker resuming the run frees them
-                if outcome == "elsewhere":
-                    await self.threads.release(conversation, job_id, follow=False)
-                    return "elsewhere"
+                if outcome != "done":
+                    return await self._not_done(conversation, job_id, outcome)
                 await self.threads.finish(conversation, head.turn_id, job_id)
                 return "ran"
         except asyncio.CancelledError:
@@ -188,6 +187,16 @@ class Runtime:
             raise
         await self.threads.release(conversation, job_id)
         return "idle"
+
+    async def _not_done(self, conversation: Conversation, job_id: str, outcome: str) -> str:
+        """The slots of a run that did not end here: ``interrupted`` keeps both (the worker resuming it frees them),
+        ``parked`` gives the workspace's back (it waits for an approval; its turn stays at the head, and a decision
+        queues it again), ``elsewhere`` gives the thread's back (the run is live on another worker)."""
+        if outcome == "parked":
+            await self.threads.leave(conversation)
+        elif outcome == "elsewhere":
+            await self.threads.release(conversation, job_id, follow=False)
+        return outcome
 
     async def _enter(self, conversation: Conversation, turn_id: str, job_id: str) -> Slot | str:
         """The workspace's slot, then the thread's (with the turn to run), or why this job does not run."""

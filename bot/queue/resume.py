@@ -21,6 +21,7 @@ from agent_core import Lease, Progress, RunLeases, Stopped, StopReason, StoreErr
 from bot.i18n import _, speaking
 from bot.identity import Conversation
 from bot.keys import AppKeys
+from bot.queue.parked import ApprovalExpiry
 from bot.queue.turns import ThreadQueue
 from bot.runs.run import TurnRunner
 from bot.runs.turn import Turn
@@ -80,6 +81,7 @@ class Resumer:
         self._deadline = deadline_seconds
         self._slots = asyncio.Semaphore(max_concurrent)
         self._tasks: set[asyncio.Task[None]] = set()
+        self.expiry: ApprovalExpiry | None = None
 
     async def run_forever(self) -> None:
         """Scan now, then every ``scan_seconds``; a Redis outage only delays the next scan."""
@@ -89,6 +91,8 @@ class Resumer:
                     await self.scan()
                     await self.threads.sweep_lines()
                     await self.runner.open_streams.sweep()  # streams their runs could not stop
+                    if self.expiry is not None:
+                        await self.expiry.sweep()  # approvals of parked runs past their deadline
                 except (RedisError, OSError) as exc:
                     log.warning("resume scan skipped: Redis failed (%s)", exc)
                 await asyncio.sleep(self.scan_seconds)

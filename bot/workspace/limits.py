@@ -24,6 +24,8 @@ from agent_core import Limits, ModelChoice, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.settings import Display, Verbosity
+from bot.workspace.approval_policies import ApprovalPolicies
+from bot.workspace.approvals_command import ApprovalsAdmin
 from bot.workspace.catalog import ToolCatalog
 from bot.workspace.channel_admin import ChannelAdmin
 from bot.workspace.channel_settings import ChannelSettings, WorkspaceChoices, resolve
@@ -110,6 +112,7 @@ class WorkspaceLimits:
         *,
         files_line: str = "",
         models: Models = DEFAULT_MODELS,
+        approval_timeouts: tuple[float, float] = (300.0, 86400.0),
     ) -> None:
         self.store = store
         self.runs = runs
@@ -128,6 +131,8 @@ class WorkspaceLimits:
         self.channels = ChannelAdmin(store, users, models, self._tools_of, self.org)
         self.org_admin = OrgAdmin(self.org, users, models)
         self.commands = LimitsCommands(self)
+        self.approvals = ApprovalsAdmin(users, ApprovalPolicies(store.redis, store.keys), self.deployment_tools,
+                                        self.commands.refusal, approval_timeouts)
 
     @classmethod
     def create(
@@ -156,6 +161,7 @@ class WorkspaceLimits:
             store, runs, users, display, ToolCatalog(redis, keys), policy.builtin_tools,
             FeedbackStore(redis, keys, clock=clock, usage_retention_days=policy.usage_retention_days),
             files_line=file_caps_line(*policy.file_caps), models=policy.models,
+            approval_timeouts=policy.approval_timeouts,
         )
 
     async def org_budget(self, ws: Workspace) -> OrgBudget | None:

@@ -17,6 +17,7 @@ from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
 from bot.settings import Display, Verbosity
+from bot.workspace.approval_policies import ApprovalsCommand
 from bot.workspace.channel_command import CHANNEL_COMMANDS
 from bot.workspace.command import (
     DisplayCommand,
@@ -112,6 +113,8 @@ class LimitsCommands:
             return await self.limits.org_admin.run(client, ws, user_id, command)
         if isinstance(command, UsageCommand):
             return await self.limits.usage.answer(client, ws, user_id, command)
+        if isinstance(command, ApprovalsCommand):
+            return await self.limits.approvals.run(client, ws, user_id, command)
         return await self.change(client, ws, user_id, command.changes)
 
     async def _listing(
