@@ -36,8 +36,8 @@ from bot.workspace.changes import Change, commit
 APPROVALS_FIELD_PREFIX = "approvals:"
 #: The pattern of the calls the exfiltration guard holds and puts to a person.
 GUARD = "guard"
-_USER = re.compile(r"<@([UW][A-Z0-9]{2,20})(?:\|[^>]*)?>", re.ASCII)
-_GROUP = re.compile(r"<!subteam\^(S[A-Z0-9]{2,20})(?:\|[^>]*)?>", re.ASCII)
+_USER = re.compile(r"<@([UW][A-Z0-9]{1,20})(?:\|[^>]*)?>", re.ASCII)
+_GROUP = re.compile(r"<!subteam\^(S[A-Z0-9]{1,20})(?:\|[^>]*)?>", re.ASCII)
 _PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}|[A-Za-z0-9_-]{1,40}__\*", re.ASCII)
 _DURATION = re.compile(r"([1-9][0-9]{0,5})([smhd])", re.ASCII)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -1,0 +1,142 @@
+"""Approval policies through the running service: ``/agent-limits approvals``, the approvers' DMs, votes checked at
+the click, and parked runs (no worker while they wait; resumed at the held call, which runs once)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+
+from agent_core import Agent
+from agent_core.redis_store import RedisThreadStore, RedisTraceSink
+from bot.queue.jobs import EventSource
+from bot.runs.approval_messages import APPROVE_ACTION_ID, DENY_ACTION_ID
+from bot.settings import Settings
+from tests.bot.conftest import SECRET, App, burst_worker, make_settings
+from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from tests.fakes.slack_api import Call, FakeSlack, PostedMessage
+from tests.signing import action_body, command_body, event_body, mention, next_ts, signed_headers
+from tools import Registry, ToolContext, builtin_registry, tool
+
+#: Each call of ``deploy`` that ran, by its argument: the proof a call ran once.
+RAN: list[str] = []
+
+
+class DeployArgs(BaseModel):
+    service: str
+
+
+@tool(needs_approval=True)
+async def deploy(args: DeployArgs, ctx: ToolContext) -> str:
+    """Deploy a service (asks a person first)."""
+    RAN.append(args.service)
+    return f"deployed {args.service}"
+
+
+def deploy_agent(settings: Settings, store: RedisThreadStore, trace: RedisTraceSink) -> EventSource:
+    return Agent.from_settings(settings, Registry([*builtin_registry(settings), deploy]), store=store, trace=trace,
+                               secrets=settings.secrets())
+
+
+@pytest.fixture(autouse=True)
+async def _people(fake_slack: FakeSlack, redis_client: aioredis.Redis) -> AsyncIterator[None]:
+    RAN.clear()
+    fake_slack.users.update({"UADMIN": {"is_admin": True}, "U5": {}, "U6": {}, "U1": {}})
+    fake_slack.usergroups["SOPS"] = ["U5", "U6"]
+    yield
+
+
+async def limits(app: App, text: str, *, user: str = "UADMIN") -> str:
+    body = command_body(command="/agent-limits", text=text, user=user)
+    headers = signed_headers(SECRET, body, content_type="application/x-www-form-urlencoded")
+    async with app.http.post(f"{app.url}/slack/events", data=body, headers=headers) as resp:
+        answer: dict[str, Any] = json.loads(await resp.text())
+    return str(answer["text"])
+
+
+def _card(call: Call) -> bool:
+    return APPROVE_ACTION_ID in json.dumps(call.params.get("blocks") or "")
+
+
+async def _park(app: App, fake_slack: FakeSlack, settings: Settings, *, cards: int = 3) -> tuple[str, PostedMessage]:
+    """U1 asks for a deploy; a one-job worker drains the queue (the run parks, so the drain ends); the thread's card."""
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> deploy api", ts=ts, user="U1")))
+    async with burst_worker(settings, deploy_agent) as worker:
+        await worker.main()
+    await fake_slack.wait_for("chat.postMessage", predicate=_card, count=cards)
+    card = next(m for m in fake_slack.thread_messages("C1", ts) if APPROVE_ACTION_ID in json.dumps(m.blocks))
+    return ts, card
+
+
+async def _press(app: App, card: PostedMessage, action_id: str, user: str) -> None:
+    value = next(b["value"] for b in card.buttons() if b["action_id"] == action_id)
+    resp = await app.post_form(action_body(action_id=action_id, value=value, user=user, channel=card.channel,
+                                           message_ts=card.ts, thread_ts=card.thread_ts))
+    assert resp.status == 200
+
+
+async def _told(fake_slack: FakeSlack, user: str, count: int = 1) -> str:
+    calls = await fake_slack.wait_for("chat.postEphemeral", count=count,
+                                      predicate=lambda c: c.params.get("user") == user)
+    return str(calls[count - 1].params["text"])
+
+
+@pytest.fixture
+def one_worker(key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI) -> Settings:
+    return make_settings(key_prefix, fake_slack, fake_openai, worker_max_jobs=1)
+
+
+async def test_the_policy_command_checks_groups_and_min_and_warns_on_unknown_tools(app: App) -> None:
+    assert "Only" in await limits(app, "approvals deploy <!subteam^SOPS|@ops>", user="U1")   # not an admin
+    unknown = await limits(app, "approvals deploy <!subteam^SNOPE|@nope>")
+    assert "Nothing stored" in unknown and "<!subteam^SNOPE>" in unknown
+    too_many = await limits(app, "approvals deploy <@U5> min 2")
+    assert "Nothing stored" in too_many and "min 2" in too_many
+    assert "Nothing stored" in await limits(app, "approvals deploy <@U5> timeout 3d")   # over the 24 h maximum
+    assert "No approval policies" in await limits(app, "approvals")
+    warned = await limits(app, "approvals deploy <!subteam^SOPS|@ops> min 2 timeout 8h")
+    assert "Approval policy set" in warned and ":warning:" in warned     # the web process knows no `deploy` tool
+    listed = await limits(app, "approvals")
+    assert "`deploy`" in listed and "<!subteam^SOPS>" in listed and "2 needed" in listed and "8h" in listed
+    assert "removed" in await limits(app, "approvals deploy off")
+    assert "No approval policies" in await limits(app, "approvals")
+
+
+async def test_only_the_approvers_decide_and_the_call_runs_once(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, one_worker: Settings
+) -> None:
+    await limits(app, "approvals deploy <!subteam^SOPS|@ops>")
+    fake_openai.queue(tool_calls(("deploy", {"service": "api"}), content="Deploying."), text("Deployed."))
+    ts, card = await _park(app, fake_slack, one_worker)
+    assert "<!subteam^SOPS>" in card.block_text() and "`deploy`" in card.block_text()
+    dms = {m.channel: m for m in fake_slack.messages if m.channel in ("DU5", "DU6")}
+    assert set(dms) == {"DU5", "DU6"}
+    assert "fake.example/archives/C1/p" in dms["DU5"].block_text()                        # a link to the thread
+    assert RAN == [] and len(fake_openai.requests) == 1
+    # The requester and an admin outside the policy are refused; nothing changes.
+    await _press(app, card, APPROVE_ACTION_ID, "U1")
+    assert "Only <!subteam^SOPS> can decide" in await _told(fake_slack, "U1")
+    await _press(app, card, APPROVE_ACTION_ID, "UADMIN")
+    assert "Only <!subteam^SOPS> can decide" in await _told(fake_slack, "UADMIN")
+    assert card.edits == 0
+    # An approver decides from their DM: every copy says so, and the run goes on from the held call.
+    stale = next(b["value"] for b in dms["DU5"].buttons() if b["action_id"] == APPROVE_ACTION_ID)
+    await _press(app, dms["DU6"], APPROVE_ACTION_ID, "U6")
+    async with burst_worker(one_worker, deploy_agent) as worker:
+        await worker.main()
+    assert RAN == ["api"]
+    assert len(fake_openai.requests) == 2                      # the held step was not asked of the model again
+    assert "deployed api" in next(m["content"] for m in fake_openai.requests[1].messages if m["role"] == "tool")
+    for copy in (card, dms["DU5"], dms["DU6"]):
+        assert "approved by <@U6>" in copy.block_text() and not copy.buttons()
+    assert "Deployed." in fake_slack.thread_messages("C1", ts)[-1].block_text()
+    # A late press on a stale copy changes nothing and says why.
+    await app.post_form(action_body(action_id=APPROVE_ACTION_ID, value=stale, user="U5", channel="DU5",
+                                     message_ts=dms["DU5"].ts))
+    assert "already approved" in await _told(fake_slack, "U5")
+    assert RAN == ["api"]
