@@ -140,3 +140,56 @@ async def test_only_the_approvers_decide_and_the_call_runs_once(
                                      message_ts=dms["DU5"].ts))
     assert "already approved" in await _told(fake_slack, "U5")
     assert RAN == ["api"]
+
+
+async def test_min_two_needs_two_different_people(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, one_worker: Settings
+) -> None:
+    await limits(app, "approvals deploy <!subteam^SOPS|@ops> min 2")
+    fake_openai.queue(tool_calls(("deploy", {"service": "api"})), text("Deployed."))
+    _ts, card = await _park(app, fake_slack, one_worker)
+    await _press(app, card, APPROVE_ACTION_ID, "U5")
+    assert "1 of the 2 needed" in await _told(fake_slack, "U5")
+    await _press(app, card, APPROVE_ACTION_ID, "U5")                   # the same person again counts once
+    assert "1 of the 2 needed" in await _told(fake_slack, "U5", 2)
+    assert card.edits == 0 and await _queued(one_worker) == 0
+    await _press(app, card, APPROVE_ACTION_ID, "U6")
+    await fake_slack.wait_for("chat.update", predicate=lambda c: "approved by" in json.dumps(c.params))
+    assert "approved by <@U5>, <@U6>" in card.block_text()
+    async with burst_worker(one_worker, deploy_agent) as worker:
+        await worker.main()
+    assert RAN == ["api"]
+
+
+async def _queued(settings: Settings) -> int:
+    """Jobs waiting in the queue (a decision queues the parked run's)."""
+    client = aioredis.from_url(str(settings.redis_url))
+    try:
+        return int(await client.zcard(settings.arq_queue_name))
+    finally:
+        await client.aclose()
+
+
+async def test_a_parked_run_frees_its_worker_and_a_deny_goes_on_as_refused(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, one_worker: Settings
+) -> None:
+    fake_slack.agent_sessions_refusal = ""  # an app declared as an agent: its thread shows the session's status
+    await limits(app, "approvals deploy <@U5>")
+    fake_openai.queue(tool_calls(("deploy", {"service": "api"})), text("Other answer."), text("Not deployed."))
+    first, other = next_ts(), next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> deploy api", ts=first, user="U1")))
+    await app.post_event(event_body(mention(text="<@UBOT> what is 2+2", ts=other, user="U2", channel="C2")))
+    # One job slot: the second run completes while the first one waits for its approver.
+    async with burst_worker(one_worker, deploy_agent) as worker:
+        await worker.main()
+    assert "Other answer." in fake_slack.thread_messages("C2", other)[-1].block_text()
+    card = next(m for m in fake_slack.thread_messages("C1", first) if APPROVE_ACTION_ID in json.dumps(m.blocks))
+    assert fake_slack.session_status("C1", first) == "suspended"
+    await _press(app, card, DENY_ACTION_ID, "U5")
+    async with burst_worker(one_worker, deploy_agent) as worker:
+        await worker.main()
+    assert RAN == [] and "denied by <@U5>" in card.block_text()
+    observation = next(m["content"] for m in fake_openai.requests[-1].messages if m["role"] == "tool")
+    assert "refused (not approved)" in observation
+    assert "Not deployed." in fake_slack.thread_messages("C1", first)[-1].block_text()
+    assert fake_slack.session_status("C1", first) == "closed"
