@@ -13,11 +13,12 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY agent_core agent_core
 COPY tools tools
 COPY bot bot
-RUN pip install --no-cache-dir .
+# The tested versions (constraints.txt), not whatever the open ranges of pyproject.toml allow today.
+RUN pip install --no-cache-dir -c constraints.txt .
 
 FROM ${PYTHON_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/venv/bin:$PATH

@@ -30,30 +30,50 @@ SCREEN_OBSERVATION_CHARS = 600
 FILES_MAX_BYTES = 50 * 1024 * 1024
 
 
-def render(event: Event, out: TextIO) -> None:
-    """Print one event; the terminal is just another consumer of the event stream."""
-    match event:
-        case RunStarted(tools=tools):
-            print(f"▶ run started — tools: {', '.join(tools) or 'none'}", file=out)
-        case Thought(step=step, text=text):
-            print(f"\n[{step}] thought: {text if text is not None else '(the model gave no reason)'}", file=out)
-        case ToolCalled(tool=tool, arguments=arguments):
-            print(f"    → {tool} {json.dumps(arguments, ensure_ascii=False)}", file=out)
-        case Observed(outcome=outcome, text=text, full_chars=full):
-            short = text if len(text) <= SCREEN_OBSERVATION_CHARS else text[:SCREEN_OBSERVATION_CHARS] + " …"
-            print(f"    ← [{outcome}, {full:,} chars] {short}", file=out)
-        case FinalAnswer():
-            pass  # printed with the stop, which carries the same answer
-        case Stopped(reason=reason, answer=answer, steps=steps, usage=usage, detail=detail):
-            print(f"\n{answer}\n", file=out)
-            print(
-                f"■ stopped: {reason.value} ({detail}) — {steps} steps, {usage.total_tokens:,} tokens "
-                f"({usage.prompt_tokens:,} prompt, {usage.cached_tokens:,} cached, {usage.completion_tokens:,} "
-                f"completion), {format_usd(usage.cost_micros)}{' (estimate)' if usage.estimated else ''}",
-                file=out,
-            )
-        case _:
-            pass  # streamed text (deltas): the terminal prints each step whole
+class Screen:
+    """Prints the events of a run; the terminal is just another consumer of the event stream.
+
+    A step's thought waits for the step's next event: with native tool calling, the reply that ends a run is its
+    thought and its answer at once (``Thought`` then ``FinalAnswer``, the same text), shown once, as the answer.
+    """
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._thought: Thought | None = None
+
+    def show(self, event: Event) -> None:
+        if isinstance(event, FinalAnswer) and self._thought is not None and self._thought.step == event.step \
+                and (self._thought.text or "").strip() == event.text.strip():
+            self._thought = None  # the answer itself: printed with the stop
+        self._flush()
+        match event:
+            case Thought():
+                self._thought = event
+            case RunStarted(tools=tools):
+                self._print(f"▶ run started — tools: {', '.join(tools) or 'none'}")
+            case ToolCalled(tool=tool, arguments=arguments):
+                self._print(f"    → {tool} {json.dumps(arguments, ensure_ascii=False)}")
+            case Observed(outcome=outcome, text=text, full_chars=full):
+                short = text if len(text) <= SCREEN_OBSERVATION_CHARS else text[:SCREEN_OBSERVATION_CHARS] + " …"
+                self._print(f"    ← [{outcome}, {full:,} chars] {short}")
+            case Stopped(reason=reason, answer=answer, steps=steps, usage=usage, detail=detail):
+                self._print(f"\n{answer}\n")
+                self._print(
+                    f"■ stopped: {reason.value} ({detail}) — {steps} steps, {usage.total_tokens:,} tokens "
+                    f"({usage.prompt_tokens:,} prompt, {usage.cached_tokens:,} cached, {usage.completion_tokens:,} "
+                    f"completion), {format_usd(usage.cost_micros)}{' (estimate)' if usage.estimated else ''}"
+                )
+            case _:
+                pass  # FinalAnswer: printed with the stop, which carries it; streamed text: each step is printed whole
+
+    def _flush(self) -> None:
+        if self._thought is not None:
+            step, text = self._thought.step, self._thought.text
+            self._print(f"\n[{step}] thought: {text if text is not None else '(the model gave no reason)'}")
+            self._thought = None
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.out)
 
 
 def attachments(paths: Sequence[str]) -> tuple[Attachment, ...]:
@@ -142,10 +162,11 @@ async def run_task(
     )
     scope = ToolContext(run_id="", step=0, task=task, approver=TerminalApprover()) if sys.stdin.isatty() else None
     final: Stopped | None = None
+    screen = Screen(out) if out is not None else None
     async for event in agent.events(RunRequest(task, registry=run_tools, attachments=files, scope=scope)):
-        if out is not None:
-            render(event, out)
-            out.flush()
+        if screen is not None:
+            screen.show(event)
+            screen.out.flush()
         if isinstance(event, Stopped):
             final = event
     return final

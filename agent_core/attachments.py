@@ -23,6 +23,7 @@ class Attachment:
     data: bytes
     file_id: str = ""    # Slack's file id (F for Slack files, "" for terminal --file)
     note: str = ""       # why it could not be used, when it cannot ("" when fine); shown to the model and user
+    external: bool = False  # from another organisation or workspace (Slack Connect, Grid): untrusted input
 
 
 #: Model names (after any ``provider/`` prefix, lower case) that accept image parts, when ``OPENAI_VISION`` is

@@ -51,8 +51,10 @@ MAX_JSON_DEPTH = 64
 
 #: English on purpose: without the workspace's token no users.info can say the asker's language.
 NO_INSTALLATION_REPLY = (
-    ":warning: The agent can't act in this workspace right now: its installation here is missing or can't be read. "
-    "Reinstalling the app fixes it; its operator has the details in the log."
+    ":warning: The agent can't act in this workspace right now: its installation here is missing or can't be read "
+    "(its stored token needs an encryption key the app no longer has). The app's operator must put back the key it "
+    "was written with (`SLACK_TOKEN_ENCRYPTION_KEY`), or a workspace admin must reinstall the app; the operator has "
+    "the details in the log."
 )
 
 SERVICES_KEY: web.AppKey[Services] = web.AppKey("services", Services)

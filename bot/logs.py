@@ -101,20 +101,38 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(self.redactor.redact_data(data), ensure_ascii=False, default=str)
 
 
+#: Control characters (and Unicode's line and paragraph separators) a message may not write raw: a name holding a
+#: newline would otherwise start a line of its own, looking like another record.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, 0x85)} | {
+    ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+#: Before each line of a traceback or stack under a record: only a record's own first line starts a line.
+CONTINUATION = "    "
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character escaped (``\\n``, ``\\x1b``, ...)."""
+    return text.translate(_CONTROLS)
+
+
 class TextFormatter(logging.Formatter):
-    """The human-readable line, with the context fields appended when there are any, redacted."""
+    """The human-readable line, with the context fields appended when there are any, redacted. The message is one
+    line whatever its values hold; a traceback under it is indented."""
 
     def __init__(self, redactor: Redactor) -> None:
         super().__init__(TEXT_FORMAT)
         self.redactor = redactor
 
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return super().formatMessage(logging.makeLogRecord({**record.__dict__, "message": one_line(record.message)}))
+
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        fields = [f"{name}={value}" for name, value in _fields(record).items()]
+        head, newline, rest = super().format(record).partition("\n")
+        fields = [f"{name}={one_line(str(value))}" for name, value in _fields(record).items()]
         if fields:
-            head, newline, rest = line.partition("\n")
-            line = f"{head} [{' '.join(fields)}]{newline}{rest}"
-        return self.redactor.redact(line)
+            head = f"{head} [{' '.join(fields)}]"
+        if rest:
+            rest = "\n".join(CONTINUATION + line for line in rest.split("\n"))
+        return self.redactor.redact(f"{head}{newline}{rest}")
 
 
 class _OurHandler(logging.StreamHandler[IO[str]]):

@@ -28,6 +28,7 @@ T = TypeVar("T")
 
 #: How long start-up waits for REDIS_URL to answer before giving up with one line.
 STARTUP_WAIT_SECONDS = 20.0
+FIRST_RETRY_SECONDS = 0.1
 #: Connect timeout to a Sentinel, and to the master it names: a dead address is skipped quickly.
 SENTINEL_CONNECT_TIMEOUT_SECONDS = 2.0
 
@@ -187,6 +188,33 @@ async def open_redis(
     return RedisHandle(server.url, embedded=server)
 
 
+#: What redis-py connects with (``Redis.from_url``).
+URL_SCHEMES = ("redis", "rediss", "unix")
+
+
+def check_url(url: str) -> None:
+    """ConfigError naming REDIS_URL when it is no URL redis-py connects with; the URL is not echoed (it may carry
+    a password)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a port that is no number raises here)
+    except ValueError as exc:
+        raise ConfigError(f"REDIS_URL is not a Redis URL ({exc}): e.g. redis://localhost:6379/0") from None
+    if parts.scheme not in URL_SCHEMES or "://" not in url:
+        raise ConfigError("REDIS_URL must start with redis://, rediss:// or unix://, e.g. redis://localhost:6379/0 "
+                          "(a host:port alone is not read as one)")
+
+
+async def require_answer(url: str, sentinel: SentinelMaster | None, wait_seconds: float) -> None:
+    """What every process's start will wait for, waited for once (by the supervisor, before it starts any):
+    ConfigError naming the settings if Redis does not answer within ``wait_seconds``."""
+    handle = RedisHandle(url, sentinel=sentinel)
+    try:
+        await _wait_for(handle, wait_seconds)
+    finally:
+        await handle.close()
+
+
 async def _wait_for(handle: RedisHandle, wait_seconds: float) -> None:
     """Ping with a backoff until Redis answers; ConfigError naming the settings (never a password) if not."""
     try:
@@ -197,7 +225,7 @@ async def _wait_for(handle: RedisHandle, wait_seconds: float) -> None:
     names = "REDIS_SENTINELS / REDIS_SENTINEL_MASTER" if handle.sentinel is not None else "REDIS_URL"
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_seconds
-    delay, problem = 0.1, ""
+    delay, problem = FIRST_RETRY_SECONDS, ""
     try:
         while True:
             try:
@@ -207,7 +235,9 @@ async def _wait_for(handle: RedisHandle, wait_seconds: float) -> None:
                 problem = (str(exc) or type(exc).__name__).splitlines()[0]
             if loop.time() + delay > deadline:
                 break
-            log.warning("Redis at %s is not answering (%s); retrying in %.1fs", where, problem, delay)
+            if delay == FIRST_RETRY_SECONDS:  # one line while it waits, not one per try
+                log.warning("Redis at %s is not answering (%s); waiting up to %.0fs for it "
+                            "(REDIS_STARTUP_WAIT_SECONDS)", where, problem, wait_seconds)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
     finally:

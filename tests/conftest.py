@@ -1,10 +1,11 @@
 """Shared fixtures: a clean environment, a real Redis namespaced per test, and the HTTP fakes.
 
-The session's Redis is the one at ``TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/9``). When nothing
-answers there, or when it is ``embedded``, the run starts the embedded Valkey the package ships
-(``bot.embedded_redis``, as single-machine mode does) on a free port and stops it at the end, so the README's test
-command needs no Redis installed. Under pytest-xdist each worker process resolves its own: worker ``gwN`` takes
-database number base + N of the configured server, or its own embedded Valkey.
+The session's Redis is one of its own: the embedded Valkey the package ships (``bot.embedded_redis``, as
+single-machine mode does), started on a free port in a temporary directory and stopped and removed at the end, so the
+README's test command needs no Redis and never writes into one of the developer's. ``TEST_REDIS_URL`` names a server
+to use instead (``embedded``, or unset: the embedded one); a named server that does not answer stops the run, naming
+it. Under pytest-xdist each worker process resolves its own: worker ``gwN`` takes database number base + N of the
+named server, or its own embedded Valkey.
 ``from tests.conftest import TEST_REDIS_URL`` gives whichever is in use: the name is resolved on first use
 (module ``__getattr__``), which may come before ``pytest_configure`` when pytest is given one test file.
 
@@ -18,7 +19,6 @@ import asyncio
 import os
 import re
 import shutil
-import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -31,11 +31,10 @@ import redis.asyncio as aioredis
 
 from bot.embedded_redis import EmbeddedRedis
 
-DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379/9"
-#: ``TEST_REDIS_URL=embedded``: always the embedded Valkey, even when a server answers at the default (CI).
+#: ``TEST_REDIS_URL=embedded`` (or unset): the embedded Valkey.
 EMBEDDED = "embedded"
-#: How long the configured Redis gets to answer before the embedded one is started instead.
-REDIS_PROBE_SECONDS = 1.0
+#: How long a named Redis gets to answer.
+REDIS_PROBE_SECONDS = 2.0
 
 #: The `processes` marker and its guard.
 pytest_plugins = ["tests.process_tests"]
@@ -47,14 +46,17 @@ _embedded_dir: Path | None = None
 
 
 def session_redis_url() -> str:
-    """The session's Redis: ``TEST_REDIS_URL`` when it answers, else an embedded Valkey started now (once).
+    """The session's Redis: the server ``TEST_REDIS_URL`` names, else an embedded Valkey started now (once).
 
     Tests share it but never FLUSH it: every key a test writes starts with its own prefix.
     """
     global _redis_url, _embedded, _embedded_dir
     if _redis_url is None:
-        wanted = os.environ.get("TEST_REDIS_URL") or DEFAULT_TEST_REDIS_URL
-        if wanted != EMBEDDED and _answers(wanted):
+        wanted = os.environ.get("TEST_REDIS_URL") or EMBEDDED
+        if wanted != EMBEDDED:
+            if not _answers(wanted):
+                raise pytest.UsageError(
+                    f"TEST_REDIS_URL={wanted}: no Redis answers there (unset it: the tests start their own)")
             _redis_url = _worker_database(wanted)
         else:
             from tests.process_tests import starting_own_process  # the plugin, imported by pytest by now
@@ -63,8 +65,6 @@ def session_redis_url() -> str:
             with starting_own_process():
                 _embedded = asyncio.run(EmbeddedRedis.start(_embedded_dir / "valkey"))
             _redis_url = f"redis://127.0.0.1:{_embedded.port}/9"
-            if wanted != EMBEDDED:
-                print(f"nothing answers at {wanted}: tests use an embedded Valkey at {_redis_url}", file=sys.stderr)
         _keys_before.update(_keys(_redis_url))
     return _redis_url
 
@@ -109,19 +109,41 @@ def __getattr__(name: str) -> str:
 
 def pytest_report_header(config: pytest.Config) -> str:
     if getattr(config.option, "numprocesses", None):  # xdist's controller runs no test: each worker has its own
-        return "redis: one per xdist worker (TEST_REDIS_URL's database + N, or an embedded Valkey each)"
+        return "redis: one per xdist worker (an embedded Valkey each, or TEST_REDIS_URL's database + N)"
     url = session_redis_url()
     return f"redis: {url}" + (" (embedded Valkey, stopped at the end)" if _embedded is not None else "")
 
 
+#: The run's own temporary directory: TMPDIR of every test and of every process a test starts (a killed
+#: ``python -m bot`` leaves its metrics folder behind, a killed MCP server its files), removed when the run ends.
+_run_tmp: Path | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    global _run_tmp
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: it inherited the controller's TMPDIR
+    _run_tmp = Path(tempfile.mkdtemp(prefix="sat-"))  # short: a test's Unix socket path must stay under 100 bytes
+    os.environ["TMPDIR"] = str(_run_tmp)
+    tempfile.tempdir = str(_run_tmp)  # gettempdir() caches its answer
+    if config.option.basetemp is None:
+        # tmp_path in it too, without pytest's pytest-of-<user>/pytest-<n> levels (paths as short as before).
+        config.option.basetemp = str(_run_tmp / "t")
+
+
 def pytest_unconfigure() -> None:
-    global _embedded, _embedded_dir
+    global _embedded, _embedded_dir, _run_tmp
     if _embedded is not None:
         asyncio.run(_embedded.stop())
         _embedded = None
     if _embedded_dir is not None:
         shutil.rmtree(_embedded_dir, ignore_errors=True)
         _embedded_dir = None
+    if _run_tmp is not None:
+        tempfile.tempdir = None
+        shutil.rmtree(_run_tmp, ignore_errors=True)
+        _run_tmp = None
 
 
 _KEEP_ENV = {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "TEST_REDIS_URL", "CI"}

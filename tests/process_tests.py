@@ -22,6 +22,7 @@ PROCESS_TESTS = frozenset({
     "tests/test_embedded_test_redis.py",
     "tests/test_lazy_imports.py",
     "tests/test_house.py::test_complexity_stays_at_most_ten",  # runs ruff
+    "tests/tools/test_npm_offline.py",
     "tests/agent_core/test_budget_contention.py::test_a_call_billed_to_a_killed_worker_is_recorded_at_its_worst_case_within_one_lease_period",
     "tests/agent_core/test_budget_contention.py::test_a_call_billed_while_redis_was_down_is_recorded_once_redis_is_back",
     "tests/agent_core/test_budget_contention.py::test_a_call_whose_hold_cannot_be_renewed_is_abandoned_before_the_hold_lapses",
@@ -43,6 +44,7 @@ PROCESS_TESTS = frozenset({
     "tests/bot/test_grid.py::test_an_admin_of_one_workspace_is_no_admin_of_its_sibling_before_or_after_acting_at_home",
     "tests/bot/test_handover.py",
     "tests/bot/test_listen_queue.py::test_the_listen_queue_holds_a_reconnect_wave",
+    "tests/bot/test_log_lines.py",
     "tests/bot/test_mcp_tools.py::test_a_servers_new_tool_reaches_the_catalog_and_the_next_run",
     "tests/bot/test_mcp_tools.py::test_a_slack_run_calls_the_time_server_posts_its_result_and_stopping_leaves_no_child",
     "tests/bot/test_mcp_tools.py::test_admins_turn_tools_off_and_on_audited_and_the_next_run_is_offered_only_what_is_on",

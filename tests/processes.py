@@ -57,16 +57,21 @@ def free_port() -> int:
     raise AssertionError("no free port below the ephemeral range")
 
 
-#: Ports handed out by any test worker, one file each: a pick stays the picker's until its run ends, since a
-#: child takes a second or two to bind it (two workers picking the same port in that window was a flake).
-_CLAIMS = Path(tempfile.gettempdir()) / f"slack-agent-test-ports-{os.getuid()}"
+def _claims() -> Path:
+    """Ports handed out by any test worker, one file each: a pick stays the picker's until its run ends, since a
+    child takes a second or two to bind it (two workers picking the same port in that window was a flake). In
+    the run's own temporary directory (``tests/conftest.py``), so it goes with the run."""
+    return Path(tempfile.gettempdir()) / f"slack-agent-test-ports-{os.getuid()}"
+
+
 _CLAIM_TTL_SECONDS = 3600.0
 _claimed: list[Path] = []
 
 
 def _claim(port: int) -> bool:
-    _CLAIMS.mkdir(exist_ok=True)
-    path = _CLAIMS / str(port)
+    claims = _claims()
+    claims.mkdir(exist_ok=True)
+    path = claims / str(port)
     with contextlib.suppress(OSError):
         if time.time() - path.stat().st_mtime > _CLAIM_TTL_SECONDS:
             path.unlink()  # left by a run that died

@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 import uuid
 import zipfile
 from dataclasses import dataclass, field
@@ -20,6 +21,9 @@ from typing import Any
 import promql_parser as promql
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent_core.events import StopReason
@@ -247,6 +251,26 @@ def test_the_image_runs_python_m_bot_with_a_role_it_accepts_as_a_user_not_root(
     env = services["web"]["environment"]
     assert {int(env[k]) for k in ("PORT", "WORKER_HEALTH_PORT", "METRICS_PORT")} <= {
         int(p) for p in said["EXPOSE"][-1].split()}
+
+
+def test_the_image_installs_the_tested_versions_and_they_satisfy_every_declared_range() -> None:
+    """A new major of a dependency (openai, mcp) cannot reach a fresh image untested: the image installs with
+    constraints.txt, which pins every package of the install within the ranges pyproject.toml declares."""
+    steps = dockerfile()
+    installs = [rest for word, rest in steps if word == "RUN" and "pip install" in rest]
+    assert installs and all("-c constraints.txt" in rest for rest in installs), installs
+    assert any(rest.split()[0] == "constraints.txt" or " constraints.txt " in f" {rest} "
+               for word, rest in steps if word == "COPY")
+    pins = {canonicalize_name(name): Version(version) for name, version in (
+        line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#"))}
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for requirement in map(Requirement, declared):
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name} is declared but constraints.txt does not pin it"
+        assert pins[name] in requirement.specifier, f"constraints.txt pins {name} {pins[name]}, outside {requirement}"
+        assert not list(requirement.specifier.filter([Version("999")])) or name == "tzdata", (
+            f"{requirement} has no upper bound: a new major would reach a fresh install untested")
 
 
 def test_compose_runs_redis_web_and_scalable_workers_that_meet_in_redis_on_ports_of_their_own() -> None:

@@ -19,9 +19,11 @@ class SlackReader(Protocol):
 
     async def search(self, query: str, *, limit: int, cursor: str, filters: Mapping[str, Any]) -> Mapping[str, Any]:
         """Slack's Real-time Search (``assistant.search.context``) as the asker: the response as Slack returns it
-        (``results.messages``/``results.files``, ``response_metadata.next_cursor``). ``filters`` are the method's
-        own arguments (``channel_types``, ``content_types``, ``before``, ``after``). Never stored or cached: the
-        API's terms allow no copies. Raises ``ToolError`` when Slack refuses."""
+        (``results.messages``/``results.files``, ``response_metadata.next_cursor``), holding only results the
+        thread's readers may see, with ``searched`` (what was searched, in words) and ``withheld`` (how many results
+        were dropped). ``filters`` are the method's own arguments (``channel_types``, ``content_types``, ``before``,
+        ``after``); ``channel_types`` is narrowed to the thread's audience. Never stored or cached: the API's terms
+        allow no copies. Raises ``ToolError`` when Slack refuses, or the thread's audience is unknown."""
         ...
 
 

@@ -161,6 +161,9 @@ class StoreAuthorize(AsyncAuthorize):
             return None
         except UnreadableToken:
             self._unreadable(enterprise_id, team_id)
+            # Bolt then answers with its user-facing message in the HTTP response (a command's ephemeral reply,
+            # which needs no token) rather than on a response_url after an empty one.
+            context["response_url"] = None
             return None  # acknowledged (Slack would retry a 5xx three times, to no avail), nothing started
         if bot is None:
             self._warn_once(enterprise_id, team_id)

@@ -64,15 +64,18 @@ class FileCaps:
 class FileFetcher:
     """Downloads one run's files with its workspace's client, within the caps."""
 
-    def __init__(self, client: AsyncWebClient, ws: Workspace, caps: FileCaps) -> None:
+    def __init__(self, client: AsyncWebClient, ws: Workspace, caps: FileCaps, *, external: bool = True) -> None:
         self.client = client
         self.ws = ws
+        #: ``/agent-limits external-files``: files from outside the workspace are read (as untrusted input).
+        self.external = external
         #: Each unusable file's problem, by file id: the notice to its poster words it in their language.
         self.problems: dict[str, FileProblem] = {}
         self.caps = caps
         api = urlsplit(client.base_url)
         self._slack_host = (api.hostname or "").lower()
         self._api_scheme = api.scheme
+        self._api_port = _port(api.scheme, api.port)
 
     async def fetch(self, refs: Sequence[FileRef]) -> tuple[Attachment, ...]:
         """One attachment per file, in order; a file that cannot be used carries a ``note`` and no bytes."""
@@ -96,7 +99,7 @@ class FileFetcher:
                     continue
                 left -= len(data)
                 out.append(Attachment(name=_unique(ref.name or ref.id, names), mimetype=sniff(data, ref.name),
-                                      data=data, file_id=ref.id))
+                                      data=data, file_id=ref.id, external=self._outside(ref)))
         finally:
             if own:
                 await session.close()
@@ -118,8 +121,9 @@ class FileFetcher:
             if full is None:
                 raise FileProblem(N_("Slack would not describe it"))
             ref = full
-        if ref.team and self.ws.team_id != "-" and ref.team != self.ws.team_id:
-            raise FileProblem(N_("it belongs to another workspace, whose files this app may not read"))
+        if self._outside(ref) and not self.external:
+            raise FileProblem(N_("it comes from outside this workspace, and its admins turned such files off "
+                                 "(`/agent-limits external-files`)"))
         if not ref.url:
             raise FileProblem(N_("Slack gave no download address for it"))
         return ref
@@ -165,10 +169,21 @@ class FileFetcher:
                 return bytes(data)
         raise FileProblem(N_("Slack redirected its download too many times"))
 
+    def _outside(self, ref: FileRef) -> bool:
+        """From another organisation (Slack Connect) or another workspace of the org: Slack serves it to this
+        workspace's token when it was shared here, and the run reads it as untrusted input."""
+        return bool(ref.team) and self.ws.team_id != "-" and ref.team != self.ws.team_id
+
     def _is_slack(self, url: str) -> bool:
+        """The token goes only where Slack's API is: its scheme, its host (or a subdomain) and its port; a
+        redirect keeping the host but changing the port is another server."""
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
-        if parts.scheme not in ("https", self._api_scheme) or not self._slack_host:
+        try:
+            port = _port(parts.scheme, parts.port)
+        except ValueError:
+            return False  # a port that is no number
+        if parts.scheme != self._api_scheme or port != self._api_port or not self._slack_host:
             return False
         return host == self._slack_host or host.endswith("." + self._slack_host)
 
@@ -188,6 +203,11 @@ _LOGIN_PAGE = N_(
     "Slack answered with a web page instead of the file (a login page: the app may lack the `files:read` scope; "
     "an admin can reinstall it)"
 )
+
+
+def _port(scheme: str, port: int | None) -> int | None:
+    """The port a URL connects to: its own, else its scheme's."""
+    return port if port is not None else {"https": 443, "http": 80}.get(scheme)
 
 
 def _is_page(content_type: str, claimed: str) -> bool:

@@ -14,6 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import audit
 from bot.i18n import N_, _
+from bot.markup import escape
 from bot.runs.turn import Turn
 from bot.thread import render
 from bot.thread.poster import Poster, Target
@@ -51,14 +52,15 @@ class ThreadNotices:
                    channel=self.turn.conversation.channel_id, run_id=self.turn.run_id, tool=event.tool,
                    decision="held_back", reason=event.reason.value,
                    host=audit.registrable_domain(event.host) if event.host else "", service=event.service)
-        where = event.host and f"`{event.host}`" or event.service
-        read = ", ".join(map(source_words, event.sources)) or _("private data")
+        # Every name here (tool, host, service, file) came from a model, a page or a person: shown inert.
+        host = escape(event.host)
+        where = host and f"`{host}`" or escape(event.service)
+        read = ", ".join(escape(source_words(s)) for s in event.sources) or _("private data")
         said = (_(":shield: I held back a `{tool}` call to {where} after reading {read} ({reason}).") if where
                 else _(":shield: I held back a `{tool}` call after reading {read} ({reason})."))
-        text = said.format(tool=event.tool, where=where, read=read, reason=event.reason.value)
-        if event.host and event.reason.value == "not_allowed":
-            text += " " + _("An admin can allow the host with `/agent-limits allow-domain {host}`.").format(
-                host=event.host)
+        text = said.format(tool=escape(event.tool), where=where, read=read, reason=event.reason.value)
+        if host and event.reason.value == "not_allowed":
+            text += " " + _("An admin can allow the host with `/agent-limits allow-domain {host}`.").format(host=host)
         await self.poster.post(self.target, render.notice(text))
 
 

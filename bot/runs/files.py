@@ -23,6 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import Attachment, ScriptCall
 from bot.i18n import _
 from bot.keys import AppKeys
+from bot.markup import escape
 from bot.redis import as_text
 from bot.runs.downloads import FileCaps, FileFetcher, FileProblem
 from bot.runs.turn import FileRef, Turn
@@ -142,20 +143,20 @@ def problems_notice(
     """One short reply about the message's own files that cannot be used ("" when all can), in the current locale
     (``problems``: why each could not, by file id; the attachment's ``note`` is the same for the model, in English)."""
     ids = {f.id for f in own} & problems.keys()
-    lines = [f"• *{a.name}*: {problems[a.file_id].shown()}" for a in attachments if a.file_id in ids]
+    lines = [f"• *{escape(a.name)}*: {problems[a.file_id].shown()}" for a in attachments if a.file_id in ids]
     if not lines:
         return ""
     return "\n".join([_(":warning: I can't use every file you attached; I'll go on without these:"), *lines])
 
 
 async def gather_attachments(
-    turn: Turn, client: AsyncWebClient, refs: Sequence[FileRef], caps: FileCaps
+    turn: Turn, client: AsyncWebClient, refs: Sequence[FileRef], caps: FileCaps, *, external: bool = True
 ) -> tuple[tuple[Attachment, ...], str]:
     """The run's attachments (``refs``: ``EarlierFiles.for_run``'s) and the notice about the problems of the
-    turn's own files ("" when none)."""
+    turn's own files ("" when none); ``external``: files from outside the workspace are read."""
     if not refs:
         return (), ""
-    fetcher = FileFetcher(client, turn.workspace, caps)
+    fetcher = FileFetcher(client, turn.workspace, caps, external=external)
     attachments = await fetcher.fetch(refs)
     for a in attachments:
         if a.note:

@@ -270,7 +270,7 @@ class TurnRunner:
         # for the thread's later runs in the same round trip.
         await ledger.open(*record_files, requester=turn.user_id, thread=turn.thread, job=job_id, parked="")
         # Raced against Stop, the lease and the time cap: stopped, the engine then ends the run at once.
-        fetching = gather_attachments(turn, poster.client, refs, self.file_caps)
+        fetching = gather_attachments(turn, poster.client, refs, self.file_caps, external=plan.external_files)
         attachments, problems = await claim.before_start(fetching, plan.limits.max_seconds) or ((), "")
         if problems:
             await poster.post(turn.target, render.notice(problems))
@@ -291,8 +291,8 @@ class TurnRunner:
         scope = ToolContext(
             run_id=run_id, step=0, team_id=turn.workspace.team_id, channel_id=turn.conversation.channel_id,
             user_id=turn.user_id, approver=approver, egress=egress, slack=WebSlackReader(
-                poster.client, action_token=turn.action_token, channel_id=turn.conversation.channel_id,
-                refused=partial(self.limits.search.refuse, turn.workspace)),
+                poster.client, self.limits.places.audience(poster.client, turn.workspace, turn.conversation.channel_id),
+                action_token=turn.action_token, refused=partial(self.limits.search.refuse, turn.workspace)),
             outbox=files,
         )
         sink = self.outputs.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)
@@ -309,7 +309,7 @@ class TurnRunner:
             events = self.agent.events(RunRequest(
                 parts.task, thread=turn.thread, loaded=state, run_id=run_id, cancel=claim.token, scope=parts.scope,
                 limits=plan.limits, budget=plan.budget, resume=resume, model=plan.model_choice,
-                instructions=instructions_of(plan.channel.prompt),
+                instructions=instructions_of(plan.channel.prompt, plan.channel.prompt_by),
                 registry=self.toolbox.for_run(
                     plan.tools, task=parts.task, has_files=bool(parts.attachments),
                     can_search=bool(turn.action_token) and not plan.search_refused),

@@ -13,6 +13,7 @@ import socket
 
 from agent_core import ConfigError
 from bot.oauth.token_crypto import TokenCipher
+from bot.redis import check_url
 from bot.settings import Role, Settings
 from bot.workspace.models import Models
 
@@ -36,7 +37,8 @@ def check(settings: Settings, role: Role, *, supervisor: bool = False) -> None:
     if role in ("all", "worker"):
         settings.require_llm()
     Models.from_settings(settings)  # AGENT_MODELS: every model priced (the web checks names against it too)
-    settings.redis_sentinel()
+    if settings.redis_sentinel() is None and settings.redis_url:
+        check_url(settings.redis_url)
     if role != "all" and settings.embedded_redis:
         raise ConfigError(
             f"REDIS_URL is not set: `python -m bot {role}` shares a Redis with the other processes, so set "

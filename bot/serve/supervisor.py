@@ -10,12 +10,13 @@ its environment by the parent:
   ``WORKER_HEALTH_PORT``. With ``REDIS_URL`` unset the parent starts the embedded Redis once and gives its URL
   to all.
 - ``PROMETHEUS_MULTIPROC_DIR``: a fresh directory for the run, where every child's metrics are summed by
-  whichever process answers ``/metrics``. A dead child's live gauges are removed from it. With ``METRICS_PORT``
-  the parent alone serves ``/metrics`` there (the children serve none), so nothing collides and a restart of a
-  child does not interrupt scrapes.
+  whichever process answers ``/metrics``; removed on exit, or by the next start after a SIGKILL. A dead child's
+  live gauges are removed from it. With ``METRICS_PORT`` the parent alone serves ``/metrics`` there (the children
+  serve none), so nothing collides and a restart of a child does not interrupt scrapes.
 
 Before any of that, the parent runs the start-up checks (``bot.serve.startup``) for every process it will start,
-ports included: a bad setting is one line and exit 2, not N children failing in turn.
+ports included, and waits for ``REDIS_URL`` to answer: a bad setting is one line and exit 2, not N children
+failing in turn.
 
 A child that dies is started again after a backoff (0.5 s, doubling to 30 s, back to 0.5 s once a child has
 run a minute). One that exits with 2, the exit code of a bad setting, would fail the same way again: the
@@ -41,6 +42,7 @@ from prometheus_client.multiprocess import mark_process_dead
 
 from bot.embedded_redis import EmbeddedRedis, die_with_parent
 from bot.metrics import MULTIPROC_ENV
+from bot.redis import require_answer
 from bot.serve import startup
 from bot.serve.metrics_http import supervisor_metrics
 from bot.settings import Role, Settings
@@ -53,8 +55,30 @@ RESTART_FIRST_DELAY_SECONDS = 0.5
 RESTART_MAX_DELAY_SECONDS = 30.0
 #: A child that ran this long before dying was healthy: its next restart waits the first delay again.
 STABLE_SECONDS = 60.0
+#: The run's metrics folder in the temporary directory: ``bot-metrics-<supervisor pid>-<random>``.
+METRICS_DIR_PREFIX = "bot-metrics-"
 #: What ``python -m bot`` exits with on a bad setting (``bot.__main__``).
 CONFIG_ERROR_EXIT = 2
+
+
+def remove_abandoned_metrics_dirs() -> None:
+    """Remove the metrics folders of this user's supervisors that are gone: one killed with SIGKILL (which no
+    clean-up survives) left its folder behind, named after its pid."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{METRICS_DIR_PREFIX}*-*"):
+        pid = folder.name.removeprefix(METRICS_DIR_PREFIX).split("-", 1)[0]
+        with contextlib.suppress(OSError):
+            if pid.isdigit() and folder.stat().st_uid == os.getuid() and not _running(int(pid)):
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 def default_processes() -> int:
@@ -166,8 +190,11 @@ class Supervisor:
 async def supervise(role: Role, processes: int, settings: Settings) -> int:
     """Run ``role`` as ``processes`` supervised processes (plus the web one for ``all``); the exit code."""
     startup.check(settings, role, supervisor=True)  # a bad setting stops here, not in every child
+    if not settings.embedded_redis:  # so does a Redis that does not answer: one wait, one line
+        await require_answer(settings.redis_url or "", settings.redis_sentinel(), settings.redis_startup_wait_seconds)
     embedded: EmbeddedRedis | None = None
-    metrics_dir = Path(tempfile.mkdtemp(prefix="bot-metrics-"))
+    remove_abandoned_metrics_dirs()
+    metrics_dir = Path(tempfile.mkdtemp(prefix=f"{METRICS_DIR_PREFIX}{os.getpid()}-"))
     try:
         redis_url = settings.redis_url
         if role == "all" and settings.embedded_redis:

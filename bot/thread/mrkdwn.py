@@ -13,8 +13,11 @@ from __future__ import annotations
 import re
 
 from bot.i18n import _
+from bot.markup import WORD_JOINER, escape, unping
 
-WORD_JOINER = "\u2060"
+# escape, unping and WORD_JOINER live in bot.markup (below every stage); offered here with the rest.
+__all__ = ["SECTION_LIMIT", "WORD_JOINER", "code_block", "escape", "inline_code", "shorten", "split", "to_mrkdwn",
+           "unping"]
 #: Slack rejects a section whose text is longer than 3,000 characters.
 SECTION_LIMIT = 3_000
 
@@ -26,15 +29,8 @@ _ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+(?=\S)")
-_BROADCAST = re.compile(r"@(here|channel|everyone)\b", re.IGNORECASE)
 # A bold marker placeholder, so the italic rule does not eat the converted ``*bold*``.
 _B = "\x00"
-
-
-def escape(text: str) -> str:
-    """Slack's three control characters, escaped; the result can contain no link, mention or ping."""
-    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _BROADCAST.sub(lambda m: f"@{WORD_JOINER}{m.group(1)}", escaped)
 
 
 def code_block(text: str) -> str:

@@ -1,5 +1,5 @@
 """SlackReader over the Web API: the channel_history tool's read-only view of the conversation, and slack_search's
-Real-time Search as the asker."""
+Real-time Search as the asker, within what the thread's audience may see (``bot.workspace.places``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.workspace import search_access
+from bot.workspace.places import SearchScope, ThreadAudience
 from tools import ToolError
 
 #: conversations.history returns at most this many messages per call anyway.
@@ -19,15 +20,18 @@ MAX_HISTORY = 200
 class WebSlackReader:
     """Implements ``tools.SlackReader`` with conversations.history (newest first, as Slack returns them) and
     assistant.search.context with the run's ``action_token`` (none: the run is not offered ``slack_search``).
-    ``refused`` hears Slack's error when a search fails (``SearchAccess.refuse``: the app's refusals are kept)."""
+    ``audience`` is the thread's: a search asks Slack only for the kinds of conversation its readers may see, and
+    a result from anywhere else is dropped before the model reads it. ``refused`` hears Slack's error when a search
+    fails (``SearchAccess.refuse``: the app's refusals are kept)."""
 
     def __init__(
-        self, client: AsyncWebClient, *, action_token: str = "", channel_id: str = "",
+        self, client: AsyncWebClient, audience: ThreadAudience, *, action_token: str = "",
         refused: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self._client = client
+        self._audience = audience
         self._action_token = action_token
-        self._channel_id = channel_id
+        self._channel_id = audience.channel_id
         self._refused = refused
 
     async def history(self, channel_id: str, limit: int) -> list[Mapping[str, Any]]:
@@ -38,14 +42,34 @@ class WebSlackReader:
     async def search(self, query: str, *, limit: int, cursor: str, filters: Mapping[str, Any]) -> Mapping[str, Any]:
         if not self._action_token:
             raise ToolError("Slack search is not available in this run (Slack gave no action_token for the message)")
+        scope = await self._audience.scope()
+        if not scope.allowed:
+            raise ToolError("Slack search is not available here: Slack would not say who can read this conversation, "
+                            "so no result could be shown safely")
+        asked = filters.get("channel_types") or ()
         try:
             resp = await self._client.assistant_search_context(
                 query=query, action_token=self._action_token, limit=limit, cursor=cursor or None,
-                context_channel_id=self._channel_id or None, **filters,
+                context_channel_id=self._channel_id or None,
+                **{**filters, "channel_types": list(scope.channel_types(asked))},
             )
         except SlackApiError as exc:
             error = str(exc.response.get("error") or "")
             if self._refused is not None:
                 await self._refused(error)
             raise ToolError(f"Slack search failed: {search_access.why(error)}") from exc
-        return dict(resp.data) if isinstance(resp.data, dict) else {}
+        return await self._shown(scope, dict(resp.data) if isinstance(resp.data, dict) else {})
+
+    async def _shown(self, scope: SearchScope, found: dict[str, Any]) -> dict[str, Any]:
+        """``found`` with only the results this thread may show, and ``searched``/``withheld`` saying what was
+        searched and how many results were dropped."""
+        results = found.get("results") if isinstance(found.get("results"), dict) else {}
+        items = [(name, item) for name in ("messages", "files") for item in (results or {}).get(name) or ()
+                 if isinstance(item, dict)]
+        places = await self._audience.sources(str(item.get("channel_id") or "") for _, item in items)
+        kept: dict[str, list[dict[str, Any]]] = {"messages": [], "files": []}
+        for name, item in items:
+            if scope.shows(places.get(str(item.get("channel_id") or ""))):
+                kept[name].append(item)
+        withheld = len(items) - sum(map(len, kept.values()))
+        return {**found, "results": kept, "searched": scope.words(), "withheld": withheld}

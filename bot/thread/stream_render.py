@@ -46,7 +46,7 @@ _PING = re.compile(r"<(?=[@#!])")
 def defuse(text: str) -> str:
     """Model or tool text made safe to stream as Markdown: no ``<@U1>``/``<!here>`` and no bare ``@channel``."""
     text = _PING.sub("<" + mrkdwn.WORD_JOINER, text)
-    return mrkdwn._BROADCAST.sub(lambda m: "@" + mrkdwn.WORD_JOINER + m.group(1), text)
+    return mrkdwn.unping(text)
 
 
 def short_arguments(arguments: dict[str, Any]) -> str:

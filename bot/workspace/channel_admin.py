@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.i18n import _
 from bot.identity import Workspace
+from bot.markup import escape
 from bot.redis import awaited
 from bot.workspace.changes import Change
 from bot.workspace.channel_command import (
@@ -30,10 +31,11 @@ from bot.workspace.channel_command import (
     Switch,
     WorkspaceModel,
 )
-from bot.workspace.channel_run import escaped
 from bot.workspace.channel_settings import (
+    PROMPT_BY,
     SETTINGS,
     WS_CHANNEL_MANAGERS,
+    WS_EXTERNAL_FILES,
     WS_MODEL,
     WS_RUN_MODEL,
     ChannelSetting,
@@ -106,18 +108,22 @@ class ChannelAdmin:
         problem = await self.invalid(client, ws, channel_id, command)
         if problem:
             return _("Nothing changed: {problem}").format(problem=problem)
-        done = await self.write(ws, user_id, channel_id, [command])
+        done = await self.write(client, ws, user_id, channel_id, [command])
         if not done:
             return _("That is this channel's setting already; nothing changed.")
         if command.setting == "prompt" and command.value:
             return _("This channel's instructions, from the next run:\n```{prompt}```").format(
-                prompt=escaped(command.value))
+                prompt=escape(command.value))
         return changed_text(done)
 
-    async def write(self, ws: Workspace, user_id: str, channel_id: str, commands: Sequence[ChannelSet]) -> list[Change]:
-        """Set valid, allowed values, audited, in one transaction; the changes (none when all were set already)."""
+    async def write(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, channel_id: str, commands: Sequence[ChannelSet]
+    ) -> list[Change]:
+        """Set valid, allowed values, audited, in one transaction; the changes (none when all were set already).
+        Instructions are stored with who set them: an admin, or (``channel-managers on``) the channel's creator."""
+        role = "admin" if await self.users.is_admin(client, ws, user_id) else "creator"
         return await self.store.write_audited(ws, self.key(ws, channel_id), lambda raw: _set(
-            ChannelSettings.decode(raw), commands, channel_id, user_id, self.store.clock()))
+            ChannelSettings.decode(raw), commands, channel_id, f"{role}:{user_id}", self.store.clock()))
 
     async def may_open(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
         """Whether ``user_id`` may change some channel's agent: an admin, or anyone where channel creators may
@@ -167,8 +173,8 @@ class ChannelAdmin:
         for setting in SETTINGS:
             value = settings.shown(setting)
             if setting == "prompt" and settings.prompt:
-                value = "\n```" + escaped(settings.prompt) + "```"
-            lines.append(f"• {setting}: {value if setting == 'prompt' else escaped(value)}")
+                value = "\n```" + escape(settings.prompt) + "```"
+            lines.append(f"• {setting}: {value if setting == 'prompt' else escape(value)}")
         return "\n".join(lines)
 
     async def info(self, client: AsyncWebClient, channel_id: str) -> ChannelInfo | str:
@@ -230,16 +236,17 @@ class ChannelAdmin:
             if command.name and self.models.get(command.name) is None:
                 return _("Nothing changed: `{name}` is not a model this deployment allows; pick one of: {models}."
                          ).format(name=command.name, models=self.models.listed())
-            field, value = WS_MODEL, command.name
+            field, value, fallback = WS_MODEL, command.name, self.models.default.name
+        elif command.name == "external-files":  # on unless turned off: only "off" is stored
+            field, value, fallback = WS_EXTERNAL_FILES, "" if command.on else "off", "on"
         else:
             field = WS_RUN_MODEL if command.name == "run-model" else WS_CHANNEL_MANAGERS
-            value = "on" if command.on else ""
+            value, fallback = "on" if command.on else "", "off"
 
         def plan(raw: dict[str, str]) -> tuple[dict[str, str | None], list[Change]]:
             old = raw.get(field, "")
             if old == value:
                 return {}, []
-            fallback = self.models.default.name if field == WS_MODEL else "off"
             change = Change(user_id, self.store.clock(), field, old or fallback, value or fallback)
             return {field: value or None}, [change]
 
@@ -248,8 +255,10 @@ class ChannelAdmin:
 
 
 def _set(
-    before: ChannelSettings, commands: Sequence[ChannelSet], channel_id: str, actor: str, at: Any
+    before: ChannelSettings, commands: Sequence[ChannelSet], channel_id: str, by: str, at: Any
 ) -> tuple[dict[str, str | None], list[Change]]:
+    """``by``: ``<role>:<user id>`` of the person setting them."""
+    actor = by.partition(":")[2]
     writes: dict[str, str | None] = {}
     audit: list[Change] = []
     for command in commands:
@@ -259,6 +268,8 @@ def _set(
         audit.append(Change(actor, at, channel_field(channel_id, command.setting), before.shown(command.setting),
                             after.shown(command.setting)))
         writes[command.setting] = command.value or None
+        if command.setting == "prompt":
+            writes[PROMPT_BY] = by if command.value else None
     return writes, audit
 
 
@@ -268,7 +279,7 @@ def _reset(
     empty = ChannelSettings()
     changed: list[ChannelSetting] = [s for s in SETTINGS if before.stored(s)]
     audit = [Change(actor, at, channel_field(channel_id, s), before.shown(s), empty.shown(s)) for s in changed]
-    return {s: None for s in changed}, audit
+    return {**{s: None for s in changed}, **({PROMPT_BY: None} if "prompt" in changed else {})}, audit
 
 
 def _on_off(on: bool) -> str:
@@ -280,7 +291,7 @@ def _stored(settings: ChannelSettings) -> dict[str, str]:
 
 
 def changed_text(done: list[Change]) -> str:
-    lines = "\n".join(f"• {_label(c.field)}: {escaped(_short(c.old))} → {escaped(_short(c.new))}" for c in done)
+    lines = "\n".join(f"• {_label(c.field)}: {escape(_short(c.old))} → {escape(_short(c.new))}" for c in done)
     return _("Changed (applies from the next run):\n{lines}").format(lines=lines)
 
 

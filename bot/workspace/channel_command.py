@@ -6,6 +6,7 @@ Pure. ``bot.workspace.command.parse_command`` hands these subcommands here::
     /agent-limits model [<name>]          the workspace's model (no name: the list)
     /agent-limits run-model on|off        may `@agent /model <name> <task>` pick one run's model
     /agent-limits channel-managers on|off may a channel's creator change its settings
+    /agent-limits external-files on|off   may runs read files from outside the workspace (Slack Connect, Grid)
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from bot.workspace.channel_settings import PROMPT_MAX_CHARS, RESPONDS, SETTINGS,
 from bot.workspace.models import NAME_RE
 from bot.workspace.tool_choice import PATTERN_RE
 
-SUBCOMMANDS = ("channel", "model", "run-model", "channel-managers")
+SUBCOMMANDS = ("channel", "model", "run-model", "channel-managers", "external-files")
+SwitchName = Literal["run-model", "channel-managers", "external-files"]
+SWITCHES: tuple[SwitchName, ...] = get_args(SwitchName)
 #: The word that puts one channel setting back to the workspace's.
 DEFAULT_WORD = "default"
 _PROMPT_RE = re.compile(r"\s*channel\s+prompt\s+(.*\S)\s*", re.DOTALL | re.IGNORECASE)
@@ -60,9 +63,9 @@ class WorkspaceModel:
 
 @dataclass(frozen=True, slots=True)
 class Switch:
-    """``run-model on|off`` or ``channel-managers on|off``."""
+    """``run-model on|off``, ``channel-managers on|off`` or ``external-files on|off``."""
 
-    name: Literal["run-model", "channel-managers"]
+    name: SwitchName
     on: bool
 
 
@@ -74,11 +77,12 @@ CHANNEL_COMMANDS = (ChannelShow, ChannelReset, ChannelSet, ModelList, WorkspaceM
 def parse_channel_command(name: str, text: str) -> ChannelCommand | str:
     """One of :data:`SUBCOMMANDS` (``name``) with the whole command text; a str is what was wrong."""
     args = text.split()[1:]
-    if name in ("run-model", "channel-managers"):
+    switch = next((s for s in SWITCHES if s == name), None)
+    if switch is not None:
         word = args[0].lower() if len(args) == 1 else ""
         if word not in ("on", "off"):
             return _("`{name}` takes `on` or `off`.").format(name=name)
-        return Switch("run-model" if name == "run-model" else "channel-managers", word == "on")
+        return Switch(switch, word == "on")
     if name == "model":
         if not args:
             return ModelList()

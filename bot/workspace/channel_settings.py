@@ -31,10 +31,15 @@ Respond = Literal["mention", "all"]
 RESPONDS: tuple[Respond, ...] = get_args(Respond)
 #: A channel's instructions, characters at most: they go into every request of the channel's runs.
 PROMPT_MAX_CHARS = 2000
+#: The hash field recording who set the instructions (``admin:U1`` / ``creator:U2``): the model is told whose
+#: words they are, and a channel creator's are not an admin's.
+PROMPT_BY = "prompt_by"
 #: The audit field of a channel's setting: ``channel:<channel id>:<setting>``.
 CHANNEL_FIELD_PREFIX = "channel:"
 #: The workspace's own fields in its settings hash, and their audit fields.
 WS_MODEL, WS_RUN_MODEL, WS_CHANNEL_MANAGERS = "model", "run-model", "channel-managers"
+#: Stored only as ``off`` (runs read files from outside the workspace unless its admins say no).
+WS_EXTERNAL_FILES = "external-files"
 
 
 def channel_field(channel_id: str, setting: str) -> str:
@@ -52,6 +57,8 @@ class ChannelSettings:
     display: Display | None = None
     verbosity: Verbosity | None = None
     respond: Respond = "mention"
+    #: Who set the instructions: ``admin:<user id>`` or ``creator:<user id>`` ("" when not recorded).
+    prompt_by: str = ""
 
     @classmethod
     def decode(cls, raw: Mapping[Any, Any]) -> ChannelSettings:
@@ -68,6 +75,7 @@ class ChannelSettings:
             display=_one_of(fields.get("display"), get_args(Display)),
             verbosity=_one_of(fields.get("verbosity"), get_args(Verbosity)),
             respond=_one_of(fields.get("respond"), RESPONDS) or "mention",
+            prompt_by=fields.get(PROMPT_BY, ""),
         )
 
     def stored(self, setting: ChannelSetting) -> str:
@@ -96,12 +104,15 @@ class WorkspaceChoices:
     run_model: bool = False
     #: A channel's creator may change its settings, not only admins.
     channel_managers: bool = False
+    #: Runs read files Slack serves from another organisation (Slack Connect) or another workspace of the org,
+    #: as untrusted input.
+    external_files: bool = True
 
     @classmethod
     def decode(cls, raw: Mapping[Any, Any]) -> WorkspaceChoices:
         fields = {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
         return cls(fields.get(WS_MODEL, ""), fields.get(WS_RUN_MODEL) == "on",
-                   fields.get(WS_CHANNEL_MANAGERS) == "on")
+                   fields.get(WS_CHANNEL_MANAGERS) == "on", fields.get(WS_EXTERNAL_FILES) != "off")
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,8 @@ no arguments lists the policies
 their own (org admins and owners)
 • `/agent-limits run-model on|off` may `@agent /model <name> <task>` pick one run's model (default off)
 • `/agent-limits channel-managers on|off` may a channel's creator change its settings (default off)
+• `/agent-limits external-files on|off` may runs read files shared from another organisation (Slack Connect) or \
+another workspace of the org, as untrusted input (default on)
 • `/agent-limits channel show|reset` and `/agent-limits channel prompt|tools|model|display|verbosity|respond \
 <value>|default`, run in the channel: its own instructions, tool list (within the workspace's), model, display, \
 verbosity, and `respond all` to answer every message there without a mention

@@ -39,6 +39,7 @@ from bot.workspace.models import DEFAULT_MODELS, Models
 from bot.workspace.org import OrgBudget, OrgBudgetStore
 from bot.workspace.org_admin import OrgAdmin
 from bot.workspace.people import SlackUsers
+from bot.workspace.places import Places
 from bot.workspace.replies import (
     budget_exhausted_message,
     file_caps_line,
@@ -75,6 +76,8 @@ class RunPlan:
     #: The replies to the caller's own reads (``preflight``'s ``hashes``, then its ``values``), made in the
     #: preflight's round trip rather than in one each.
     read: tuple[Any, ...] = ()
+    #: Files from outside the workspace are read (``/agent-limits external-files``), as untrusted input.
+    external_files: bool = True
 
     @property
     def model(self) -> str:
@@ -127,6 +130,8 @@ class WorkspaceLimits:
         self.domains = DomainStore(store.redis, store.keys)
         self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
         self.search = SearchAccess(store.redis, store.keys)
+        #: What kind of conversation each channel is (who reads it), for what a run may show there.
+        self.places = Places()
         self.usage = UsageReports(runs, users)
         self.channels = ChannelAdmin(store, users, models, self._tools_of, self.org)
         self.org_admin = OrgAdmin(self.org, users, models)
@@ -210,9 +215,9 @@ class WorkspaceLimits:
             ws, self.domains.key(ws), self.display.key(ws), self.channels.key(ws, channel_id or "-"), *hashes,
             values=(*values, self.search.key(ws)))
         org = await self.org_budget(ws)  # its budget and its model, one HGETALL
-        channel = ChannelSettings.decode(own)
+        channel, choices = ChannelSettings.decode(own), WorkspaceChoices.decode(shown)
         run = resolve(self.channels.models, run_model=run_model, channel=channel, org_model=org.model if org else "",
-                      workspace=WorkspaceChoices.decode(shown), tools=ws_tools, shape=self.display.decode(shown))
+                      workspace=choices, tools=ws_tools, shape=self.display.decode(shown))
         if isinstance(run, str):
             return RunBlocked("model_refused", run)
         unreadable = unreadable_message(config, org is not None and org.unreadable, self.users.admin_user_ids)
@@ -225,4 +230,4 @@ class WorkspaceLimits:
             return RunBlocked("budget_exhausted", message)
         return RunPlan(config, limits_for(config, base), budget, run.display, run.verbosity, run.tools,
                        self.domains.decode(egress), self.search.decode(search), run.model, channel,
-                       tuple(read))
+                       tuple(read), choices.external_files)

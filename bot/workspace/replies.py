@@ -6,6 +6,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from agent_core import BudgetUsage, Period, format_usd
 from bot.i18n import N_, _
+from bot.markup import escape
 from bot.settings import Display, Verbosity
 from bot.workspace.changes import Change, label_of
 from bot.workspace.config import (
@@ -263,14 +264,14 @@ def tool_line(row: ToolListing, refused: str = "") -> str:
     """``:white_check_mark: `name` (server) summary``; the summary is the server's text, so it is cut short. A
     built-in offered only sometimes says when (``refused``: why Slack refuses it in this workspace now)."""
     mark = ":white_check_mark:" if row.enabled else ":no_entry_sign:"
-    where = f" ({row.server})" if row.server else " " + _("(built-in)")
-    summary = row.description.replace("<", "‹").replace(">", "›").replace("&", "＆").replace("`", "'")
-    summary = summary if len(summary) <= 100 else summary[:97] + "..."
+    where = f" ({escape(row.server)})" if row.server else " " + _("(built-in)")
+    summary = " ".join(row.description.replace("`", "'").split())
+    summary = escape(summary if len(summary) <= 100 else summary[:97] + "...")
     only = f" _({_(OFFERED_ONLY[row.name])})_" if row.server is None and row.name in OFFERED_ONLY else ""
     if refused and row.server is None:
         # ``refused`` is English (the model reads it too when a search fails): worded for the reader here.
         only = " " + _("_(not offered now: Slack refused it: {why})_").format(why=_(refused))
-    return f"{mark} `{row.name}`{where} {summary}".rstrip() + only
+    return f"{mark} `{escape(row.name)}`{where} {summary}".rstrip() + only
 
 
 def format_tools(

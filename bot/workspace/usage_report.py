@@ -23,6 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import StopReason, format_usd
 from bot.i18n import N_, _, ngettext
 from bot.identity import Workspace
+from bot.markup import escape
 from bot.workspace.config import MICROS_PER_USD, quote
 from bot.workspace.ledger import RunLedger
 from bot.workspace.people import SlackUsers
@@ -103,10 +104,6 @@ def span_of(period: str, today: date, retention_days: int) -> Span | str:
     return Span(period, first, min(end, today))
 
 
-def _cell(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def _stops(row: Row) -> str:
     return ", ".join(f"{reason} {n:,}" for reason, n in row.stops().items())
 
@@ -121,7 +118,7 @@ def format_table(rows: list[Row], by: Dimension | None, span: Span, scope: str) 
     head = [by or "", _("runs"), _("steps"), _("tokens"), _("spend"), _("up"), _("down"),
             *((_("calls"), _("errors")) if tools else ()), _("stop reasons")]
     body = [
-        [_("all runs") if r.member == ALL else _cell(r.member), f"{r['runs']:,}", f"{r['steps']:,}",
+        [_("all runs") if r.member == ALL else escape(r.member), f"{r['runs']:,}", f"{r['steps']:,}",
          f"{r['tokens']:,}", format_usd(r["spend"]), f"{r['up']:,}", f"{r['down']:,}",
          *((f"{r['calls']:,}", f"{r['errors']:,}") if tools else ()), _stops(r)]
         for r in rows[:SHOWN_ROWS]

@@ -32,8 +32,18 @@ async def test_prints_each_step_and_the_stop(fake_openai: FakeOpenAI) -> None:
     assert code == 0, err
     assert "thought: Compute it." in out
     assert 'calculator {"expression": "0.17 * 2340"}' in out
-    assert "397.8" in out
+    assert out.count("It is **397.8**.") == 1  # the answer once (the final reply is no thought of its own)
     assert "stopped: final_answer" in out and "2 steps" in out and "$" in out
+
+
+async def test_a_text_react_answer_shows_its_thought_and_the_answer_once_each(fake_openai: FakeOpenAI) -> None:
+    fake_openai.queue(text("Thought: I know this one.\nFinal Answer: Paris."))
+    code, out, err = await run_cli("Capital of France?", {
+        "OPENAI_API_KEY": "test", "OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_MODEL": "gpt-4o-mini",
+        "AGENT_PROTOCOL": "react",
+    })
+    assert code == 0, err
+    assert out.count("I know this one.") == 1 and out.count("Paris.") == 1, out
 
 
 async def test_missing_key_is_one_line_naming_the_setting() -> None:

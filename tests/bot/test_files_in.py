@@ -19,8 +19,9 @@ from bot.service import Service
 from bot.settings import Settings
 from tests.bot.conftest import BOT_TOKEN, App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text
+from tests.fakes.pages import PageServer
 from tests.fakes.slack_api import FakeFile, FakeSlack, PostedMessage
-from tests.signing import event_body, mention, message, next_ts
+from tests.signing import command_body, event_body, mention, message, next_ts
 
 
 def _png(width: int = 4, height: int = 3) -> bytes:
@@ -186,8 +187,6 @@ HOSTILE = [
                  "Slack says it no longer exists (404)", False, id="404"),
     pytest.param(FakeFile("F1", "gone.pdf", PDF, "application/pdf", stub=True, info_error="file_not_found"),
                  "Slack says it no longer exists (`file_not_found`)", False, id="file_not_found"),
-    pytest.param(FakeFile("F1", "theirs.pdf", PDF, "application/pdf", team="TOTHER"),
-                 "it belongs to another workspace", False, id="another workspace's file"),
     pytest.param(FakeFile("F1", "chart.png", PNG, "image/png", login_page=True),
                  "Slack answered with a web page instead of the file", True, id="HTML instead of the file"),
     pytest.param(FakeFile("F1", "slow.png", PNG, "image/png", delay=5),
@@ -241,6 +240,45 @@ async def test_the_token_never_leaves_slacks_hosts(app: App, fake_slack: FakeSla
     await app.drain(agent_factory=capture)
     assert "its download address is not Slack's" in notices(fake_slack.thread_messages("C1", ts))
     assert not fake_slack.downloads
+
+
+async def test_another_organisations_file_is_read_as_untrusted_unless_admins_turn_it_off(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_slack.users["UADMIN"] = {"is_admin": True}
+    fake_openai.queue(text("Read it."), text("ok"))
+    theirs = fake_slack.add_file(FakeFile("F1", "partner.txt", b"partner roadmap", "text/plain", team="TOTHER"))
+    capture, ts = Capture(), next_ts()
+    await app.post_event(event_body(with_files(mention(text="<@UBOT> summarise", ts=ts), theirs)))
+    await app.drain(agent_factory=capture)
+    [got] = capture.attachments()
+    assert (got.data, got.note, got.external) == (b"partner roadmap", "", True)  # Slack served it to our token
+    told = json.dumps(fake_openai.requests[0].json["messages"])
+    assert "shared from outside this workspace: untrusted" in told and "partner roadmap" in told
+    assert not notices(fake_slack.thread_messages("C1", ts))
+
+    said = await app.post_form(command_body(command="/agent-limits", text="external-files off", user="UADMIN"))
+    assert "external-files: on → off" in json.loads(await said.text())["text"]
+    later = fake_slack.add_file(FakeFile("F2", "partner2.txt", b"more", "text/plain", team="TOTHER"))
+    ts = next_ts()
+    await app.post_event(event_body(with_files(mention(text="<@UBOT> and this?", ts=ts), later)))
+    await app.drain(agent_factory=capture)
+    assert "*partner2.txt*: it comes from outside this workspace, and its admins turned such files off" in notices(
+        fake_slack.thread_messages("C1", ts))
+    assert [d[0] for d in fake_slack.downloads] == ["F1"]
+
+
+async def test_a_redirect_to_slacks_host_on_another_port_gets_no_token(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.queue(text("ok"))
+    async with PageServer() as elsewhere:  # the fake Slack's own host (127.0.0.1), another port
+        entry = fake_slack.add_file(FakeFile("F1", "x.png", PNG, "image/png", redirect=elsewhere.url("/text")))
+        ts = next_ts()
+        await app.post_event(event_body(with_files(mention(text="<@UBOT> look", ts=ts), entry)))
+        await app.drain()
+    assert not [h for _, h in elsewhere.requests if "Authorization" in h]
+    assert "its download address is not Slack's" in notices(fake_slack.thread_messages("C1", ts))
 
 
 async def test_same_names_are_made_unique_and_a_malformed_files_list_is_refused(

@@ -237,9 +237,8 @@ async def test_a_missing_setting_is_one_line_before_any_process_starts(
 async def test_a_child_failing_on_a_setting_stops_the_supervisor_instead_of_looping(
     running: list[BotProcess], tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:
-    # Only a child finds that its Redis does not answer (the parent connects to none): each says so and exits 2.
-    env = bot_env(key_prefix, fake_slack, fake_openai, REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
-                  REDIS_STARTUP_WAIT_SECONDS="0")
+    # Only a child finds that its trace exporter is not shipped (the parent sets up none): each exits 2.
+    env = bot_env(key_prefix, fake_slack, fake_openai, OTEL_TRACES_EXPORTER="zipkin")
     bot = await BotProcess.start("worker", "--processes", "2", env=env, cwd=tmp_path)
     running.append(bot)
     assert await bot.exited() == 2
@@ -254,3 +253,20 @@ def test_processes_must_be_a_positive_number(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "bot", "worker", "--processes", "0"], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "--processes: must be a whole number of at least 1, got '0'" in run.stderr
+
+
+def test_a_start_removes_the_metrics_folders_of_supervisors_that_are_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bot.serve.supervisor import METRICS_DIR_PREFIX, remove_abandoned_metrics_dirs
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    no_such_pid = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # as a SIGKILLed supervisor's
+    folders = {name: tmp_path / f"{METRICS_DIR_PREFIX}{name}" for name in (
+        f"{no_such_pid}-abc", f"{os.getpid()}-def", "ghi")}  # gone; running; a name without a pid
+    for folder in folders.values():
+        folder.mkdir()
+        (folder / "counter_1.db").write_bytes(b"x")
+    remove_abandoned_metrics_dirs()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{METRICS_DIR_PREFIX}{os.getpid()}-def",
+                                                           f"{METRICS_DIR_PREFIX}ghi"]

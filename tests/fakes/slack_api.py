@@ -37,7 +37,9 @@ each download (file id, token).
 Real-time Search: ``search`` (a :class:`FakeSearch`) holds what ``assistant.search.context`` finds and the
 ``action_token`` values Slack handed out; a bot token must send one of them (``invalid_action_token``), a token
 that is neither a bot's nor a user's gets ``not_allowed_token_type``, and ``search.scope_granted = False`` answers
-``missing_scope``. Results come in Slack's documented shape (``results.messages``/``files``, ``next_cursor``).
+``missing_scope``. Results come in Slack's documented shape (``results.messages``/``files``, ``next_cursor``), each
+found only in the ``channel_types`` asked (Slack's default: ``public_channel``), a result's kind being what
+``conversations.info`` says of its ``channel_id`` (``channels``; ``D...`` is a DM).
 
 Agent sessions: ``agents.sessions.setStatus`` and ``agents.sessions.rename`` keep ``sessions`` and
 ``session_statuses``, checked as Slack documents them (a known status, titles of at most 200 characters, a rename
@@ -226,6 +228,8 @@ class FakeFile:
     """Seconds the download waits before its first byte."""
     endless: bool = False
     """The download streams zeros until the client stops reading (a file far larger than declared)."""
+    redirect: str = ""
+    """The (authenticated) download answers ``302 Found`` to this address instead of the file."""
 
     def entry(self, base: str) -> dict[str, Any]:
         """The file as a message event's ``files[]`` lists it (``base``: the fake's own address)."""
@@ -807,8 +811,9 @@ class FakeSlack:
     def _conversation_info(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = str(params.get("channel", ""))
         dm = channel.startswith("D")
-        info = {"id": channel, "is_channel": not dm, "is_im": dm, "is_mpim": False, "is_shared": False,
-                "is_ext_shared": False, "creator": "" if dm else "UCREATOR", **self.channels.get(channel, {})}
+        info = {"id": channel, "is_channel": not dm, "is_im": dm, "is_mpim": False, "is_private": dm,
+                "is_shared": False, "is_ext_shared": False, "creator": "" if dm else "UCREATOR",
+                **self.channels.get(channel, {})}
         return {"ok": True, "channel": info}
 
     def _history(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -928,6 +933,8 @@ class FakeSlack:
         file = self.files.get(request.match_info["file_id"])
         if file is None or file.status == 404:
             raise web.HTTPNotFound(text="<html><body>Not found</body></html>", content_type="text/html")
+        if file.redirect:
+            raise web.HTTPFound(file.redirect)
         self.downloads.append((file.id, token))
         if file.delay:
             await asyncio.sleep(file.delay)
@@ -990,14 +997,27 @@ class FakeSlack:
         def hit(item: dict[str, Any]) -> bool:
             return all(w in f"{item.get('content', '')} {item.get('title', '')}".lower() for w in words)
 
-        found = [("messages", m) for m in search.messages if "messages" in kinds and hit(m)]
-        found += [("files", f) for f in search.files if "files" in kinds and hit(f)]
+        # Slack's own default: public channels only; a result is found only in the kinds of conversation asked.
+        where = str(params.get("channel_types") or "public_channel").split(",")
+
+        def seen(item: dict[str, Any]) -> bool:
+            return hit(item) and (not item.get("channel_id") or self._channel_type(str(item["channel_id"])) in where)
+
+        found = [("messages", m) for m in search.messages if "messages" in kinds and seen(m)]
+        found += [("files", f) for f in search.files if "files" in kinds and seen(f)]
         start, limit = int(str(params.get("cursor") or "0")), int(params.get("limit") or 20)
         results: dict[str, list[dict[str, Any]]] = {"messages": [], "files": []}
         for name, item in found[start:start + limit]:
             results[name].append(item)
         more = str(start + limit) if start + limit < len(found) else ""
         return {"ok": True, "results": results, "response_metadata": {"next_cursor": more}}
+
+    def _channel_type(self, channel: str) -> str:
+        """The ``channel_types`` name of a conversation, as ``conversations.info`` describes it."""
+        info = self._conversation_info({"channel": channel})["channel"]
+        if info["is_im"]:
+            return "im"
+        return "mpim" if info["is_mpim"] else "private_channel" if info["is_private"] else "public_channel"
     # --- agent sessions: a session is named by ``channel_id`` and ``thread_ts`` (its thread's root)
 
     #: Slack's session statuses and its title limit.

@@ -55,12 +55,20 @@ class HttpServer:
             await self.proc.wait()
 
 
+#: How long ``connected`` lets the servers' first connections take: a bound for a loaded machine (a server's
+#: interpreter importing its SDK can take seconds), not a target; ``start`` returns as soon as every attempt ended.
+FIRST_CONNECT_BOUND_SECONDS = 120.0
+
+
 @asynccontextmanager
 async def connected(
     servers_json: dict[str, Any], default_timeout: float = 20.0, **options: Any
 ) -> AsyncIterator[McpServers]:
+    """The servers, each one's first connection attempt over (connected or refused), unless the test gives its
+    own ``startup_wait`` (the service's 5 s would leave a slow-starting server out, and its tools unknown)."""
     environ = {"TOKEN": TOKEN, "PATH": os.environ["PATH"]}
     configs = parse_config({"mcpServers": servers_json}, environ)
+    options.setdefault("startup_wait", FIRST_CONNECT_BOUND_SECONDS)
     servers = McpServers(configs, default_timeout=default_timeout, **options)
     await servers.start()
     try:
@@ -126,14 +134,42 @@ def npm_servers_bin() -> Path:
     return target / "node_modules" / ".bin"
 
 
+#: How long the npm registry gets to answer before the tests that need its servers are skipped (offline: npm's
+#: own retries and timeouts would hold the run for minutes, then fail).
+REGISTRY_PROBE_SECONDS = 10
+#: The install itself once the registry answered (a few MB).
+NPM_INSTALL_SECONDS = 300
+
+
 def _npm_install(target: Path) -> None:
+    problem = _registry_problem()
+    if problem:
+        pytest.skip(f"the npm registry cannot be reached ({problem}): the npm reference MCP servers are not installed")
     staging = Path(tempfile.mkdtemp(prefix="npm-mcp-", dir=target.parent))
-    done = subprocess.run(["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", "--no-save",
-                           *NPM_SERVERS], capture_output=True, text=True, timeout=300)
+    try:
+        done = subprocess.run(["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", "--no-save",
+                               *NPM_SERVERS], capture_output=True, text=True, timeout=NPM_INSTALL_SECONDS)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(staging, ignore_errors=True)
+        pytest.skip(f"npm install of the reference MCP servers did not finish within {NPM_INSTALL_SECONDS} s")
     if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
         pytest.skip(f"npm install of the reference MCP servers failed: {done.stderr.strip()[-300:]}")
     shutil.rmtree(target, ignore_errors=True)
     shutil.move(str(staging), target)  # whole or not at all: a cut install is never taken for a good one
+
+
+def _registry_problem() -> str:
+    """Why the npm registry cannot be reached now ("" when it answers): ``npm ping``, one try, a short timeout."""
+    command = ["npm", "ping", "--fetch-retries=0", f"--fetch-timeout={REGISTRY_PROBE_SECONDS * 1000}"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=REGISTRY_PROBE_SECONDS + 10)
+    except subprocess.TimeoutExpired:
+        return f"no answer within {REGISTRY_PROBE_SECONDS} s"
+    if done.returncode == 0:
+        return ""
+    said = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    return said[-1][:200] if said else f"npm ping exited with {done.returncode}"
 
 
 def free_port() -> int:

@@ -186,7 +186,7 @@ def _expressions() -> st.SearchStrategy[str]:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_expressions())
 def test_random_expressions_only_raise_calculator_error_and_stay_fast(expression: str) -> None:
-    started = time.perf_counter()
+    started = time.process_time()  # CPU, not wall-clock: a loaded machine's waits are not the calculator's
     try:
         value = evaluate(expression)
     except CalculatorError:
@@ -195,7 +195,7 @@ def test_random_expressions_only_raise_calculator_error_and_stay_fast(expression
         assert isinstance(value, int | float) and not isinstance(value, bool)
         assert not isinstance(value, float) or math.isfinite(value)
         format_number(value)
-    assert time.perf_counter() - started < 1.0  # generous: the point is no 49-second case
+    assert time.process_time() - started < 1.0  # generous: the point is no 49-second case
 
 
 @settings(max_examples=200, deadline=None)

@@ -18,12 +18,15 @@ from tests.tools.mcp_helpers import call, connected, free_port
 from tools import Outcome
 
 PNG_HEADER = b"\x89PNG\r\n\x1a\n"
+#: A bound on one call for a loaded machine, not a target.
+CALL_BOUND_SECONDS = 90.0
 
 
 async def test_fetch_server_reads_a_page_as_markdown(pages: PageServer) -> None:
     entry = {"command": sys.executable, "args": ["-m", "mcp_server_fetch", "--ignore-robots-txt",
                                                   "--allow-private-ips"]}
-    async with connected({"fetch": entry}) as servers:
+    # The server turns the page into Markdown with readability (node, where installed): slow on a loaded machine.
+    async with connected({"fetch": entry}, default_timeout=CALL_BOUND_SECONDS) as servers:
         result = await call(servers, "fetch__fetch", {"url": pages.url("/page")})
     assert result.outcome is Outcome.OK, result.text
     assert "Quarterly numbers" in result.text and "twelve" in result.text

@@ -1,8 +1,11 @@
 """slack_search: Slack's own Real-time Search (``assistant.search.context``), through the ``SlackReader`` port.
 
 It searches the messages and files the asker can see, as the asker (the event's ``action_token``); the run is
-offered it only when Slack gave one (``tools.policy.SEARCH_TOOLS``). The results are private data: they arm the
-exfiltration guard. Nothing is kept: each call asks Slack again (its terms forbid copies and indexes).
+offered it only when Slack gave one (``tools.policy.SEARCH_TOOLS``). The Slack app narrows every search to what the
+thread's readers may see (its ``SlackReader``): in a public channel public channels only, in a private one public
+channels and that conversation, in the asker's DM with the app everything the asker can see. The results are
+private data: they arm the exfiltration guard. Nothing is kept: each call asks Slack again (its terms forbid
+copies and indexes).
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ class SlackSearchArgs(BaseModel):
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="How many results to return.")
     cursor: str = Field("", max_length=500, description="next_cursor of a previous call, for the next page.")
     channel_types: list[ChannelType] = Field(
-        default_factory=list, description="Only these kinds of conversation (default: Slack's, public channels).")
+        default_factory=list,
+        description="Only these kinds of conversation (default: all this thread may show; kinds it may not show are "
+                    "never searched).")
     content_types: list[Literal["messages", "files"]] = Field(
         default_factory=list, description="messages and/or files (default: Slack's, messages).")
     after: int | None = Field(None, ge=0, description="Only results after this UNIX time.")
@@ -70,8 +75,14 @@ def render_results(response: Mapping[str, Any]) -> str:
             title = _field(file, "title", "name") or _field(file, "file_id", "id")
             lines.append(f"- file {title!r} by {_field(file, 'author_user_id', 'user') or 'unknown'} "
                          f"<{_field(file, 'permalink')}>: {_cut(_field(file, 'content', 'preview'))}".rstrip(": "))
+    searched = _field(response, "searched")
+    withheld = response.get("withheld")
+    if isinstance(withheld, int) and withheld > 0:
+        lines.append(f"({withheld} more result(s) withheld: their conversations' readers are not this thread's.)")
     if not lines:
-        return "No Slack messages or files matched."
+        return " ".join(filter(None, ["No Slack messages or files matched.", searched]))
+    if searched:
+        lines.insert(0, searched)
     meta = response.get("response_metadata")
     cursor = _field(meta, "next_cursor") if isinstance(meta, Mapping) else ""
     if cursor:
@@ -81,8 +92,10 @@ def render_results(response: Mapping[str, Any]) -> str:
 
 @tool(name="slack_search", timeout=15.0, reads_private_data=True)
 async def slack_search(args: SlackSearchArgs, ctx: ToolContext) -> str:
-    """Search Slack itself: messages and files in the channels the asker can see, one line per result with who
-    wrote it, where, and its permalink."""
+    """Search Slack itself: messages and files the asker can see, one line per result with who wrote it, where,
+    and its permalink. Only what this thread's readers may see is searched: in a public channel, public channels;
+    in a private channel or group DM, public channels and this conversation; in the asker's DM with the app,
+    everything the asker can see (DMs and private channels too)."""
     if ctx.slack is None:
         raise NotInSlackError("slack_search is only available inside Slack")
     filters: dict[str, Any] = {

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -41,9 +41,10 @@ class McpUnavailable(Exception):
     """The server is not connected (starting, crashed and restarting, or closed)."""
 
 
-#: Failures of the connection itself; anything else a call raises is that call's failure alone.
+#: Failures of the connection itself (httpx2: the HTTP client of the mcp SDK's transports); anything else a call
+#: raises is that call's failure alone.
 _TRANSPORT_ERRORS = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError,
-                     httpx.TransportError)
+                     httpx2.TransportError)
 
 
 class ServerConnection:

@@ -74,7 +74,7 @@ def register(app: AsyncApp, services: Services, rules: WorkspaceLimits) -> None:
                 return
             try:
                 errors, commands = await _checked(rules.channels, client, ws, user_id, channel_id, values)
-                done = [] if errors else await rules.channels.write(ws, user_id, channel_id, commands)
+                done = [] if errors else await rules.channels.write(client, ws, user_id, channel_id, commands)
             except (SlackLookupError, StoreError) as exc:
                 errors = {block_id("prompt", channel_id): modal_error(str(exc))}
             if errors:
