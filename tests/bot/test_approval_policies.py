@@ -19,6 +19,7 @@ from bot.settings import Settings
 from tests.bot.conftest import SECRET, App, burst_worker, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.slack_api import Call, FakeSlack, PostedMessage
+from tests.processes import until
 from tests.signing import action_body, command_body, event_body, mention, next_ts, signed_headers
 from tools import Registry, ToolContext, builtin_registry, tool
 
@@ -193,3 +194,46 @@ async def test_a_parked_run_frees_its_worker_and_a_deny_goes_on_as_refused(
     assert "refused (not approved)" in observation
     assert "Not deployed." in fake_slack.thread_messages("C1", first)[-1].block_text()
     assert fake_slack.session_status("C1", first) == "closed"
+
+
+async def test_a_timeout_denies_the_call_and_the_cards_say_it_expired(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, one_worker: Settings, redis_client: aioredis.Redis,
+) -> None:
+    await limits(app, "approvals deploy <@U5> timeout 1s")
+    fake_openai.queue(tool_calls(("deploy", {"service": "api"})), text("Nobody approved in time."))
+    ts = next_ts()
+    await app.post_event(event_body(mention(text="<@UBOT> deploy api", ts=ts, user="U1")))
+    async with burst_worker(one_worker, deploy_agent) as worker:
+        await worker.main()                                         # parked
+        expiry = worker.ctx["runtime"].resumer.expiry
+        await until(expiry.sweep, timeout=10, what="the request's deadline")   # the policy's 1 s, on the wall clock
+    card = next(m for m in fake_slack.thread_messages("C1", ts) if "`deploy`" in m.block_text())
+    dm = next(m for m in fake_slack.messages if m.channel == "DU5")
+    for copy in (card, dm):
+        assert "expired without a decision" in copy.block_text() and not copy.buttons()
+    async with burst_worker(one_worker, deploy_agent) as worker:
+        await worker.main()                                         # the expiry queued the run again
+    assert RAN == []
+    assert "refused (not approved)" in next(m["content"] for m in fake_openai.requests[-1].messages
+                                            if m["role"] == "tool")
+    assert "Nobody approved in time." in fake_slack.thread_messages("C1", ts)[-1].block_text()
+
+
+async def test_stop_stops_a_parked_run(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, one_worker: Settings
+) -> None:
+    await limits(app, "approvals deploy <@U5>")
+    fake_openai.queue(tool_calls(("deploy", {"service": "api"})), text("never asked"))
+    ts, card = await _park(app, fake_slack, one_worker, cards=2)
+    started = fake_slack.thread_messages("C1", ts)[0]
+    stop = started.buttons()[0]
+    await app.post_form(action_body(action_id=stop["action_id"], value=stop["value"], user="U1", message_ts=started.ts,
+                                    thread_ts=ts))
+    async with burst_worker(one_worker, deploy_agent) as worker:
+        await worker.main()                                         # Stop queued the parked run: it stops
+    assert "`cancelled`" in fake_slack.thread_messages("C1", ts)[-1].block_text()
+    assert RAN == [] and len(fake_openai.requests) == 1
+    await _press(app, card, APPROVE_ACTION_ID, "U5")                  # too late: the run is over
+    async with burst_worker(one_worker, deploy_agent) as worker:
+        await worker.main()
+    assert RAN == []
