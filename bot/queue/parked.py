@@ -28,6 +28,7 @@ from bot.redis import as_text
 from bot.runs.approval_cards import settled_message
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide
 from bot.runs.approval_votes import request_record, settle
+from bot.workspace.usage import count_approval
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ class ApprovalExpiry:
                          settled_message(record["tool"], Verdict.TIMED_OUT, (), time.time()))
         except NotInstalled:
             log.warning("expired approval's cards not updated: the workspace has no installation")
+        await count_approval(self.redis, self.keys, where.workspace, record["tool"], "denied")
         audit.emit("approval.expired", team=where.workspace.team_id, enterprise=where.workspace.enterprise_id or "",
                    channel=where.channel_id, run_id=ref.run_id, kind=record["kind"], tool=record["tool"],
                    requester=record["requester"], policy=record["pattern"], approvers=_people(record))

@@ -30,6 +30,7 @@ from bot.runs.approval_state import KEY_TTL_SECONDS, ApprovalRef, Decision, Verd
 from bot.thread.poster import Poster, Target
 from bot.thread.render import SlackMessage
 from bot.workspace.approval_policies import ApprovalPolicy, GroupLookupError, UnknownGroup, members
+from bot.workspace.usage import count_approval
 from tools import Parked, ToolContext
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,7 @@ class PolicyApprovals:
             pipe.zadd(self._keys.approval_deadlines(), {ref.value(): deadline})
             await pipe.execute()
         where = Conversation.parse(self._thread)
+        await count_approval(self._redis, self._keys, where.workspace, tool, "held")
         audit.emit("approval.requested", team=where.workspace.team_id, enterprise=where.workspace.enterprise_id or "",
                    channel=where.channel_id, run_id=self._run_id, kind=kind, tool=tool, requester=self._requester,
                    policy=policy.pattern, approvers=people, min=policy.min)

@@ -29,6 +29,7 @@ from bot.runs.approval_messages import describe
 from bot.runs.approval_state import KEY_TTL_SECONDS, ApprovalRef, Decision, Verdict, decide
 from bot.thread.render import SlackMessage
 from bot.workspace.approval_policies import ApprovalPolicies, mention
+from bot.workspace.usage import count_approval
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ async def cast_vote(
         return Vote(describe(standing))
     await settle(redis, keys, client, ref, record, settled_message(record["tool"], verdict, deciders, time.time()))
     where = Conversation.parse(ref.thread)
+    if verdict is Verdict.DENIED:
+        await count_approval(redis, keys, where.workspace, record["tool"], "denied")
     audit.emit("approval.decided", team=where.workspace.team_id, enterprise=where.workspace.enterprise_id or "",
                channel=where.channel_id, run_id=ref.run_id, kind=record["kind"], tool=record["tool"],
                requester=record["requester"], verdict=verdict.value, decided_by=decision.user)

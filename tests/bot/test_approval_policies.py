@@ -194,6 +194,11 @@ async def test_a_parked_run_frees_its_worker_and_a_deny_goes_on_as_refused(
     assert "refused (not approved)" in observation
     assert "Not deployed." in fake_slack.thread_messages("C1", first)[-1].block_text()
     assert fake_slack.session_status("C1", first) == "closed"
+    # `/agent-limits usage by tool` counts the held call and its denial.
+    report = await limits(app, "usage today by tool")
+    row = next(line for line in report.splitlines() if line.lstrip("`").startswith("deploy"))
+    assert "held" in report and "denied" in report
+    assert row.split()[-4:-2] == ["1", "1"], report
 
 
 async def test_a_timeout_denies_the_call_and_the_cards_say_it_expired(
