@@ -26,7 +26,7 @@ from bot import audit
 from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.runs.approval_cards import as_params, dm_message, policy_note
-from bot.runs.approval_state import KEY_TTL_SECONDS, ApprovalRef, Decision, Verdict, decide, open_request
+from bot.runs.approval_state import KEY_TTL_SECONDS, ApprovalRef, Decision, Verdict, decide
 from bot.thread.poster import Poster, Target
 from bot.thread.render import SlackMessage
 from bot.workspace.approval_policies import ApprovalPolicy, GroupLookupError, UnknownGroup, members
@@ -67,15 +67,17 @@ class PolicyApprovals:
         ref = ApprovalRef(self._thread, self._run_id, request_id(self._run_id, ctx.step, kind, tool, arguments))
         standing = await self._redis.get(ref.key(self._keys))
         if standing is None:
-            await self._open(ref, kind, tool, policy, card)
-            raise Parked(f"{tool} waits for {policy.who()}")
+            await self._open(ref, kind, tool, policy)
+            standing = _PENDING
         if standing == _PENDING:
-            record = self._keys.approval_request(*_parts(ref))
-            deadline = float(await self._redis.hget(record, "deadline") or 0)  # type: ignore[misc]
+            record = await self._redis.hmget(self._keys.approval_request(*_parts(ref)), ["deadline", "copies"])  # type: ignore[misc]
+            if record[1] is None:  # made, but its cards are not out (the run's first ask, or a crash in between)
+                await self._post(ref, policy, card)
+            deadline = float(record[0] or 0)
             if deadline and time.time() >= deadline:  # the expiry has not come round yet: decide it here
                 ended = Decision(Verdict.TIMED_OUT)
                 return await decide(self._redis, self._keys, ref, ended) or ended
-            raise Parked(f"{tool} still waits for {policy.who()}")
+            raise Parked(f"{tool} waits for {policy.who()}")
         decision = Decision.from_json(standing)
         if decision.verdict in (Verdict.APPROVED, Verdict.APPROVED_FOR_RUN):
             ran = await self._redis.set(f"{ref.key(self._keys)}:ran", "1", nx=True, ex=KEY_TTL_SECONDS)
@@ -84,18 +86,38 @@ class PolicyApprovals:
                 return Decision(Verdict.FAILED)
         return decision
 
-    async def _open(
-        self, ref: ApprovalRef, kind: str, tool: str, policy: ApprovalPolicy,
-        card: Callable[[ApprovalRef, str], SlackMessage],
-    ) -> None:
-        """Make the request: who may decide, the card in the thread and in each approver's DM, the deadline."""
+    async def _open(self, ref: ApprovalRef, kind: str, tool: str, policy: ApprovalPolicy) -> None:
+        """Make the request: who may decide (read now), how many, under which policy version, until when; its
+        record exists before it can be decided, so no press is ever judged by other rules."""
         try:
             people = sorted(await members(self._poster.client, policy.approvers))
         except (UnknownGroup, GroupLookupError) as exc:
             log.warning("approvers of %s could not be read (%s): refused", tool, exc)
             raise ApproversUnreadable(str(exc)) from exc
+        deadline = time.time() + policy.timeout_seconds
+        key = self._keys.approval_request(*_parts(ref))
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping={
+                "tool": tool, "kind": kind, "requester": self._requester, "turn": self._turn_id,
+                "pattern": policy.pattern, "version": policy.version, "min": policy.min,
+                "approvers": json.dumps(people), "named": json.dumps(list(policy.approvers)), "deadline": deadline,
+            })
+            pipe.expire(key, int(policy.timeout_seconds + KEY_TTL_SECONDS))
+            pipe.set(ref.key(self._keys), _PENDING, ex=int(policy.timeout_seconds + KEY_TTL_SECONDS))
+            pipe.zadd(self._keys.approval_deadlines(), {ref.value(): deadline})
+            await pipe.execute()
+        where = Conversation.parse(self._thread)
+        await count_approval(self._redis, self._keys, where.workspace, tool, "held")
+        audit.emit("approval.requested", team=where.workspace.team_id, enterprise=where.workspace.enterprise_id or "",
+                   channel=where.channel_id, run_id=self._run_id, kind=kind, tool=tool, requester=self._requester,
+                   policy=policy.pattern, approvers=people, min=policy.min)
+
+    async def _post(self, ref: ApprovalRef, policy: ApprovalPolicy, card: Callable[[ApprovalRef, str], SlackMessage],
+                    ) -> None:
+        """The card in the thread and in each approver's DM (with a link to the thread); every copy kept."""
         note = policy_note(policy)
-        await open_request(self._redis, self._keys, ref)
+        key = self._keys.approval_request(*_parts(ref))
+        people = json.loads(await self._redis.hget(key, "approvers") or "[]")  # type: ignore[misc]
         ts = await self._poster.post(self._target, card(ref, note))
         copies: list[list[str]] = [[self._target.channel_id, ts]] if ts else []
         link = await self._permalink(ts) if ts else ""
@@ -106,23 +128,7 @@ class PolicyApprovals:
                 copies.append([str(sent["channel"]), str(sent["ts"])])
             except (SlackApiError, OSError) as exc:
                 log.warning("approval DM to an approver failed: %s", exc)
-        deadline = time.time() + policy.timeout_seconds
-        key = self._keys.approval_request(*_parts(ref))
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping={
-                "tool": tool, "kind": kind, "requester": self._requester, "turn": self._turn_id,
-                "pattern": policy.pattern, "version": policy.version, "min": policy.min,
-                "approvers": json.dumps(people), "named": json.dumps(list(policy.approvers)),
-                "deadline": deadline, "copies": json.dumps(copies),
-            })
-            pipe.expire(key, int(policy.timeout_seconds + KEY_TTL_SECONDS))
-            pipe.zadd(self._keys.approval_deadlines(), {ref.value(): deadline})
-            await pipe.execute()
-        where = Conversation.parse(self._thread)
-        await count_approval(self._redis, self._keys, where.workspace, tool, "held")
-        audit.emit("approval.requested", team=where.workspace.team_id, enterprise=where.workspace.enterprise_id or "",
-                   channel=where.channel_id, run_id=self._run_id, kind=kind, tool=tool, requester=self._requester,
-                   policy=policy.pattern, approvers=people, min=policy.min)
+        await self._redis.hset(key, "copies", json.dumps(copies))  # type: ignore[misc]
 
     async def _permalink(self, ts: str) -> str:
         try:

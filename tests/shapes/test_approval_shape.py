@@ -36,6 +36,7 @@ async def test_a_parked_run_survives_a_restart_and_is_approved_from_the_dm(
     env = {**settings(key_prefix, fake_slack, fake_openai, free_port_pair()), "SLACK_BOT_TOKEN": BOT_TOKEN,
            "AGENT_MCP_CONFIG": str(config)}
     fake_slack.users.update({"UADMIN": {"is_admin": True}, "U5": {}})
+    fake_slack.agent_sessions_refusal = ""  # an agent app: its session says `suspended` once the run is parked
     fake_openai.queue(tool_calls(("time__get_current_time", {"timezone": "UTC"})), text("It is time."))
     first = Tree([], tmp_path / "first", env=env)
     trees.append(first)
@@ -46,6 +47,8 @@ async def test_a_parked_run_survives_a_restart_and_is_approved_from_the_dm(
     assert "Approval policy set" in said, said
     assert await slack.event(event_body(mention(text="<@UBOT> what time is it?", ts=ts, user="U1"))) == 200
     [dm] = await fake_slack.wait_for("chat.postMessage", predicate=_dm_card, timeout=60)
+    await fake_slack.wait_for("agents.sessions.setStatus", timeout=60,
+                              predicate=lambda c: c.params.get("status") == "suspended")
     await first.stop_cleanly()   # parked: nothing runs, so SIGTERM finds nothing to hand over
 
     second = Tree([], tmp_path / "second", env=env)
