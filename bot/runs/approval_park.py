@@ -25,8 +25,9 @@ from slack_sdk.errors import SlackApiError
 from bot import audit
 from bot.identity import Conversation
 from bot.keys import AppKeys
-from bot.runs.approval_cards import as_params, dm_message, policy_note
+from bot.runs.approval_cards import as_params, dm_message, policy_note, settled_message
 from bot.runs.approval_state import KEY_TTL_SECONDS, ApprovalRef, Decision, Verdict, decide
+from bot.runs.approval_votes import request_record, settle
 from bot.thread.poster import Poster, Target
 from bot.thread.render import SlackMessage
 from bot.workspace.approval_policies import ApprovalPolicy, GroupLookupError, UnknownGroup, members
@@ -35,6 +36,8 @@ from tools import Parked, ToolContext
 
 log = logging.getLogger(__name__)
 _PENDING = b"pending"
+#: The run's ledger field of each request it made (``approval:<request id>``), so its end closes them.
+_MADE = "approval:"
 
 
 def request_id(run_id: str, step: int, kind: str, tool: str, arguments: Mapping[str, Any]) -> str:
@@ -106,6 +109,7 @@ class PolicyApprovals:
             pipe.set(ref.key(self._keys), _PENDING, ex=int(policy.timeout_seconds + KEY_TTL_SECONDS))
             pipe.zadd(self._keys.approval_deadlines(), {ref.value(): deadline})
             await pipe.execute()
+        await self._redis.hset(self._keys.run(self._thread, self._run_id), f"{_MADE}{ref.request_id}", "1")  # type: ignore[misc]
         where = Conversation.parse(self._thread)
         await count_approval(self._redis, self._keys, where.workspace, tool, "held")
         audit.emit("approval.requested", team=where.workspace.team_id, enterprise=where.workspace.enterprise_id or "",
@@ -129,6 +133,20 @@ class PolicyApprovals:
             except (SlackApiError, OSError) as exc:
                 log.warning("approval DM to an approver failed: %s", exc)
         await self._redis.hset(key, "copies", json.dumps(copies))  # type: ignore[misc]
+
+    async def close_open(self) -> None:
+        """Close the requests this run made that are still undecided (the run ended without them: Stop, its time
+        cap): decided ``stopped``, and every copy of their cards says so."""
+        made = await self._redis.hkeys(self._keys.run(self._thread, self._run_id))  # type: ignore[misc]
+        for field in made:
+            name = field.decode() if isinstance(field, bytes) else str(field)
+            if not name.startswith(_MADE):
+                continue
+            ref = ApprovalRef(self._thread, self._run_id, name.removeprefix(_MADE))
+            if await decide(self._redis, self._keys, ref, Decision(Verdict.STOPPED)) is None:
+                record = await request_record(self._redis, self._keys, ref)
+                await settle(self._redis, self._keys, self._poster.client, ref, record,
+                             settled_message(record.get("tool", ""), Verdict.STOPPED, (), time.time()))
 
     async def _permalink(self, ts: str) -> str:
         try:

@@ -185,6 +185,14 @@ class SlackApprover:
                 self._open.discard(finished)
         return decision
 
+    async def ended(self) -> None:
+        """The run is over (not parked): requests it made under a policy and left undecided are closed."""
+        if self._parked is not None:
+            try:
+                await self._parked.close_open()
+            except (RedisError, OSError) as exc:  # they expire at their deadline instead
+                log.warning("run %s: open approval requests not closed (%s)", self._run_id, exc)
+
     async def aclose(self) -> None:
         """The run ended: close open requests (refused) and wait briefly for their replies to be edited."""
         self._closed.set()

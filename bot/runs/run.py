@@ -83,8 +83,7 @@ MissingFinal = Callable[["TurnRunner", Turn, Progress, Poster], Awaitable[None]]
 #: the lease lapses and a worker resumes it from its last persisted step) or ``parked`` (it waits for an approval,
 #: saved, its lease released: the decision queues it again, ``bot.queue.parked``).
 RunOutcome = Literal["done", "elsewhere", "interrupted", "parked"]
-#: What ``_drive`` returns for a parked run.
-PARKED = "parked"
+PARKED = "parked"  # what ``_drive`` returns for a parked run
 NO_TASK_NOTICE = N_("`/model <name> <task>`: say what to do after the model's name. Nothing was started.")
 
 
@@ -220,6 +219,7 @@ class TurnRunner:
         telemetry.run_finished(parts.sink.final)
         if unwritable is None:
             return "interrupted"
+        await parts.approver.ended()  # its policies' requests still open say the run stopped
         await self.after.finished(turn, parts.sink.final, parts.plan, poster.client, unwritable=unwritable,
                                   tools=parts.tools.calls)
         return "done"
