@@ -32,7 +32,7 @@ DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
 DEFAULT_BOT_SCOPES = (
     "app_mentions:read,assistant:write,canvases:write,channels:history,channels:read,chat:write,commands,"
     "files:read,files:write,groups:history,groups:read,im:history,mpim:history,reactions:write,search:read.public,"
-    "users:read"
+    "usergroups:read,users:read"
 )
 #: Suggested prompts of a new assistant thread (AGENT_SUGGESTED_PROMPTS overrides them; at most 4 are shown).
 DEFAULT_SUGGESTED_PROMPTS = (

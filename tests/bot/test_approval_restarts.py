@@ -50,8 +50,8 @@ async def test_web_and_worker_killed_while_a_run_is_parked_then_approved_finish_
                                                    user="UADMIN"))
             assert "Approval policy set" in said, said
             assert await post_mention(web, "what time is it?", ts) == 200
-            [dm] = await fake_slack.wait_for("chat.postMessage", predicate=_dm_card, timeout=60)
-            await fake_slack.wait_for("agents.sessions.setStatus", timeout=60,
+            [dm] = await fake_slack.wait_for("chat.postMessage", predicate=_dm_card, timeout=120)
+            await fake_slack.wait_for("agents.sessions.setStatus", timeout=120,
                                       predicate=lambda c: c.params.get("status") == "suspended")
             await worker.stop(signal.SIGKILL)
             await web.stop(signal.SIGKILL)
@@ -63,7 +63,7 @@ async def test_web_and_worker_killed_while_a_run_is_parked_then_approved_finish_
                          for e in b["elements"] if e["action_id"] == APPROVE_ACTION_ID)
             await _signed(web, action_body(action_id=APPROVE_ACTION_ID, value=value, user="U5",
                                            channel=str(dm.response["channel"]), message_ts=str(dm.response["ts"])))
-            await fake_slack.wait_for("chat.postMessage", timeout=60,
+            await fake_slack.wait_for("chat.postMessage", timeout=120,
                                       predicate=lambda c: "It is time." in json.dumps(c.params))
         finals = [m for m in fake_slack.thread_messages("C1", ts) if "It is time." in json.dumps(m.blocks) + m.text]
         assert len(finals) == 1

@@ -46,8 +46,8 @@ async def test_a_parked_run_survives_a_restart_and_is_approved_from_the_dm(
     said = await slack.command(command_body(command="/agent-limits", text="approvals time__* <@U5>", user="UADMIN"))
     assert "Approval policy set" in said, said
     assert await slack.event(event_body(mention(text="<@UBOT> what time is it?", ts=ts, user="U1"))) == 200
-    [dm] = await fake_slack.wait_for("chat.postMessage", predicate=_dm_card, timeout=60)
-    await fake_slack.wait_for("agents.sessions.setStatus", timeout=60,
+    [dm] = await fake_slack.wait_for("chat.postMessage", predicate=_dm_card, timeout=120)
+    await fake_slack.wait_for("agents.sessions.setStatus", timeout=120,
                               predicate=lambda c: c.params.get("status") == "suspended")
     await first.stop_cleanly()   # parked: nothing runs, so SIGTERM finds nothing to hand over
 
