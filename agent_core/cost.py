@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import decimal
+import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import TypeVar
 
 from agent_core.errors import ConfigError
+
+T = TypeVar("T")
 
 MICROS_PER_USD = 1_000_000
 
@@ -78,6 +82,43 @@ PRICES: dict[str, Price] = {
 }
 
 
+#: A dated snapshot of a model in the table: ``gpt-4o-2024-08-06`` or ``gpt-3.5-turbo-0125`` (OpenAI's two forms).
+_SNAPSHOT_RE = re.compile(r"(?P<base>.+)-(?:\d{4}-\d{2}-\d{2}|\d{4})", re.ASCII)
+
+
+def table_price(model: str, table: dict[str, T]) -> T | None:
+    """``model``'s entry in ``table``: its exact name, or the name a dated snapshot is of (``gpt-4o-2024-08-06``
+    is ``gpt-4o``), after a provider prefix (``openai/``); never a prefix of another name (``gpt-4o-mini:0.15``
+    is no ``gpt-4o``). None when it is not there."""
+    name = model.lower().rsplit("/", 1)[-1]
+    if name in table:
+        return table[name]
+    snapshot = _SNAPSHOT_RE.fullmatch(name)
+    return table.get(snapshot["base"]) if snapshot else None
+
+
+#: Speech to text (``/audio/transcriptions``), micro-dollars per minute of audio (see PRICE_TABLE_DATE). OpenAI
+#: bills whisper-1 by the second of audio; the gpt-4o ones by tokens, published as these estimates per minute.
+TRANSCRIBE_PRICES: dict[str, int] = {
+    "whisper-1": 6_000,
+    "gpt-4o-transcribe": 6_000,
+    "gpt-4o-mini-transcribe": 3_000,
+}
+
+
+def transcribe_price_for(model: str, per_minute: Decimal | None = None) -> int:
+    """Micro-dollars per minute of audio transcribed with ``model``: the override when given, else the table.
+
+    An unknown model without the override is a start-up error, as for chat models."""
+    if per_minute is not None:
+        return usd_to_micros(per_minute, setting="OPENAI_TRANSCRIBE_PRICE_PER_MINUTE")
+    known = table_price(model, TRANSCRIBE_PRICES)
+    if known is None:
+        raise ConfigError(f"No price known for transcription model {model!r}: set "
+                          "OPENAI_TRANSCRIBE_PRICE_PER_MINUTE (USD per minute of audio) so budgets count it")
+    return known
+
+
 def usd_to_micros(value: str | Decimal, *, setting: str) -> int:
     """Parse a dollar amount strictly (plain decimal, not negative, at most micro-dollar precision)."""
     try:
@@ -99,7 +140,8 @@ def price_for(
     completion_per_1m: Decimal | None = None,
     cached_prompt_per_1m: Decimal | None = None,
 ) -> Price:
-    """The price of ``model``: the overrides when given, else the table (dated snapshots match their base name).
+    """The price of ``model``: the overrides when given, else the table (``table_price``: the exact name or a dated
+    snapshot of it).
 
     An unknown model without overrides is a start-up error: a silent zero cost would disable every cost cap.
     """
@@ -116,11 +158,9 @@ def price_for(
             else usd_to_micros(cached_prompt_per_1m, setting="LLM_PRICE_CACHED_PROMPT_PER_1M")
         )
         return Price(prompt, cached, completion)
-    # Longest matching prefix, so "gpt-4o-mini-2024-07-18" is gpt-4o-mini and not gpt-4o.
-    name = model.lower().rsplit("/", 1)[-1]
-    for known in sorted(PRICES, key=len, reverse=True):
-        if name == known or name.startswith(known + "-"):
-            return PRICES[known]
+    known = table_price(model, PRICES)
+    if known is not None:
+        return known
     raise ConfigError(
         f"No price known for model {model!r}: set LLM_PRICE_PROMPT_PER_1M and LLM_PRICE_COMPLETION_PER_1M "
         "(USD per 1M tokens) so cost caps and budgets can work"

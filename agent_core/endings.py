@@ -17,9 +17,12 @@ from agent_core.events import StopReason
 from agent_core.run_state import Run
 from agent_core.stopper import CallPlan, Stop
 
-#: ``finish_reason`` values that may end a run here (``stop`` and ``tool_calls`` never do).
-UNUSUAL = frozenset({"length", "content_filter"})
+#: ``finish_reason`` values that may end a run here (``stop`` and ``tool_calls`` never do). ``refusal`` is
+#: Anthropic's own, passed on by gateways (LiteLLM) with empty deltas and no ``message.refusal``.
+UNUSUAL = frozenset({"length", "content_filter", "refusal"})
 
+DECLINED_ANSWER = ("The model declined to answer this request and gave no reason. Rephrasing the request may "
+                   "help.")
 FILTERED_ANSWER = ("The model provider's content filter stopped this reply, so I have no answer to show. "
                    "Rephrasing the request may help.")
 
@@ -64,6 +67,10 @@ def judge(reply: LLMResponse, protocol: Literal["tools", "react"], cap: int,
     if reply.refusal is not None:
         return Stop(StopReason.REFUSED, "refused: the model declined to answer (message.refusal)",
                     answer=redact(reply.refusal))
+    if reply.finish_reason == "refusal" and not reply.tool_calls:
+        # Whatever text came before the model stopped itself is not an answer it stands by.
+        return Stop(StopReason.REFUSED, "refused: the model declined to answer (finish_reason refusal)",
+                    answer=DECLINED_ANSWER)
     if reply.finish_reason == "content_filter":
         return Stop(StopReason.REFUSED, "refused: the provider's content filter stopped the reply "
                     "(finish_reason content_filter)", answer=FILTERED_ANSWER)

@@ -9,6 +9,7 @@ Any other id is a local name (the terminal runner's) and lives under ``P:local:{
     P:a:b:{c:d}:history       list of LLM-facing messages (RPUSH per step)
     P:a:b:{c:d}:progress      JSON Progress (task, step, status, findings)
     P:a:b:{c:d}:trace         list of JSON trace records
+    P:a:b:{c:d}:transcripts   hash "model:sha256 of the audio" -> its transcript (``transcripts.py``)
     {P:lease:Q}:holders       hash run id -> holder of its lease, for the runs of queue Q (``lease.py``)
     {P:lease:Q}:expiries      zset run id -> lease expiry (Redis server ms): a lapsed run is found here
 """
@@ -52,6 +53,9 @@ class Keys:
 
     def trace(self, thread: str) -> str:
         return f"{self.thread_base(thread)}:trace"
+
+    def transcripts(self, thread: str) -> str:
+        return f"{self.thread_base(thread)}:transcripts"
 
     def leases(self, queue: str) -> tuple[str, str]:
         """The lease holders hash and expiries zset of ``queue``: one hash tag, so one script touches both."""

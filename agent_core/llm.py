@@ -19,8 +19,10 @@ import yarl
 from agent_core import sse
 from agent_core.completion import LLMResponse, gateway_counts_usage, json_object, to_response
 from agent_core.errors import LLMCause, LLMError
+from agent_core.provider_errors import cause_of, error_fields, retryable
 from agent_core.sse import DeltaSink, StreamDelta
 from agent_core.store import Message
+from agent_core.transcripts import Heard
 
 if TYPE_CHECKING:
     import openai
@@ -66,15 +68,6 @@ class StreamingLLM(LLM, Protocol):
         self, messages: Sequence[Message], *, tools: list[dict[str, Any]] | None, max_tokens: int,
         on_delta: DeltaSink | None = None, model: str | None = None,
     ) -> LLMResponse: ...
-
-
-def _error_fields(body: Any) -> dict[str, Any]:
-    """The ``error`` object of an OpenAI-style error body (``{}`` when there is none)."""
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict):
-            return inner
-    return {}
 
 
 def _retry_after(headers: Mapping[str, str], attempt: int) -> float:
@@ -162,8 +155,9 @@ class OpenAIChatLLM:
             self._session = None
         await self._client.close()
 
-    async def transcribe(self, data: bytes, name: str, mimetype: str, *, model: str) -> str:
-        """Speech to text through the endpoint's ``/audio/transcriptions``; LLMError when it fails."""
+    async def transcribe(self, data: bytes, name: str, mimetype: str, *, model: str) -> Heard:
+        """Speech to text through the endpoint's ``/audio/transcriptions``, with the seconds it says it billed
+        (``usage.seconds``, when it reports a duration); LLMError when it fails."""
         import openai
 
         try:
@@ -172,12 +166,14 @@ class OpenAIChatLLM:
                 extra_headers=self._basic_auth, extra_query=self._query)
         except openai.APIStatusError as exc:
             raise LLMError(redact_urls(f"transcription failed with HTTP {exc.status_code}: {exc.message}"),
-                           cause=_cause(exc.status_code, _error_fields(exc.body)), status=exc.status_code) from None
+                           cause=cause_of(exc.status_code, error_fields(exc.body)), status=exc.status_code) from None
         except openai.APITimeoutError:
             raise LLMError("transcription timed out", cause="timeout") from None
         except openai.APIError as exc:
             raise LLMError(redact_urls(f"transcription failed: {exc}"), cause="unreachable") from None
-        return answer.text
+        usage = getattr(answer, "usage", None)
+        seconds = getattr(usage, "seconds", None) if getattr(usage, "type", None) == "duration" else None
+        return Heard(answer.text, float(seconds) if isinstance(seconds, int | float) else None)
 
     def _open_session(self) -> aiohttp.ClientSession:
         # aiohttp's default pool holds 100 connections: more runs in flight than that would queue for one.
@@ -230,13 +226,12 @@ class OpenAIChatLLM:
             else:
                 if status < 300:  # a server that ignores `stream` answers one JSON body: fine too
                     return to_response(json_object(raw))
-                error = _error_fields(_maybe_json(raw))
-                # Waiting never fixes an empty account, so insufficient_quota is not retried.
-                retryable = (status == 429 and error.get("code") != "insufficient_quota") or status >= 500
-                if not retryable or attempt >= self._max_retries:
+                error = error_fields(_maybe_json(raw))
+                cause = cause_of(status, error)  # waiting never fixes an empty account: quota is not retried
+                if not retryable(status, cause) or attempt >= self._max_retries:
                     message = str(error.get("message") or raw[:300].decode(errors="replace") or f"HTTP {status}")
-                    raise LLMError(_describe_status(status, redact_urls(message), self.base_url),
-                                   cause=_cause(status, error), status=status)
+                    raise LLMError(_describe_status(status, redact_urls(message), self.base_url, cause),
+                                   cause=cause, status=status)
                 wait = _retry_after(headers, attempt)
             log.info("LLM call failed, retry %d/%d in %.2fs", attempt + 1, self._max_retries, wait)
             attempt += 1
@@ -303,14 +298,6 @@ def _maybe_json(raw: bytes) -> Any:
         return None
 
 
-def _cause(status: int, error: Mapping[str, Any]) -> LLMCause:
-    if status == 429:
-        return "quota" if error.get("code") == "insufficient_quota" else "rate_limited"
-    if status in (401, 403):
-        return "auth"
-    return "server_error" if status >= 500 else "bad_request"
-
-
 def redact_url(url: str) -> str:
     """``url`` cut to scheme and host: no credentials, path or query (a gateway may put its key there)."""
     parsed = yarl.URL(url)
@@ -321,7 +308,10 @@ def redact_urls(text: str) -> str:
     return _URL.sub(lambda m: redact_url(m.group(0)), text)
 
 
-def _describe_status(status: int, message: str, base_url: str) -> str:
+def _describe_status(status: int, message: str, base_url: str, cause: LLMCause) -> str:
+    if cause == "quota":
+        return (f"the LLM provider's quota, credit or budget is used up (HTTP {status}: {message}); retrying cannot "
+                "help: the operator must add credit or raise the limit")
     if status == 401:
         return f"the LLM endpoint {base_url} refused the API key ({message}); check OPENAI_API_KEY"
     if status == 404:

@@ -13,7 +13,6 @@ from typing import Literal, TypeVar, cast
 import agent_core.files_in as files_in
 import agent_core.telemetry as telemetry
 from agent_core import accounting, acting, closing, context, deltas, endings, history, progress, reading, text_react
-from agent_core.attachments import vision_default
 from agent_core.budget import DEFAULT_BUDGET_WAIT_SECONDS, Budget, LateSettles, RunHolds
 from agent_core.calibration import Calibration
 from agent_core.cancel import Cancelled, CancelToken
@@ -96,12 +95,11 @@ class Agent:
         vision: bool | None = None,
         image_max_side: int = files_in.DEFAULT_IMAGE_MAX_SIDE,
         transcribe_model: str = "",
+        transcribe_price: int | None = None,
     ) -> None:
         self.llm, self.registry, self.price = llm, registry, price
-        # How a run's files reach the model (``vision`` None: decided by the model's name).
-        self.files = files_in.FileOptions(
-            vision_default(llm.model) if vision is None else vision, image_max_side, transcribe_model,
-            llm if isinstance(llm, files_in.Transcriber) else None, vision_set=vision is not None)
+        # How a run's files reach the model: images, and audio transcribed at its price per minute.
+        self.files = files_in.FileOptions.of(llm, vision, image_max_side, transcribe_model, transcribe_price)
         self.on_llm_call = on_llm_call
         self.limits = limits or Limits()
         self.budget, self.store, self.trace = budget, store, trace
@@ -146,7 +144,7 @@ class Agent:
             budget_wait_seconds=settings.agent_budget_wait_seconds,
             exfiltration_guard=exfiltration_guard, on_llm_call=on_llm_call,
             vision=settings.vision(), image_max_side=settings.agent_image_max_side,
-            transcribe_model=settings.openai_transcribe_model or "",
+            transcribe_model=settings.openai_transcribe_model or "", transcribe_price=settings.transcribe_price(),
         )
 
     async def aclose(self) -> None:
@@ -255,9 +253,9 @@ class Agent:
         scope = request.scope or ToolContext(run_id="", step=0)
         stored_task = task_message
         if request.attachments:  # a resumed run is given its files again: its images are sent again
-            built, scope = await files_in.hand_over(
-                progress_state.task, request.attachments,
-                self.files.for_model(request.model.name if request.model else None), executor, scope)
+            files = self.files.for_run(request.model.name if request.model else None, budget, run_id, thread,
+                                       self.store, stopper)  # transcripts paid from the budget, kept with the thread
+            built, scope = await files_in.hand_over(progress_state.task, request.attachments, files, executor, scope)
             task_message, stored_task = built.sent, (built.stored if is_new else task_message)
         tools_spec = executor.registry.schemas() if self.protocol == "tools" and len(executor.registry) else None
         protocol_text = text_react.PROTOCOL_TEXT if self.protocol == "react" else ""

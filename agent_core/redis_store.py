@@ -138,6 +138,27 @@ class RedisThreadStore:
             raise StoreError(f"cannot read progress of {thread!r} from Redis: {exc}") from exc
         return Progress.from_dict(_loads(raw)) if raw else None
 
+    async def transcript(self, thread: str, key: str) -> str | None:
+        """A transcript kept with the thread (``agent_core.transcripts``), its life renewed with each use."""
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hget(self._keys.transcripts(thread), key)
+                pipe.expire(self._keys.transcripts(thread), self._ttl)
+                raw, _ = await pipe.execute()
+        except RedisError as exc:
+            raise StoreError(f"cannot read a transcript of thread {thread!r} from Redis: {exc}") from exc
+        return raw.decode() if isinstance(raw, bytes) else raw
+
+    async def keep_transcript(self, thread: str, key: str, text: str) -> None:
+        """Keep a transcript with the thread, for as long as the thread's state lives."""
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hset(self._keys.transcripts(thread), key, text)
+                pipe.expire(self._keys.transcripts(thread), self._ttl)
+                await pipe.execute()
+        except RedisError as exc:
+            raise StoreError(f"cannot keep a transcript of thread {thread!r} in Redis: {exc}") from exc
+
     async def traces(self, thread: str) -> list[dict[str, Any]]:
         """Every kept trace record of the thread, oldest first."""
         raw = await _awaited(self._redis.lrange(self._keys.trace(thread), 0, -1))

@@ -10,7 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent_core.attachments import vision_default
 from agent_core.budget.wait import DEFAULT_BUDGET_WAIT_SECONDS
-from agent_core.cost import MICROS_PER_USD, Price, price_for, usd_to_micros
+from agent_core.cost import MICROS_PER_USD, Price, price_for, transcribe_price_for, usd_to_micros
 from agent_core.errors import ConfigError
 from agent_core.files_in import DEFAULT_IMAGE_MAX_SIDE
 from agent_core.history import DEFAULT_HISTORY_TOKENS
@@ -39,7 +39,7 @@ class AgentSettings(BaseSettings):
     openai_timeout_seconds: float = Field(default=60.0, gt=0, description="Timeout of one LLM HTTP request.")
     openai_max_retries: int = Field(
         default=3, ge=0, le=10,
-        description="Retries of a failed LLM call (429 except insufficient_quota, 5xx, timeouts).",
+        description="Retries of a failed LLM call (429 except an account out of quota, 5xx, timeouts).",
     )
     openai_stream: bool = Field(
         default=True, description="Stream answers (server-sent events); false for endpoints that do not stream."
@@ -64,6 +64,11 @@ class AgentSettings(BaseSettings):
     openai_transcribe_model: str | None = Field(
         default=None,
         description="Model of the endpoint's /audio/transcriptions for audio files (e.g. whisper-1); unset: none.",
+    )
+    openai_transcribe_price_per_minute: Decimal | None = Field(
+        default=None,
+        description="Price of OPENAI_TRANSCRIBE_MODEL, USD per minute of audio (default: the price table's, e.g. "
+        "whisper-1 0.006); each transcription is charged to the run's cost and the workspace budget.",
     )
     agent_image_max_side: int = Field(
         default=DEFAULT_IMAGE_MAX_SIDE, ge=64, le=8192,
@@ -164,6 +169,7 @@ class AgentSettings(BaseSettings):
         """
         if self.openai_api_key is None or not self.openai_api_key.get_secret_value().strip():
             raise ConfigError("OPENAI_API_KEY is not set: set it to the API key of your OpenAI-compatible endpoint")
+        self.transcribe_price()  # and so does a transcription model without a price
         return self.price()  # an unknown model without price overrides fails here
 
     def price(self) -> Price:
@@ -173,6 +179,12 @@ class AgentSettings(BaseSettings):
             completion_per_1m=self.llm_price_completion_per_1m,
             cached_prompt_per_1m=self.llm_price_cached_prompt_per_1m,
         )
+
+    def transcribe_price(self) -> int | None:
+        """Micro-dollars a minute of ``OPENAI_TRANSCRIBE_MODEL`` (None: no transcription); ConfigError when unknown."""
+        if not self.openai_transcribe_model:
+            return None
+        return transcribe_price_for(self.openai_transcribe_model, self.openai_transcribe_price_per_minute)
 
     def secrets(self) -> list[str]:
         """Values that must never appear in a post, a log or a trace."""

@@ -17,6 +17,7 @@ import aiohttp
 import orjson
 
 from agent_core.errors import LLMError
+from agent_core.provider_errors import error_fields, out_of_quota
 
 #: A streamed body is read up to this many bytes per requested completion token: every chunk repeats an
 #: envelope (id, model, fingerprint, padding, content filter results) of a few hundred bytes around one token.
@@ -195,9 +196,12 @@ class _Assembler:
         if not isinstance(chunk, dict):
             raise LLMError("the LLM endpoint's stream held JSON that is not an object", charged=True)
         if kind == "error" or chunk.get("error") is not None:
-            error = chunk.get("error", chunk)
-            message = error.get("message") if isinstance(error, dict) else None
-            raise LLMError(f"the LLM endpoint failed mid-stream: {str(message or error)[:300]}",
+            error = error_fields(chunk)
+            message = str(error.get("message") or chunk)[:300]
+            if out_of_quota(None, error):  # a gateway's stream can end so too: waiting never refills an account
+                raise LLMError(f"the LLM provider's quota, credit or budget is used up ({message}); retrying cannot "
+                               "help: the operator must add credit or raise the limit", cause="quota", charged=True)
+            raise LLMError(f"the LLM endpoint failed mid-stream: {message}",
                            cause="server_error", retryable=True, charged=True)
         try:
             self._add_chunk(chunk)

@@ -108,6 +108,7 @@ class InMemoryThreadStore:
         self._threads: dict[str, ThreadState] = {}
         #: Each thread's trace records, in call order.
         self.traces: dict[str, list[dict[str, Any]]] = {}
+        self._transcripts: dict[tuple[str, str], str] = {}
 
     async def load(self, thread: str) -> ThreadState:
         return self._threads.get(thread, ThreadState())
@@ -123,3 +124,9 @@ class InMemoryThreadStore:
         self, thread: str, messages: Sequence[Message], progress: Progress, traces: Sequence[Mapping[str, Any]] = ()
     ) -> Pending[None] | None:
         return None  # nothing to share a round trip with
+
+    async def transcript(self, thread: str, key: str) -> str | None:
+        return self._transcripts.get((thread, key))
+
+    async def keep_transcript(self, thread: str, key: str, text: str) -> None:
+        self._transcripts[(thread, key)] = text

@@ -25,10 +25,11 @@ from agent_core import Limits, Observed, RunStarted, StepFinished, Stopped, Stop
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.slack_client import make_web_client
-from bot.thread.poster import Pacer, Poster, Target
+from bot.thread.poster import Pacer, Poster
 from bot.thread.render import RunView
 from bot.thread.sink import RunLedger, RunSink, SinkParts, SlackEventSink
 from bot.thread.stream_sink import StreamEventSink
+from bot.turn import Target
 from tests.fakes.slack_api import FakeSlack
 
 DISPLAYS = ("replies", "replies-compact", "timeline", "plan")

@@ -1,6 +1,6 @@
 """One worker process for the benchmarks: what ``python -m bot worker`` runs, plus counters on stdout.
 
-It builds the worker exactly as ``bot.service.Service`` does for the ``worker`` role (Runtime with the real
+It builds the worker exactly as ``bot.serve.service.Service`` does for the ``worker`` role (Runtime with the real
 agent, ``build_worker``, the same poll delay), counts finished jobs with arq's ``after_job_end`` hook and
 talks to its parent in lines: ``WARM {...}`` once ``--warmup`` jobs finished (the parent then enqueues the
 measured runs), ``END {...}`` (process CPU so far) as each measured job ends, and ``DONE {...}`` (CPU, RSS, job
@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bot.queue.jobs import Runtime
 from bot.queue.worker import DEFAULT_POLL_DELAY_SECONDS, build_worker, close_worker, default_agent, loop_factory
 from bot.redis import RedisHandle
-from bot.service import settle_gc
+from bot.serve.service import settle_gc
 from bot.settings import Settings
 from bot.slack_client import make_web_client, slack_connections, slack_session
 

@@ -22,8 +22,8 @@ from bot import audit, logs, telemetry
 from bot.oauth import rekey
 from bot.queue.worker import loop_factory
 from bot.runs.toolbox import mcp_secrets
+from bot.serve.service import Service, settle_gc
 from bot.serve.supervisor import processes_for, supervise
-from bot.service import Service, settle_gc
 from bot.settings import Role, Settings
 
 log = logging.getLogger("bot")

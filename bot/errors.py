@@ -25,9 +25,9 @@ Limits reached are not errors (a run ends with a reason); a Slack API error is `
     │   ├── InvalidValue        a limit someone typed (or one stored) is not acceptable; the message says why
     │   │                       raised by workspace.command and workspace.config; caught by workspace.command
     │   │                       (the reply), workspace.store and workspace.org (stored: unreadable, runs refused)
-    │   │                       and thread.home_views (the modal's inline error)
+    │   │                       and receive.views.home (the modal's inline error)
     │   └── Refused             a payload not of a shape Slack sends (``ignore``: well-formed but not for us)
-    │                           raised by receive.payloads and app; caught by app (400, or 200 and dropped)
+    │                           raised by receive.payloads and serve.app; caught by serve.app (400, or 200 and dropped)
     └── BoltError
         └── StateSpent          another redirect with the same OAuth state stored its install first
                                 raised by oauth.state; reaches oauth.flow inside Bolt's failure (the page says so)

@@ -59,14 +59,14 @@ def test_other_packages_are_imported_through_their_face(package: str) -> None:
 
 
 # bot/'s stages, bottom up: a module may import its own stage and those below it, never one above. The kernel's
-# modules sit at the bottom (settings, keys, identity, ...), except ``deps`` (it holds OAuth's parts) and the
-# entry points on top.
+# modules sit at the bottom (settings, keys, identity, turn, ...); only the package's entry points (``python -m bot``
+# and ``bot.__all__``) stand flat in bot/ and rank with serve, the top.
 BOT_STAGES = ["kernel", "workspace", "oauth", "thread", "runs", "queue", "receive", "serve"]
-KERNEL_RANKS = {"deps": "oauth", "app": "serve", "service": "serve", "__main__": "serve", "__init__": "serve"}
+KERNEL_RANKS = {"__main__": "serve", "__init__": "serve"}
 
 
 def bot_stage(module: str) -> str:
-    """``bot.queue.jobs`` → ``queue``; ``bot.keys`` → ``kernel``; ``bot.app`` → ``serve`` (an entry point)."""
+    """``bot.queue.jobs`` → ``queue``; ``bot.keys`` → ``kernel``; ``bot.__main__`` → ``serve`` (an entry point)."""
     parts = module.split(".")[1:] or ["__init__"]
     if parts[0] in BOT_STAGES:
         return parts[0]
@@ -98,6 +98,6 @@ def test_bot_stages_import_only_their_own_and_lower_stages() -> None:
 def test_every_bot_module_lives_in_a_stage_or_is_a_named_kernel_module() -> None:
     """A new flat module in bot/ has to be placed: in a stage folder, or named here as part of the kernel."""
     kernel = {"settings", "keys", "identity", "redis", "embedded_redis", "metrics", "logs", "slack_client", "errors",
-              "i18n", "audit", "telemetry", "markup", *KERNEL_RANKS}
+              "i18n", "audit", "telemetry", "markup", "turn", *KERNEL_RANKS}
     flat = sorted(p.stem for p in (ROOT / "bot").glob("*.py") if p.stem not in kernel)
     assert flat == []

@@ -1,5 +1,5 @@
 """Heavy SDKs load only in the processes that use them: every ``python -m bot`` process and test worker imports
-``bot.service``, and the MCP SDK and the ``openai`` client cost over a second each to import."""
+``bot.serve.service``, and the MCP SDK and the ``openai`` client cost over a second each to import."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The web side's imports, and a worker's MCP servers when AGENT_MCP_CONFIG is unset.
 SCRIPT = """
 import sys
-import bot.service, bot.__main__
+import bot.serve.service, bot.__main__
 from tools import McpServers
 McpServers.from_config(None, {}, default_timeout=1.0)
 print(sorted(name for name in ("mcp", "openai") if name in sys.modules))

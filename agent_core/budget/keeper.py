@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from agent_core.budget.port import Budget, Reservation
 from agent_core.budget.wait import Held
 from agent_core.errors import StoreError
 from agent_core.renewal import Renewal
@@ -35,15 +36,20 @@ async def while_held(held: Held, work: Awaitable[T], *, clock: Callable[[], floa
     The call runs in the caller's task; a timer starts the renewals only once the first is due (most calls
     are over by then), where a task for the call and one for the renewals cost two tasks per step.
     """
-    budget = held.budget
+    return await while_reserved(held.budget, held.reservation, held.sent, work, clock=clock)
+
+
+async def while_reserved(budget: Budget, reservation: Reservation, sent: float, work: Awaitable[T], *,
+                         clock: Callable[[], float] = time.monotonic) -> T:
+    """``while_held`` for any hold on ``budget`` (``sent``: when it was asked for, on ``clock``)."""
     if budget.hold_seconds is None:
         return await work
-    key = held.reservation.key
+    key = reservation.key
     renewal = Renewal(
-        lambda: budget.renew(held.reservation), seconds=budget.hold_seconds, every=budget.renew_seconds,
-        what=f"the budget hold {key!r}", since=held.sent, clock=clock,
+        lambda: budget.renew(reservation), seconds=budget.hold_seconds, every=budget.renew_seconds,
+        what=f"the budget hold {key!r}", since=sent, clock=clock,
     )
-    keeper = _Keeper(renewal, first_due=held.sent + budget.renew_seconds - clock())
+    keeper = _Keeper(renewal, first_due=sent + budget.renew_seconds - clock())
     try:
         result = await work
     except asyncio.CancelledError:

@@ -36,10 +36,10 @@ from bot.queue.resume import Resumer, holder_of, post_missing_final
 from bot.queue.turns import JOB_FUNCTION, Slot, ThreadQueue, enqueue_turn, request_cancel
 from bot.runs.run import AgentFactory, EventSource, TurnRunner
 from bot.runs.toolbox import Toolbox
-from bot.runs.turn import Turn
 from bot.settings import MAX_CONCURRENT_RUNS_CAP, Settings
 from bot.thread import render
 from bot.thread.poster import Poster
+from bot.turn import Turn
 from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
 
 __all__ = [

@@ -19,15 +19,14 @@ from redis.exceptions import RedisError
 
 from agent_core import Lease, Progress, RunLeases, Stopped, StopReason, StoreError, Usage
 from bot.i18n import _, speaking
-from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.queue.parked import ApprovalExpiry
 from bot.queue.turns import ThreadQueue
 from bot.runs.run import TurnRunner
-from bot.runs.turn import Turn
 from bot.thread import render
 from bot.thread.poster import Poster
 from bot.thread.sink import RunLedger
+from bot.turn import Turn, join_id, parse_lease_id
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ SCAN_LIMIT = 100
 
 def holder_of(worker_id: str, job_id: str) -> str:
     """A lease holder: unique per worker process and attempt (arq reruns a job under the same id)."""
-    return f"{worker_id}|{job_id}|{uuid.uuid4().hex[:8]}"
+    return join_id(worker_id, job_id, uuid.uuid4().hex[:8])
 
 
 async def post_missing_final(runner: TurnRunner, turn: Turn, progress: Progress, poster: Poster) -> None:
@@ -57,7 +56,7 @@ async def post_missing_final(runner: TurnRunner, turn: Turn, progress: Progress,
                              estimated=progress.usage_estimated),
         run_id=turn.run_id,
     )
-    view = render.RunView(turn.run_id, stop_value=f"{turn.thread}|{turn.run_id}")
+    view = render.RunView(turn.run_id, stop_value=turn.run.value())
     sink = runner.outputs.sink(turn, view, ledger, poster, await runner.limits.display.both(turn.workspace))
     sink.first_ts = seen.get("first_ts") or None
     await sink.emit(stopped)
@@ -129,21 +128,20 @@ class Resumer:
 
     async def _take_over(self, lease: Lease) -> None:
         async with self._slots:
-            thread, _sep, turn_id = lease.run_id.rpartition("|")
             try:
-                conversation = Conversation.parse(thread)
+                conversation, turn_id = parse_lease_id(lease.run_id)
             except ValueError:  # not a run this code keeps: nothing to resume
-                conversation = None
+                conversation, turn_id = None, ""
             turn = await self.threads.turn(conversation, turn_id) if conversation else None
             if turn is None:  # finished (or expired) meanwhile: nothing to resume
                 with contextlib.suppress(Exception):
                     await self.leases.release(lease)
                 return
-            ledger = RunLedger(self.runner.redis, self.keys.run(thread, turn.run_id), self._ttl)
+            ledger = RunLedger(self.runner.redis, self.keys.run(turn.thread, turn.run_id), self._ttl)
             seen = await ledger.get()
             job_id = seen.get("job", "")
             resumes = await ledger.bump("resumes")
-            log.warning("resuming run %s of %s (taken over from %s, resume %d)", turn.run_id, thread,
+            log.warning("resuming run %s of %s (taken over from %s, resume %d)", turn.run_id, turn.thread,
                         lease.previous_holder or "nobody", resumes)
             if resumes > MAX_RESUMES:
                 with contextlib.suppress(Exception):

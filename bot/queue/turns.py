@@ -29,7 +29,7 @@ from bot.keys import AppKeys
 from bot.queue.arq_enqueue import enqueue_job
 from bot.queue.fair import Admission, WorkspaceGate
 from bot.redis import as_text, awaited
-from bot.runs.turn import Turn
+from bot.turn import Turn
 
 log = logging.getLogger(__name__)
 

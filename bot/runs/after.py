@@ -13,9 +13,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import Observed, RedisBudget, RedisThreadStore, Stopped, StopReason, StoreError, Usage
 from bot import audit, metrics
-from bot.runs.turn import Turn
 from bot.settings import Settings
 from bot.thread.permalinks import Permalinks
+from bot.turn import Turn
 from bot.workspace import RunPlan, RunRecord, WorkspaceLimits
 from bot.workspace.models import Models
 from bot.workspace.usage import RunUsage, day_id

@@ -28,8 +28,9 @@ from bot.keys import AppKeys
 from bot.runs.approval_cards import as_params, dm_message, policy_note, settled_message
 from bot.runs.approval_state import KEY_TTL_SECONDS, ApprovalRef, Decision, Verdict, decide
 from bot.runs.approval_votes import request_record, settle
-from bot.thread.poster import Poster, Target
+from bot.thread.poster import Poster
 from bot.thread.render import SlackMessage
+from bot.turn import Target
 from bot.workspace.approval_policies import ApprovalPolicy, GroupLookupError, UnknownGroup, members
 from bot.workspace.usage import count_approval
 from tools import Parked, ToolContext

@@ -22,11 +22,11 @@ from redis.asyncio.client import PubSub
 
 from bot.identity import Conversation
 from bot.keys import AppKeys
+from bot.turn import join_id, split_id
 
 #: How long a request's state outlives it, so a late press is told what became of it.
 KEY_TTL_SECONDS = 24 * 3600
 _PENDING = "pending"
-_VALUE_SEP = "|"
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,80}")
 _REQUEST_ID = re.compile(r"[0-9a-f]{16}")
 
@@ -83,20 +83,15 @@ class ApprovalRef:
     request_id: str
 
     def value(self) -> str:
-        return _VALUE_SEP.join((self.thread, self.run_id, self.request_id))
+        return join_id(self.thread, self.run_id, self.request_id)
 
     @classmethod
     def parse(cls, value: object) -> ApprovalRef:
         """Read a button value back; ValueError for anything this service did not write."""
-        if not isinstance(value, str):
-            raise ValueError(f"approval value must be text, got {type(value).__name__}")
-        parts = value.split(_VALUE_SEP)
-        if len(parts) != 3:
-            raise ValueError(f"approval value must be thread|run|request, got {value[:200]!r}")
-        thread, run_id, request_id = parts
+        thread, run_id, request_id = split_id(value, "thread|run|request")
         Conversation.parse(thread)
         if not _RUN_ID.fullmatch(run_id) or not _REQUEST_ID.fullmatch(request_id):
-            raise ValueError(f"approval value names no run and request: {value[:200]!r}")
+            raise ValueError(f"approval value names no run and request: {join_id(run_id, request_id)[:200]!r}")
         return cls(thread, run_id, request_id)
 
     def key(self, keys: AppKeys) -> str:

@@ -33,8 +33,9 @@ from bot.keys import AppKeys
 from bot.runs.approval_messages import decided_message, egress_message, request_message
 from bot.runs.approval_park import ApproversUnreadable, PolicyApprovals
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide, next_decision, open_request
-from bot.thread.poster import Poster, Target, ThreadStatus
+from bot.thread.poster import Poster, ThreadStatus
 from bot.thread.render import SlackMessage
+from bot.turn import Target
 from bot.workspace.approval_policies import ApprovalPolicy, Kind
 from tools import EgressAnswer, EgressRequest, ToolContext
 

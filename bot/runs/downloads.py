@@ -23,8 +23,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import Attachment
 from bot.i18n import N_, _
 from bot.identity import Workspace
-from bot.runs.turn import FileRef
 from bot.settings import Settings
+from bot.turn import FileRef
 from bot.workspace.replies import format_bytes
 from tools import sniff
 

@@ -15,9 +15,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import audit
 from bot.i18n import N_, _
 from bot.markup import escape
-from bot.runs.turn import Turn
 from bot.thread import render
-from bot.thread.poster import Poster, Target
+from bot.thread.poster import Poster
+from bot.turn import Target, Turn
 from bot.workspace.domains import DomainLists
 from tools import EgressPolicy, HeldBack
 

@@ -26,26 +26,17 @@ from bot.keys import AppKeys
 from bot.markup import escape
 from bot.redis import as_text
 from bot.runs.downloads import FileCaps, FileFetcher, FileProblem
-from bot.runs.turn import FileRef, Turn
+from bot.turn import FileRef, Turn, files_of_event
 
 log = logging.getLogger(__name__)
 
 #: The task of a message that carries files and no text.
 FILES_ONLY_TASK = "Look at the attached file(s) and tell me what they contain."
-#: Files taken from one message (Slack allows 10 a message).
-MAX_FILES_PER_MESSAGE = 10
 #: Earlier files of the thread a run gets at most (newest first).
 MAX_THREAD_FILES = 20
 #: The thread's messages before the bot's first run in it whose files it reads (``conversations.replies``).
 SCANNED_MESSAGES = 100
 _SCANNED = "scanned"
-
-
-def files_of_event(event: dict[str, object]) -> tuple[FileRef, ...]:
-    """The files a message event carries (``files[]``), at most ``MAX_FILES_PER_MESSAGE``."""
-    raw = event.get("files")
-    refs = (FileRef.of_event(f) for f in raw) if isinstance(raw, list) else ()
-    return tuple(r for r in refs if r is not None)[:MAX_FILES_PER_MESSAGE]
 
 
 # KEYS[1]: the thread's files hash. ARGV: its ttl seconds, then field, value, ...

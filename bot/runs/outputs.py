@@ -8,7 +8,6 @@ from redis.asyncio import Redis
 
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
-from bot.runs.turn import Turn
 from bot.settings import Display, Settings, Verbosity
 from bot.thread import render
 from bot.thread.agent_session import AgentSession, session_title
@@ -18,6 +17,7 @@ from bot.thread.poster import Pacer, Poster, ThreadStatus
 from bot.thread.sink import RunLedger, RunSink, SinkParts, SlackEventSink
 from bot.thread.stream_sink import StreamEventSink
 from bot.thread.uploads import ThreadFiles
+from bot.turn import Turn
 
 #: chat.appendStream calls a minute per workspace, below its Tier 4 limit (100+).
 STREAM_CALLS_PER_MINUTE = 90

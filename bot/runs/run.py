@@ -46,13 +46,13 @@ from bot.runs.egress import ThreadNotices, egress_policy
 from bot.runs.files import EarlierFiles, gather_attachments
 from bot.runs.outputs import ThreadOutputs
 from bot.runs.toolbox import Toolbox
-from bot.runs.turn import Turn
 from bot.settings import Settings
 from bot.thread import render
 from bot.thread.feed import aclose_events, pipelined
 from bot.thread.poster import Pacer, Poster
 from bot.thread.sink import RunLedger, RunSink
 from bot.thread.slack_reader import WebSlackReader
+from bot.turn import Turn
 from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
 from bot.workspace.channel_run import about_run, instructions_of
 from bot.workspace.models import split_run_model
@@ -85,11 +85,6 @@ MissingFinal = Callable[["TurnRunner", Turn, Progress, Poster], Awaitable[None]]
 RunOutcome = Literal["done", "elsewhere", "interrupted", "parked"]
 PARKED = "parked"  # what ``_drive`` returns for a parked run
 NO_TASK_NOTICE = N_("`/model <name> <task>`: say what to do after the model's name. Nothing was started.")
-
-
-def lease_id(turn: Turn) -> str:
-    """The run's lease name: the thread and the turn, so a worker taking it over knows what to resume."""
-    return f"{turn.thread}|{turn.turn_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +159,7 @@ class TurnRunner:
         # Every line logged during the run (engine, tools, posting) carries these fields.
         with log_context(run_id=turn.run_id, team=turn.workspace.team_id, channel=turn.conversation.channel_id,
                          thread=turn.thread), telemetry.run(turn.conversation, turn.run_id, turn.traceparent):
-            lease = lease or await self.leases.acquire(lease_id(turn), holder)
+            lease = lease or await self.leases.acquire(turn.lease_id, holder)
             if lease is None:
                 log.info("run %s is live on another worker; leaving it alone", turn.run_id)
                 return "elsewhere"
@@ -275,7 +270,7 @@ class TurnRunner:
         if problems:
             await poster.post(turn.target, render.notice(problems))
         run_id = turn.run_id
-        view = render.RunView(run_id, stop_value=f"{turn.thread}|{run_id}", max_steps=plan.limits.max_steps,
+        view = render.RunView(run_id, stop_value=turn.run.value(), max_steps=plan.limits.max_steps,
                               about=about_run(plan.model, plan.channel.prompt))
         status = self.outputs.status(turn, poster, sessions_refused=sessions_refused is not None)
         approver = SlackApprover(

@@ -21,7 +21,8 @@ failing in turn.
 A child that dies is started again after a backoff (0.5 s, doubling to 30 s, back to 0.5 s once a child has
 run a minute). One that exits with 2, the exit code of a bad setting, would fail the same way again: the
 supervisor then stops all and exits 2. SIGTERM or SIGINT is passed on as SIGTERM; children get
-``DRAIN_SECONDS`` to finish, then SIGKILL (arq runs a killed job again), and the parent exits 0.
+``DRAIN_SECONDS`` to finish, then SIGKILL (arq runs a killed job again), and the parent exits 0. What a child
+that died leaves behind (its stdio MCP servers and their children) is ended with it (``bot.serve.orphans``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from bot.metrics import MULTIPROC_ENV
 from bot.redis import require_answer
 from bot.serve import startup
 from bot.serve.metrics_http import supervisor_metrics
+from bot.serve.orphans import adopt_orphans, end_orphans
 from bot.settings import Role, Settings
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,8 @@ RESTART_MAX_DELAY_SECONDS = 30.0
 STABLE_SECONDS = 60.0
 #: The run's metrics folder in the temporary directory: ``bot-metrics-<supervisor pid>-<random>``.
 METRICS_DIR_PREFIX = "bot-metrics-"
+#: How often processes re-parented to the supervisor (it is their subreaper) are ended and reaped.
+ORPHAN_SWEEP_SECONDS = 5.0
 #: What ``python -m bot`` exits with on a bad setting (``bot.__main__``).
 CONFIG_ERROR_EXIT = 2
 
@@ -122,34 +126,51 @@ def child_command(role: Role) -> list[str]:
 class Supervisor:
     """``await Supervisor(children, metrics_dir).run()``: the exit code, once every child has stopped."""
 
-    def __init__(self, children: list[Child], metrics_dir: Path, *, drain_seconds: float = DRAIN_SECONDS) -> None:
+    def __init__(self, children: list[Child], metrics_dir: Path, *, drain_seconds: float = DRAIN_SECONDS,
+                 others: Iterable[int] = ()) -> None:
         self.children = children
         self.metrics_dir = metrics_dir
         self.drain_seconds = drain_seconds
         self.exit_code = 0
         self._stop = asyncio.Event()
         self._running: dict[str, asyncio.subprocess.Process] = {}
+        #: Children started outside the keepers (the embedded Redis): never taken for orphans.
+        self._others = frozenset(others)
+        #: Held while a child is started (until it is in ``_running``) and while orphans are ended, so a child
+        #: being started is never taken for one.
+        self._spawning = asyncio.Lock()
 
     async def run(self) -> int:
+        adopt_orphans()  # what a killed child leaves behind (its MCP servers' groups) becomes ours to end
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stop.set)
         keepers = [asyncio.create_task(self._keep(child)) for child in self.children]
+        sweeper = asyncio.create_task(self._sweep())
         await self._stop.wait()
+        sweeper.cancel()
         await self._drain(keepers)
         return self.exit_code
+
+    async def _sweep(self) -> None:
+        """Now and then, end and reap what reached this process otherwise: the children an MCP server left when
+        it exited become ours as it dies, and would stay zombies until the next child's exit."""
+        while True:
+            await asyncio.sleep(ORPHAN_SWEEP_SECONDS)
+            await self._end_orphans()
 
     async def _keep(self, child: Child) -> None:
         """Run ``child`` until the supervisor stops: again after a backoff whenever it exits."""
         loop = asyncio.get_running_loop()
         delay = RESTART_FIRST_DELAY_SECONDS
         while not self._stop.is_set():
-            process = await asyncio.create_subprocess_exec(
-                *child_command(child.role), env=dict(child.env), preexec_fn=die_with_parent,
-                # Its own session: a terminal's Ctrl-C reaches the parent only, which passes on a SIGTERM.
-                start_new_session=True,
-            )
-            self._running[child.name] = process
+            async with self._spawning:
+                process = await asyncio.create_subprocess_exec(
+                    *child_command(child.role), env=dict(child.env), preexec_fn=die_with_parent,
+                    # Its own session: a terminal's Ctrl-C reaches the parent only, which passes on a SIGTERM.
+                    start_new_session=True,
+                )
+                self._running[child.name] = process
             if self._stop.is_set():  # the drain began while this one was starting
                 process.terminate()
             log.info("%s started (pid %s)", child.name, process.pid)
@@ -157,6 +178,7 @@ class Supervisor:
             code = await process.wait()
             del self._running[child.name]
             mark_process_dead(process.pid, str(self.metrics_dir))  # type: ignore[no-untyped-call]
+            await self._end_orphans()
             if self._stop.is_set():
                 log.info("%s (pid %s) stopped with exit code %s", child.name, process.pid, code)
                 return
@@ -185,6 +207,11 @@ class Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
             await asyncio.wait(late)
+        await self._end_orphans()
+
+    async def _end_orphans(self) -> None:
+        async with self._spawning:
+            await end_orphans({*self._others, *(p.pid for p in self._running.values())})
 
 
 async def supervise(role: Role, processes: int, settings: Settings) -> int:
@@ -204,7 +231,7 @@ async def supervise(role: Role, processes: int, settings: Settings) -> int:
                         "shared by the web process and %s workers", redis_url, embedded.folder, processes)
         children = plan(role, processes, settings, redis_url=redis_url, metrics_dir=metrics_dir)
         async with supervisor_metrics(settings, redis_url, metrics_dir):  # METRICS_PORT: this process serves it
-            return await Supervisor(children, metrics_dir).run()
+            return await Supervisor(children, metrics_dir, others=[embedded.pid] if embedded else []).run()
     finally:
         if embedded is not None:
             await embedded.stop()  # after every child: none of them loses Redis while draining

@@ -22,10 +22,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import ThreadUnwritable
 from bot.i18n import N_, _
-from bot.identity import Conversation
 from bot.thread import mrkdwn
 from bot.thread.agent_session import AgentSession, SessionStatus
 from bot.thread.render import SlackMessage
+from bot.turn import Target
 
 log = logging.getLogger(__name__)
 
@@ -84,20 +84,6 @@ class Pacer:
         if ms:
             await asyncio.sleep(ms / 1000)
         return True
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where a run speaks: its conversation (whose channel it posts in), the Slack thread to reply in (a DM
-    conversation spans many), and the human message that asked."""
-
-    conversation: Conversation
-    thread_ts: str
-    message_ts: str
-
-    @property
-    def channel_id(self) -> str:
-        return self.conversation.channel_id
 
 
 #: Posts refused in a row (even as plain text, after retries) before a run is stopped.

@@ -26,6 +26,7 @@ from agent_core import Observed, RunStarted, StepFinished, Stopped, StopReason, 
 from bot.i18n import N_, _, ngettext
 from bot.thread import mrkdwn
 from bot.thread.uploads import ANSWER_FILE_NAME, Filed
+from bot.turn import join_id, split_id
 
 #: action_id of the Stop button (matched by bot.receive.listeners.actions).
 STOP_ACTION_ID = "agent_stop"
@@ -247,10 +248,10 @@ def feedback_block(view: RunView) -> dict[str, Any]:
     buttons = FeedbackButtonsElement(
         action_id=FEEDBACK_ACTION_ID,
         positive_button=FeedbackButtonObject(
-            text="👍", accessibility_label=_("Good answer"), value=f"up|{view.stop_value}"
+            text="👍", accessibility_label=_("Good answer"), value=join_id("up", view.stop_value)
         ),
         negative_button=FeedbackButtonObject(
-            text="👎", accessibility_label=_("Bad answer"), value=f"down|{view.stop_value}"
+            text="👎", accessibility_label=_("Bad answer"), value=join_id("down", view.stop_value)
         ),
     )
     return ContextActionsBlock(block_id="agent_feedback", elements=[buttons]).to_dict()
@@ -258,9 +259,8 @@ def feedback_block(view: RunView) -> dict[str, Any]:
 
 def parse_vote(value: str) -> tuple[str, str, str]:
     """``(vote, thread, run_id)`` of a feedback button's value; raises ValueError when it is not one of ours."""
-    vote, _sep, rest = value.partition("|")
-    thread, _sep, run_id = rest.rpartition("|")
-    if vote not in ("up", "down") or not thread or not run_id:
+    vote, thread, run_id = split_id(value, "vote|thread|run")
+    if vote not in ("up", "down"):
         raise ValueError("not a feedback button value")
     return vote, thread, run_id
 

@@ -22,9 +22,10 @@ from agent_core import Event, RunStarted, ScriptCall, StepFinished, Stopped, run
 from bot.redis import as_text, awaited
 from bot.settings import Verbosity
 from bot.thread import render
-from bot.thread.poster import Poster, Target, ThreadStatus
+from bot.thread.poster import Poster, ThreadStatus
 from bot.thread.render import RunView, SlackMessage
 from bot.thread.uploads import Filed, ThreadFiles
+from bot.turn import Target
 
 
 class RunSink(Protocol):

@@ -18,7 +18,6 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import aiohttp
 from redis.asyncio import Redis
@@ -27,10 +26,8 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.i18n import N_, _
+from bot.turn import Target
 from tools import OutgoingFile
-
-if TYPE_CHECKING:  # poster imports render, which names this module's Filed
-    from bot.thread.poster import Target
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,9 @@ or a single run pulls. Pure: no I/O.
 
 ``AGENT_MODELS=gpt-4o-mini,gpt-4o`` takes the prices from the engine's price table;
 ``AGENT_MODELS=gpt-4o-mini:0.15/0.60,my-model:1.00/4.00`` gives them, USD per 1M prompt/completion tokens
-(``/cached`` a third figure). The first is the default of every run. Empty: ``OPENAI_MODEL`` alone, priced as
+(``/cached`` a third figure); a price cut short (``gpt-4o-mini:0.15``) stops start-up, never becomes part of a name
+sent to the provider. A name takes the table's price only when it is the table's name or a dated snapshot of it.
+The first is the default of every run. Empty: ``OPENAI_MODEL`` alone, priced as
 before (``LLM_PRICE_*`` or the table), so a deployment that sets nothing runs as it did. A model without a known
 price is refused at start-up: a silent zero cost would disable every cost cap.
 """
@@ -21,6 +23,9 @@ from bot.settings import Settings
 #: suffix of figures is a price.
 _PRICED_RE = re.compile(r"(?P<name>.+):(?P<prompt>[0-9]+(?:\.[0-9]+)?)/(?P<completion>[0-9]+(?:\.[0-9]+)?)"
                         r"(?:/(?P<cached>[0-9]+(?:\.[0-9]+)?))?", re.ASCII)
+#: What follows a name's last colon when it is meant as a price (figures, dots, slashes, a dollar sign), whether
+#: or not it is a whole one: ``gpt-4o-mini:0.15`` is a price cut short, never a model named so.
+_PRICE_LIKE_RE = re.compile(r":\s*\$?[0-9][0-9.$/\s]*", re.ASCII)
 #: What a model name may be (as people type it in ``/agent-limits model`` and ``/model``).
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,99}", re.ASCII)
 #: ``/model <name> <task>`` at the start of a mention: this run's model.
@@ -69,6 +74,9 @@ DEFAULT_MODELS = Models((ModelChoice(_DEFAULT_NAME, price_for(_DEFAULT_NAME)),))
 
 def _choice(item: str, settings: Settings) -> ModelChoice:
     priced = _PRICED_RE.fullmatch(item)
+    if priced is None and ":" in item and _PRICE_LIKE_RE.fullmatch(item[item.rfind(":"):]):
+        raise ConfigError(f"AGENT_MODELS: {item!r} is not a whole price: write `name:prompt/completion` or "
+                          "`name:prompt/completion/cached` (USD per 1M tokens), e.g. `gpt-4o-mini:0.15/0.60`")
     name = priced["name"] if priced else item
     if not NAME_RE.fullmatch(name):
         raise ConfigError(f"AGENT_MODELS: {item!r} is not a model name (or `name:prompt/completion` in USD per 1M)")

@@ -33,7 +33,7 @@ from agent_core.tokens import IMAGE_MAX_TOKENS, count_message, counter_for, imag
 from tests.agent_core.conftest import AgentFactory
 from tests.agent_core.test_cli import run_cli
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, text, tool_calls
-from tests.tools.file_samples import pdf_bytes
+from tests.tools.file_samples import pdf_bytes, wav_bytes
 from tools import Registry, ToolPolicy, ToolSettings, builtin_registry, run_registry
 from tools.builtins.fetch_url import make_fetch_url
 
@@ -257,6 +257,19 @@ async def test_audio_is_transcribed_through_the_endpoint(fake_openai: FakeOpenAI
                                            "content_type": "audio/mpeg", "size": 503}]
     message = user_message(fake_openai.requests[1])["content"]
     assert "Please book the room for Tuesday." in message and "memo.mp3" in message
+
+
+async def test_audio_the_runs_cost_limit_cannot_pay_for_is_not_transcribed_and_the_model_is_told(
+    fake_openai: FakeOpenAI, make_agent: AgentFactory
+) -> None:
+    fake_openai.queue(text("I could not listen to it."))
+    agent = make_agent(transcribe_model="whisper-1", limits=Limits(max_cost_micros=20_000))
+    # An hour at whisper-1's $0.006 a minute: $0.36, over the run's $0.02.
+    stopped = await agent.run(RunRequest("Do what the memo says.", attachments=(Attachment("memo.wav", "audio/wav",
+                                                                                          wav_bytes(3600)),)))
+    assert fake_openai.transcriptions == []
+    assert "more than the $0.02 this request's cost limit leaves" in user_message(fake_openai.requests[0])["content"]
+    assert stopped.usage.cost_micros < 20_000
 
 
 async def test_without_a_transcription_model_the_task_says_so(fake_openai: FakeOpenAI,

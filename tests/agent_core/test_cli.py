@@ -10,14 +10,14 @@ import sys
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 
 
-async def run_cli(task: str, env: dict[str, str], *options: str) -> tuple[int, str, str]:
+async def run_cli(task: str, env: dict[str, str], *options: str, timeout: float = 60) -> tuple[int, str, str]:
     base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH", "VIRTUAL_ENV")}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "agent_core", task, *options,
         env={**base, **env}, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
     )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout)
     return proc.returncode or 0, out.decode(), err.decode()
 
 

@@ -132,7 +132,7 @@ async def test_huge_images_are_shown_reduced_and_never_decoded_in_the_agents_pro
     code, out, err = await run_cli("What is on these scans?", {
         "OPENAI_API_KEY": "test", "OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_MODEL": "gpt-4o-mini",
         "SLACK_AGENT_TEST_MARK": mark, "OPENAI_VISION": "true",
-    }, *options)
+    }, *options, timeout=300)  # three 49 M-pixel decodes, one after another: minutes on a loaded 2-core machine
     assert code == 0, err
     # The interpreter, openai and tiktoken take about 160 MB; one decoded image alone would be 147 MB more.
     assert seen[0] < 250, f"the agent's process peaked at {seen[0]:.0f} MB"

@@ -20,6 +20,15 @@ def test_prices_are_integer_micro_dollars_and_dated_snapshots_match() -> None:
     assert mini.cost_micros(1000, 0, cached_tokens=1000) < mini.cost_micros(1000, 0)
 
 
+def test_a_table_price_is_the_exact_name_or_a_dated_snapshot_never_a_prefix_of_another_model() -> None:
+    assert price_for("gpt-4o-2024-08-06") == price_for("gpt-4o")
+    assert price_for("openai/gpt-3.5-turbo-0125") == price_for("gpt-3.5-turbo")
+    # Before: each was priced as the longest table name it started with (gpt-4o, gpt-5-mini).
+    for name in ("gpt-4o-mini:0.15", "gpt-4o-realtime-preview", "gpt-4o-2024-08", "gpt-5-mini-cheap"):
+        with pytest.raises(ConfigError, match="No price known"):
+            price_for(name)
+
+
 def test_unknown_model_without_prices_is_a_clear_start_up_error() -> None:
     with pytest.raises(ConfigError, match="LLM_PRICE_PROMPT_PER_1M"):
         price_for("my-local-llama")

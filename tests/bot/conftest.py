@@ -13,7 +13,7 @@ from arq import Worker
 from bot.queue.jobs import Runtime
 from bot.queue.worker import build_worker, close_worker, default_agent
 from bot.redis import RedisHandle
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 from tests.conftest import TEST_REDIS_URL

@@ -20,7 +20,8 @@ from bot.runs.approval_messages import APPROVE_ACTION_ID, DENY_ACTION_ID
 from bot.runs.approvals import SlackApprover
 from bot.settings import Settings
 from bot.slack_client import make_web_client
-from bot.thread.poster import Pacer, Poster, Target
+from bot.thread.poster import Pacer, Poster
+from bot.turn import Target
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, delay, text, tool_calls
 from tests.fakes.slack_api import Call, FakeSlack, PostedMessage

@@ -15,7 +15,7 @@ import pytest
 
 from bot import audit
 from bot.runs.approval_messages import APPROVE_ACTION_ID
-from bot.service import Service
+from bot.serve.service import Service
 from tests.bot.conftest import App
 from tests.bot.test_approvals import _press, _start
 from tests.bot.test_egress import guarded, pages, poisoned_thread

@@ -251,6 +251,18 @@ def test_agent_models_takes_names_or_prices_and_refuses_a_model_without_one(
             Models.from_settings(make_settings(key_prefix, fake_slack, None, agent_models=bad))
 
 
+@pytest.mark.parametrize("entry", ["gpt-4o-mini:0.15", "gpt-4o-mini:0.15/", "gpt-4o-mini:$0.15/$0.60",
+                                   "gpt-4o-mini:0.15/0.60/0.075/9"])
+def test_an_agent_models_price_that_does_not_parse_whole_stops_start_up(
+    key_prefix: str, fake_slack: FakeSlack, entry: str,
+) -> None:
+    # Before: `gpt-4o-mini:0.15` was a model of that name, priced as gpt-4o, and sent so to the provider.
+    with pytest.raises(ConfigError, match=r"^AGENT_MODELS: .* is not a whole price: write `name:prompt/completion`"):
+        Models.from_settings(make_settings(key_prefix, fake_slack, None, agent_models=f"gpt-4o,{entry}"))
+    ollama = Models.from_settings(make_settings(key_prefix, fake_slack, None, agent_models="llama3:8b:0/0"))
+    assert ollama.names() == ["llama3:8b"]  # a colon in a name is still a name
+
+
 def test_a_run_model_is_read_from_the_start_of_the_task_only() -> None:
     assert split_run_model("/model gpt-4o sum\nthis") == ("gpt-4o", "sum\nthis")
     assert split_run_model("please /model gpt-4o") == (None, "please /model gpt-4o")

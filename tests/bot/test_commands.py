@@ -16,11 +16,11 @@ from arq.connections import ArqRedis
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.app import create_web_app
-from bot.deps import Services
 from bot.identity import IdentityMiddleware, Workspace
 from bot.keys import AppKeys
+from bot.receive.deps import Services
 from bot.receive.listeners import commands, home
+from bot.serve.app import create_web_app
 from bot.settings import Settings
 from bot.slack_client import make_web_client
 from bot.workspace import USAGE, LimitsPolicy, RunBlocked, RunPlan, WorkspaceConfig, WorkspaceLimits

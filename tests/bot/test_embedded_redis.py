@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from agent_core.errors import ConfigError
 from bot.embedded_redis import EmbeddedRedis
-from bot.service import Service
+from bot.serve.service import Service
 from tests.bot.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Settings
 from tests.bot.conftest import SECRET, App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls

@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from bot.runs.approval_messages import APPROVE_ACTION_ID, APPROVE_RUN_ACTION_ID, DENY_ACTION_ID
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Settings
 from tests.bot.conftest import App, make_settings
 from tests.bot.test_mcp_tools import FAKE_SERVER, mcp_config

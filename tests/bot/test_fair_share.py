@@ -16,7 +16,7 @@ from bot.queue.fair import Admission, WorkspaceGate
 from bot.queue.jobs import Turn
 from bot.queue.turns import ThreadQueue
 from bot.redis import RedisHandle
-from bot.service import Service
+from bot.serve.service import Service
 from bot.workspace import WorkspaceLimitsStore
 from tests.bot.conftest import App, make_settings
 from tests.conftest import TEST_REDIS_URL

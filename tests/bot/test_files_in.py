@@ -15,7 +15,7 @@ import pytest
 from agent_core import RunRequest
 from bot.queue.worker import default_agent
 from bot.runs.files import FILES_ONLY_TASK
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Settings
 from tests.bot.conftest import BOT_TOKEN, App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text

@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Settings
 from bot.workspace import DisplaySettings
 from tests.bot.conftest import App, make_settings

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.thread.home_views import CHANNEL_ACTION, EDIT_ACTION, MODAL_CALLBACK, RESET_ACTION
+from bot.receive.views.home import CHANNEL_ACTION, EDIT_ACTION, MODAL_CALLBACK, RESET_ACTION
 from bot.workspace import RunRecord, WorkspaceConfig
 from tests.bot.test_commands import DEFAULTS, LISTED, TEAM, WS, Harness, harness
 from tests.bot.test_home_views import action_ids, texts

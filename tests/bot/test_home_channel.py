@@ -13,9 +13,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.keys import AppKeys
+from bot.receive.views.channel import CHANNEL_CALLBACK, PICK_ACTION
+from bot.receive.views.home import CHANNEL_ACTION
 from bot.settings import Settings
-from bot.thread.channel_modal import CHANNEL_CALLBACK, PICK_ACTION
-from bot.thread.home_views import CHANNEL_ACTION
 from tests.bot.conftest import SECRET, App, make_settings
 from tests.bot.test_channel_agents import ADMIN, SUPPORT, WS, ask, limits, system_of, tool_names
 from tests.bot.test_home_views import action_ids

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from agent_core.budget import BudgetUsage, period_window
-from bot.thread.home_views import (
+from bot.receive.views.home import (
     EDIT_ACTION,
     MODAL_CALLBACK,
     RESET_ACTION,
+    HomeState,
     home_view,
     limits_modal,
     read_modal,
@@ -65,8 +66,8 @@ def test_usage_bar(used: int, limit: int, bar: str):
 
 
 def test_the_home_tab_shows_the_budget_with_its_bar_and_held_money():
-    view = home_view(WorkspaceConfig(), usage(spent=2_000_000, held=500_000), [], is_admin=False,
-                     who_may_change="admins")
+    view = home_view(HomeState(WorkspaceConfig(), usage(spent=2_000_000, held=500_000), "admins", [],
+                               is_admin=False))
     assert view["type"] == "home"
     assert view["blocks"][0] == {"type": "header", "text": {"type": "plain_text", "text": "Agent limits and budget",
                                                             "emoji": True}}
@@ -78,14 +79,14 @@ def test_the_home_tab_shows_the_budget_with_its_bar_and_held_money():
 
 
 def test_members_see_who_may_change_and_no_buttons():
-    view = home_view(WorkspaceConfig(), usage(), [], is_admin=False, who_may_change="workspace admins")
+    view = home_view(HomeState(WorkspaceConfig(), usage(), "workspace admins", [], is_admin=False))
     assert action_ids(view) == []
     assert "Only workspace admins can change these." in texts(view)
     assert "No runs yet." in texts(view)
 
 
 def test_admins_get_the_change_and_reset_buttons_and_the_notice_comes_first():
-    view = home_view(WorkspaceConfig(), usage(), [], is_admin=True, who_may_change="x", notice="Saved.")
+    view = home_view(HomeState(WorkspaceConfig(), usage(), "x", [], is_admin=True, notice="Saved."))
     assert action_ids(view) == [EDIT_ACTION, RESET_ACTION]
     assert view["blocks"][1]["text"]["text"] == "Saved."
     reset = next(e for b in view["blocks"] if b["type"] == "actions" for e in b["elements"]
@@ -98,7 +99,7 @@ def test_runs_show_their_link_or_channel_and_a_note():
         run("U1", permalink="https://fake.example/archives/C1/p1", steps=2, cost_micros=12_300),
         run("U2", note="Slack refused every post"),
     ]
-    shown = texts(home_view(WorkspaceConfig(), usage(), runs, is_admin=False, who_may_change="x"))
+    shown = texts(home_view(HomeState(WorkspaceConfig(), usage(), "x", runs, is_admin=False)))
     assert ("<@U1> · 2026-12-02 12:00 UTC · `final_answer` · 2 steps · $0.0123 · "
             "<https://fake.example/archives/C1/p1|thread>") in shown
     assert "<@U2> · 2026-12-02 12:00 UTC · `final_answer` · 1 step · $0.0000 · in <#C1>\n" \
@@ -107,15 +108,15 @@ def test_runs_show_their_link_or_channel_and_a_note():
 
 
 def test_feedback_is_shown_when_given():
-    view = home_view(WorkspaceConfig(), usage(), [], is_admin=False, who_may_change="x",
-                     feedback=FeedbackSummary("monthly", up=3, down=1))
+    view = home_view(HomeState(WorkspaceConfig(), usage(), "x", [], is_admin=False,
+                               feedback=FeedbackSummary("monthly", up=3, down=1)))
     assert "*Feedback this month:* :+1: 3 · :-1: 1" in texts(view)
 
 
 def test_home_view_stays_within_slack_limits():
     runs = [run() for _ in range(50)]
-    view = home_view(WorkspaceConfig(budget_micros=None), usage(limit=None, spent=5), runs, is_admin=True,
-                     who_may_change="x", notice="n" * 5000)
+    view = home_view(HomeState(WorkspaceConfig(budget_micros=None), usage(limit=None, spent=5), "x", runs,
+                               is_admin=True, notice="n" * 5000))
     assert len(view["blocks"]) <= 100
     assert all(len(b["text"]["text"]) <= 3000 for b in view["blocks"] if b["type"] == "section" and "text" in b)
     assert "*Budget:* none." in texts(view)

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.service import Service
+from bot.serve.service import Service
 from bot.workspace import RunRecord
 from tests.bot.conftest import App, make_settings
 from tests.bot.service_processes import IN_PROCESS_SECRETS, assert_no_secrets, emitted, final_answers

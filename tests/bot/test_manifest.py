@@ -6,9 +6,9 @@ import json
 import re
 from pathlib import Path
 
-from bot.app import EVENTS_PATH
 from bot.oauth.flow import REDIRECT_PATH
 from bot.receive.payloads import HANDLED_EVENTS
+from bot.serve.app import EVENTS_PATH
 
 MANIFEST = json.loads((Path(__file__).parents[2] / "manifest.json").read_text())
 

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from agent_core import ConfigError
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Role, Settings
 from tests.bot.conftest import SECRET, App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, text, tool_calls

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.identity import Workspace
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Settings
 from bot.workspace import LimitsPolicy, WorkspaceLimits
 from tests.bot.conftest import SECRET, drain

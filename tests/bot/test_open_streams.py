@@ -14,14 +14,15 @@ from agent_core import Limits, RunStarted, Stopped, StopReason, Usage
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
-from bot.service import Service
+from bot.serve.service import Service
 from bot.slack_client import make_web_client
 from bot.thread.fallback import StreamOrReplies
 from bot.thread.open_streams import LEFT_GRACE_SECONDS, RETRY_SECONDS, OpenStreams, StreamRecord
-from bot.thread.poster import Pacer, Poster, Target
+from bot.thread.poster import Pacer, Poster
 from bot.thread.render import RunView
 from bot.thread.sink import RunLedger, SinkParts
 from bot.thread.stream_sink import StreamEventSink
+from bot.turn import Target
 from tests.bot.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack

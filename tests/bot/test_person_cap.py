@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.queue.fair import NOTICES_EACH, Admission, WorkspaceGate
-from bot.runs.turn import Turn
+from bot.turn import Turn
 from bot.workspace import WorkspaceLimitsStore
 from tests.bot.conftest import App
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text

@@ -30,8 +30,9 @@ async def test_other_keys_are_independent_and_zero_rate_is_off(redis_client: aio
 async def test_a_refused_rich_post_is_posted_whole_as_plain_text(redis_client: aioredis.Redis, key_prefix: str) -> None:
     from bot.slack_client import make_web_client
     from bot.thread.mrkdwn import SECTION_LIMIT
-    from bot.thread.poster import Poster, Target
+    from bot.thread.poster import Poster
     from bot.thread.render import SlackMessage
+    from bot.turn import Target
     from tests.fakes.slack_api import FakeSlack
 
     async with FakeSlack() as slack:
@@ -52,7 +53,8 @@ async def test_status_comes_back_after_a_quiet_spell_not_after_every_reply() -> 
     import asyncio
 
     from bot.slack_client import make_web_client
-    from bot.thread.poster import STATUS_TEXT, Target, ThreadStatus
+    from bot.thread.poster import STATUS_TEXT, ThreadStatus
+    from bot.turn import Target
     from tests.fakes.slack_api import FakeSlack
 
     async with FakeSlack() as slack:

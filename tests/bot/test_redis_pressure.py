@@ -27,10 +27,10 @@ from bot.queue.jobs import Runtime
 from bot.queue.turns import enqueue_turn
 from bot.queue.worker import default_agent
 from bot.redis import RedisHandle
-from bot.runs.run import STORE_LOST_NOTICE, STORE_REFUSED_NOTICE, lease_id
-from bot.runs.turn import Turn
+from bot.runs.run import STORE_LOST_NOTICE, STORE_REFUSED_NOTICE
 from bot.settings import Settings
 from bot.slack_client import make_web_client
+from bot.turn import Turn
 from tests.bot.conftest import SECRET, App, burst_worker
 from tests.bot.service_processes import (
     assert_no_secrets,
@@ -299,7 +299,7 @@ async def test_a_resume_that_redis_fails_is_logged_and_left_for_the_next_scan(
         turn = Turn(Conversation(Workspace("T0001"), "C1", "1.1"), turn_id="1.1", text="hi", user_id="U1",
                     reply_thread_ts="1.1", message_ts="1.1")
         await enqueue_turn(redis, queue, runtime.keys, turn, ttl_seconds=60)
-        lease = await runtime.leases.acquire(lease_id(turn), "a-worker-that-died")
+        lease = await runtime.leases.acquire(turn.lease_id, "a-worker-that-died")
         assert lease is not None and await runtime.leases.hand_over(lease)
         await redis.set(runtime.keys.run(turn.thread, turn.run_id), b"not a hash")
         with caplog.at_level(logging.WARNING, logger="bot.queue.resume"):
@@ -308,7 +308,7 @@ async def test_a_resume_that_redis_fails_is_logged_and_left_for_the_next_scan(
             await asyncio.wait(tasks)
         assert all(task.exception() is None for task in tasks)  # handled in the task, not left for the loop
         assert any("resume of run" in r.getMessage() and "Redis failed" in r.getMessage() for r in caplog.records)
-        assert await runtime.leases.holder(lease_id(turn)) != "a-worker-that-died"  # taken, to lapse again
+        assert await runtime.leases.holder(turn.lease_id) != "a-worker-that-died"  # taken, to lapse again
     finally:
         await runtime.aclose()
         await handle.close()

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.queue.jobs import Runtime, Turn
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Settings
 from bot.thread import mrkdwn
 from bot.workspace import DisplaySettings

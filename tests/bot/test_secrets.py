@@ -14,7 +14,7 @@ import logging
 import aiohttp
 import pytest
 
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Settings
 from tests.bot.conftest import SECRET, drain
 from tests.bot.oauth_helpers import KEY

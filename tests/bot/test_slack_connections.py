@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.service import Service
+from bot.serve.service import Service
 from tests.bot.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from bot.service import Service
+from bot.serve.service import Service
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.pages import PageServer

@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from bot.identity import Conversation, Workspace
-from bot.runs.turn import Turn
+from bot.turn import Turn
 from tests.bot.conftest import SECRET
 from tests.bot.service_processes import (
     assert_no_secrets,

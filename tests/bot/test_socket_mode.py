@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from agent_core.errors import ConfigError
-from bot.service import Service
+from bot.serve.service import Service
 from bot.settings import Settings
 from tests.bot.conftest import drain, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text

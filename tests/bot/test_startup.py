@@ -63,6 +63,19 @@ async def test_a_missing_openai_key_is_one_line_before_any_process_starts(argv: 
     assert output == ["error: OPENAI_API_KEY is not set: set it to the API key of your OpenAI-compatible endpoint"]
 
 
+async def test_an_agent_models_price_cut_short_is_one_line_before_any_process_starts(tmp_path: Path) -> None:
+    # Before: it started, priced `gpt-4o-mini:0.15` as gpt-4o and sent that name to the provider.
+    output = await refused([], env(tmp_path, AGENT_MODELS="gpt-4o-mini:0.15"), tmp_path)
+    assert output == ["error: AGENT_MODELS: 'gpt-4o-mini:0.15' is not a whole price: write `name:prompt/completion` "
+                      "or `name:prompt/completion/cached` (USD per 1M tokens), e.g. `gpt-4o-mini:0.15/0.60`"]
+
+
+async def test_a_transcription_model_without_a_price_is_one_line_before_any_process_starts(tmp_path: Path) -> None:
+    output = await refused(["worker"], env(tmp_path, OPENAI_TRANSCRIBE_MODEL="my-whisper"), tmp_path)
+    assert output == ["error: No price known for transcription model 'my-whisper': set "
+                      "OPENAI_TRANSCRIBE_PRICE_PER_MINUTE (USD per minute of audio) so budgets count it"]
+
+
 @pytest.mark.parametrize("role", ["web", "worker"])
 async def test_web_or_worker_without_redis_url_refuse_before_starting_an_embedded_redis(
     role: str, tmp_path: Path

@@ -11,11 +11,12 @@ from agent_core import Limits, Observed, RunStarted, Stopped, StopReason, Though
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.slack_client import make_web_client
-from bot.thread.poster import Pacer, Poster, Target
+from bot.thread.poster import Pacer, Poster
 from bot.thread.render import RunView
 from bot.thread.sink import RunLedger, SinkParts
 from bot.thread.stream_sink import StreamEventSink
 from bot.thread.stream_writer import safe_cut
+from bot.turn import Target
 from tests.bot.conftest import App
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.fakes.slack_api import FakeSlack

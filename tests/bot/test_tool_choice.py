@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from bot.receive.views.home import tools_blocks
 from bot.runs.toolbox import Toolbox
-from bot.thread.home_views import tools_blocks
 from bot.workspace import (
     NO_CATALOG_NOTE,
     CatalogEntry,

@@ -8,8 +8,7 @@ from dataclasses import replace
 import pytest
 
 from bot.identity import Conversation, Workspace
-from bot.runs.turn import FileRef, Turn
-from bot.thread.poster import Target
+from bot.turn import FileRef, Target, Turn
 
 # Byte for byte what the version before the conversation value wrote into a thread's ``turns`` hash.
 STORED = (

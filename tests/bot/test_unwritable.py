@@ -6,7 +6,7 @@ import aiohttp
 import pytest
 
 from bot.identity import Workspace
-from bot.service import Service
+from bot.serve.service import Service
 from bot.workspace import LimitsPolicy, RunRecord, WorkspaceLimits
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, tool_calls

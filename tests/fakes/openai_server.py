@@ -69,7 +69,7 @@ STREAM_PIECES = 3
 #: How long ``wait_for_*`` waits before failing the test; a safety net against hangs, not a poll interval.
 DEFAULT_WAIT_TIMEOUT = 5.0
 
-FinishReason = Literal["stop", "length", "content_filter"]
+FinishReason = Literal["stop", "length", "content_filter", "refusal"]
 
 # The "type" OpenAI puts in its error body, by status, when the test does not choose one.
 _ERROR_TYPES = {
@@ -107,7 +107,8 @@ class TextReply(_Usage):
     content: str | None
     """The message content, sent whole or split into a few stream chunks (null with a refusal)."""
     finish_reason: FinishReason = "stop"
-    """``choices[0].finish_reason``; "length" lets a test act out a truncated answer."""
+    """``choices[0].finish_reason``; "length" lets a test act out a truncated answer, "refusal" a gateway passing
+    on Anthropic's own stop reason."""
     refusal: str | None = None
     """``message.refusal`` (streamed as ``delta.refusal`` pieces): the model declining, as OpenAI sends it."""
     reasoning: str | None = None
@@ -185,6 +186,9 @@ class StreamedReply:
     finish_reason and ``[DONE]`` when it is at most the number of pieces."""
     cut: Literal["drop", "eof"] = "drop"
     """How the stream is cut: ``drop`` closes the connection mid-body, ``eof`` ends the body cleanly."""
+    error: ErrorReply | None = None
+    """Sent where the stream is cut (``cut_after``) as an event ``{"error": {...}}``, the body then ended: a
+    gateway (LiteLLM) reporting the provider's failure after the 200 was sent."""
     garbage_after: int | None = None
     """After this many chunks, send an event that is not JSON (and go on)."""
 
@@ -297,6 +301,7 @@ def streamed(
     usage_chunk: bool = True,
     cut_after: int | None = None,
     cut: Literal["drop", "eof"] = "drop",
+    error: ErrorReply | None = None,
     garbage_after: int | None = None,
 ) -> StreamedReply:
     """``reply`` streamed as scripted: ``streamed(text("Paris"), pieces=5, chunk_delay=0.1, cut_after=2)``."""
@@ -305,7 +310,7 @@ def streamed(
     if pieces < 1 or not (chunk_delay >= 0 and math.isfinite(chunk_delay)):
         raise ValueError(f"streamed() needs pieces >= 1 and a finite chunk_delay >= 0, got {pieces!r}, {chunk_delay!r}")
     return StreamedReply(reply=reply, pieces=pieces, chunk_delay=chunk_delay, usage_chunk=usage_chunk,
-                         cut_after=cut_after, cut=cut, garbage_after=garbage_after)
+                         cut_after=cut_after, cut=cut, garbage_after=garbage_after, error=error)
 
 
 def _check_usage(prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int) -> None:
@@ -431,6 +436,9 @@ class FakeOpenAI:
         """What ``POST /v1/audio/transcriptions`` answers (``{"text": transcript}``)."""
         self.transcriptions: list[dict[str, Any]] = []
         """Each transcription request's form: ``model``, ``filename``, ``content_type`` and ``size`` of the file."""
+        self.transcript_seconds: float | None = None
+        """The audio's billed duration, answered as whisper-1 does (``usage: {"type": "duration", "seconds"}``);
+        None answers no usage, as a compatible server may."""
 
     # -- lifecycle
 
@@ -671,7 +679,9 @@ class FakeOpenAI:
         if "size" not in fields or not fields.get("model"):
             return _error_response(error(400, "Missing required parameters: 'file' and 'model'.", param="file"))
         self.transcriptions.append(fields)
-        return web.json_response({"text": self.transcript})
+        usage = {} if self.transcript_seconds is None else {
+            "usage": {"type": "duration", "seconds": self.transcript_seconds}}
+        return web.json_response({"text": self.transcript, **usage})
 
 
 # === Response shapes
@@ -769,7 +779,11 @@ class _Completion:
             if number == script.garbage_after:
                 await response.write(b'data: {"choices": [{"delta": {"content": "unfinished\n\n')
             if number == script.cut_after:
-                if script.cut == "drop":
+                if script.error is not None:
+                    error = script.error
+                    body = {"message": error.message, "type": error.type, "param": error.param, "code": error.code}
+                    await response.write(f"data: {json.dumps({'error': body})}\n\n".encode())
+                elif script.cut == "drop":
                     assert request.transport is not None
                     request.transport.abort()  # mid-body: the client sees a payload error
                     return response

@@ -54,5 +54,7 @@ async def test_python_m_bot_with_an_mcp_server_answers_with_its_tool(
     offered = [t["function"]["name"] for t in fake_openai.requests[0].json.get("tools", [])]
     assert TOOL in offered
 
-    assert tree.warnings() == []
+    # A loaded machine may start the server after the worker's start-up wait: it joins later, which is no fault here.
+    late = "is not reachable yet (left out, retrying in the background)"
+    assert [w for w in tree.warnings() if late not in w] == []
     await tree.stop_cleanly()

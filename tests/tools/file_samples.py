@@ -5,8 +5,20 @@ from __future__ import annotations
 
 import io
 import struct
+import wave
 import zipfile
 import zlib
+
+
+def wav_bytes(seconds: int, rate: int = 100) -> bytes:
+    """A real WAV file of ``seconds`` of silence (a low rate keeps it small; its header says its length)."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(1)
+        w.setframerate(rate)
+        w.writeframes(b"\x80" * seconds * rate)
+    return out.getvalue()
 
 
 def pdf_bytes(pages: list[str]) -> bytes:

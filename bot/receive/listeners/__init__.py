@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.deps import Services
+from bot.receive.deps import Services
 from bot.receive.listeners import actions, assistant, commands, events, feedback, home, home_channel
 
 

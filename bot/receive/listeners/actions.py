@@ -15,16 +15,17 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot import identity
-from bot.deps import Services
 from bot.i18n import _, speaking
 from bot.identity import Conversation
 from bot.queue.parked import parked_turn, wake
 from bot.queue.turns import request_cancel
+from bot.receive.deps import Services
 from bot.receive.listeners.control import may_control
 from bot.runs.approval_messages import APPROVE_ACTION_ID, APPROVE_RUN_ACTION_ID, DENY_ACTION_ID, describe
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide
 from bot.runs.approval_votes import cast_vote
 from bot.thread.render import STOP_ACTION_ID, STOPPED_BY
+from bot.turn import RunRef
 from bot.workspace import SlackUsers, WorkspaceLimits
 
 log = logging.getLogger(__name__)
@@ -41,20 +42,21 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         # What the presser is told is in their language (the users.info answer the admin check reads anyway).
         with speaking(await users.locale(context.client, identity.workspace(context), _who(body)[0])):
             action = _action(body)
-            thread, _sep, run_id = str(action.get("value") or "").rpartition("|")
             user, channel = _who(body)
             try:
-                ref = Conversation.parse(thread)
+                run = RunRef.parse(action.get("value"))
             except ValueError:
                 log.warning("Stop button with a malformed value ignored")
                 return
-            if ref.workspace != identity.workspace(context):
+            if run.workspace != identity.workspace(context):
                 log.warning("Stop button for another workspace's thread ignored")
                 return  # a run is stopped only from the workspace it belongs to
-            if not await _may_control(services, users, context, thread, run_id, user, channel, _("stop this run")):
+            if not await _may_control(services, users, context, run.thread, run.run_id, user, channel,
+                                      _("stop this run")):
                 return
-            await request_cancel(services.redis, services.keys, thread, run_id, STOPPED_BY.format(user=f"<@{user}>"))
-            await _wake_if_parked(services, thread, run_id)
+            await request_cancel(services.redis, services.keys, run.thread, run.run_id,
+                                 STOPPED_BY.format(user=f"<@{user}>"))
+            await _wake_if_parked(services, run.thread, run.run_id)
 
     async def on_decision(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()

@@ -19,8 +19,8 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 
 from bot import identity
-from bot.deps import Services
 from bot.i18n import N_, _, speaking
+from bot.receive.deps import Services
 from bot.workspace import WorkspaceLimits
 
 log = logging.getLogger(__name__)

@@ -16,10 +16,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import StoreError
 from bot import identity
-from bot.deps import Services
 from bot.errors import SlackLookupError
 from bot.i18n import DEFAULT_LOCALE, _, speaking
 from bot.identity import Workspace
+from bot.receive.deps import Services
 from bot.workspace import LimitsPolicy, WorkspaceLimits
 
 log = logging.getLogger(__name__)

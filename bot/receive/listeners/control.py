@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.deps import Services
 from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
+from bot.receive.deps import Services
 from bot.redis import as_text, awaited
 from bot.workspace import SlackUsers
 

@@ -17,19 +17,19 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 
 from bot import identity, telemetry
-from bot.deps import Services
 from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import DM_THREAD, Conversation, Workspace
 from bot.queue.turns import enqueue_turn, request_cancel
 from bot.receive.dedupe import Dedupe
+from bot.receive.deps import Services
 from bot.receive.listeners.control import may_control
 from bot.redis import as_text, awaited
-from bot.runs.files import FILES_ONLY_TASK, files_of_event
-from bot.runs.turn import FileRef, Turn
+from bot.runs.files import FILES_ONLY_TASK
 from bot.thread import mrkdwn
 from bot.thread.agent_session import close_session
 from bot.thread.render import STOPPED_IN_SLACK
+from bot.turn import FileRef, Turn, files_of_event
 from bot.workspace import WorkspaceLimits
 from bot.workspace.channel_respond import RespondAll
 

@@ -2,7 +2,7 @@
 reset the limits, and the modal's submission changes them, with the same validation and authorization as
 ``/agent-limits``.
 
-The handlers only fetch, authorize and publish; the views are built by the pure ``bot.thread.home_views``.
+The handlers only fetch, authorize and publish; the views are built by the pure ``bot.receive.views.home``.
 """
 
 from __future__ import annotations
@@ -17,16 +17,17 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import StoreError
-from bot.deps import Services
 from bot.errors import SlackLookupError
 from bot.i18n import speaking
 from bot.identity import Workspace
+from bot.receive.deps import Services
 from bot.receive.listeners.commands import limits_for_services, workspace_of
-from bot.thread.home_views import (
+from bot.receive.views.home import (
     EDIT_ACTION,
     MODAL_CALLBACK,
     RECENT_RUNS,
     RESET_ACTION,
+    HomeState,
     home_view,
     limits_modal,
     read_modal,
@@ -137,12 +138,12 @@ async def publish_home(
         runs = await rules.runs.recent_runs(ws, RECENT_RUNS)
         tools, published = await rules.tools(ws)
         feedback = await rules.feedback.summary(ws, config.period) if rules.feedback else None
-        view = home_view(
-            config, usage, runs, is_admin=is_admin, who_may_change=rules.users.who_may_change(), notice=notice,
+        view = home_view(HomeState(
+            config, usage, rules.users.who_may_change(), runs, is_admin=is_admin, notice=notice,
             tools=tools, tools_published=published, feedback=feedback, spenders=spenders,
             org_unreadable=org is not None and org.unreadable, models=await rules.channels.summary(ws),
             channel_settings=channel_settings,
-        )
+        ))
     except StoreError as exc:
         log.warning("App Home for %s: %s", user_id, exc)
         view = unavailable_view()

@@ -1,7 +1,7 @@
 """App Home's channel settings: the button opens the modal, picking a channel fills it with that channel's
 settings, and the submission changes them with the rules of ``/agent-limits channel <setting> <value>``
 (``bot.workspace.channel_admin``): who may, what is valid, one audited write. The views are built by the pure
-``bot.thread.channel_modal``.
+``bot.receive.views.channel``.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import StoreError
-from bot.deps import Services
 from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
+from bot.receive.deps import Services
 from bot.receive.listeners.home import publish_home, user_of, viewer
-from bot.thread.channel_modal import (
+from bot.receive.views.channel import (
     CHANNEL_CALLBACK,
     PICK_ACTION,
     block_id,
@@ -28,7 +28,7 @@ from bot.thread.channel_modal import (
     picker_modal,
     read_channel_form,
 )
-from bot.thread.home_views import CHANNEL_ACTION
+from bot.receive.views.home import CHANNEL_ACTION
 from bot.workspace import WorkspaceLimits
 from bot.workspace.channel_admin import ChannelAdmin, changed_text
 from bot.workspace.channel_command import ChannelSet, channel_set

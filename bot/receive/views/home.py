@@ -7,7 +7,8 @@ No I/O and no Slack client: ``bot.receive.listeners.home`` fetches, authorizes a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agent_core import BudgetUsage, format_usd
@@ -34,7 +35,7 @@ from tools import ToolListing
 
 EDIT_ACTION = "agent_limits_edit"
 RESET_ACTION = "agent_limits_reset"
-#: Opens the channel settings modal (``bot.thread.channel_modal``).
+#: Opens the channel settings modal (``bot.receive.views.channel``).
 CHANNEL_ACTION = "agent_channel_settings"
 MODAL_CALLBACK = "agent_limits_modal"
 RECENT_RUNS = 10
@@ -90,86 +91,96 @@ def _run_line(run: RunRecord) -> str:
     return f"{line}\n_{run.note}_" if run.note else line
 
 
-def home_view(
-    config: WorkspaceConfig,
-    usage: BudgetUsage,
-    runs: Iterable[RunRecord],
-    *,
-    is_admin: bool,
-    who_may_change: str,
-    notice: str = "",
-    tools: Sequence[ToolListing] = (),
-    tools_published: bool = True,
-    feedback: FeedbackSummary | None = None,
-    spenders: Sequence[tuple[str, int]] = (),
-    org_unreadable: bool = False,
-    models: str = "",
-    channel_settings: bool = False,
-) -> dict[str, Any]:
-    """The Home tab: budget with a bar, the limits, the tools, the last runs, buttons for admins (≤ 100 blocks);
-    ``channel_settings``: the person may change some channel's agent."""
+@dataclass(frozen=True, slots=True)
+class HomeState:
+    """What one person's Home tab shows, read by ``bot.receive.listeners.home`` and drawn by ``home_view``."""
+
+    config: WorkspaceConfig
+    usage: BudgetUsage
+    who_may_change: str
+    """Who may change the limits, as a non-admin is told."""
+    runs: Sequence[RunRecord] = ()
+    is_admin: bool = False
+    notice: str = ""
+    """The outcome of what the person just did ("Saved."), shown on top."""
+    tools: Sequence[ToolListing] = ()
+    tools_published: bool = True
+    feedback: FeedbackSummary | None = None
+    spenders: Sequence[tuple[str, int]] = ()
+    org_unreadable: bool = False
+    models: str = ""
+    """The workspace's model choices (``bot.workspace.channel_admin``), or ""."""
+    channel_settings: bool = False
+    """The person may change some channel's agent."""
+
+
+def home_view(state: HomeState) -> dict[str, Any]:
+    """The Home tab: budget with a bar, the limits, the tools, the last runs, buttons for admins (≤ 100 blocks)."""
+    config = state.config
     blocks: list[dict[str, Any]] = [{"type": "header", "text": plain_text(_("Agent limits and budget"))}]
-    if notice:
-        blocks.append({"type": "section", "text": mrkdwn_text(notice[:2900])})
-    if warnings := unreadable_lines(config, org_unreadable):
+    if state.notice:
+        blocks.append({"type": "section", "text": mrkdwn_text(state.notice[:2900])})
+    if warnings := unreadable_lines(config, state.org_unreadable):
         blocks.append({"type": "section", "text": mrkdwn_text("\n".join(warnings)[:2900])})
-    blocks.append({"type": "section", "text": mrkdwn_text(_budget_text(config, usage))})
-    if layers := layer_lines(usage, spenders, unreadable=unreadable_layers(config, org_unreadable)):
+    blocks.append({"type": "section", "text": mrkdwn_text(_budget_text(config, state.usage))})
+    unreadable = unreadable_layers(config, state.org_unreadable)
+    if layers := layer_lines(state.usage, state.spenders, unreadable=unreadable):
         blocks.append({"type": "section", "text": mrkdwn_text("\n".join(layers)[:2900])})
-    blocks.append(
-        {
-            "type": "section",
-            "fields": [
-                mrkdwn_text(_("*Max steps per run:* {value}").format(value=shown(config, "max_steps"))),
-                mrkdwn_text(_("*Max tokens per run:* {value}").format(value=shown(config, "max_tokens"))),
-                mrkdwn_text(_("*Max cost per run:* {value}").format(value=shown(config, "max_cost_micros"))),
-                mrkdwn_text(_("*Budget period:* {value}").format(value=shown(config, "period"))),
-                mrkdwn_text(_("*Runs at once:* {value}").format(value=shown(config, "max_concurrent"))),
-                mrkdwn_text(_("*Runs at once per person:* {value}").format(
-                    value=shown(config, "max_concurrent_per_user"))),
-            ],
-        }
-    )
-    if is_admin:
-        blocks.append(
-            {
-                "type": "actions",
-                "elements": [
-                    {"type": "button", "action_id": EDIT_ACTION, "text": plain_text(_("Change limits")),
-                     "style": "primary"},
-                    {
-                        "type": "button",
-                        "action_id": RESET_ACTION,
-                        "text": plain_text(_("Reset to defaults")),
-                        "confirm": {
-                            "title": plain_text(_("Reset the limits?")),
-                            "text": plain_text(_("Every limit and the budget go back to the service's defaults.")),
-                            "confirm": plain_text(_("Reset")),
-                            "deny": plain_text(_("Cancel")),
-                        },
-                    },
-                ],
-            }
-        )
-    else:
-        only = _("Only {who} can change these.").format(who=who_may_change)
-        blocks.append({"type": "context", "elements": [mrkdwn_text(only)]})
-    if channel_settings:
-        button = {"type": "button", "action_id": CHANNEL_ACTION, "text": plain_text(_("Channel settings"))}
-        blocks.append({"type": "actions", "elements": [button]})
-    if models:  # the workspace's model choices (bot.workspace.channel_admin)
-        blocks.append({"type": "section", "text": mrkdwn_text(models[:2900])})
-    if feedback is not None:
-        blocks.append({"type": "section", "text": mrkdwn_text(format_feedback(feedback)[:2900])})
-    blocks.extend(tools_blocks(tools, published=tools_published, is_admin=is_admin))
+    blocks.append(_limits_block(config))
+    blocks.extend(_change_blocks(state))
+    if state.models:
+        blocks.append({"type": "section", "text": mrkdwn_text(state.models[:2900])})
+    if state.feedback is not None:
+        blocks.append({"type": "section", "text": mrkdwn_text(format_feedback(state.feedback)[:2900])})
+    blocks.extend(tools_blocks(state.tools, published=state.tools_published, is_admin=state.is_admin))
     blocks.append({"type": "divider"})
     blocks.append({"type": "header", "text": plain_text(_("Last {n} runs").format(n=RECENT_RUNS))})
-    lines = [_run_line(r) for r in list(runs)[:RECENT_RUNS]]
+    lines = [_run_line(r) for r in list(state.runs)[:RECENT_RUNS]]
     if lines:
         blocks.extend({"type": "section", "text": mrkdwn_text(line)} for line in lines)
     else:
         blocks.append({"type": "context", "elements": [mrkdwn_text(_("No runs yet."))]})
     return {"type": "home", "blocks": blocks}
+
+
+def _limits_block(config: WorkspaceConfig) -> dict[str, Any]:
+    return {
+        "type": "section",
+        "fields": [
+            mrkdwn_text(_("*Max steps per run:* {value}").format(value=shown(config, "max_steps"))),
+            mrkdwn_text(_("*Max tokens per run:* {value}").format(value=shown(config, "max_tokens"))),
+            mrkdwn_text(_("*Max cost per run:* {value}").format(value=shown(config, "max_cost_micros"))),
+            mrkdwn_text(_("*Budget period:* {value}").format(value=shown(config, "period"))),
+            mrkdwn_text(_("*Runs at once:* {value}").format(value=shown(config, "max_concurrent"))),
+            mrkdwn_text(_("*Runs at once per person:* {value}").format(
+                value=shown(config, "max_concurrent_per_user"))),
+        ],
+    }
+
+
+def _change_blocks(state: HomeState) -> list[dict[str, Any]]:
+    """An admin's buttons (change, reset), or who may change the limits; the channel settings button."""
+    if state.is_admin:
+        reset = {
+            "type": "button",
+            "action_id": RESET_ACTION,
+            "text": plain_text(_("Reset to defaults")),
+            "confirm": {
+                "title": plain_text(_("Reset the limits?")),
+                "text": plain_text(_("Every limit and the budget go back to the service's defaults.")),
+                "confirm": plain_text(_("Reset")),
+                "deny": plain_text(_("Cancel")),
+            },
+        }
+        edit = {"type": "button", "action_id": EDIT_ACTION, "text": plain_text(_("Change limits")), "style": "primary"}
+        blocks: list[dict[str, Any]] = [{"type": "actions", "elements": [edit, reset]}]
+    else:
+        only = _("Only {who} can change these.").format(who=state.who_may_change)
+        blocks = [{"type": "context", "elements": [mrkdwn_text(only)]}]
+    if state.channel_settings:
+        button = {"type": "button", "action_id": CHANNEL_ACTION, "text": plain_text(_("Channel settings"))}
+        blocks.append({"type": "actions", "elements": [button]})
+    return blocks
 
 
 def tools_blocks(tools: Sequence[ToolListing], *, published: bool, is_admin: bool) -> list[dict[str, Any]]:

@@ -1,22 +1,18 @@
 """The Bolt AsyncApp and the aiohttp app around it: signature guard on raw bytes, /slack/events, /healthz.
 
 Bolt parses a request before it verifies it (malformed JSON or a non-numeric timestamp becomes a 500) and
-logs the whole body, legacy ``token`` included, when a signature is wrong. So ``slack_events`` checks the
-raw bytes first, answers 400/401 with a one-line reason and never logs the body; only verified, well-formed
-requests reach ``AsyncApp.async_dispatch`` (whose own verification is then off, as it would repeat ours).
+logs the whole body, legacy ``token`` included, when a signature is wrong. So ``slack_events`` has the door
+(``bot.receive.verify``) judge the raw bytes first, answers 400/401 with a one-line reason and never logs the body;
+only verified, well-formed requests reach ``AsyncApp.async_dispatch`` (whose own verification is then off, as it
+would repeat ours).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import Any, cast
-from urllib.parse import parse_qs
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
@@ -25,13 +21,13 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot import metrics
-from bot.deps import Services
-from bot.errors import Refused
 from bot.identity import IdentityMiddleware
 from bot.logs import OncePer
 from bot.oauth.flow import add_oauth_routes, register_revocation_listeners
-from bot.receive import listeners, payloads
+from bot.receive import listeners
+from bot.receive.deps import Services
 from bot.receive.http_guard import SlowBodies, rearm_after_response
+from bot.receive.verify import MAX_BODY_BYTES, check_body, check_headers, check_signature
 from bot.serve.health import RedisProbe
 from bot.serve.metrics_http import add_public_metrics
 
@@ -39,16 +35,6 @@ log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
-#: Slack's replay window: a request signed longer ago than this is refused.
-MAX_CLOCK_SKEW_SECONDS = 300
-#: Slack's payloads are small; anything bigger is not from Slack.
-MAX_BODY_BYTES = 1_000_000
-MAX_TIMESTAMP_DIGITS = 12
-#: ``v0=`` and a hex SHA-256.
-SIGNATURE_LENGTH = 3 + 64
-#: Deeper JSON than Slack ever sends; json.loads would hit the recursion limit near 1,000.
-MAX_JSON_DEPTH = 64
-
 #: English on purpose: without the workspace's token no users.info can say the asker's language.
 NO_INSTALLATION_REPLY = (
     ":warning: The agent can't act in this workspace right now: its installation here is missing or can't be read "
@@ -212,105 +198,3 @@ def _refused(request: web.Request, problem: str, *, signed: bool = False) -> Non
         what = "a signed but malformed" if signed else "a"
         more = f" ({held} more since the last line)" if held else ""
         log.warning("refused %s Slack request: %s%s", what, problem, more)
-
-
-def check_headers(secret: str, timestamp: str, signature: str, content_length: int | None) -> str:
-    """Why the request cannot be Slack's, judged from its headers alone (empty when it may be)."""
-    if not secret:
-        return "SLACK_SIGNING_SECRET is not set: refusing every request"
-    # Ten digits until the year 2286; a longer one is no timestamp (and int() of 5,000 digits raises).
-    if not (0 < len(timestamp) <= MAX_TIMESTAMP_DIGITS and timestamp.isascii() and timestamp.isdigit()):
-        return "X-Slack-Request-Timestamp is missing or not a number"
-    if abs(time.time() - int(timestamp)) > MAX_CLOCK_SKEW_SECONDS:
-        return "X-Slack-Request-Timestamp is more than 5 minutes off: stale or replayed request"
-    if not (signature.startswith("v0=") and len(signature) == SIGNATURE_LENGTH):
-        return "X-Slack-Signature is missing or malformed"
-    if content_length is None:
-        return "Content-Length is missing"
-    if content_length > MAX_BODY_BYTES:
-        return "the body is too large to be Slack's"
-    return ""
-
-
-def check_signature(secret: str, body: bytes, timestamp: str, signature: str) -> str:
-    """Why the request is not Slack's (empty when it is): HMAC over the raw bytes, whatever their encoding."""
-    problem = check_headers(secret, timestamp, signature, len(body))
-    if problem:
-        return problem
-    expected = hmac.new(secret.encode(), b"v0:" + timestamp.encode() + b":" + body, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(f"v0={expected}", signature):
-        return "X-Slack-Signature does not match the body"
-    return ""
-
-
-def check_body(body: bytes, content_type: str) -> tuple[int, str]:
-    """(status, why) for a verified body that must not reach Bolt; ``(0, "")`` when it may.
-
-    400 for what Slack never sends; 200 for a well-formed event of a type this app does not handle.
-    """
-    kind = "JSON" if content_type == "application/json" else "form data"
-    try:
-        text = body.decode()
-        if content_type == "application/json":
-            payloads.check_event_envelope(_json_object(text, "the JSON body"))
-            return 0, ""
-        form = parse_qs(text, keep_blank_values=True, strict_parsing=bool(text))
-        if any(_has_surrogate(v) for values in form.values() for v in values):
-            raise Refused("the form holds text that is not valid Unicode")
-        if "payload" in form:
-            payloads.check_interaction(_json_object(form["payload"][0], "the payload field"))
-        else:
-            payloads.check_command({name: values[0] for name, values in form.items()})
-    except Refused as refused:
-        return (200 if refused.ignore else 400), str(refused)
-    except (UnicodeDecodeError, ValueError):
-        return 400, f"the body is not valid {kind}"
-    return 0, ""
-
-
-def _json_object(text: str, what: str) -> dict[str, Any]:
-    if _nesting(text) > MAX_JSON_DEPTH:
-        raise Refused(f"{what} is nested too deeply")
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        raise Refused(f"{what} is not valid JSON") from None
-    if not isinstance(value, dict):
-        raise Refused(f"{what} is not a JSON object")
-    # The text is decoded UTF-8, so a lone surrogate can only come from a \uD800-\uDFFF escape: without one
-    # there is nothing to look for (the common case; the re-encoding below costs as much as the parse).
-    if _SURROGATE_ESCAPE.search(text):
-        try:
-            json.dumps(value, ensure_ascii=False).encode()
-        except UnicodeEncodeError:
-            raise Refused(f"{what} holds text that is not valid Unicode (a lone surrogate)") from None
-    return value
-
-
-#: A JSON escape of a UTF-16 surrogate (a pair is fine, a lone one is not: the re-encoding tells them apart).
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-#: Everything but brackets, dropped before the depth is counted.
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-
-
-def _nesting(text: str) -> int:
-    """An upper bound of the JSON nesting depth, in one linear pass (brackets inside strings count too)."""
-    openers = text.count("{") + text.count("[")
-    if openers <= MAX_JSON_DEPTH:
-        return openers  # no deeper than it has brackets (Slack's events: a few dozen)
-    depth = deepest = 0
-    for char in _NOT_BRACKETS.sub("", text):
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
-
-
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return True
-    return False

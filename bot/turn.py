@@ -1,4 +1,10 @@
-"""A turn: one human message to answer, the unit a run runs (stored in its thread's queue, :mod:`bot.queue.turns`)."""
+"""A turn: one human message to answer, the unit a run runs (stored in its thread's queue, :mod:`bot.queue.turns`).
+
+Kernel values every stage passes along: the ``Turn``, the files its message carries (``FileRef``, read from an
+event by ``files_of_event``), where its run speaks (``Target``), and the one codec of the composite ids that name a
+run across processes (``join_id``/``split_id``; ``RunRef`` for the Stop and feedback buttons, ``Turn.lease_id`` for
+a run's lease).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,64 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.identity import Conversation, Workspace
-from bot.thread.poster import Target
+
+#: Joins the parts of a composite id: a thread id (``E/T/C/ts``), a ts, a run id and a request id never hold it.
+ID_SEP = "|"
+#: Files taken from one message (Slack allows 10 a message).
+MAX_FILES_PER_MESSAGE = 10
+
+
+def join_id(*parts: str) -> str:
+    """A composite id (a lease's name, a button's value) from its parts, read back by ``split_id``."""
+    return ID_SEP.join(parts)
+
+
+def split_id(value: object, shape: str) -> list[str]:
+    """The parts of a composite id ``join_id`` wrote, as many as ``shape`` names (``"thread|run"``); ValueError for
+    anything else: not text, another number of parts, or an empty one."""
+    if not isinstance(value, str):
+        raise ValueError(f"a {shape} value must be text, got {type(value).__name__}")
+    parts = value.split(ID_SEP)
+    if len(parts) != shape.count(ID_SEP) + 1 or not all(parts):
+        raise ValueError(f"a value must be {shape}, got {value[:200]!r}")
+    return parts
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    """Names one run of one thread across processes: the Stop button's value, and a feedback button's after its
+    vote. Read back only as a thread id this code writes (``Conversation.parse``), so its workspace is known."""
+
+    thread: str
+    run_id: str
+
+    def value(self) -> str:
+        return join_id(self.thread, self.run_id)
+
+    @classmethod
+    def parse(cls, value: object) -> RunRef:
+        """A value ``value`` wrote; ValueError for anything else."""
+        thread, run_id = split_id(value, "thread|run")
+        Conversation.parse(thread)
+        return cls(thread, run_id)
+
+    @property
+    def workspace(self) -> Workspace:
+        return Conversation.parse(self.thread).workspace
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a run speaks: its conversation (whose channel it posts in), the Slack thread to reply in (a DM
+    conversation spans many), and the human message that asked."""
+
+    conversation: Conversation
+    thread_ts: str
+    message_ts: str
+
+    @property
+    def channel_id(self) -> str:
+        return self.conversation.channel_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,5 +214,29 @@ class Turn:
     def run_id(self) -> str:
         # A ts is unique within its channel only: the thread goes in too, so two workspaces' (or channels')
         # runs never share budget holds or trace bindings.
-        digest = hashlib.sha256(f"{self.thread}|{self.turn_id}".encode()).hexdigest()[:12]
+        digest = hashlib.sha256(self.lease_id.encode()).hexdigest()[:12]
         return f"run-{self.turn_id}-{digest}"
+
+    @property
+    def lease_id(self) -> str:
+        """The run's lease name: the thread and the turn, so a worker taking it over knows what to resume
+        (``parse_lease_id``)."""
+        return join_id(self.thread, self.turn_id)
+
+    @property
+    def run(self) -> RunRef:
+        """This turn's run, as its buttons name it."""
+        return RunRef(self.thread, self.run_id)
+
+
+def parse_lease_id(value: str) -> tuple[Conversation, str]:
+    """``(conversation, turn_id)`` of a name ``Turn.lease_id`` wrote; ValueError for anything else."""
+    thread, turn_id = split_id(value, "thread|turn")
+    return Conversation.parse(thread), turn_id
+
+
+def files_of_event(event: dict[str, object]) -> tuple[FileRef, ...]:
+    """The files a message event carries (``files[]``), at most ``MAX_FILES_PER_MESSAGE``."""
+    raw = event.get("files")
+    refs = (FileRef.of_event(f) for f in raw) if isinstance(raw, list) else ()
+    return tuple(r for r in refs if r is not None)[:MAX_FILES_PER_MESSAGE]

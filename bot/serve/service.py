@@ -16,8 +16,6 @@ from arq import Worker
 from redis.exceptions import RedisError
 
 from bot import metrics
-from bot.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
-from bot.deps import Services
 from bot.keys import AppKeys
 from bot.oauth.flow import build_oauth
 from bot.queue.jobs import AgentFactory, Runtime
@@ -30,9 +28,11 @@ from bot.queue.worker import (
     default_agent,
 )
 from bot.receive import socket_mode
+from bot.receive.deps import Services
 from bot.receive.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
 from bot.redis import RedisHandle, open_redis
 from bot.serve import startup
+from bot.serve.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
 from bot.serve.health import PROBE_TIMEOUT_SECONDS, RedisProbe
 from bot.serve.metrics_http import MetricsListener
 from bot.settings import Role, Settings
@@ -208,31 +208,9 @@ class Service:
             log.info("listening on %s:%s%s", self.settings.host, self.port, "/slack/events")
 
     async def close(self) -> None:
-        if self._metrics is not None:
-            await self._metrics.close()
-            self._metrics = None
-        if self._socket is not None:
-            await self._socket.close()
-            self._socket = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if self._resume_task is not None:
-            self._resume_task.cancel()  # its runs hand their leases over: another worker resumes them at once
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._resume_task
-            self._resume_task = None
-        if self._worker_task is not None:
-            worker = self._worker
-            if worker is not None:  # cancelled in a poll, it could leave a Redis connection checked out
-                await worker.stop_polling(JOB_START_WAIT_SECONDS)
-            self._worker_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker_task
-            if worker is not None:
-                await _let_jobs_start(worker)
-                await close_worker(worker)
-            self._worker_task = None
+        """Closes each part the service opened, the web side first, the clients they use last."""
+        await self._close_web()
+        await self._stop_worker()
         if self._runtime is not None:
             await self._runtime.aclose()
             self._runtime = None
@@ -242,6 +220,36 @@ class Service:
         if self._http is not None:
             await self._http.close()
             self._http = None
+
+    async def _close_web(self) -> None:
+        if self._metrics is not None:
+            await self._metrics.close()
+            self._metrics = None
+        if self._socket is not None:
+            await self._socket.close()
+            self._socket = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _stop_worker(self) -> None:
+        if self._resume_task is not None:
+            self._resume_task.cancel()  # its runs hand their leases over: another worker resumes them at once
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resume_task
+            self._resume_task = None
+        if self._worker_task is None:
+            return
+        worker = self._worker
+        if worker is not None:  # cancelled in a poll, it could leave a Redis connection checked out
+            await worker.stop_polling(JOB_START_WAIT_SECONDS)
+        self._worker_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._worker_task
+        if worker is not None:
+            await _let_jobs_start(worker)
+            await close_worker(worker)
+        self._worker_task = None
 
     async def __aenter__(self) -> Self:
         try:
