@@ -54,9 +54,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
             if not await _may_control(services, users, context, run.thread, run.run_id, user, channel,
                                       _("stop this run")):
                 return
-            await request_cancel(services.redis, services.keys, run.thread, run.run_id,
-                                 STOPPED_BY.format(user=f"<@{user}>"))
-            await _wake_if_parked(services, run.thread, run.run_id)
+            await _stop(services, run.thread, run.run_id, user)
 
     async def on_decision(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
@@ -95,8 +93,9 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
     app.action(DENY_ACTION_ID)(on_decision)
 
 
-async def _wake_if_parked(services: Services, thread: str, run_id: str) -> None:
-    """A parked run has no worker watching its Stop flag: it is queued, and stops as it starts."""
+async def _stop(services: Services, thread: str, run_id: str, user: str) -> None:
+    """Stop the run; a parked one has no worker watching its Stop flag: it is queued, and stops as it starts."""
+    await request_cancel(services.redis, services.keys, thread, run_id, STOPPED_BY.format(user=f"<@{user}>"))
     if turn_id := await parked_turn(services.redis, services.keys, thread, run_id):
         await wake(services.queue, services.keys, thread, turn_id, "stop")
 
