@@ -27,7 +27,7 @@ from bot.keys import AppKeys
 from bot.slack_client import make_web_client
 from bot.thread.poster import Pacer, Poster
 from bot.thread.render import RunView
-from bot.thread.sink import RunLedger, RunSink, SinkParts, SlackEventSink
+from bot.thread.sink import PostedSoFar, RunSink, SinkParts, SlackEventSink
 from bot.thread.stream_sink import StreamEventSink
 from bot.turn import Target
 from tests.fakes.slack_api import FakeSlack
@@ -48,7 +48,7 @@ async def one_run(display: str, args: argparse.Namespace, slack: FakeSlack, pref
     posts = Pacer(redis, per_second=1.0, burst=2)
     updates = Pacer(redis, per_second=50 / 60, burst=5)
     poster = Poster(client, posts, updates, keys.rate(ws, "slack"))
-    ledger = RunLedger(redis, keys.run(thread, "run-1"), 600)
+    ledger = PostedSoFar(redis, keys.run(thread, "run-1"), 600)
     view = RunView("run-1", stop_value=f"{thread}|run-1", max_steps=args.steps)
     sink: RunSink
     if display.startswith("replies"):

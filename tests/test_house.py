@@ -208,3 +208,15 @@ def test_a_type_checking_import_counts_as_an_edge() -> None:
               for imp in ast.walk(node) if isinstance(imp, ast.ImportFrom) and imp.level == 0 and imp.module in names]
     assert hidden, "no TYPE_CHECKING import left to check the graph with"
     assert [(module, target) for module, target in hidden if target not in graph[module]] == []
+
+
+def test_bot_tests_mirror_the_stage_folders() -> None:
+    """``tests/bot/`` holds a folder per stage of ``bot/`` (and ``kernel/``), and its tests live in them: a new test
+    file goes beside the tests of the stage it exercises."""
+    stages = {p.name for p in (ROOT / "bot").iterdir() if (p / "__init__.py").is_file() and p.name != "i18n"}
+    tests = ROOT / "tests" / "bot"
+    flat = sorted(p.name for p in tests.glob("test_*.py"))
+    assert flat == [], "place these in the stage folder of what they test"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders - {"kernel"} <= stages, f"not a stage of bot/: {sorted(folders - {'kernel'} - stages)}"
+    assert all((tests / f / "__init__.py").is_file() for f in folders)

@@ -25,7 +25,7 @@ from bot.queue.turns import ThreadQueue
 from bot.runs.run import TurnRunner
 from bot.thread import render
 from bot.thread.poster import Poster
-from bot.thread.sink import RunLedger
+from bot.thread.sink import PostedSoFar
 from bot.turn import Turn, join_id, parse_lease_id
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ class Resumer:
                 with contextlib.suppress(Exception):
                     await self.leases.release(lease)
                 return
-            ledger = RunLedger(self.runner.redis, self.keys.run(turn.thread, turn.run_id), self._ttl)
+            ledger = PostedSoFar(self.runner.redis, self.keys.run(turn.thread, turn.run_id), self._ttl)
             seen = await ledger.get()
             job_id = seen.get("job", "")
             resumes = await ledger.bump("resumes")

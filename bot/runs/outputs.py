@@ -14,7 +14,7 @@ from bot.thread.agent_session import AgentSession, session_title
 from bot.thread.fallback import StreamOrReplies
 from bot.thread.open_streams import LEFT_GRACE_SECONDS, OpenStreams
 from bot.thread.poster import Pacer, Poster, ThreadStatus
-from bot.thread.sink import RunLedger, RunSink, SinkParts, SlackEventSink
+from bot.thread.sink import PostedSoFar, RunSink, SinkParts, SlackEventSink
 from bot.thread.stream_sink import StreamEventSink
 from bot.thread.uploads import ThreadFiles
 from bot.turn import Turn
@@ -36,8 +36,8 @@ class ThreadOutputs:
         self.open_streams = OpenStreams(redis, keys, clients, abandoned_seconds=(
             settings.agent_max_seconds + 2 * settings.agent_lease_seconds + LEFT_GRACE_SECONDS))
 
-    def ledger(self, turn: Turn) -> RunLedger:
-        return RunLedger(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
+    def ledger(self, turn: Turn) -> PostedSoFar:
+        return PostedSoFar(self.redis, self.keys.run(turn.thread, turn.run_id), self.settings.thread_ttl_seconds)
 
     def files(self, turn: Turn, poster: Poster) -> ThreadFiles:
         """The run's files out: a long answer, and the files its tools attach (uploaded by its sink)."""
@@ -64,7 +64,7 @@ class ThreadOutputs:
         return ThreadStatus(poster.client, target, session=session)
 
     def sink(
-        self, turn: Turn, view: render.RunView, ledger: RunLedger, poster: Poster, shown: tuple[Display, Verbosity],
+        self, turn: Turn, view: render.RunView, ledger: PostedSoFar, poster: Poster, shown: tuple[Display, Verbosity],
         *, files: ThreadFiles | None = None, status: ThreadStatus | None = None,
     ) -> RunSink:
         """The thread's renderer for one run, in the workspace's display and verbosity."""

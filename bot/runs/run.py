@@ -50,7 +50,7 @@ from bot.settings import Settings
 from bot.thread import render
 from bot.thread.feed import aclose_events, pipelined
 from bot.thread.poster import Pacer, Poster
-from bot.thread.sink import RunLedger, RunSink
+from bot.thread.sink import PostedSoFar, RunSink
 from bot.thread.slack_reader import WebSlackReader
 from bot.turn import Turn
 from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
@@ -92,7 +92,7 @@ class RunParts:
     """What one run is made of once it may start."""
 
     plan: RunPlan
-    ledger: RunLedger
+    ledger: PostedSoFar
     sink: RunSink
     approver: SlackApprover
     scope: ToolContext

@@ -67,7 +67,7 @@ return redis.call('HGETALL', KEYS[1])
 """
 
 
-class RunLedger:
+class PostedSoFar:
     """What a run already posted (first reply ts, the final answer), so a resumed run does not repeat it.
 
     Only the run's lease holder writes it, so after the first read this object mirrors it and ``get`` costs
@@ -127,7 +127,7 @@ class SinkParts:
     poster: Poster
     target: Target
     view: RunView
-    ledger: RunLedger
+    ledger: PostedSoFar
     verbosity: Verbosity = "full"
     #: The thread's "is working" status, kept while the run goes on (none: the sink leaves it alone).
     status: ThreadStatus | None = None
