@@ -25,6 +25,7 @@ from slack_sdk.errors import SlackApiError
 from bot import audit
 from bot.identity import Conversation
 from bot.keys import AppKeys
+from bot.redis import as_text
 from bot.runs.approval_cards import as_params, dm_message, policy_note, settled_message
 from bot.runs.approval_state import KEY_TTL_SECONDS, ApprovalRef, Decision, Verdict, decide
 from bot.runs.approval_votes import request_record, settle
@@ -73,7 +74,7 @@ class PolicyApprovals:
         if standing is None:
             await self._open(ref, kind, tool, policy)
             standing = _PENDING
-        if standing == _PENDING:
+        if as_text(standing) == _PENDING.decode():
             record = await self._redis.hmget(self._keys.approval_request(*_parts(ref)), ["deadline", "copies"])  # type: ignore[misc]
             if record[1] is None:  # made, but its cards are not out (the run's first ask, or a crash in between)
                 await self._post(ref, policy, card)

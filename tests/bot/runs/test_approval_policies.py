@@ -241,3 +241,20 @@ async def test_stop_stops_a_parked_run(
     dm = next(m for m in fake_slack.messages if m.channel == "DU5")
     for copy in (card, dm):                                         # the request closed with its run
         assert "the run stopped before a decision" in copy.block_text() and not copy.buttons()
+
+
+async def test_group_members_are_read_when_the_call_is_held_and_a_changed_policy_voids_its_requests(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, one_worker: Settings
+) -> None:
+    await limits(app, "approvals deploy <!subteam^SOPS|@ops>")
+    fake_slack.usergroups["SOPS"] = ["U6", "U7"]            # U5 left the group, U7 joined, after the policy was set
+    fake_slack.users["U7"] = {}
+    fake_openai.queue(tool_calls(("deploy", {"service": "api"})), text("Deployed."))
+    _ts, card = await _park(app, fake_slack, one_worker)
+    assert {m.channel for m in fake_slack.messages if m.channel.startswith("DU")} == {"DU6", "DU7"}
+    await _press(app, card, APPROVE_ACTION_ID, "U5")
+    assert "Only <!subteam^SOPS> can decide" in await _told(fake_slack, "U5")
+    await limits(app, "approvals deploy <!subteam^SOPS|@ops> min 2")   # an admin changes the policy meanwhile
+    await _press(app, card, APPROVE_ACTION_ID, "U7")
+    assert "changed after this request was made" in await _told(fake_slack, "U7")
+    assert card.edits == 0 and await _queued(one_worker) == 0 and RAN == []
