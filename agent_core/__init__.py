@@ -3,7 +3,7 @@
 It knows nothing of Slack; callers plug in an LLM, tools, a store, a budget and read the event stream.
 """
 
-from agent_core.attachments import Attachment
+from agent_core.attachments import Attachment, format_bytes
 from agent_core.budget import (
     Budget,
     BudgetLayer,
@@ -41,7 +41,7 @@ from agent_core.limits import Limits
 from agent_core.llm import LLM, OpenAIChatLLM, StreamingLLM
 from agent_core.loop import Agent
 from agent_core.redis_batch import ScriptCall, run_together
-from agent_core.redis_store import DEFAULT_TTL_SECONDS, RedisThreadStore, RedisTraceSink
+from agent_core.redis_store import DEFAULT_TTL_SECONDS, RedisThreadStore, RedisTraceSink, awaited
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS
 from agent_core.request import RunRequest
 from agent_core.settings import AgentSettings
@@ -111,7 +111,9 @@ __all__ = [
     "ToolCallRequest",
     "ToolCalled",
     "Usage",
+    "awaited",
     "cost_attributes",
+    "format_bytes",
     "format_usd",
     "price_for",
     "run_together",

@@ -62,10 +62,9 @@ def is_task_message(message: Any, task: str) -> bool:
     return text == task or text.startswith(f"{task}\n\n{FILES_HEADER}")
 
 
-def size_label(size: int) -> str:
-    """Bytes for people: ``512 B``, ``14 KB``, ``3.2 MB``."""
-    if size < 1024:
-        return f"{size} B"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.0f} KB"
-    return f"{size / (1024 * 1024):.1f} MB"
+def format_bytes(size: int) -> str:
+    """Bytes for people and models alike: ``20 MB``, ``1.5 GB``, ``300 bytes`` (units of 1,024)."""
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{size} bytes"

@@ -161,7 +161,7 @@ class RedisThreadStore:
 
     async def traces(self, thread: str) -> list[dict[str, Any]]:
         """Every kept trace record of the thread, oldest first."""
-        raw = await _awaited(self._redis.lrange(self._keys.trace(thread), 0, -1))
+        raw = await awaited(self._redis.lrange(self._keys.trace(thread), 0, -1))
         return [_loads(item) for item in raw]
 
 
@@ -206,7 +206,7 @@ class RedisTraceSink:
 
     async def records(self, thread: str) -> list[dict[str, Any]]:
         """Every kept record under ``thread`` (a thread id, or ``run-<run id>``), oldest first."""
-        raw = await _awaited(self._redis.lrange(self._keys.trace(thread), 0, -1))
+        raw = await awaited(self._redis.lrange(self._keys.trace(thread), 0, -1))
         return [_loads(item) for item in raw]
 
 
@@ -219,6 +219,7 @@ def _loads(raw: bytes | str) -> Any:
         return json.loads(raw)
 
 
-async def _awaited(result: Awaitable[T] | T) -> T:
-    # redis-py types a command as "Awaitable[T] | T" (one stub for both clients); the async one awaits.
+async def awaited(result: Awaitable[T] | T) -> T:
+    """Await a redis-py command result: redis-py types a command "Awaitable[T] | T" (one stub for the sync and
+    the async client); the async one always gives an awaitable."""
     return await cast(Awaitable[T], result)

@@ -47,7 +47,7 @@ from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.queue.jobs import Turn, enqueue_turn
 from bot.redis import RedisHandle
-from bot.settings import DEFAULT_MAX_CONCURRENT_RUNS
+from bot.workspace.defaults import DEFAULT_MAX_CONCURRENT_RUNS
 
 LLM_DELAY = 0.2
 CALLS = 11  # 10 tool steps and the final answer

@@ -49,7 +49,7 @@ from two_machines import Machine
 
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.settings import MAX_CONCURRENT_RUNS_CAP
+from bot.workspace.defaults import MAX_CONCURRENT_RUNS_CAP
 from tests.signing import event_body, mention, signed_headers
 
 TARGET_START_S = 2.0

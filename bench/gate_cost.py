@@ -26,8 +26,12 @@ from common import write_json
 from bot.identity import Conversation, Workspace
 from bot.keys import AppKeys
 from bot.queue.fair import WorkspaceGate
-from bot.settings import DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_CONCURRENT_RUNS_PER_USER, MAX_CONCURRENT_RUNS_CAP
 from bot.turn import Turn
+from bot.workspace.defaults import (
+    DEFAULT_MAX_CONCURRENT_RUNS,
+    DEFAULT_MAX_CONCURRENT_RUNS_PER_USER,
+    MAX_CONCURRENT_RUNS_CAP,
+)
 from tests.processes import RedisServer
 
 WS = Workspace("T0001")

@@ -52,7 +52,7 @@ from two_machines import Machine
 
 from bot.keys import worker_health_key
 from bot.redis import RedisHandle
-from bot.settings import DEFAULT_MAX_CONCURRENT_RUNS
+from bot.workspace.defaults import DEFAULT_MAX_CONCURRENT_RUNS
 
 CALLS = 11  # 10 tool steps and the final answer
 FINAL = "All done."

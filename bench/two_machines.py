@@ -48,7 +48,7 @@ from common import (
 )
 
 from bot.keys import worker_health_key
-from bot.settings import DEFAULT_MAX_CONCURRENT_RUNS
+from bot.workspace.defaults import DEFAULT_MAX_CONCURRENT_RUNS
 from tests.signing import event_body, mention, signed_headers
 
 CALLS = 4  # three tool steps and the final answer

@@ -24,7 +24,8 @@ from bot.queue.worker import loop_factory
 from bot.runs.toolbox import mcp_secrets
 from bot.serve.service import Service, settle_gc
 from bot.serve.supervisor import processes_for, supervise
-from bot.settings import Role, Settings
+from bot.settings import Settings
+from bot.settings_base import Role
 
 log = logging.getLogger("bot")
 

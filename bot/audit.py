@@ -30,7 +30,8 @@ from publicsuffixlist import PublicSuffixList
 
 AuditEvent = Literal[
     "run.finished", "run.refused", "limits.changed", "approval.requested", "approval.decided", "approval.expired",
-    "guard.decided", "app.installed", "app.uninstalled", "app.tokens_revoked",
+    "guard.decided", "app.installed", "app.uninstalled", "app.tokens_revoked", "schedule.created", "schedule.deleted",
+    "schedule.paused", "schedule.fired", "schedule.skipped",
 ]
 EVENTS: tuple[AuditEvent, ...] = get_args(AuditEvent)
 #: Raised when a field is added, renamed or changes meaning (a new event kind alone keeps it).
@@ -48,6 +49,7 @@ _INT = {"type": "integer", "minimum": 0}
 _BOOL = {"type": "boolean"}
 _WHERE = {"team": _STR, "enterprise": _STR}
 _RUN = {**_WHERE, "channel": _STR, "run_id": _STR}
+_SCHEDULE = {**_WHERE, "channel": _STR, "schedule": _STR, "creator": _STR, "by": _STR}
 _OUTCOMES = {"type": "object", "additionalProperties": _INT}
 _TOOL = {"type": "object", "additionalProperties": False, "required": ["name", "outcomes"],
          "properties": {"name": _STR, "outcomes": _OUTCOMES}}
@@ -73,6 +75,14 @@ FIELDS: dict[AuditEvent, dict[str, Any]] = {
     "app.installed": {**_WHERE, "org_wide": _BOOL, "installer": _STR, "scopes": {"type": "array", "items": _STR}},
     "app.uninstalled": {**_WHERE},
     "app.tokens_revoked": {**_WHERE, "user_tokens": _INT, "bot_token": _BOOL},
+    # Schedules: ids only (never the task's text or the <when> someone typed); ``by`` is who acted ("" for the app).
+    "schedule.created": {**_SCHEDULE, "kind": {"enum": ["once", "interval", "cron"]}},
+    "schedule.deleted": {**_SCHEDULE, "reason": {"enum": ["by_person", "channel_deleted"]}},
+    "schedule.paused": {**_SCHEDULE, "reason": {"enum": ["by_person", "creator_left", "lost_access", "uninstalled",
+                                                         "failures", "disabled"]}},
+    "schedule.fired": {**_SCHEDULE, "run_id": _STR, "late_seconds": _INT, "manual": _BOOL},
+    "schedule.skipped": {**_SCHEDULE, "reason": {"enum": ["too_late", "disabled", "not_posted"]},
+                         "late_seconds": _INT},
 }
 
 #: The JSON Schema (2020-12) every line validates against.

@@ -215,6 +215,22 @@ class AppKeys(Keys):
         """Pacing state shared by all workers (a GCRA per channel or workspace)."""
         return f"{self.namespace(ws)}:rl:{what}"
 
+    def schedule(self, ws: Workspace, schedule_id: str) -> str:
+        """Hash: one schedule (channel, creator, task, cadence, status, next fire, last outcome)."""
+        return f"{self.namespace(ws)}:schedule:{schedule_id}"
+
+    def schedules(self, ws: Workspace) -> str:
+        """Set: the workspace's schedule ids (its count is AGENT_SCHEDULES_PER_WORKSPACE's)."""
+        return f"{self.namespace(ws)}:schedules"
+
+    def schedule_proposal(self, ws: Workspace, nonce: str) -> str:
+        """Hash: a schedule the agent proposed (channel, asker, when, task), waiting for the asker's Confirm."""
+        return f"{self.namespace(ws)}:schedule:proposal:{nonce}"
+
+    def schedules_of(self, ws: Workspace, user_id: str) -> str:
+        """Set: one person's schedule ids in the workspace (AGENT_SCHEDULES_PER_PERSON)."""
+        return f"{self.namespace(ws)}:schedules:user:{user_id}"
+
     def installation(self, ws: Workspace) -> str:
         """Hash: the workspace's OAuth installation, tokens encrypted (``P:E:-`` for an org-wide install)."""
         return f"{self.namespace(ws)}:installation"
@@ -261,6 +277,11 @@ class AppKeys(Keys):
         """Hash: workspace namespace -> its ids, for every workspace with a stream that may be open, so the
         workers' sweep finds them without a scan of the keyspace."""
         return f"{self.prefix}:streams:open"
+
+    def schedules_due(self) -> str:
+        """Sorted set: every active schedule (``E:T:id``) scored by its next fire time; the clocks of every worker
+        claim a due member by moving its score in one script, so each fire is taken once."""
+        return f"{self.prefix}:schedules:due"
 
     def tool_catalog(self) -> str:
         """String: JSON list of the tools the workers offer (name, server, summary), so the web side can list

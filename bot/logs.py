@@ -26,6 +26,9 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import IO, Any, Literal
 
+from pydantic import Field, field_validator
+
+from bot.settings_base import SettingsPiece
 from tools import Redactor
 
 LogFormat = Literal["text", "json"]
@@ -37,6 +40,24 @@ CONTEXT_FIELDS = ("run_id", "team", "channel", "thread", "step")
 #: The record attribute holding them.
 CONTEXT_ATTRIBUTE = "context"
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class LogSettings(SettingsPiece):
+    """The kernel's logging piece: the log lines and the audit stream of every process."""
+
+    log_format: LogFormat = Field(
+        default=DEFAULT_LOG_FORMAT, description="text: human-readable lines; json: one JSON object per line."
+    )
+    log_level: LogLevel = Field(default=DEFAULT_LOG_LEVEL, description="Lowest level logged (DEBUG ... CRITICAL).")
+    audit_log: str = Field(
+        default="stdout",
+        description="The audit stream (bot/audit.py): stdout, off, or a file path (one JSON line per event).",
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_name(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
 
 _NO_FIELDS: Mapping[str, str | int] = MappingProxyType({})
 _context: ContextVar[Mapping[str, str | int]] = ContextVar("log_context", default=_NO_FIELDS)

@@ -35,10 +35,11 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, field_validator
 from redis.exceptions import RedisError
 
 from agent_core import LLMCause, StopReason
+from bot.settings_base import SettingsPiece, blank_is_unset
 from tools import Outcome
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,10 @@ SLACK_CALLS = Counter(
     ["method", "outcome"],
 )
 SLACK_RATE_LIMITED = Counter("slack_rate_limited_total", "Slack Web API answers of 429, by method.", ["method"])
+SCHEDULE_FIRES = Counter(
+    "agent_schedule_fires_total", "Schedule fires, by outcome (fired, late, skipped, paused, failed).", ["outcome"]
+)
+SCHEDULE_OUTCOMES = frozenset({"fired", "late", "skipped", "paused", "failed"})
 ACK_SECONDS = Histogram(
     "slack_event_ack_seconds", "Time from a Slack request's arrival to its answer.",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 3),
@@ -126,6 +131,8 @@ def start_at_zero(*, spend_team: str | None = None) -> None:
         for slack_outcome in SLACK_OUTCOMES:
             SLACK_CALLS.labels(method, slack_outcome)
     know_tools(())
+    for schedule_outcome in SCHEDULE_OUTCOMES:
+        SCHEDULE_FIRES.labels(schedule_outcome)
     if spend_team is not None:
         SPEND.labels(spend_team)
 
@@ -148,6 +155,11 @@ def record_run(stop_reason: str, steps: int) -> None:
     """A run ended with ``stop_reason`` after ``steps`` steps."""
     RUNS.labels(_closed(stop_reason, STOP_REASONS)).inc()
     STEPS.inc(steps)
+
+
+def record_schedule(outcome: str) -> None:
+    """A schedule's fire (or its skip, pause or failed run): ``outcome`` of :data:`SCHEDULE_OUTCOMES`."""
+    SCHEDULE_FIRES.labels(_closed(outcome, SCHEDULE_OUTCOMES)).inc()
 
 
 def record_llm_call(outcome: str, seconds: float) -> None:
@@ -313,3 +325,22 @@ class _Constant:
 
     def collect(self) -> Iterator[Metric]:
         yield self.metric
+
+
+class MetricsSettings(SettingsPiece):
+    """The kernel's metrics piece: who sees /metrics (bot/serve/metrics_http.py) and whether it names workspaces."""
+
+    metrics_token: SecretStr | None = Field(
+        default=None, description="When set, GET /metrics needs Authorization: Bearer <this token>."
+    )
+    metrics_port: int | None = Field(
+        default=None, ge=0, lt=65536,
+        description="Serve /metrics on this port only (not on PORT); one process serves it (0: any free port).",
+    )
+    metrics_host: str = Field(default="127.0.0.1", description="Address the METRICS_PORT listener binds.")
+    metrics_team_labels: bool | None = Field(
+        default=None,
+        description="Name each workspace (team label) in spend and budget metrics; unset: off in OAuth mode.",
+    )
+
+    _blank_is_unset = field_validator("metrics_port", "metrics_team_labels", mode="before")(blank_is_unset)

@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar, cast
 from urllib.parse import unquote, urlsplit
 
 import redis.asyncio as aioredis
-from arq.connections import ArqRedis, RedisSettings, create_pool
+from arq.connections import ArqRedis, create_pool
+from arq.connections import RedisSettings as ArqRedisSettings
+from pydantic import Field
 from redis.asyncio.sentinel import Sentinel
 from redis.exceptions import RedisError
 
-from agent_core import ConfigError
+from agent_core import DEFAULT_KEY_PREFIX, ConfigError
+from agent_core import awaited as awaited  # the one helper; bot's modules reach it here with the rest of Redis
 from bot.embedded_redis import EmbeddedRedis
+from bot.settings_base import SettingsPiece
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: How long start-up waits for REDIS_URL to answer before giving up with one line.
 STARTUP_WAIT_SECONDS = 20.0
@@ -57,6 +58,32 @@ class SentinelMaster:
     def describe(self) -> str:
         where = ",".join(f"{host}:{port}" for host, port in self.sentinels)
         return f"master {self.name!r} through Sentinel {where}"
+
+
+class RedisSettings(SettingsPiece):
+    """The kernel's Redis piece: which Redis (a URL, a Sentinel-monitored master, or an embedded one) and its keys."""
+
+    redis_url: str | None = Field(default=None, description="Redis to use; unset starts an embedded one.")
+    redis_sentinels: str = Field(
+        default="", description="Sentinels (host:port,host:port) that name the Redis master; replaces REDIS_URL."
+    )
+    redis_sentinel_master: str = Field(
+        default="", description="Name of the master the Sentinels monitor (needed with REDIS_SENTINELS)."
+    )
+    redis_startup_wait_seconds: float = Field(
+        default=STARTUP_WAIT_SECONDS, ge=0, description="How long start-up waits for REDIS_URL to answer."
+    )
+    redis_key_prefix: str = Field(default=DEFAULT_KEY_PREFIX, min_length=1, description="Prefix of every Redis key.")
+    data_dir: Path = Field(default=Path("data"), description="Where the embedded Redis keeps its files.")
+
+    def redis_sentinel(self) -> SentinelMaster | None:
+        """The Sentinel-monitored master, or None; ConfigError naming REDIS_SENTINELS or its master if wrong."""
+        return SentinelMaster.from_settings(self.redis_sentinels, self.redis_sentinel_master)
+
+    @property
+    def embedded_redis(self) -> bool:
+        """Single-machine mode: neither REDIS_URL nor REDIS_SENTINELS is set."""
+        return not self.redis_url and not self.redis_sentinels.strip()
 
 
 def _host_port(entry: str) -> tuple[str, int]:
@@ -111,7 +138,7 @@ class RedisHandle:
                                      decode_responses=False)
         return client
 
-    def arq_settings(self) -> RedisSettings:
+    def arq_settings(self) -> ArqRedisSettings:
         """arq's settings for this Redis (the worker makes its own pool from them)."""
         return arq_settings(self.url, self.sentinel)
 
@@ -137,14 +164,14 @@ class RedisHandle:
             self.embedded = None
 
 
-def arq_settings(url: str, sentinel: SentinelMaster | None = None) -> RedisSettings:
+def arq_settings(url: str, sentinel: SentinelMaster | None = None) -> ArqRedisSettings:
     """arq's connection settings for ``url`` (or ``sentinel``'s master); a few quick retries so start-up fails
     fast and clearly."""
     if sentinel is None:
-        settings = RedisSettings.from_dsn(url)
+        settings = ArqRedisSettings.from_dsn(url)
     else:
         db, username, password = _credentials(url)
-        settings = RedisSettings(host=list(sentinel.sentinels), sentinel=True, sentinel_master=sentinel.name,
+        settings = ArqRedisSettings(host=list(sentinel.sentinels), sentinel=True, sentinel_master=sentinel.name,
                                  database=db, username=username, password=password)
     settings.conn_retries = 2
     settings.conn_retry_delay = 1
@@ -255,11 +282,6 @@ def redact_url(url: str) -> str:
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{host}{port}" if parts.scheme else "(a URL)"
-
-
-async def awaited(result: Awaitable[T] | T) -> T:
-    """Await a redis-py command result (typed "Awaitable[T] | T", one stub for sync and async clients)."""
-    return await cast(Awaitable[T], result)
 
 
 def as_text(raw: bytes | str | None) -> str | None:

@@ -8,6 +8,7 @@ import random
 from typing import cast
 
 import aiohttp
+from pydantic import Field, SecretStr, field_validator
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -18,7 +19,9 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
+from agent_core import ConfigError
 from bot import metrics
+from bot.settings_base import Role, SettingsPiece, blank_is_unset
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,54 @@ SLACK_HTTP_TIMEOUT = 30.0
 SLACK_CONNECTIONS_PER_JOB = 2
 #: The fewest connections of a process's Slack session (commands, App Home and lookups on the web side).
 SLACK_MIN_CONNECTIONS = 100
+
+#: Slack's Web API; the trailing slash matters, the SDK joins method names onto it with urljoin.
+DEFAULT_SLACK_API_URL = "https://slack.com/api/"
+#: Longest Retry-After the service honours on a 429 before giving up on that call.
+DEFAULT_MAX_RETRY_AFTER_SECONDS = 30.0
+
+
+class SlackSettings(SettingsPiece):
+    """The kernel's Slack piece: the app's tokens and how its Web API client talks to Slack."""
+
+    slack_bot_token: SecretStr | None = Field(default=None, description="Bot token (xoxb-...).")
+    slack_signing_secret: SecretStr | None = Field(default=None, description="Signs every HTTP request from Slack.")
+    slack_app_token: SecretStr | None = Field(
+        default=None, description="App-level token (xapp-...); when set, Socket Mode replaces the HTTP endpoint."
+    )
+    slack_api_url: str = Field(default=DEFAULT_SLACK_API_URL, description="Slack Web API base URL.")
+    slack_max_retry_after_seconds: float = Field(
+        default=DEFAULT_MAX_RETRY_AFTER_SECONDS, ge=0, description="Cap on one Retry-After wait after a 429."
+    )
+    slack_timeout_seconds: float = Field(
+        default=SLACK_HTTP_TIMEOUT, gt=0, description="Timeout of one Slack Web API request."
+    )
+    slack_max_connections: int = Field(
+        default=0, ge=0,
+        description="Slack requests one process has in flight at most (0: two per WORKER_MAX_JOBS, at least 100).",
+    )
+
+    # .env.example lists `SLACK_BOT_TOKEN=`: left empty in a copy, it means OAuth mode, not a missing token.
+    _blank_token_is_unset = field_validator("slack_bot_token", mode="before")(blank_is_unset)
+
+    @property
+    def socket_mode(self) -> bool:
+        return self.slack_app_token is not None
+
+    def bot_token(self) -> str:
+        return self.slack_bot_token.get_secret_value() if self.slack_bot_token else ""
+
+    def require_slack(self, role: Role) -> None:
+        """Raise ConfigError naming the first missing token ``role`` needs."""
+        needed = ["slack_bot_token"]
+        if role in ("all", "web"):
+            needed.append("slack_app_token" if self.socket_mode else "slack_signing_secret")
+        for name in needed:
+            value = getattr(self, name)
+            if value is None or not value.get_secret_value().strip():
+                raise ConfigError(f"{name.upper()} is not set: copy it from the Slack app's settings page")
+        if not self.slack_api_url.endswith("/"):
+            raise ConfigError(f"SLACK_API_URL must end with '/', got {self.slack_api_url!r}")
 
 
 class CappedRateLimitRetryHandler(AsyncRetryHandler):

@@ -27,9 +27,11 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pydantic import AliasChoices, Field, field_validator
+
 from agent_core import GENAI_PROVIDER, ConfigError, Stopped, StopReason, cost_attributes, use_tracer
 from bot.identity import Conversation
-from bot.settings import Role, Settings
+from bot.settings_base import Role, SettingsPiece
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -46,11 +48,40 @@ ROLE_ATTRIBUTE = "slack_agent.role"
 #: The only wire format shipped (opentelemetry-exporter-otlp-proto-http).
 PROTOCOL = "http/protobuf"
 
+#: ``service.name`` of the traces when OTEL_SERVICE_NAME is not set.
+DEFAULT_OTEL_SERVICE_NAME = "slack-agent"
+
+
+class TelemetrySettings(SettingsPiece):
+    """The kernel's traces piece: off unless an OTLP endpoint is named; the SDK reads the other OTEL_* variables."""
+
+    otel_exporter_otlp_endpoint: str = Field(
+        default="", description="OTLP/HTTP collector base URL (e.g. http://localhost:4318): traces on; empty: off."
+    )
+    otel_service_name: str = Field(
+        default=DEFAULT_OTEL_SERVICE_NAME, min_length=1, description="service.name of every process's spans."
+    )
+    otel_capture_content: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("otel_capture_content", "otel_instrumentation_genai_capture_message_content"),
+        description="Put message text (prompts, answers, tool arguments and results) in spans.",
+    )
+
+    @field_validator("otel_exporter_otlp_endpoint")
+    @classmethod
+    def _otlp_url(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.startswith(("http://", "https://")):
+            raise ConfigError(f"OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL (OTLP/HTTP), "
+                              f"got {value!r}")
+        return value
+
+
 _tracer: Tracer | None = None
 _agent_name = SCOPE
 
 
-def wanted(settings: Settings, environ: Mapping[str, str]) -> bool:
+def wanted(settings: TelemetrySettings, environ: Mapping[str, str]) -> bool:
     """Whether the settings ask for traces; ConfigError for an exporter or protocol this build does not ship."""
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
@@ -66,7 +97,7 @@ def wanted(settings: Settings, environ: Mapping[str, str]) -> bool:
                 or "otlp" in exporters)
 
 
-def build(settings: Settings, role: Role, environ: Mapping[str, str]) -> TracerProvider | None:
+def build(settings: TelemetrySettings, role: Role, environ: Mapping[str, str]) -> TracerProvider | None:
     """This process's tracer provider exporting over OTLP/HTTP in batches, or None when traces are off."""
     if not wanted(settings, environ):
         return None
@@ -133,7 +164,7 @@ def use(provider: TracerProvider | None, *, content: bool = False, agent_name: s
 
 
 @contextlib.contextmanager
-def tracing(settings: Settings, role: Role, environ: Mapping[str, str] = os.environ) -> Iterator[None]:
+def tracing(settings: TelemetrySettings, role: Role, environ: Mapping[str, str] = os.environ) -> Iterator[None]:
     """Traces for the block when the settings ask for them: this process's provider, set up here and flushed and
     shut down at the end (the spans still in its batch are sent)."""
     provider = build(settings, role, environ)

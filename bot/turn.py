@@ -156,6 +156,9 @@ class Turn:
     traceparent: str = ""
     """The W3C ``traceparent`` of the event's receipt ("": tracing off), which the worker's spans continue (stored
     only when present, like ``files``)."""
+    schedule_id: str = ""
+    """The schedule whose fire this turn is ("": a person's message); its outcome is reported to the schedule's
+    creator (:mod:`bot.workspace.schedules.outcomes`). Stored only when present, like ``files``."""
 
     def to_json(self) -> str:
         conv, ws = self.conversation, self.conversation.workspace
@@ -170,6 +173,8 @@ class Turn:
             record["action_token"] = self.action_token
         if self.traceparent:
             record["traceparent"] = self.traceparent
+        if self.schedule_id:
+            record["schedule_id"] = self.schedule_id
         return json.dumps(record, ensure_ascii=False)
 
     @classmethod
@@ -194,6 +199,7 @@ class Turn:
             text("reply_thread_ts"), text("message_ts"), tuple(FileRef.from_record(f) for f in files),
             text("action_token") if "action_token" in record else "",
             text("traceparent") if "traceparent" in record else "",
+            text("schedule_id") if "schedule_id" in record else "",
         )
 
     @property

@@ -60,6 +60,7 @@ def exposed_series() -> dict[str, set[str]]:
     metrics.set_budget_remaining(f"T{tag}", micros=1)
     metrics.record_slack_call(f"deploy.{tag}", "rate_limited")
     metrics.observe_ack(0.001)
+    metrics.record_schedule("fired")
     with metrics.run_in_progress():
         text = metrics.render(queue_depth=3, multiproc_dir=None).decode()
     series: dict[str, set[str]] = {}

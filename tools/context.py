@@ -65,6 +65,16 @@ class Parked(Exception):
     it once decided, and the same call is put to the approver again, who then answers at once."""
 
 
+class Scheduler(Protocol):
+    """Proposes a schedule to the run's asker, implemented by the Slack app (``bot``): nothing is created until
+    the asker confirms it themselves, so no tool result or page the run read can schedule work."""
+
+    async def propose(self, when: str, task: str) -> str:
+        """Show the asker the proposal with a Confirm button; the text the model reads back (what was proposed,
+        or why ``when`` was not understood)."""
+        ...
+
+
 class RefuseAll:
     """The terminal's default approver: every call needing approval is refused."""
 
@@ -99,5 +109,7 @@ class ToolContext:
     #: Set by the executor on a call of a ``shown_in_thread`` tool once the guard is armed: text as the run may
     #: show it in the thread (links it may not reach shown as text, as in the answer).
     for_thread: Callable[[str], str] | None = None
+    #: Where ``schedule_run`` proposes a schedule (the Slack app's asker); None outside Slack.
+    scheduler: Scheduler | None = None
     #: The files given to the run, by name (``read_file`` reads them); empty when it has none.
     files: Mapping[str, RunFile] = field(default_factory=dict)

@@ -16,8 +16,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import NotInstalled, TokenUnavailable, UnreadableToken
 from bot.identity import Workspace
 from bot.oauth.flow import token_resolver
+from bot.oauth.settings import OAuthSettings
 from bot.oauth.token_resolver import TokenResolver
-from bot.settings import Settings
 from bot.slack_client import make_web_client
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ class WorkspaceClients:
     """``await clients.client(ws)``: a client carrying ``ws``'s bot token, on the process's shared session."""
 
     @classmethod
-    def for_settings(cls, settings: Settings, redis: Redis, shared: AsyncWebClient) -> WorkspaceClients:
+    def for_settings(cls, settings: OAuthSettings, redis: Redis, shared: AsyncWebClient) -> WorkspaceClients:
         """The clients a worker with these settings uses: per workspace in OAuth mode, else ``shared``."""
         return cls(
             shared, resolver=token_resolver(settings, redis, shared) if settings.oauth_mode else None,

@@ -41,10 +41,10 @@ from bot.errors import StateSpent, TokenUnavailable, UnreadableToken
 from bot.keys import AppKeys
 from bot.logs import OncePer
 from bot.oauth.installations import RedisInstallationStore
+from bot.oauth.settings import OAuthSettings
 from bot.oauth.state import SignedStateStore, state_key
 from bot.oauth.token_crypto import SETTING, TokenCipher
 from bot.oauth.token_resolver import TokenResolver
-from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class OAuth:
 
 
 def build_oauth(
-    settings: Settings, redis: aioredis.Redis, client: AsyncWebClient, *, clock: Callable[[], float] = time.time
+    settings: OAuthSettings, redis: aioredis.Redis, client: AsyncWebClient, *, clock: Callable[[], float] = time.time
 ) -> OAuth:
     """The OAuth parts for ``settings`` (``require_oauth`` passed); ``client`` reaches SLACK_API_URL."""
     keys = AppKeys(settings.redis_key_prefix)
@@ -117,7 +117,7 @@ class SingleUseFlow(AsyncOAuthFlow):
                    scopes=[scopes] if isinstance(scopes, str) else list(scopes))
 
 
-def token_resolver(settings: Settings, redis: aioredis.Redis, client: AsyncWebClient) -> TokenResolver:
+def token_resolver(settings: OAuthSettings, redis: aioredis.Redis, client: AsyncWebClient) -> TokenResolver:
     """What a worker needs of OAuth mode: each workspace's bot token, from the store, refreshed when due."""
     secret = settings.slack_client_secret.get_secret_value() if settings.slack_client_secret else ""
     rotator = AsyncTokenRotator(client_id=settings.slack_client_id or "", client_secret=secret, client=client)

@@ -21,9 +21,9 @@ from redis.exceptions import WatchError
 from agent_core import ConfigError
 from bot.errors import UnreadableInstallations, UnreadableToken
 from bot.keys import AppKeys
+from bot.oauth.settings import OAuthSettings
 from bot.oauth.token_crypto import SETTING, TokenCipher
 from bot.redis import as_text, awaited, open_redis
-from bot.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ def _name(keys: AppKeys, key: str, fields: list[str]) -> str:
     return f"{where} ({', '.join(sorted(fields))})"
 
 
-async def _main(settings: Settings) -> Report:
+async def _main(settings: OAuthSettings) -> Report:
     cipher = TokenCipher.from_settings(settings)
     handle = await open_redis(settings.redis_url, settings.data_dir, wait_seconds=settings.redis_startup_wait_seconds,
                               sentinel=settings.redis_sentinel())
@@ -94,7 +94,7 @@ async def _main(settings: Settings) -> Report:
         await handle.close()
 
 
-def main(settings: Settings) -> int:
+def main(settings: OAuthSettings) -> int:
     """The command: 0 and the count on stdout; 1 naming what no key reads; ConfigError for a bad setting."""
     if not settings.slack_token_encryption_key:
         raise ConfigError(f"{SETTING} is not set: rekey re-encrypts with its first key")

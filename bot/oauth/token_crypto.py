@@ -18,7 +18,7 @@ from agent_core import ConfigError
 from bot.errors import UnreadableToken
 
 if TYPE_CHECKING:
-    from bot.settings import Settings
+    from bot.oauth.settings import OAuthSettings
 
 SETTING = "SLACK_TOKEN_ENCRYPTION_KEY"
 
@@ -30,7 +30,7 @@ class TokenCipher:
         self._fernet = MultiFernet([Fernet(k) for k in keys])
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> TokenCipher:
+    def from_settings(cls, settings: OAuthSettings) -> TokenCipher:
         """The cipher of SLACK_TOKEN_ENCRYPTION_KEY (ConfigError naming it when a key is malformed)."""
         key = settings.slack_token_encryption_key
         return cls.from_setting(key.get_secret_value() if key else "")

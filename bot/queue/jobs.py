@@ -33,14 +33,19 @@ from bot.oauth.clients import WorkspaceClients
 from bot.queue.fair import NOTICES_EACH, Admission, WorkspaceGate
 from bot.queue.parked import ApprovalExpiry
 from bot.queue.resume import Resumer, holder_of, post_missing_final
+from bot.queue.schedule_clock import ScheduleClock
+from bot.queue.schedule_fire import ScheduleFirer
+from bot.queue.settings import QueueSettings
 from bot.queue.turns import JOB_FUNCTION, Slot, ThreadQueue, enqueue_turn, request_cancel
 from bot.runs.run import AgentFactory, EventSource, TurnRunner
+from bot.runs.schedule_notices import ScheduleNotices
 from bot.runs.toolbox import Toolbox
-from bot.settings import MAX_CONCURRENT_RUNS_CAP, Settings
 from bot.thread import render
 from bot.thread.poster import Poster
 from bot.turn import Turn
 from bot.workspace import LimitsPolicy, ToolCatalog, WorkspaceLimits
+from bot.workspace.defaults import MAX_CONCURRENT_RUNS_CAP
+from bot.workspace.schedules import ScheduleStore
 
 __all__ = [
     "JOB_FUNCTION",
@@ -79,7 +84,7 @@ class Runtime:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: QueueSettings,
         redis: Redis,
         queue: ArqRedis,
         slack: AsyncWebClient,
@@ -124,6 +129,11 @@ class Runtime:
             settings, redis, self.clients, self.keys, self.store, self.agent, self.limits, self.toolbox, self.leases,
             missing_final=post_missing_final,
         )
+        self.schedules = ScheduleStore(redis, self.keys)
+        self.firer = ScheduleFirer(redis, queue, self.keys, ScheduleNotices(self.schedules), self.clients,
+                                   self.limits.users, thread_ttl_seconds=ttl)
+        self.clock = ScheduleClock(self.schedules, self.firer, tick_seconds=settings.agent_schedule_tick_seconds,
+                                   max_lateness=settings.agent_schedule_max_lateness_seconds)
         self.resumer = Resumer(
             self.leases, self.threads, self.runner, self.keys, worker_id=self.worker_id,
             ttl_seconds=settings.thread_ttl_seconds, max_concurrent=settings.worker_max_jobs,
@@ -320,7 +330,7 @@ def queued_text(admission: Admission) -> str:
     ).format(runs=runs)
 
 
-def job_timeout(settings: Settings) -> int:
+def job_timeout(settings: QueueSettings) -> int:
     """A bit above the run's own cap: the engine stops itself first, arq's timeout is the backstop."""
     return int(settings.agent_max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS
 

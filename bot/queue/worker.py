@@ -17,11 +17,12 @@ from agent_core import Agent, RedisThreadStore, RedisTraceSink
 from bot import metrics
 from bot.keys import worker_health_key
 from bot.queue.jobs import JOB_KEEP_RESULT_SECONDS, JOB_MAX_TRIES, Runtime, job_timeout, run_thread
+from bot.queue.settings import QueueSettings
 from bot.queue.turns import JOB_FUNCTION
 from bot.redis import RedisHandle
 from bot.runs.run import EventSource
+from bot.runs.settings import RunsSettings
 from bot.runs.toolbox import mcp_secrets
-from bot.settings import Settings
 from tools import ToolPolicy, builtin_registry, limit_readers
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ DEFAULT_POLL_DELAY_SECONDS = 0.1
 WORKER_HEALTH_INTERVAL_SECONDS = 2
 
 
-def default_agent(settings: Settings, store: RedisThreadStore, trace: RedisTraceSink) -> EventSource:
+def default_agent(settings: RunsSettings, store: RedisThreadStore, trace: RedisTraceSink) -> EventSource:
     """The real engine with the built-in tools; raises ConfigError naming a bad setting.
 
     The MCP servers' tools join per run (``bot.runs.toolbox``); their config's secrets are redacted from the start.
@@ -85,7 +86,7 @@ class AgentWorker(Worker):
 
 
 def build_worker(
-    settings: Settings,
+    settings: QueueSettings,
     redis: RedisHandle,
     runtime: Runtime,
     *,
@@ -129,7 +130,7 @@ async def close_worker(worker: Worker) -> None:
         await worker.close()
 
 
-def loop_factory(role: str, settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
+def loop_factory(role: str, settings: QueueSettings) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """The event loop a process of ``role`` runs on (None: asyncio's own).
 
     Workers run uvloop unless ``WORKER_EVENT_LOOP=asyncio``: a step is a handful of HTTP and Redis round trips,

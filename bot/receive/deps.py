@@ -10,14 +10,14 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.keys import AppKeys
 from bot.oauth.flow import OAuth
-from bot.settings import Settings
+from bot.receive.settings import ReceiveSettings
 
 
 @dataclass(frozen=True, slots=True)
 class Services:
     """Passed to every ``register(app, services)``; nothing in ``bot`` reads globals or the environment."""
 
-    settings: Settings
+    settings: ReceiveSettings
     redis: Redis
     slack: AsyncWebClient
     queue: ArqRedis

@@ -28,9 +28,12 @@ import aiohttp
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from bot.settings import ACCEPT_BATCH, LISTEN_BACKLOG
-
 log = logging.getLogger(__name__)
+
+#: Length of the kernel's queue of connections waiting for accept() (capped by net.core.somaxconn).
+LISTEN_BACKLOG = 1024
+#: Connections accepted per event-loop pass (asyncio's own default, which it otherwise ties to the backlog).
+ACCEPT_BATCH = 100
 
 #: A connection that has not sent a complete header block this long after opening (or after its last
 #: response) is closed: also the idle keep-alive limit.

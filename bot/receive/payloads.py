@@ -25,6 +25,7 @@ HANDLED_EVENTS = frozenset({
     "assistant_thread_started", "assistant_thread_context_changed",  # the assistant container
     "app_context_changed",  # the agent pane (agent_view): what the person is looking at
     "channel_deleted", "channel_archive", "group_deleted", "group_archive",  # a channel's own settings go
+    "user_change", "member_left_channel",  # a schedule's creator left the workspace or its channel: it pauses
 })
 #: Event fields that hold an id or a ts when present.
 _EVENT_IDS = ("user", "channel", "team", "bot_id", "app_id")
@@ -62,7 +63,8 @@ def check_event_envelope(body: Mapping[str, Any]) -> None:
 
 
 def check_event(event: Mapping[str, Any]) -> None:
-    for name in _EVENT_IDS:
+    # user_change's ``user`` is the person's whole object (its shape is checked below).
+    for name in _EVENT_IDS[event.get("type") == "user_change":]:
         _id(event, name)
     for name in _EVENT_TS:
         _ts(event, name)
@@ -108,7 +110,15 @@ def _check_app_context(event: Mapping[str, Any]) -> None:
 
 
 #: The event types with fields of their own to check.
+def _check_user_change(event: Mapping[str, Any]) -> None:
+    user = event.get("user")
+    if not isinstance(user, dict):
+        raise Refused("event.user is not an object")
+    _id(user, "id", required=True)
+
+
 _SHAPES: dict[str, Callable[[Mapping[str, Any]], None]] = {
+    "user_change": _check_user_change,
     "assistant_thread_started": _check_assistant_thread,
     "assistant_thread_context_changed": _check_assistant_thread,
     "app_context_changed": _check_app_context,

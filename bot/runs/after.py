@@ -13,10 +13,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_core import Observed, RedisBudget, RedisThreadStore, Stopped, StopReason, StoreError, Usage
 from bot import audit, metrics
-from bot.settings import Settings
+from bot.runs.schedule_notices import ScheduleNotices
+from bot.runs.settings import RunsSettings
 from bot.thread.permalinks import Permalinks
 from bot.turn import Turn
 from bot.workspace import RunPlan, RunRecord, WorkspaceLimits
+from bot.workspace.defaults import WorkspaceDefaults
 from bot.workspace.models import Models
 from bot.workspace.usage import RunUsage, day_id
 from tools import Outcome
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 BUDGET_GAUGE_SECONDS = 5.0
 
 
-def run_model(settings: Settings, plan: RunPlan | None) -> str:
+def run_model(settings: WorkspaceDefaults, plan: RunPlan | None) -> str:
     """The model a run called, as its usage and audit line name it: the one its plan resolved; without a plan (a
     run finished by the worker that resumed it) the deployment's default (``AGENT_MODELS``' first)."""
     return plan.model if plan is not None else Models.from_settings(settings).default.name
@@ -55,10 +57,13 @@ class ToolTally:
 class AfterRun:
     """Records finished runs (one per worker process)."""
 
-    def __init__(self, settings: Settings, store: RedisThreadStore, limits: WorkspaceLimits) -> None:
+    def __init__(self, settings: RunsSettings, store: RedisThreadStore, limits: WorkspaceLimits,
+                 schedules: ScheduleNotices | None = None) -> None:
         self.settings = settings
         self.store = store
         self.limits = limits
+        #: A scheduled run's outcome goes to its schedule (and a failure to its creator).
+        self.schedules = schedules
         self.permalinks = Permalinks()
         self._gauge_due: dict[str, float] = {}  # team -> when agent_budget_remaining_usd is read again
 
@@ -76,6 +81,15 @@ class AfterRun:
             await self.record(turn, await self._unwritable_stop(turn, unwritable), slack, note=unwritable,
                               model=model, tools=tools)
 
+    async def scheduled(self, turn: Turn, slack: AsyncWebClient, outcome: str, why: str = "") -> None:
+        """A schedule's run ended with ``outcome`` (``why`` for a refusal): its schedule and creator hear of it."""
+        if not turn.schedule_id or self.schedules is None:
+            return
+        try:
+            await self.schedules.outcome(slack, turn.workspace, turn.schedule_id, outcome, why=why)
+        except Exception:
+            log.exception("run %s: its schedule's outcome was not recorded", turn.run_id)
+
     async def record(
         self, turn: Turn, final: Stopped, slack: AsyncWebClient, *, note: str = "", model: str = "",
         tools: Mapping[str, Mapping[str, int]] | None = None,
@@ -91,11 +105,12 @@ class AfterRun:
             spend_micros=final.usage.cost_micros, estimated=final.usage.estimated,
             tools=[{"name": name, "outcomes": dict(outcomes)} for name, outcomes in sorted(tools.items())],
         )
+        await self.scheduled(turn, slack, final.reason.value)
         now = datetime.now(UTC)
         usage = RunUsage(
             run_id=turn.run_id, day=day_id(now), user=turn.user_id, channel=turn.conversation.channel_id,
             model=model, stop_reason=final.reason.value, steps=final.steps, tokens=final.usage.total_tokens,
-            spend_micros=final.usage.cost_micros, tools=tools,
+            spend_micros=final.usage.cost_micros, tools=tools, schedule=turn.schedule_id,
         )
         permalink = ""
         with contextlib.suppress(Exception):

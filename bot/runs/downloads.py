@@ -20,12 +20,11 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import Attachment
+from agent_core import Attachment, format_bytes
 from bot.i18n import N_, _
 from bot.identity import Workspace
-from bot.settings import Settings
+from bot.runs.settings import RunsSettings
 from bot.turn import FileRef
-from bot.workspace.replies import format_bytes
 from tools import sniff
 
 #: Redirects followed within Slack's hosts (a redirect elsewhere is refused: the token stays with Slack).
@@ -56,7 +55,7 @@ class FileCaps:
     timeout: float
 
     @classmethod
-    def of(cls, settings: Settings) -> FileCaps:
+    def of(cls, settings: RunsSettings) -> FileCaps:
         return cls(settings.agent_file_max_bytes, settings.agent_files_max_bytes_per_run,
                    settings.agent_file_download_timeout_seconds)
 

@@ -8,7 +8,7 @@ from redis.asyncio import Redis
 
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
-from bot.settings import Display, Settings, Verbosity
+from bot.runs.settings import RunsSettings
 from bot.thread import render
 from bot.thread.agent_session import AgentSession, session_title
 from bot.thread.fallback import StreamOrReplies
@@ -18,6 +18,7 @@ from bot.thread.sink import PostedSoFar, RunSink, SinkParts, SlackEventSink
 from bot.thread.stream_sink import StreamEventSink
 from bot.thread.uploads import ThreadFiles
 from bot.turn import Turn
+from bot.workspace import Display, Verbosity
 
 #: chat.appendStream calls a minute per workspace, below its Tier 4 limit (100+).
 STREAM_CALLS_PER_MINUTE = 90
@@ -26,7 +27,7 @@ STREAM_CALLS_PER_MINUTE = 90
 class ThreadOutputs:
     """Builds each run's writers to its thread, over the worker's shared stream pacer and open-stream records."""
 
-    def __init__(self, settings: Settings, redis: Redis, keys: AppKeys, clients: WorkspaceClients) -> None:
+    def __init__(self, settings: RunsSettings, redis: Redis, keys: AppKeys, clients: WorkspaceClients) -> None:
         self.settings, self.redis, self.keys = settings, redis, keys
         # chat.appendStream is Tier 4 (100+ a minute per workspace): every stream of a workspace shares this,
         # on top of each stream's own SLACK_STREAM_INTERVAL_SECONDS.

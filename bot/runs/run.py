@@ -45,8 +45,10 @@ from bot.runs.downloads import FileCaps
 from bot.runs.egress import ThreadNotices, egress_policy
 from bot.runs.files import EarlierFiles, gather_attachments
 from bot.runs.outputs import ThreadOutputs
+from bot.runs.schedule_notices import ScheduleNotices
+from bot.runs.schedule_proposals import SlackScheduler
+from bot.runs.settings import RunsSettings
 from bot.runs.toolbox import Toolbox
-from bot.settings import Settings
 from bot.thread import render
 from bot.thread.feed import aclose_events, pipelined
 from bot.thread.poster import Pacer, Poster
@@ -56,6 +58,7 @@ from bot.turn import Turn
 from bot.workspace import RunBlocked, RunPlan, SlackLookupError, WorkspaceLimits
 from bot.workspace.channel_run import about_run, instructions_of
 from bot.workspace.models import split_run_model
+from bot.workspace.schedules import ScheduleStore
 from tools import Registry, ToolContext
 
 log = logging.getLogger(__name__)
@@ -74,7 +77,7 @@ class EventSource(Protocol):
     async def aclose(self) -> None: ...
 
 
-AgentFactory = Callable[[Settings, RedisThreadStore, RedisTraceSink], EventSource]
+AgentFactory = Callable[[RunsSettings, RedisThreadStore, RedisTraceSink], EventSource]
 #: Posts the end of a run that finished just before its worker died (saved, maybe not yet posted):
 #: ``bot.queue.resume.post_missing_final``, handed in as the queue stage sits above this one.
 MissingFinal = Callable[["TurnRunner", Turn, Progress, Poster], Awaitable[None]]
@@ -109,7 +112,7 @@ class TurnRunner:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: RunsSettings,
         redis: Redis,
         clients: WorkspaceClients,
         keys: AppKeys,
@@ -131,7 +134,7 @@ class TurnRunner:
         self.toolbox = toolbox
         self.leases = leases
         self.missing_final = missing_final
-        self.after = AfterRun(settings, store, limits)
+        self.after = AfterRun(settings, store, limits, ScheduleNotices(ScheduleStore(redis, keys)))
         self.thread_files = EarlierFiles(redis, keys, settings.thread_ttl_seconds)
         self.file_caps = FileCaps.of(settings)
         self.cancels = CancelWatch(redis, keys.cancel_pattern())
@@ -245,6 +248,7 @@ class TurnRunner:
             audit.emit("run.refused", team=ws.team_id, enterprise=ws.enterprise_id or "",
                        channel=turn.conversation.channel_id, run_id=turn.run_id, user=turn.user_id, reason=plan.reason)
             await poster.post(turn.target, render.notice(plan.message))
+            await self.after.scheduled(turn, poster.client, "refused", plan.message)
             return None
         return plan
 
@@ -288,7 +292,9 @@ class TurnRunner:
             user_id=turn.user_id, approver=approver, egress=egress, slack=WebSlackReader(
                 poster.client, self.limits.places.audience(poster.client, turn.workspace, turn.conversation.channel_id),
                 action_token=turn.action_token, refused=partial(self.limits.search.refuse, turn.workspace)),
-            outbox=files,
+            outbox=files, scheduler=SlackScheduler(
+                self.redis, self.keys, poster, turn.target, self.limits.users, asker=turn.user_id,
+                min_interval=self.settings.agent_schedule_min_interval_seconds),
         )
         sink = self.outputs.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)
         return RunParts(plan, ledger, sink, approver, scope, attachments, task=task)

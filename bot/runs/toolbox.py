@@ -19,9 +19,8 @@ from collections.abc import Mapping
 
 from agent_core import ConfigError, StoreError
 from bot import metrics
-from bot.settings import Settings
 from bot.workspace import CatalogEntry, ToolCatalog, ToolChoice, catalog_of
-from tools import McpConfigError, McpServers, Registry, ToolPolicy, run_registry
+from tools import McpConfigError, McpServers, Registry, ToolPolicy, ToolSettings, run_registry
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ class Toolbox:
     @classmethod
     def from_settings(
         cls,
-        settings: Settings,
+        settings: ToolSettings,
         *,
         base: Registry,
         catalog: ToolCatalog | None = None,
@@ -127,7 +126,7 @@ class Toolbox:
             log.warning("tool catalog not published: %s", exc)
 
 
-def servers_of(settings: Settings, environ: Mapping[str, str] | None = None) -> McpServers:
+def servers_of(settings: ToolSettings, environ: Mapping[str, str] | None = None) -> McpServers:
     """The MCP servers of ``AGENT_MCP_CONFIG`` (not started); ``ConfigError`` for a bad file."""
     try:
         return McpServers.from_config(
@@ -138,6 +137,6 @@ def servers_of(settings: Settings, environ: Mapping[str, str] | None = None) -> 
         raise ConfigError(f"AGENT_MCP_CONFIG: {exc}") from exc
 
 
-def mcp_secrets(settings: Settings, environ: Mapping[str, str] | None = None) -> list[str]:
+def mcp_secrets(settings: ToolSettings, environ: Mapping[str, str] | None = None) -> list[str]:
     """The secrets the MCP config expands (header tokens, env values), without starting a server."""
     return servers_of(settings, environ).secrets()

@@ -27,8 +27,10 @@ from aiohttp import web
 
 from agent_core import ConfigError
 from bot import metrics
+from bot.metrics import MetricsSettings
+from bot.queue.settings import QueueSettings
 from bot.redis import RedisHandle
-from bot.settings import Settings
+from bot.runs.settings import RunsSettings
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ REFUSED_IN_OAUTH_MODE = ("/metrics is not served on the public port in OAuth mod
                          "activity): set METRICS_TOKEN, or METRICS_PORT for a listener of its own")
 
 
-def add_public_metrics(web_app: web.Application, settings: Settings, queue_depth: metrics.QueueDepth) -> None:
+def add_public_metrics(web_app: web.Application, settings: RunsSettings, queue_depth: metrics.QueueDepth) -> None:
     """``GET /metrics`` on the public port, as the settings allow (no route at all with ``METRICS_PORT``)."""
     if settings.metrics_port is not None:
         return
@@ -50,7 +52,7 @@ async def _refuse(request: web.Request) -> web.Response:
     return web.Response(status=403, text=REFUSED_IN_OAUTH_MODE)
 
 
-def _has_token(settings: Settings) -> bool:
+def _has_token(settings: MetricsSettings) -> bool:
     return bool(settings.metrics_token and settings.metrics_token.get_secret_value())
 
 
@@ -63,7 +65,7 @@ class MetricsListener:
 
     @classmethod
     async def start(
-        cls, settings: Settings, queue_depth: metrics.QueueDepth | None, *, multiproc_dir: str | None = None,
+        cls, settings: QueueSettings, queue_depth: metrics.QueueDepth | None, *, multiproc_dir: str | None = None,
     ) -> Self | None:
         """The listener, or None without ``METRICS_PORT``; ConfigError naming it when the port is taken.
 
@@ -97,7 +99,7 @@ class MetricsListener:
 
 
 @contextlib.asynccontextmanager
-async def supervisor_metrics(settings: Settings, redis_url: str | None, metrics_dir: Path) -> AsyncIterator[None]:
+async def supervisor_metrics(settings: QueueSettings, redis_url: str | None, metrics_dir: Path) -> AsyncIterator[None]:
     """``METRICS_PORT`` served by a supervisor for the block: every child's files in ``metrics_dir`` summed, and
     the queue depth read from ``redis_url`` (or the Sentinels' master). Nothing without ``METRICS_PORT``."""
     if settings.metrics_port is None:

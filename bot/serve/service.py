@@ -35,7 +35,8 @@ from bot.serve import startup
 from bot.serve.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
 from bot.serve.health import PROBE_TIMEOUT_SECONDS, RedisProbe
 from bot.serve.metrics_http import MetricsListener
-from bot.settings import Role, Settings
+from bot.settings import Settings
+from bot.settings_base import Role
 from bot.slack_client import make_web_client, slack_connections, slack_session
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class Service:
         self._worker: AgentWorker | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self._resume_task: asyncio.Task[None] | None = None
+        self._clock_task: asyncio.Task[None] | None = None
         self._runtime: Runtime | None = None
         self._http: aiohttp.ClientSession | None = None
         self._metrics: MetricsListener | None = None
@@ -113,6 +115,8 @@ class Service:
             self._worker_task = asyncio.create_task(self._keep_worker(self._runtime))
             # Runs whose worker died (their lease lapsed) are taken over here, from their last saved step.
             self._resume_task = asyncio.create_task(self._runtime.resumer.run_forever())
+            # Schedules' due fires, claimed once whatever the number of workers (bot/queue/schedule_clock.py).
+            self._clock_task = asyncio.create_task(self._runtime.clock.run_forever())
             # Ready means taking jobs: /healthz is 200 from the moment start() returns.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._ready.wait(), WORKER_READY_TIMEOUT_SECONDS)
@@ -233,11 +237,13 @@ class Service:
             self._runner = None
 
     async def _stop_worker(self) -> None:
-        if self._resume_task is not None:
-            self._resume_task.cancel()  # its runs hand their leases over: another worker resumes them at once
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._resume_task
-            self._resume_task = None
+        # The schedules' clock, then the resumer: its runs hand their leases over, another worker resumes them.
+        for task in (self._clock_task, self._resume_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._clock_task = self._resume_task = None
         if self._worker_task is None:
             return
         worker = self._worker

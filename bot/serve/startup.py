@@ -14,7 +14,8 @@ import socket
 from agent_core import ConfigError
 from bot.oauth.token_crypto import TokenCipher
 from bot.redis import check_url
-from bot.settings import Role, Settings
+from bot.settings import Settings
+from bot.settings_base import Role
 from bot.workspace.models import Models
 
 IN_USE = "in use"

@@ -47,7 +47,9 @@ from bot.redis import require_answer
 from bot.serve import startup
 from bot.serve.metrics_http import supervisor_metrics
 from bot.serve.orphans import adopt_orphans, end_orphans
-from bot.settings import Role, Settings
+from bot.serve.settings import ServeSettings
+from bot.settings import Settings
+from bot.settings_base import Role
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,7 @@ def default_processes() -> int:
     return len(os.sched_getaffinity(0)) or os.cpu_count() or 1
 
 
-def processes_for(role: Role, settings: Settings) -> int:
+def processes_for(role: Role, settings: ServeSettings) -> int:
     """How many processes ``role`` runs without ``--processes``: one receiver, ``WORKER_PROCESSES`` workers."""
     if role == "web":
         return 1
@@ -106,7 +108,9 @@ class Child:
     env: Mapping[str, str]
 
 
-def plan(role: Role, processes: int, settings: Settings, *, redis_url: str | None, metrics_dir: Path) -> list[Child]:
+def plan(
+    role: Role, processes: int, settings: ServeSettings, *, redis_url: str | None, metrics_dir: Path
+) -> list[Child]:
     """The children of ``role`` with ``processes`` processes, and each one's environment."""
     base = {**os.environ, MULTIPROC_ENV: str(metrics_dir)}
     if redis_url:

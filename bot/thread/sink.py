@@ -20,12 +20,12 @@ from redis.exceptions import RedisError
 
 from agent_core import Event, RunStarted, ScriptCall, StepFinished, Stopped, run_together
 from bot.redis import as_text, awaited
-from bot.settings import Verbosity
 from bot.thread import render
 from bot.thread.poster import Poster, ThreadStatus
 from bot.thread.render import RunView, SlackMessage
 from bot.thread.uploads import Filed, ThreadFiles
 from bot.turn import Target
+from bot.workspace import Verbosity
 
 
 class RunSink(Protocol):

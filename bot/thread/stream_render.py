@@ -23,8 +23,8 @@ from slack_sdk.models.messages.chunk import PlanUpdateChunk, TaskUpdateChunk
 
 from agent_core import Observed, Stopped, ToolCalled
 from bot.i18n import _
-from bot.settings import Verbosity
 from bot.thread import mrkdwn, render
+from bot.workspace import Verbosity
 
 #: ``markdown_text`` per call (Slack's documented cap is 12,000 characters).
 MARKDOWN_LIMIT = 12_000

@@ -12,9 +12,7 @@ from bot.errors import InvalidValue, SlackLookupError  # the stage's own errors,
 from bot.workspace.catalog import ToolCatalog
 from bot.workspace.changes import AUDIT_CAP, Change, label_of
 from bot.workspace.command import (
-    DISPLAYS,
     USAGE,
-    VERBOSITIES,
     Command,
     DisplayCommand,
     ResetCommand,
@@ -60,6 +58,7 @@ from bot.workspace.replies import (
     unreadable_message,
 )
 from bot.workspace.search_access import SearchAccess
+from bot.workspace.shapes import DISPLAYS, VERBOSITIES, Display, Verbosity
 from bot.workspace.store import WorkspaceLimitsStore
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, catalog_of
 
@@ -91,6 +90,8 @@ __all__ = [
     "VERBOSITIES",
     "Change",
     "DISPLAYS",
+    "Display",
+    "Verbosity",
     "DisplayCommand",
     "FeedbackStore",
     "FeedbackSummary",

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from bot.i18n import _
-from bot.settings import Display, Verbosity
 from bot.workspace.channel_settings import PROMPT_MAX_CHARS, RESPONDS, SETTINGS, ChannelSetting
 from bot.workspace.models import NAME_RE
+from bot.workspace.shapes import Display, Verbosity
 from bot.workspace.tool_choice import PATTERN_RE
 
 SUBCOMMANDS = ("channel", "model", "run-model", "channel-managers", "external-files")

@@ -18,8 +18,8 @@ from typing import Any, Literal, TypeVar, get_args
 from agent_core import ModelChoice
 from bot.i18n import _
 from bot.redis import as_text
-from bot.settings import Display, Verbosity
 from bot.workspace.models import Models
+from bot.workspace.shapes import Display, Verbosity
 from bot.workspace.tool_choice import PATTERN_RE, ToolChoice
 
 log = logging.getLogger(__name__)

@@ -9,12 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, cast, get_args
+from typing import Literal, cast
 
 from agent_core import Period, format_usd
 from bot.errors import InvalidValue
 from bot.i18n import N_, _
-from bot.settings import Display, Verbosity
 from bot.workspace.approval_policies import ApprovalsCommand, parse_approvals
 from bot.workspace.channel_command import DEFAULT_WORD, ChannelCommand, parse_channel_command
 from bot.workspace.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
@@ -29,6 +28,7 @@ from bot.workspace.config import (
     quote,
 )
 from bot.workspace.models import NAME_RE
+from bot.workspace.shapes import DISPLAYS, VERBOSITIES, Display, Verbosity
 from bot.workspace.tool_choice import PATTERN_RE
 from bot.workspace.usage_report import UsageCommand, parse_usage
 from tools import BadDomain, parse_domain
@@ -40,8 +40,6 @@ DOMAIN_PROBLEMS = {
     "port": N_("`{given}`: give the host without a port, e.g. `{instead}`."),
     "not_a_host": N_("`{given}` is not a host name; give one like `docs.example.com`."),
 }
-VERBOSITIES: tuple[Verbosity, ...] = get_args(Verbosity)
-DISPLAYS: tuple[Display, ...] = get_args(Display)
 
 USAGE = N_("""\
 *Usage:* `/agent-limits [show]` shows this workspace's limits, budget and spend (anyone).
@@ -60,6 +58,7 @@ their turn)
 • `/agent-limits max-concurrent-per-user <n>` runs of one person in flight at once, 1 to 1,000 (their others \
 wait behind their own, and colleagues go first)
 • `/agent-limits reset` back to the defaults
+• `/agent-limits schedules on|off` scheduled runs (`/agent schedule`) in this workspace, on by default
 • `/agent-limits verbosity full|compact` full: a thread reply per step; compact: one status message \
 edited per step, then the answer
 • `/agent-limits tools` lists this workspace's tools and which are on (anyone)
@@ -67,7 +66,7 @@ edited per step, then the answer
 a server's name then `__*` (like `time__*`) covers all its tools, and a tool's own rule beats its server's
 • `/agent-limits display replies|timeline|plan` replies: a thread reply per step; timeline: one streamed reply \
 with a task card per tool call; plan: the same, the cards grouped in a plan
-• `/agent-limits usage [today|week|month|<YYYY-MM>] [by user|channel|model|tool] [org]` runs, steps, tokens, \
+• `/agent-limits usage [today|week|month|<YYYY-MM>] [by user|channel|model|tool|schedule] [org]` runs, steps, tokens, \
 spend, stop reasons and thumbs up/down of the period (`month` when not given); `usage export ...` sends the same \
 as a CSV to your DM; `org` sums the Enterprise Grid org's workspaces (org admins and owners)
 • `/agent-limits allow-domain|deny-domain|clear-domain <host>` once a run has read private data \

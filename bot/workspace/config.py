@@ -1,6 +1,6 @@
 """A workspace's limits as values: the config, its defaults and bounds.
 
-Pure: no I/O. The defaults come from one place, ``Settings`` (``AGENT_MAX_STEPS`` ... ``AGENT_BUDGET_PERIOD``):
+Pure: no I/O. The defaults come from one place, ``WorkspaceDefaults`` (``AGENT_MAX_STEPS`` ... ``AGENT_BUDGET_PERIOD``):
 ``WorkspaceConfig()`` is what a workspace nobody configured runs with, and ``LimitsPolicy.from_settings``
 reads the deployment's own values.
 """
@@ -14,13 +14,14 @@ from typing import Literal, get_args
 
 from agent_core import ConfigError, Limits, Period, format_usd, usd_to_micros
 from bot.errors import InvalidValue
-from bot.settings import MAX_CONCURRENT_RUNS_CAP, Display, Settings, Verbosity
+from bot.workspace.defaults import MAX_CONCURRENT_RUNS_CAP, WorkspaceDefaults
 from bot.workspace.models import DEFAULT_MODELS, Models
+from bot.workspace.shapes import Display, Verbosity
 from bot.workspace.tool_choice import CatalogEntry, catalog_of
 from tools import ToolPolicy, builtin_registry
 
 MICROS_PER_USD = 1_000_000
-_DEFAULTS = Settings.model_fields
+_DEFAULTS = WorkspaceDefaults.model_fields
 DEFAULT_MAX_STEPS: int = _DEFAULTS["agent_max_steps"].default
 DEFAULT_MAX_TOKENS: int = _DEFAULTS["agent_max_tokens"].default
 DEFAULT_MAX_COST_MICROS = usd_to_micros(_DEFAULTS["agent_max_cost_usd"].default, setting="AGENT_MAX_COST_USD")
@@ -190,7 +191,7 @@ def quote(text: str) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LimitsPolicy:
-    """The settings the limits need, as plain values (built once from ``Settings`` at start-up)."""
+    """The settings the limits need, as plain values (built once from ``WorkspaceDefaults`` at start-up)."""
 
     defaults: WorkspaceConfig = WorkspaceConfig()
     """AGENT_MAX_STEPS, AGENT_MAX_TOKENS, AGENT_MAX_COST_USD, AGENT_BUDGET_USD, AGENT_BUDGET_PERIOD,
@@ -224,7 +225,7 @@ class LimitsPolicy:
     longest ``timeout``."""
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LimitsPolicy:
+    def from_settings(cls, settings: WorkspaceDefaults) -> LimitsPolicy:
         budget = settings.agent_budget_usd.strip()
         per_person = settings.agent_user_budget_usd.strip()
         if settings.agent_budget_period not in ("monthly", "daily"):

@@ -12,9 +12,8 @@ from agent_core import StoreError, utc_now
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
-from bot.settings import Display, Verbosity
 from bot.workspace.changes import Change, commit
-from bot.workspace.command import DISPLAYS, VERBOSITIES
+from bot.workspace.shapes import DISPLAYS, VERBOSITIES, Display, Verbosity
 from bot.workspace.store import unavailable
 
 

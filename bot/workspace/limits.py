@@ -23,7 +23,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_core import Limits, ModelChoice, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
-from bot.settings import Display, Verbosity
 from bot.workspace.approval_policies import ApprovalPolicies
 from bot.workspace.approvals_command import ApprovalsAdmin
 from bot.workspace.catalog import ToolCatalog
@@ -47,6 +46,7 @@ from bot.workspace.replies import (
     unreadable_message,
 )
 from bot.workspace.search_access import SearchAccess
+from bot.workspace.shapes import Display, Verbosity
 from bot.workspace.store import WorkspaceLimitsStore
 from bot.workspace.tool_choice import CatalogEntry, ToolChoice, rows
 from bot.workspace.usage_report import UsageReports

@@ -16,7 +16,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
-from bot.settings import Display, Verbosity
 from bot.workspace.approval_policies import ApprovalsCommand
 from bot.workspace.channel_command import CHANNEL_COMMANDS
 from bot.workspace.command import (
@@ -44,6 +43,7 @@ from bot.workspace.replies import (
     unknown_tool_reply,
     verbosity_reply,
 )
+from bot.workspace.shapes import Display, Verbosity
 from bot.workspace.tool_choice import unknown_pattern
 from bot.workspace.usage_report import UsageCommand
 

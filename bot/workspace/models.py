@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from agent_core import ConfigError, ModelChoice, Price, format_usd, price_for, usd_to_micros
-from bot.settings import Settings
+from bot.workspace.defaults import WorkspaceDefaults
 
 #: ``name:prompt/completion[/cached]``, USD per 1M tokens. A name may hold colons itself (``llama3:8b``): only a
 #: suffix of figures is a price.
@@ -53,7 +53,7 @@ class Models:
         return ", ".join(f"`{m.name}` ({per_million(m.price)})" for m in self.choices)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Models:
+    def from_settings(cls, settings: WorkspaceDefaults) -> Models:
         """``AGENT_MODELS`` read and priced; ConfigError naming it for anything that is not a model with a price."""
         text = settings.agent_models.strip()
         if not text:
@@ -68,11 +68,11 @@ class Models:
 
 
 #: What a policy built without settings allows: ``OPENAI_MODEL``'s default, at the table's price.
-_DEFAULT_NAME: str = Settings.model_fields["openai_model"].default
+_DEFAULT_NAME: str = WorkspaceDefaults.model_fields["openai_model"].default
 DEFAULT_MODELS = Models((ModelChoice(_DEFAULT_NAME, price_for(_DEFAULT_NAME)),))
 
 
-def _choice(item: str, settings: Settings) -> ModelChoice:
+def _choice(item: str, settings: WorkspaceDefaults) -> ModelChoice:
     priced = _PRICED_RE.fullmatch(item)
     if priced is None and ":" in item and _PRICE_LIKE_RE.fullmatch(item[item.rfind(":"):]):
         raise ConfigError(f"AGENT_MODELS: {item!r} is not a whole price: write `name:prompt/completion` or "

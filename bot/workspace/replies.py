@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from agent_core import BudgetUsage, Period, format_usd
+from agent_core import BudgetUsage, Period, format_bytes, format_usd
 from bot.i18n import N_, _
 from bot.markup import escape
-from bot.settings import Display, Verbosity
 from bot.workspace.changes import Change, label_of
 from bot.workspace.config import (
     FIX_COMMANDS,
@@ -19,6 +18,7 @@ from bot.workspace.config import (
     shown,
 )
 from bot.workspace.people import who_may_change
+from bot.workspace.shapes import Display, Verbosity
 from tools import ToolListing
 
 #: Rows of ``/agent-limits tools`` beyond which the list is cut (an ephemeral reply should stay readable).
@@ -33,14 +33,6 @@ NO_CATALOG_NOTE = N_(
     "_No worker has published its tool list yet, so only the built-in tools are shown; "
     "MCP servers' tools appear once a worker has started._"
 )
-
-
-def format_bytes(size: int) -> str:
-    """``20 MB``, ``1.5 GB``, ``300 bytes`` (units of 1,024)."""
-    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
-        if size >= scale:
-            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{size} bytes"
 
 
 def file_caps_line(max_bytes: int, max_bytes_per_run: int) -> str:

@@ -8,6 +8,7 @@ dimension, under the workspace's hash tag (see :mod:`bot.keys`)::
     {P:E:T}:usage:<day>:channel  hash  <channel>|runs ...
     {P:E:T}:usage:<day>:model    hash  <model>|runs ...
     {P:E:T}:usage:<day>:tool     hash  <tool>|runs ... of the runs that called it, and <tool>|calls, <tool>|errors
+    {P:E:T}:usage:<day>:schedule hash  <schedule id>|runs ... of the runs a schedule fired
     {P:E:T}:usage:run:<run id>   set   <dimension>|<member> the run counted under (for the thumbs on its answer)
     P:E:org:usage:teams          set   the org's workspaces with counters (``usage ... org`` sums them)
 
@@ -32,7 +33,7 @@ from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.redis import as_text, awaited
 
-Dimension = Literal["user", "channel", "model", "tool"]
+Dimension = Literal["user", "channel", "model", "tool", "schedule"]
 DIMENSIONS: tuple[Dimension, ...] = get_args(Dimension)
 ALL = "all"
 #: Each member counts runs, steps, tokens, spend, up, down and ``stop:<reason>`` (tools also calls and errors).
@@ -67,6 +68,8 @@ class RunUsage:
     spend_micros: int
     #: Tool name -> outcome (``ok``, ``error``, ``held_back`` ...) -> calls.
     tools: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: The schedule that fired the run ("": a person asked).
+    schedule: str = ""
 
     def tool_counts(self, name: str) -> tuple[int, int]:
         """A tool's calls in the run, and those whose outcome was not ``ok``."""
@@ -93,8 +96,9 @@ class Row:
         return {k.removeprefix(STOP_PREFIX): n for k, n in sorted(self.counts.items()) if k.startswith(STOP_PREFIX)}
 
 
-# KEYS: the day's hashes (all, user, channel, model, tool), the run's members. ARGV: the day ttl, the members'
-# ttl, steps, tokens, spend, stop reason, user, channel, model, then name, calls, errors per tool. One call, so
+# KEYS: the day's hashes (all, user, channel, model, tool, schedule), the run's members. ARGV: the day ttl, the
+# members' ttl, steps, tokens, spend, stop reason, user, channel, model, schedule ("": none), then name, calls,
+# errors per tool. One call, so
 # each key and member is sent once rather than once per counter.
 _COUNT = """
 local function add(key, member, calls, errors)
@@ -114,12 +118,16 @@ add(KEYS[2], ARGV[7])
 add(KEYS[3], ARGV[8])
 add(KEYS[4], ARGV[9])
 local members = {'user|' .. ARGV[7], 'channel|' .. ARGV[8], 'model|' .. ARGV[9]}
-for i = 10, #ARGV, 3 do
+if ARGV[10] ~= '' then
+  add(KEYS[6], ARGV[10])
+  members[#members + 1] = 'schedule|' .. ARGV[10]
+end
+for i = 11, #ARGV, 3 do
   add(KEYS[5], ARGV[i], ARGV[i + 1], ARGV[i + 2])
   members[#members + 1] = 'tool|' .. ARGV[i]
 end
-redis.call('SADD', KEYS[6], unpack(members))
-redis.call('EXPIRE', KEYS[6], ARGV[2])
+redis.call('SADD', KEYS[7], unpack(members))
+redis.call('EXPIRE', KEYS[7], ARGV[2])
 return 1
 """
 
@@ -142,7 +150,8 @@ class UsageCounters:
         keys.append(self.keys.usage_run(ws, run.run_id))
         tools = [[clean(name), *(str(n) for n in run.tool_counts(name))] for name in sorted(run.tools)]
         args = [*map(str, (ttl, RUN_MEMBERS_TTL_SECONDS, run.steps, run.tokens, run.spend_micros)), run.stop_reason,
-                clean(run.user), clean(run.channel), clean(run.model), *(a for tool in tools for a in tool)]
+                clean(run.user), clean(run.channel), clean(run.model), run.schedule and clean(run.schedule),
+                *(a for tool in tools for a in tool)]
         pipe.evalsha(self._script.sha, len(keys), *keys, *args)
         if ws.enterprise_id:
             teams = self.keys.org_usage_teams(ws.enterprise_id)

@@ -1,6 +1,7 @@
-"""``/agent-limits usage [today|week|month|<YYYY-MM>] [by user|channel|model|tool] [org]``: who spent what, on
-which model and tools, in which channel; for admins. A table in the reply, or ``usage export ...`` the same as
-a CSV in the admin's DM. ``org`` (Enterprise Grid org admins) sums the org's workspaces. The figures are the
+"""``/agent-limits usage [today|week|month|<YYYY-MM>] [by user|channel|model|tool|schedule] [org]``: who spent
+what, on which model and tools, in which channel, by which schedule; for admins. A table in the reply, or
+``usage export ...`` the same as a CSV in the admin's DM. ``org`` (Enterprise Grid org admins) sums the org's
+workspaces. The figures are the
 day counters of :mod:`bot.workspace.usage`: a report reads one hash per day (and workspace), never a run.
 """
 
@@ -62,7 +63,7 @@ def parse_usage(args: list[str]) -> UsageCommand | str:
         if word == "by":
             choice = next(rest, "")
             if by is not None or choice not in DIMENSIONS:
-                return _("`by` takes one of: user, channel, model, tool.")
+                return _("`by` takes one of: user, channel, model, tool, schedule.")
             by = choice
         elif word == "org":
             org = True
@@ -70,7 +71,8 @@ def parse_usage(args: list[str]) -> UsageCommand | str:
             period = word
         else:
             return _("`usage` takes a period (`today`, `week`, `month` or a month like `2026-11`), then "
-                     "optionally `by user|channel|model|tool` and `org`; got `{word}`.").format(word=quote(word))
+                     "optionally `by user|channel|model|tool|schedule` and `org`; got `{word}`.").format(
+                word=quote(word))
     return UsageCommand(period or "month", by, org, export)
 
 

@@ -45,11 +45,12 @@ def test_public_names() -> None:
         "LLMError",
         "LLMCause",
         "StoreError",
-        # money
+        # money, and sizes as people read them
         "PRICE_TABLE_DATE",
         "Price",
         "ModelChoice",
         "format_usd",
+        "format_bytes",
         "price_for",
         "usd_to_micros",
         # the budget port and its ledgers
@@ -71,6 +72,7 @@ def test_public_names() -> None:
         "RedisThreadStore",
         "RedisTraceSink",
         "DEFAULT_TTL_SECONDS",
+        "awaited",
         # Redis keys, run leases, and the round trips bot's own scripts share
         "Keys",
         "DEFAULT_KEY_PREFIX",

@@ -5,7 +5,18 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncApp
 
 from bot.receive.deps import Services
-from bot.receive.listeners import actions, assistant, commands, events, feedback, home, home_channel
+from bot.receive.listeners import (
+    actions,
+    agent_command,
+    assistant,
+    commands,
+    events,
+    feedback,
+    home,
+    home_channel,
+    schedule_events,
+    schedule_home,
+)
 
 
 def register(app: AsyncApp, services: Services) -> None:
@@ -15,6 +26,9 @@ def register(app: AsyncApp, services: Services) -> None:
     events.register(app, services, limits)
     actions.register(app, services, limits)
     commands.register(app, services, limits)
+    schedules = agent_command.register(app, services, limits)  # /agent schedule …
+    schedule_home.register(app, services, limits, schedules)  # App Home's Pause / Delete
+    schedule_events.register(app, services, limits)  # a creator leaving, a channel closed: their schedules pause
     assistant.register(app, services, limits)  # before home: its Messages-tab app_home_opened listener must match first
     home.register(app, services, limits)
     home_channel.register(app, services, limits)

@@ -20,7 +20,9 @@ from bot.errors import SlackLookupError
 from bot.i18n import DEFAULT_LOCALE, _, speaking
 from bot.identity import Workspace
 from bot.receive.deps import Services
+from bot.receive.listeners.agent_command import schedules_switch
 from bot.workspace import LimitsPolicy, WorkspaceLimits
+from bot.workspace.schedules import ScheduleStore
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +34,15 @@ ANSWER_WITHIN_SECONDS = 2.5
 def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None = None) -> None:
     """Handle ``/agent-limits``; ``limits`` is shared with App Home when given (one users.info cache)."""
     rules = limits or limits_for_services(services)
+    schedules = ScheduleStore(services.redis, services.keys)  # `/agent-limits schedules on|off`
 
     async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
         client = context.client or services.slack
         user_id, text = str(command.get("user_id", "")), str(command.get("text", ""))
         channel_id = str(command.get("channel_id", ""))
-        await ack(text=await answer(rules, client, context, user_id, text, channel_id), response_type="ephemeral")
+        switched = await schedules_switch(schedules, rules, client, workspace_of(context), user_id, text)
+        reply = switched if switched is not None else await answer(rules, client, context, user_id, text, channel_id)
+        await ack(text=reply, response_type="ephemeral")
 
     app.command(COMMAND)(on_command)
 

@@ -24,6 +24,7 @@ from bot.queue.turns import enqueue_turn, request_cancel
 from bot.receive.dedupe import Dedupe
 from bot.receive.deps import Services
 from bot.receive.listeners.control import may_control
+from bot.receive.listeners.schedule_events import channel_gone
 from bot.redis import as_text, awaited
 from bot.runs.files import FILES_ONLY_TASK
 from bot.thread import mrkdwn
@@ -58,6 +59,9 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         channel_id = channel.get("id") if isinstance(channel, dict) else channel
         if isinstance(channel_id, str) and channel_id:
             await limits.channels.forget(identity.workspace(context), channel_id)
+            # Its schedules: paused when archived (their creators told), gone with a deleted channel.
+            await channel_gone(services, context.client, identity.workspace(context), channel_id,
+                               deleted=str(event.get("type", "")).endswith("_deleted"))
 
     for gone in ("channel_deleted", "channel_archive", "group_deleted", "group_archive"):
         app.event(gone)(on_channel_gone)

@@ -33,7 +33,9 @@ from bot.receive.views.home import (
     read_modal,
     unavailable_view,
 )
+from bot.receive.views.schedules import schedule_blocks, with_schedules
 from bot.workspace import TOP_SPENDERS, WorkspaceLimits
+from bot.workspace.schedules import ScheduleStore
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +123,12 @@ async def _authorize(rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspa
         return str(exc)
 
 
+async def _schedules(rules: WorkspaceLimits, ws: Workspace, user_id: str, *, everyone: bool) -> list[dict[str, Any]]:
+    """The Home tab's schedules: the person's own, or an admin's view of the workspace's."""
+    found = await ScheduleStore(rules.store.redis, rules.store.keys).of_workspace(ws)
+    return schedule_blocks([s for s in found if everyone or s.creator == user_id], everyone=everyone)
+
+
 async def publish_home(
     rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user_id: str, *, notice: str = ""
 ) -> None:
@@ -144,6 +152,7 @@ async def publish_home(
             org_unreadable=org is not None and org.unreadable, models=await rules.channels.summary(ws),
             channel_settings=channel_settings,
         ))
+        view = with_schedules(view, await _schedules(rules, ws, user_id, everyone=is_admin))
     except StoreError as exc:
         log.warning("App Home for %s: %s", user_id, exc)
         view = unavailable_view()

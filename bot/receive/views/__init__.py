@@ -1,5 +1,6 @@
 """Views: App Home's tab and modals as pure functions, built where they are asked for (``bot.receive.listeners``).
 
-The Home tab and the limits modal (``home``) and the channel settings modal (``channel``): no I/O and no Slack
+The Home tab and the limits modal (``home``), the channel settings modal (``channel``) and the Home tab's
+schedules (``schedules``): no I/O and no Slack
 client; the listeners fetch, authorize and publish what these build.
 """

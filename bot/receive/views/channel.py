@@ -15,7 +15,7 @@ from typing import Any, get_args
 
 from bot.i18n import N_, _
 from bot.receive.views.home import mrkdwn_text, plain_text
-from bot.settings import Display, Verbosity
+from bot.workspace import Display, Verbosity
 from bot.workspace.channel_settings import PROMPT_MAX_CHARS, RESPONDS, ChannelSetting, ChannelSettings
 
 PICK_ACTION = "agent_channel_pick"

@@ -216,7 +216,7 @@ def test_an_install_asks_for_the_manifest_scopes() -> None:
     import json
     from pathlib import Path
 
-    from bot.settings import DEFAULT_BOT_SCOPES
+    from bot.oauth.settings import DEFAULT_BOT_SCOPES
 
     manifest = json.loads((Path(__file__).parents[3] / "manifest.json").read_text())
     assert DEFAULT_BOT_SCOPES.split(",") == manifest["oauth_config"]["scopes"]["bot"]

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
+from bot.receive.http_guard import LISTEN_BACKLOG
 from bot.serve.service import Service
-from bot.settings import LISTEN_BACKLOG
 from tests.bot.conftest import SECRET, make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack

@@ -18,7 +18,8 @@ import pytest
 
 from agent_core import ConfigError
 from bot.serve.service import Service
-from bot.settings import Role, Settings
+from bot.settings import Settings
+from bot.settings_base import Role
 from tests.bot.conftest import SECRET, App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, text, tool_calls
 from tests.fakes.slack_api import Call, FakeSlack

@@ -44,13 +44,15 @@ def test_events_command_and_interactivity() -> None:
         "app_context_changed",  # the agent pane
         "agent_session_stopped",  # Slack's stop button on an agent session: stops the run
         "channel_deleted", "channel_archive", "group_deleted", "group_archive",  # a channel's settings removed
+        "user_change", "member_left_channel",  # a schedule's creator left: it pauses
     }
     # Every subscribed event type passes the receiver's shape check (a dropped one would never reach Bolt).
     assert {e.split(".")[0] for e in settings["event_subscriptions"]["bot_events"]} <= HANDLED_EVENTS
     assert settings["interactivity"]["is_enabled"] is True
-    [command] = MANIFEST["features"]["slash_commands"]
-    assert command["command"] == "/agent-limits"
-    urls = [settings["event_subscriptions"]["request_url"], settings["interactivity"]["request_url"], command["url"]]
+    command, agent = MANIFEST["features"]["slash_commands"]
+    assert (command["command"], agent["command"]) == ("/agent-limits", "/agent")
+    urls = [settings["event_subscriptions"]["request_url"], settings["interactivity"]["request_url"], command["url"],
+            agent["url"]]
     assert all(u.endswith(EVENTS_PATH) for u in urls)
 
 

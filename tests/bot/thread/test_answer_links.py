@@ -9,8 +9,7 @@ import redis.asyncio as aioredis
 
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.settings import Display
-from bot.workspace import DisplaySettings
+from bot.workspace import Display, DisplaySettings
 from tests.bot.conftest import App
 from tests.fakes.openai_server import FakeOpenAI, streamed, text
 from tests.fakes.slack_api import FakeSlack

@@ -10,8 +10,8 @@ import redis.asyncio as aioredis
 
 from bot.identity import Workspace
 from bot.keys import AppKeys
-from bot.settings import Display, Settings
-from bot.workspace import DisplaySettings
+from bot.settings import Settings
+from bot.workspace import Display, DisplaySettings
 from tests.bot.conftest import App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, delay, error, streamed, text, tool_calls
 from tests.fakes.slack_api import FakeSlack, Stream

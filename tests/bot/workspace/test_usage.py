@@ -153,7 +153,7 @@ async def test_a_bad_period_or_dimension_gets_the_usage_and_nothing_else(app: Ap
     reply = await limits(app, "usage yesterday")
     assert reply.startswith("`usage` takes a period (`today`, `week`, `month` or a month like `2026-11`)")
     assert "got `yesterday`" in reply and USAGE in reply
-    assert "`by` takes one of: user, channel, model, tool." in await limits(app, "usage month by team")
+    assert "`by` takes one of: user, channel, model, tool, schedule." in await limits(app, "usage month by team")
     assert "2099-01 has not started yet." in await limits(app, "usage 2099-01")
     assert "Usage is kept for 400 days (`AGENT_USAGE_RETENTION_DAYS`); 2020-01 is older." in await limits(
         app, "usage 2020-01")
