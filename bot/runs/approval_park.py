@@ -31,7 +31,7 @@ from bot.runs.approval_state import KEY_TTL_SECONDS, ApprovalRef, Decision, Verd
 from bot.runs.approval_votes import request_record, settle
 from bot.thread.poster import Poster
 from bot.thread.render import SlackMessage
-from bot.turn import Target
+from bot.turn import Turn
 from bot.workspace.approval_policies import ApprovalPolicy, GroupLookupError, UnknownGroup, members
 from bot.workspace.usage import count_approval
 from tools import Parked, ToolContext
@@ -51,18 +51,15 @@ def request_id(run_id: str, step: int, kind: str, tool: str, arguments: Mapping[
 class PolicyApprovals:
     """One run's requests under approval policies."""
 
-    def __init__(
-        self, redis: Redis, keys: AppKeys, poster: Poster, target: Target, *, thread: str, run_id: str,
-        turn_id: str, requester: str,
-    ) -> None:
+    def __init__(self, redis: Redis, keys: AppKeys, poster: Poster, turn: Turn, *, run_id: str) -> None:
         self._redis = redis
         self._keys = keys
         self._poster = poster
-        self._target = target
-        self._thread = thread
+        self._target = turn.target
+        self._thread = turn.thread
         self._run_id = run_id
-        self._turn_id = turn_id
-        self._requester = requester
+        self._turn_id = turn.turn_id
+        self._requester = turn.user_id
 
     async def ask(
         self, kind: str, tool: str, arguments: Mapping[str, Any], ctx: ToolContext, policy: ApprovalPolicy,

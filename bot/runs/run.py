@@ -82,9 +82,9 @@ AgentFactory = Callable[[RunsSettings, RedisThreadStore, RedisTraceSink], EventS
 #: ``bot.queue.resume.post_missing_final``, handed in as the queue stage sits above this one.
 MissingFinal = Callable[["TurnRunner", Turn, Progress, Poster], Awaitable[None]]
 #: How a run ended for its job: ``done`` (answered or refused: the turn is finished), ``elsewhere`` (another
-#: runner holds its lease: leave it alone), ``interrupted`` (its lease was lost or its state store failed:
-#: the lease lapses and a worker resumes it from its last persisted step) or ``parked`` (it waits for an approval,
-#: saved, its lease released: the decision queues it again, ``bot.queue.parked``).
+#: runner holds its lease: leave it alone), ``interrupted`` (its lease was lost or its state store failed: the lease
+#: lapses and a worker resumes it from its last persisted step) or ``parked`` (saved at a call waiting for an
+#: approval, its lease released: the decision queues it again, ``bot.queue.parked``).
 RunOutcome = Literal["done", "elsewhere", "interrupted", "parked"]
 PARKED = "parked"  # what ``_drive`` returns for a parked run
 NO_TASK_NOTICE = N_("`/model <name> <task>`: say what to do after the model's name. Nothing was started.")
@@ -282,8 +282,7 @@ class TurnRunner:
             timeout_seconds=self.settings.agent_approval_timeout_seconds,
             deadline=claim.started + plan.limits.max_seconds, status=status,
             policies=partial(self.limits.approvals.policy_for, turn.workspace), parked=PolicyApprovals(
-                self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, turn_id=turn.turn_id,
-                requester=turn.user_id),
+                self.redis, self.keys, poster, turn, run_id=run_id),
         )
         egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn))
         files = self.outputs.files(turn, poster)
