@@ -15,13 +15,17 @@ from tests.bot.conftest import SECRET
 from tests.bot.service_processes import post_mention, process, service_env
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.slack_api import Call, FakeSlack
-from tests.processes import BotProcess, RedisServer
+from tests.processes import BotProcess, RedisServer, until
 from tests.shapes.test_approval_shape import TIME_SERVER
 from tests.signing import action_body, command_body, next_ts, signed_headers
 
 
 def _dm_card(call: Call) -> bool:
     return call.params.get("channel") == "U5" and APPROVE_ACTION_ID in json.dumps(call.params.get("blocks") or "")
+
+
+async def _logged(process: BotProcess, words: str) -> bool:
+    return words in process.log()
 
 
 async def _signed(web: BotProcess, body: bytes) -> str:
@@ -53,6 +57,9 @@ async def test_web_and_worker_killed_while_a_run_is_parked_then_approved_finish_
             [dm] = await fake_slack.wait_for("chat.postMessage", predicate=_dm_card, timeout=120)
             await fake_slack.wait_for("agents.sessions.setStatus", timeout=120,
                                       predicate=lambda c: c.params.get("status") == "suspended")
+            # The job that parked it has returned (arq logs its result): a kill before that leaves arq's record of a
+            # running job, and the run then waits for arq to give that job up (minutes), as for any killed job.
+            await until(lambda: _logged(worker, "● 'parked'"), timeout=120, what="the parking job's end")
             await worker.stop(signal.SIGKILL)
             await web.stop(signal.SIGKILL)
         assert len(fake_openai.requests) == 1
