@@ -252,6 +252,9 @@ class Stopped:
     store_failed: bool = False
     #: What stopped the run, as values (the limit and the value observed, who cancelled, an error's cause).
     facts: StopFacts = StopFacts()
+    #: Not an end: a tool call waits for an approval that may take hours. The run is saved at that call (status
+    #: ``parked``) and is resumed with ``RunRequest.resume`` once decided; nothing of this event is to be posted.
+    parked: bool = False
 
 
 Event = (RunStarted | ThoughtDelta | AnswerDelta | StreamReset | Thought | ToolCalled | Observed | StepFinished

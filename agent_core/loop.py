@@ -37,6 +37,8 @@ from agent_core.request import RunRequest
 from agent_core.settings import AgentSettings
 from agent_core.sse import DeltaSink
 from agent_core.steps import accounting, acting, closing, deltas, endings, progress, reading
+from agent_core.steps.closing import Deadline
+from agent_core.steps.parking import planned, replayed, saved_step
 from agent_core.steps.planning import Planner
 from agent_core.steps.run_state import Run, TraceBuffer, start_of
 from agent_core.stopper import CallPlan, Stop, Stopper
@@ -47,6 +49,7 @@ from tools import (
     DEFAULT_OBSERVATION_MAX_CHARS,
     Executor,
     GuardMode,
+    Parked,
     Redactor,
     Registry,
     ToolContext,
@@ -59,10 +62,6 @@ T = TypeVar("T")
 #: An LLM call's outcome: the reply; a Stop (the budget refused the call, or the reply ends the run); or the
 #: prompt and plan of one more call (an answer cut off at its cap, asked for again with a larger one).
 _Outcome = LLMResponse | Stop | tuple[context.Prompt, CallPlan]
-
-
-class _Deadline(Exception):
-    """The run's wall-clock cap fired while something was in flight."""
 
 
 #: Told each LLM call's outcome (``ok`` or the failure's cause) and its seconds, e.g. for metrics.
@@ -168,7 +167,7 @@ class Agent:
         upcoming: tuple[context.Prompt, CallPlan | Stop] | None = None  # the next call, made ready with a write
         try:
             while stop is None:
-                prompt, plan = upcoming or self._planner.next_call(run)         # context, caps before the call
+                prompt, plan = upcoming or planned(run) or self._planner.next_call(run)  # context, caps
                 if isinstance(plan, Stop):
                     stop = plan
                     break
@@ -207,8 +206,8 @@ class Agent:
                 upcoming = self._planner.next_call(run) if stop is None else None
                 for finished in await closing.persist(run, self.store, upcoming[1] if upcoming else None):  # saved
                     yield finished
-        except (Cancelled, _Deadline, LLMError, StoreError) as exc:
-            stop = self._stop_for(run, exc)
+        except (Cancelled, Deadline, LLMError, StoreError, Parked) as exc:
+            stop = closing.stop_for(run, exc)
         finally:
             await live.aclose()  # an abandoned run's call is cancelled now, not left reading
             await run.holds.drop_first()
@@ -217,22 +216,11 @@ class Agent:
             yield end
 
     # -- the steps of the loop ------------------------------------------------------------------------
-    def _stop_for(self, run: Run, exc: Exception) -> Stop:
-        """The stop of a run that an exception ended: a cancel, the time cap, the LLM or the store failing."""
-        if isinstance(exc, Cancelled):
-            return Stop(StopReason.CANCELLED, f"cancelled: {exc.reason}", facts=StopFacts(cancelled_by=exc.reason))
-        if isinstance(exc, _Deadline):
-            return run.stopper.time_stop()
-        if isinstance(exc, LLMError):
-            return Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}",
-                        facts=StopFacts(case="llm", cause=exc.cause, message=str(exc)))
-        return Stop(StopReason.ERROR, f"error: the state store failed: {exc}", store_failed=True,
-                    facts=StopFacts(case="store", message=str(exc)))
-
     async def _open(self, request: RunRequest) -> Run:
         """The run's state: where it starts (``start_of``), its stopper, budget holds, tools and system message."""
         thread, registry = request.thread, request.registry
         earlier, task_message, current, progress_state = await start_of(request, self.store)
+        replay, done = saved_step(progress_state) if request.resume else (None, {})
         run_id = progress_state.run_id or uuid.uuid4().hex
         budget = request.budget or self.budget
         calibration = Calibration(getattr(self.counter, "margin", 1.0), budget)
@@ -247,7 +235,7 @@ class Agent:
                             timeouts=self.options.tool_timeouts, exfiltration_guard=self.exfiltration_guard)
         # The guard is the run's, but private data read by earlier runs of the thread is in its context too.
         executor.remember_transcript(m.get("content") for m in (*earlier, *current))
-        is_new = not current
+        is_new = not current and progress_state.status != "parked"  # parked in its first step: the task is saved
         scope = request.scope or ToolContext(run_id="", step=0)
         stored_task = task_message
         if request.attachments:  # a resumed run is given its files again: its images are sent again
@@ -276,7 +264,7 @@ class Agent:
                 executor.registry.describe(), protocol_text),
             model=request.model.name if request.model else None,
             tools_tokens=count_tools(self.counter, tools_spec),
-            calibration=calibration,
+            calibration=calibration, replay=replay, done=done,
         )
         run.progress = replace(run.progress, run_id=run.run_id)
         return run
@@ -290,6 +278,8 @@ class Agent:
         self, run: Run, prompt: context.Prompt, plan: CallPlan, on_delta: DeltaSink
     ) -> _Outcome:
         """The step's LLM call under its budget hold (or the Stop of a budget that refused it), accounted for."""
+        if run.replay is not None:  # a parked run's step, saved with the call it was parked at: no call again
+            return replayed(run)
         hold = await run.holds.take(plan, prompt.tokens + run.tools_tokens)
         if isinstance(hold, Stop):
             return hold
@@ -332,5 +322,5 @@ class Agent:
                 return await run.cancel.race(work)
         except TimeoutError:
             if run.stopper.seconds_left() <= 0:
-                raise _Deadline from None
+                raise Deadline from None
             raise

@@ -38,6 +38,8 @@ class Stop:
     answer: str = ""
     #: What stopped it, as values (see ``Stopped.facts``).
     facts: StopFacts = StopFacts()
+    #: Not an end: the run waits for an approval, saved at the held call (see ``Stopped.parked``).
+    parked: bool = False
 
 
 @dataclass(frozen=True, slots=True)

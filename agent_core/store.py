@@ -11,7 +11,8 @@ from agent_core.redis_batch import Pending
 Message = dict[str, Any]
 """One Chat Completions message (``role``, ``content``, ``tool_calls``, ``tool_call_id``)."""
 
-RunStatus = Literal["idle", "running", "stopped"]
+#: ``parked``: the run waits for an approval, saved at the held call (``agent_core.parking``), no worker on it.
+RunStatus = Literal["idle", "running", "parked", "stopped"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +35,13 @@ class Progress:
     #: The answer, once the run stopped: the end is saved before it is posted, so a worker that died in between
     #: leaves the next one what to post, without reading the history back.
     answer: str = ""
+    #: A parked run's step: the model's reply (an assistant message) and the results its other calls already got.
+    pending: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        extra = {"answer": self.answer} if self.answer else {}
+        extra: dict[str, Any] = {"answer": self.answer} if self.answer else {}
+        if self.pending:
+            extra["pending"] = self.pending
         return extra | {
             "task": self.task,
             "run_id": self.run_id,
@@ -58,7 +63,7 @@ class Progress:
             task=str(data.get("task", "")),
             run_id=str(data.get("run_id", "")),
             step=int(data.get("step", 0)),
-            status=status if status in ("idle", "running", "stopped") else "idle",
+            status=status if status in ("idle", "running", "parked", "stopped") else "idle",
             tools_used=tuple(str(t) for t in data.get("tools_used", ())),
             findings=tuple(str(f) for f in data.get("findings", ())),
             stop_reason=str(data.get("stop_reason", "")),
@@ -67,6 +72,7 @@ class Progress:
             cost_micros=int(data.get("cost_micros", 0)),
             usage_estimated=bool(data.get("usage_estimated", False)),
             answer=str(data.get("answer", "")),
+            pending=pending if isinstance(pending := data.get("pending"), dict) else {},
         )
 
 

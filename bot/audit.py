@@ -29,9 +29,9 @@ from typing import Any, Literal, get_args
 from publicsuffixlist import PublicSuffixList
 
 AuditEvent = Literal[
-    "run.finished", "run.refused", "limits.changed", "approval.decided", "guard.decided", "app.installed",
-    "app.uninstalled", "app.tokens_revoked", "schedule.created", "schedule.deleted", "schedule.paused",
-    "schedule.fired", "schedule.skipped",
+    "run.finished", "run.refused", "limits.changed", "approval.requested", "approval.decided", "approval.expired",
+    "guard.decided", "app.installed", "app.uninstalled", "app.tokens_revoked", "schedule.created", "schedule.deleted",
+    "schedule.paused", "schedule.fired", "schedule.skipped",
 ]
 EVENTS: tuple[AuditEvent, ...] = get_args(AuditEvent)
 #: Raised when a field is added, renamed or changes meaning (a new event kind alone keeps it).
@@ -65,6 +65,11 @@ FIELDS: dict[AuditEvent, dict[str, Any]] = {
                        "old": _STR, "new": _STR},
     "approval.decided": {**_RUN, "kind": {"enum": ["tool", "egress"]}, "tool": _STR, "requester": _STR,
                          "verdict": _STR, "decided_by": _STR},
+    # Under an approval policy (``/agent-limits approvals``): the pattern, the people who may decide, how many must.
+    "approval.requested": {**_RUN, "kind": {"enum": ["tool", "egress"]}, "tool": _STR, "requester": _STR,
+                           "policy": _STR, "approvers": {"type": "array", "items": _STR}, "min": _INT},
+    "approval.expired": {**_RUN, "kind": {"enum": ["tool", "egress"]}, "tool": _STR, "requester": _STR,
+                         "policy": _STR, "approvers": {"type": "array", "items": _STR}},
     "guard.decided": {**_RUN, "tool": _STR, "decision": {"enum": ["held_back"]}, "reason": _STR, "host": _STR,
                       "service": _STR},
     "app.installed": {**_WHERE, "org_wide": _BOOL, "installer": _STR, "scopes": {"type": "array", "items": _STR}},

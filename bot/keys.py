@@ -53,6 +53,15 @@ class AppKeys(Keys):
         """One approval request: ``pending``, then its decision; also the channel the decision is published on."""
         return f"{self.thread_base(thread)}:approval:{run_id}:{request_id}"
 
+    def approval_request(self, thread: str, run_id: str, request_id: str) -> str:
+        """Hash: a policy's approval request of a parked run: its approvers, votes, cards and deadline
+        (``bot.runs.approval_park``); the decision itself stays in ``approval``."""
+        return f"{self.thread_base(thread)}:approval:{run_id}:{request_id}:request"
+
+    def approval_deadlines(self) -> str:
+        """Sorted set: a parked run's approval request (``thread|run|request``) -> when it expires (epoch s)."""
+        return f"{self.prefix}:approval:deadlines"
+
     def thread_files(self, thread: str) -> str:
         """Hash: file id -> a file posted in the thread's turns (its reference and the message ts), so a follow-up
         can use files posted earlier; it expires with the thread (``bot.runs.files``)."""
@@ -120,6 +129,10 @@ class AppKeys(Keys):
     def limits_audit(self, ws: Workspace) -> str:
         """List: capped, newest first: who changed which limit, when, old -> new."""
         return f"{self.namespace(ws)}:limits:audit"
+
+    def approval_policies(self, ws: Workspace) -> str:
+        """Hash: the workspace's approval policies, pattern (a tool, ``server__*``, ``guard``) -> policy JSON."""
+        return f"{self.namespace(ws)}:approvals"
 
     def tool_choice(self, ws: Workspace) -> str:
         """Hash: the workspace's own tool rules, name or ``<server>__*`` -> ``on``/``off`` (none: all on)."""

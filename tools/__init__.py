@@ -5,7 +5,7 @@ here (``SlackReader`` is a port ``bot`` implements), and no ``agent_core``.
 """
 
 from tools.builtins import builtin_registry
-from tools.context import Approver, RefuseAll, RunFile, Scheduler, SlackReader, ToolContext
+from tools.context import Approver, Parked, RefuseAll, RunFile, Scheduler, SlackReader, ToolContext
 from tools.egress import (
     DEFAULT_GUARD_MODE,
     BadDomain,
@@ -59,6 +59,7 @@ __all__ = [
     "SlackReader",
     "RunFile",
     "Approver",
+    "Parked",
     "RefuseAll",
     "TraceSink",
     "InMemoryTraceSink",

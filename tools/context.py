@@ -59,6 +59,12 @@ class Approver(Protocol):
         ...
 
 
+class Parked(Exception):
+    """Raised by an ``Approver`` that cannot answer now: the decision may take hours. The engine saves the run at
+    this call (the step's reply, the results of its other calls) and ends it without an answer; the caller resumes
+    it once decided, and the same call is put to the approver again, who then answers at once."""
+
+
 class Scheduler(Protocol):
     """Proposes a schedule to the run's asker, implemented by the Slack app (``bot``): nothing is created until
     the asker confirms it themselves, so no tool result or page the run read can schedule work."""

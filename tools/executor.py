@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tools.context import ToolContext
+from tools.context import Parked, ToolContext
 from tools.egress import DEFAULT_GUARD_MODE, EgressHeld, GuardMode
 from tools.exfiltration import ExfiltrationGuard
 from tools.redact import Redactor
@@ -196,17 +196,15 @@ class Executor:
     async def _ask_approval(self, tool: Tool, call: PreparedCall, ctx: ToolContext) -> ToolResult | None:
         try:
             approved = await ctx.approver.approve(tool.name, call.arguments, ctx)
+        except Parked:  # the run is saved here and resumed once decided (``agent_core.parking``)
+            raise
         except Exception as exc:  # fail closed: no answer from the approver is a refusal
             log.warning("approver failed for %s: %s", tool.name, _describe_exception(exc))
             approved = False
         if approved:
             return None
-        return self._failure(
-            tool.name,
-            Outcome.REFUSED,
-            f"{tool.name} needs approval before it runs, and this call was refused (not approved). "
-            "It did not run; do not retry it unchanged.",
-        )
+        return self._failure(tool.name, Outcome.REFUSED, f"{tool.name} needs approval before it runs, and this call "
+                             "was refused (not approved). It did not run; do not retry it unchanged.")
 
     def _failure(self, tool: str, outcome: Outcome, text: str) -> ToolResult:
         text = shape(self._redactor.redact(text), self._max_chars)

@@ -35,7 +35,7 @@ from functools import partial
 from typing import Any
 
 from tools.answer_links import neutralise
-from tools.context import ToolContext
+from tools.context import Parked, ToolContext
 from tools.destinations import (
     Ask,
     payload,
@@ -318,6 +318,8 @@ class ExfiltrationGuard:
                 answer = await approver.approve_egress(request, ctx)
             else:
                 answer = await approver.approve(tool.name, arguments, ctx)
+        except Parked:
+            raise  # asked by a policy's approvers: the run is saved here and resumed once decided
         except Exception as exc:  # fail closed: no answer is a refusal
             log.warning("approver failed for %s: %s", tool.name, type(exc).__name__)
             return EgressAnswer.DENY

@@ -11,7 +11,7 @@ from agent_core.events import Observed
 from agent_core.steps import progress
 from agent_core.steps.run_state import Run, Step
 from agent_core.stopper import Stop
-from tools import PreparedCall, ToolContext, ToolResult, wrap_untrusted
+from tools import Parked, PreparedCall, ToolContext, ToolResult, wrap_untrusted
 
 
 def check_loops(run: Run, step: Step) -> Stop | None:
@@ -29,7 +29,23 @@ async def act(run: Run, step: Step, protocol: Literal["tools", "react"]) -> list
         return replace(run.scope, run_id=run.run_id, step=run.stopper.steps, task=run.progress.task,
                        thought=step.thought or "")
 
-    results = list(await asyncio.gather(*(run.executor.execute(c, ctx(c)) for c in step.calls)))
+    async def one(call: PreparedCall) -> ToolResult | Parked:
+        earlier = run.done.pop(call.call_id, None)  # a parked step's call that ran before it was parked
+        if earlier is not None:
+            if (tool := run.executor.registry.get(call.tool)) is not None:
+                run.executor.guard.observe(tool, earlier)
+            return earlier
+        try:
+            return await run.executor.execute(call, ctx(call))
+        except Parked as exc:
+            return exc
+
+    outcomes = await asyncio.gather(*(one(c) for c in step.calls))
+    parked = [o for o in outcomes if isinstance(o, Parked)]
+    if parked:  # the run is saved here (``agent_core.parking``): the other calls' results are kept for the resume
+        run.done = {c.call_id: o for c, o in zip(step.calls, outcomes, strict=True) if isinstance(o, ToolResult)}
+        raise parked[0]
+    results = [o for o in outcomes if isinstance(o, ToolResult)]
     for call, result in zip(step.calls, results, strict=True):
         wrapped = wrap_untrusted(call.tool, result.text)
         if protocol == "react":

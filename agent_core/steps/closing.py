@@ -6,13 +6,19 @@ from dataclasses import replace
 
 from agent_core import history
 from agent_core.cancel import Cancelled
-from agent_core.errors import StoreError
+from agent_core.errors import LLMError, StoreError
 from agent_core.events import StepFinished, StopFacts, Stopped, StopReason
-from agent_core.steps import progress
+from agent_core.steps import parking, progress
 from agent_core.steps.acting import shown
 from agent_core.steps.run_state import Run
 from agent_core.stopper import CallPlan, Stop
 from agent_core.store import ThreadStore
+from tools import Parked
+
+
+class Deadline(Exception):
+    """The run's wall-clock cap fired while something was in flight."""
+
 
 _LEASE_LOST_ANSWER = "This run was stopped here because another worker took it over; it goes on there."
 
@@ -37,6 +43,8 @@ async def close(run: Run, store: ThreadStore | None, stop: Stop, answer: str) ->
         return [Stopped(StopReason.CANCELLED, _LEASE_LOST_ANSWER, run.stopper.steps, run.stopper.usage,
                         run.cancel.reason, run.run_id, lease_lost=True,
                         facts=StopFacts(case="lease_lost", cancelled_by=run.cancel.reason))]
+    if stop.parked:
+        return await _park(run, store, stop)
     reason, facts = stop.reason, stop.facts
     if reason is not StopReason.FINAL_ANSWER:
         for call_id in history.unanswered(run.current):
@@ -58,3 +66,31 @@ async def close(run: Run, store: ThreadStore | None, stop: Stop, answer: str) ->
         detail, store_failed = f"{detail}; the conversation could not be saved: {exc}", True
     return [*finished, Stopped(reason, answer, run.stopper.steps, run.stopper.usage, detail, run.run_id,
                                store_failed=store_failed, facts=facts)]
+
+
+async def _park(run: Run, store: ThreadStore | None, stop: Stop) -> list[StepFinished | Stopped]:
+    """Save the run at its held call (``agent_core.parking``): the step is not finished, nothing is answered."""
+    run.progress = replace(run.progress, status="parked", step=run.stopper.steps, pending=parking.pending_of(run))
+    run.open_step = None  # shown again, whole, when the resumed run finishes it
+    try:
+        await persist(run, store)
+    except StoreError as exc:
+        return [Stopped(StopReason.ERROR, f"The run could not be saved while it waits for an approval: {exc}",
+                        run.stopper.steps, run.stopper.usage, f"error: {exc}", run.run_id, store_failed=True)]
+    return [Stopped(StopReason.CANCELLED, "Waiting for an approval.", run.stopper.steps, run.stopper.usage,
+                    stop.detail, run.run_id, parked=True)]
+
+
+def stop_for(run: Run, exc: Exception) -> Stop:
+    """The stop of a run that an exception ended: a cancel, a park, the time cap, the LLM or the store failing."""
+    if isinstance(exc, Cancelled):
+        return Stop(StopReason.CANCELLED, f"cancelled: {exc.reason}", facts=StopFacts(cancelled_by=exc.reason))
+    if isinstance(exc, Parked):
+        return parking.stop(str(exc))
+    if isinstance(exc, Deadline):
+        return run.stopper.time_stop()
+    if isinstance(exc, LLMError):
+        return Stop(StopReason.ERROR, f"error: {exc.cause}: {exc}",
+                    facts=StopFacts(case="llm", cause=exc.cause, message=str(exc)))
+    return Stop(StopReason.ERROR, f"error: the state store failed: {exc}", store_failed=True,
+                facts=StopFacts(case="store", message=str(exc)))

@@ -10,12 +10,13 @@ from agent_core.attachments import is_task_message
 from agent_core.budget.calibration import Calibration
 from agent_core.budget.hold import RunHolds
 from agent_core.cancel import CancelToken
+from agent_core.completion import LLMResponse
 from agent_core.events import StepFinished
 from agent_core.history import Trail, Window
 from agent_core.request import RunRequest
 from agent_core.stopper import Stopper
 from agent_core.store import Message, Progress, ThreadStore
-from tools import Executor, PreparedCall, ToolContext, record_dict
+from tools import Executor, PreparedCall, ToolContext, ToolResult, record_dict
 
 
 @dataclass
@@ -67,6 +68,10 @@ class Run:
     calibration: Calibration = field(default_factory=lambda: Calibration(1.0))
     #: ``current`` counted as it grows and fitted to the history budget (see ``Trail``); made by the loop.
     trail: Trail | None = None
+    #: A parked run resumed: its step's saved reply, used instead of the next LLM call (``agent_core.parking``),
+    #: and the results its calls got before it was parked, by call id (those are not run again).
+    replay: LLMResponse | None = None
+    done: dict[str, ToolResult] = field(default_factory=dict)
 
     def remember(self, message: Message) -> None:
         """Add a message to this run's conversation and to what the next persist writes."""
@@ -112,7 +117,7 @@ async def start_of(
         state = request.loaded or await store.load(request.thread)
         earlier, saved = [*state.history, *earlier], state.progress
     task: Message = {"role": "user", "content": request.task}
-    if request.resume and saved.status == "running" and saved.task:
+    if request.resume and saved.status in ("running", "parked") and saved.task:
         found = split_resumed(earlier, saved.task)
         return (*found, saved) if found is not None else (earlier, task, [], saved)
     return earlier, task, [], Progress(task=request.task, run_id=request.run_id or uuid.uuid4().hex, status="running")

@@ -18,7 +18,7 @@ from bot.slack_client import SlackSettings
 DEFAULT_BOT_SCOPES = (
     "app_mentions:read,assistant:write,canvases:write,channels:history,channels:read,chat:write,commands,"
     "files:read,files:write,groups:history,groups:read,im:history,mpim:history,reactions:write,search:read.public,"
-    "users:read"
+    "usergroups:read,users:read"
 )
 
 

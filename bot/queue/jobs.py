@@ -31,6 +31,7 @@ from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
 from bot.queue.fair import NOTICES_EACH, Admission, WorkspaceGate
+from bot.queue.parked import ApprovalExpiry
 from bot.queue.resume import Resumer, holder_of
 from bot.queue.schedule_clock import ScheduleClock
 from bot.queue.schedule_fire import ScheduleFirer
@@ -138,6 +139,7 @@ class Runtime:
             ttl_seconds=settings.thread_ttl_seconds, max_concurrent=settings.worker_max_jobs,
             deadline_seconds=job_timeout(settings) - OWN_DEADLINE_MARGIN_SECONDS,
         )
+        self.resumer.expiry = ApprovalExpiry(redis, queue, self.keys, self.clients)
 
     async def start(self) -> None:
         await self.toolbox.start()
@@ -177,11 +179,8 @@ class Runtime:
                     with telemetry.job(head.traceparent, job_id, job_try, self.settings.arq_queue_name):
                         outcome = await self.runner.run(head, resumed=job_try > 1, last_try=last_try,
                                                         holder=holder_of(self.worker_id, job_id), job_id=job_id)
-                if outcome == "interrupted":
-                    return "interrupted"  # slot and turn stay: the worker resuming the run frees them
-                if outcome == "elsewhere":
-                    await self.threads.release(conversation, job_id, follow=False)
-                    return "elsewhere"
+                if outcome != "done":
+                    return await self._not_done(conversation, job_id, outcome)
                 await self.threads.finish(conversation, head.turn_id, job_id)
                 return "ran"
         except asyncio.CancelledError:
@@ -198,6 +197,16 @@ class Runtime:
             raise
         await self.threads.release(conversation, job_id)
         return "idle"
+
+    async def _not_done(self, conversation: Conversation, job_id: str, outcome: str) -> str:
+        """The slots of a run that did not end here: ``interrupted`` keeps both (the worker resuming it frees them),
+        ``parked`` gives the workspace's back (it waits for an approval; its turn stays at the head, and a decision
+        queues it again), ``elsewhere`` gives the thread's back (the run is live on another worker)."""
+        if outcome == "parked":
+            await self.threads.leave(conversation)
+        elif outcome == "elsewhere":
+            await self.threads.release(conversation, job_id, follow=False)
+        return outcome
 
     async def _enter(self, conversation: Conversation, turn_id: str, job_id: str) -> Slot | str:
         """The workspace's slot, then the thread's (with the turn to run), or why this job does not run."""

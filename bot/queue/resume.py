@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from agent_core import Lease, RunLeases, StoreError
 from bot.i18n import _, speaking
 from bot.keys import AppKeys
+from bot.queue.parked import ApprovalExpiry
 from bot.queue.turns import ThreadQueue
 from bot.runs.run import TurnRunner
 from bot.thread import render
@@ -56,6 +57,7 @@ class Resumer:
         self._deadline = deadline_seconds
         self._slots = asyncio.Semaphore(max_concurrent)
         self._tasks: set[asyncio.Task[None]] = set()
+        self.expiry: ApprovalExpiry | None = None
 
     async def run_forever(self) -> None:
         """Scan now, then every ``scan_seconds``; a Redis outage only delays the next scan."""
@@ -65,6 +67,8 @@ class Resumer:
                     await self.scan()
                     await self.threads.sweep_lines()
                     await self.runner.open_streams.sweep()  # streams their runs could not stop
+                    if self.expiry is not None:
+                        await self.expiry.sweep()  # approvals of parked runs past their deadline
                 except (RedisError, OSError) as exc:
                     log.warning("resume scan skipped: Redis failed (%s)", exc)
                 await asyncio.sleep(self.scan_seconds)

@@ -20,13 +20,16 @@ APPROVE_RUN_ACTION_ID = "agent_approve_run"
 DENY_ACTION_ID = "agent_deny"
 
 
-def request_message(tool: str, arguments: Mapping[str, Any], ref: ApprovalRef, requester: str) -> SlackMessage:
-    """The reply asking for a decision: the tool, its arguments as code, Approve and Deny."""
+def request_message(
+    tool: str, arguments: Mapping[str, Any], ref: ApprovalRef, requester: str, note: str = ""
+) -> SlackMessage:
+    """The reply asking for a decision: the tool, its arguments as code, Approve and Deny (``note``: who may decide,
+    when a policy says)."""
     head = _(":raised_hand: Approval needed: I want to run {tool} with").format(tool=mrkdwn.inline_code(tool))
-    return _asking(head, f"{head}\n{_arguments_block(arguments)}", ref, requester)
+    return _asking(head, f"{head}\n{_arguments_block(arguments)}", ref, requester, note=note)
 
 
-def egress_message(request: EgressRequest, ref: ApprovalRef, requester: str) -> SlackMessage:
+def egress_message(request: EgressRequest, ref: ApprovalRef, requester: str, note: str = "") -> SlackMessage:
     """The exfiltration guard's question: why, the destination by name, exactly what would be sent (a URL's query
     string on a line of its own), and Approve / Approve for this run / Deny."""
     where = request.destination or request.host
@@ -44,10 +47,12 @@ def egress_message(request: EgressRequest, ref: ApprovalRef, requester: str) -> 
     run_label = mrkdwn.shorten(_("Approve {where} for this run").format(where=where), 75)
     lines.append(_("_{label}_ lets every later call of this run to {where} go out without asking.").format(
         label=mrkdwn.escape(run_label), where=mrkdwn.escape(where)))
-    return _asking(head, "\n".join(lines), ref, requester, run_label=run_label)
+    return _asking(head, "\n".join(lines), ref, requester, run_label=run_label, note=note)
 
 
-def _asking(head: str, text: str, ref: ApprovalRef, requester: str, *, run_label: str = "") -> SlackMessage:
+def _asking(
+    head: str, text: str, ref: ApprovalRef, requester: str, *, run_label: str = "", note: str = ""
+) -> SlackMessage:
     who = f"<@{requester}>" if requester else _("the person who asked")
     elements: list[dict[str, Any]] = [
         {"type": "button", "action_id": APPROVE_ACTION_ID, "style": "primary",
@@ -60,7 +65,7 @@ def _asking(head: str, text: str, ref: ApprovalRef, requester: str, *, run_label
     elements.append({"type": "button", "action_id": DENY_ACTION_ID, "style": "danger",
                      "text": {"type": "plain_text", "text": _("Deny")}, "value": ref.value()})
     buttons = {"type": "actions", "block_id": "agent_approval", "elements": elements}
-    note = _("Only {who} or a workspace admin can decide.").format(who=who)
+    note = note or _("Only {who} or a workspace admin can decide.").format(who=who)
     return SlackMessage(
         mrkdwn.shorten(_("{head} (approve or deny in Slack)").format(head=head), 1_500),
         (_section(text), {"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}, buttons),
@@ -91,7 +96,8 @@ def decided_message(
 
 def _by(decision: Decision) -> str:
     """`` by <@U1>``: who decided (to be formatted with the rest of the line)."""
-    return _(" by {who}").format(who=f"<@{decision.user}>") if decision.user else ""
+    who = ", ".join(f"<@{u}>" for u in decision.user.split(",")) if decision.user else ""  # min 2: all of them
+    return _(" by {who}").format(who=who) if who else ""
 
 
 def _arguments_block(arguments: Mapping[str, Any]) -> str:

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 from redis.asyncio import Redis
@@ -31,13 +31,17 @@ from bot import audit
 from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.runs.approval_messages import decided_message, egress_message, request_message
+from bot.runs.approval_park import ApproversUnreadable, PolicyApprovals
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide, next_decision, open_request
 from bot.thread.poster import Poster, ThreadStatus
 from bot.thread.render import SlackMessage
 from bot.turn import Target
+from bot.workspace.settings import ApprovalPolicy, Kind
 from tools import EgressAnswer, EgressRequest, ToolContext
 
 log = logging.getLogger(__name__)
+#: The approval policy a call falls under (``bot.workspace.settings.policy_for`` over the workspace's).
+PolicyLookup = Callable[[str, Kind], Awaitable[ApprovalPolicy | None]]
 
 #: When the run ends with requests still open, how long ``aclose`` waits for their replies to be edited.
 CLOSE_WAIT_SECONDS = 5.0
@@ -59,9 +63,12 @@ class SlackApprover:
         timeout_seconds: float,
         deadline: float,
         status: ThreadStatus | None = None,
+        policies: PolicyLookup | None = None,
+        parked: PolicyApprovals | None = None,
     ) -> None:
         """``deadline`` is the run's end on ``time.monotonic``'s clock: no request waits beyond it; ``status``
-        (the thread's agent session) shows ``suspended`` while a request waits."""
+        (the thread's agent session) shows ``suspended`` while a request waits. ``policies`` finds the approval
+        policy a call falls under; one that has a policy is asked through ``parked`` (the run parks meanwhile)."""
         self._redis = redis
         self._keys = keys
         self._poster = poster
@@ -77,8 +84,15 @@ class SlackApprover:
         self._open: set[asyncio.Future[None]] = set()
         self._status = status
         self._waiting = 0  # requests waiting now: the session is suspended from the first to the last
+        self._policies = policies
+        self._parked = parked
 
     async def approve(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
+        policy = await self._policy(tool, "tool")
+        if policy is not None:
+            decision = await self._by_policy("tool", tool, arguments, ctx, policy, lambda ref, note: request_message(
+                tool, arguments, ref, self._requester, note))
+            return decision.verdict is Verdict.APPROVED
         decision = await self._ask("tool", tool, arguments,
                                    lambda ref: request_message(tool, arguments, ref, self._requester))
         return decision.verdict is Verdict.APPROVED  # "for this run" is never offered here
@@ -86,10 +100,39 @@ class SlackApprover:
     async def approve_egress(self, request: EgressRequest, ctx: ToolContext) -> EgressAnswer:
         """The exfiltration guard's question (mode ``approve``): the destination, exactly what would be sent,
         and Approve / Approve for this run / Deny."""
-        decision = await self._ask("egress", request.tool, request.arguments,
-                                   lambda ref: egress_message(request, ref, self._requester))
+        policy = await self._policy(request.tool, "egress")
+        if policy is not None:
+            decision = await self._by_policy("egress", request.tool, request.arguments, ctx, policy,
+                                             lambda ref, note: egress_message(request, ref, self._requester, note))
+        else:
+            decision = await self._ask("egress", request.tool, request.arguments,
+                                       lambda ref: egress_message(request, ref, self._requester))
         return {Verdict.APPROVED: EgressAnswer.ONCE,
                 Verdict.APPROVED_FOR_RUN: EgressAnswer.RUN}.get(decision.verdict, EgressAnswer.DENY)
+
+    async def _policy(self, tool: str, kind: Kind) -> ApprovalPolicy | None | Literal[False]:
+        """The policy the call falls under (None: none, the requester or an admin decides; False: the policies
+        could not be read, so the call is refused)."""
+        if self._policies is None:
+            return None
+        try:
+            return await self._policies(tool, kind)
+        except (RedisError, OSError) as exc:
+            log.warning("approval policies could not be read (%s): %s refused", exc, tool)
+            return False
+
+    async def _by_policy(
+        self, kind: Kind, tool: str, arguments: Mapping[str, Any], ctx: ToolContext,
+        policy: ApprovalPolicy | Literal[False], card: Callable[[ApprovalRef, str], SlackMessage],
+    ) -> Decision:
+        """The policy's approvers decide, the run parked meanwhile (``Parked`` propagates); anything else refuses."""
+        if policy is False or self._parked is None:
+            return Decision(Verdict.FAILED)
+        try:
+            return await self._parked.ask(kind, tool, arguments, ctx, policy, card)
+        except (ApproversUnreadable, RedisError, OSError) as exc:
+            log.warning("approval of %s by its policy failed (%s): refused", tool, exc)
+            return Decision(Verdict.FAILED)
 
     async def _ask(
         self, kind: Literal["tool", "egress"], tool: str, arguments: Mapping[str, Any],
@@ -142,6 +185,14 @@ class SlackApprover:
                 finished.set_result(None)
                 self._open.discard(finished)
         return decision
+
+    async def ended(self) -> None:
+        """The run is over (not parked): requests it made under a policy and left undecided are closed."""
+        if self._parked is not None:
+            try:
+                await self._parked.close_open()
+            except (RedisError, OSError) as exc:  # they expire at their deadline instead
+                log.warning("run %s: open approval requests not closed (%s)", self._run_id, exc)
 
     async def aclose(self) -> None:
         """The run ended: close open requests (refused) and wait briefly for their replies to be edited."""

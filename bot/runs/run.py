@@ -34,6 +34,7 @@ from bot.keys import AppKeys
 from bot.logs import log_context
 from bot.oauth.clients import WorkspaceClients
 from bot.runs.after import AfterRun, ToolTally
+from bot.runs.approval_park import PolicyApprovals
 from bot.runs.approvals import SlackApprover
 from bot.runs.cancel_watch import CancelWatch
 from bot.runs.claim import STORE_LOST_NOTICE as STORE_LOST_NOTICE
@@ -60,7 +61,6 @@ from bot.workspace.settings import about_run, instructions_of, split_run_model
 from tools import Registry, ToolContext
 
 log = logging.getLogger(__name__)
-#: Stream calls per minute per workspace, all streams together (under Slack's Tier 4).
 #: Queue notices (chat.postEphemeral, Tier 4) per minute per workspace, all askers together.
 NOTICES_PER_MINUTE = 90
 
@@ -78,9 +78,11 @@ class EventSource(Protocol):
 
 AgentFactory = Callable[[RunsSettings, RedisThreadStore, RedisTraceSink], EventSource]
 #: How a run ended for its job: ``done`` (answered or refused: the turn is finished), ``elsewhere`` (another
-#: runner holds its lease: leave it alone) or ``interrupted`` (its lease was lost or its state store failed:
-#: the lease lapses and a worker resumes it from its last persisted step).
-RunOutcome = Literal["done", "elsewhere", "interrupted"]
+#: runner holds its lease: leave it alone), ``interrupted`` (its lease was lost or its state store failed: the lease
+#: lapses and a worker resumes it from its last persisted step) or ``parked`` (saved at a call waiting for an
+#: approval, its lease released: the decision queues it again, ``bot.queue.parked``).
+RunOutcome = Literal["done", "elsewhere", "interrupted", "parked"]
+PARKED = "parked"  # what ``_drive`` returns for a parked run
 NO_TASK_NOTICE = N_("`/model <name> <task>`: say what to do after the model's name. Nothing was started.")
 
 
@@ -186,7 +188,7 @@ class TurnRunner:
                 # Finished just before a restart: its answer may not be out yet.
                 await post_missing_final(self.outputs, self.limits.display, self.after, turn, progress, poster)
                 return "done"
-            resume = mine and progress.status == "running"
+            resume = mine and progress.status in ("running", "parked")
             parts = await self._prepare(turn, poster, job_id, claim)
         except (StoreError, RedisError, OSError) as exc:
             await claim.wait_for_store(partial(poster.post, turn.target), exc, told=resumed)
@@ -197,15 +199,18 @@ class TurnRunner:
             await claim.interrupted(partial(poster.post, turn.target), claim.keeper.lost_reason)
             return "interrupted"
         # Said where the run had shown something; one that never got as far has said it was waiting.
-        if resume or (resumed and (await parts.ledger.get()).get("first_ts")):
+        if (resume and progress.status == "running") or (resumed and (await parts.ledger.get()).get("first_ts")):
             await poster.post(turn.target, render.notice(
                 _(":arrows_counterclockwise: I was restarted mid-run; picking up from the last saved step.")
             ))
         with metrics.run_in_progress():
             unwritable = await self._drive(turn, parts, claim, state, resume=resume, last_try=last_try)
+        if unwritable == PARKED:
+            return "parked"
         telemetry.run_finished(parts.sink.final)
         if unwritable is None:
             return "interrupted"
+        await parts.approver.ended()  # its policies' requests still open say the run stopped
         await self.after.finished(turn, parts.sink.final, parts.plan, poster.client, unwritable=unwritable,
                                   tools=parts.tools.calls)
         return "done"
@@ -254,7 +259,7 @@ class TurnRunner:
         # Opened before the downloads, so the asker may Stop them (it names the requester). ``job``: the job holding
         # the thread's slot, which a worker resuming the run frees when it is done. The turn's files are recorded
         # for the thread's later runs in the same round trip.
-        await ledger.open(*record_files, requester=turn.user_id, thread=turn.thread, job=job_id)
+        await ledger.open(*record_files, requester=turn.user_id, thread=turn.thread, job=job_id, parked="")
         # Raced against Stop, the lease and the time cap: stopped, the engine then ends the run at once.
         fetching = gather_attachments(turn, poster.client, refs, self.file_caps, external=plan.external_files)
         attachments, problems = await claim.before_start(fetching, plan.limits.max_seconds) or ((), "")
@@ -268,6 +273,8 @@ class TurnRunner:
             self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
             timeout_seconds=self.settings.agent_approval_timeout_seconds,
             deadline=claim.started + plan.limits.max_seconds, status=status,
+            policies=partial(self.limits.approvals.policy_for, turn.workspace), parked=PolicyApprovals(
+                self.redis, self.keys, poster, turn, run_id=run_id),
         )
         egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn))
         files = self.outputs.files(turn, poster)
@@ -302,6 +309,11 @@ class TurnRunner:
                 stream_text=sink.shows_answer_live, attachments=parts.attachments, started=claim.started,
             ))
             interrupted = await pipelined(events, sink, keeper.valid, parts.tools)
+            if interrupted is not None and interrupted.parked and keeper.valid():  # waits for approval, no worker
+                await parts.ledger.set(parked=turn.turn_id)  # so the Stop button queues it (to stop)
+                if sink.parts.status is not None:
+                    await sink.parts.status.suspend()
+                return PARKED
             if interrupted is not None or not keeper.valid():
                 why = ("store: " if interrupted is not None and interrupted.store_failed else "") + (
                     interrupted.detail if interrupted else keeper.lost_reason)

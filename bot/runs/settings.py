@@ -13,19 +13,13 @@ from bot.oauth.settings import OAuthSettings
 from bot.thread.settings import ThreadSettings
 from bot.workspace.defaults import WorkspaceDefaults
 
-#: How long an approval request waits for a press when ``AGENT_APPROVAL_TIMEOUT_SECONDS`` is not set.
-DEFAULT_APPROVAL_TIMEOUT_SECONDS = 300.0
 #: How long one file's download (bot/runs/downloads.py) may take.
 DEFAULT_FILE_DOWNLOAD_TIMEOUT_SECONDS = 30.0
 
 
 class RunsSettings(ThreadSettings, WorkspaceDefaults, OAuthSettings, MetricsSettings):
-    """Approvals, file downloads and the spend metrics of a run."""
+    """File downloads and the spend metrics of a run (its approvals' settings are the workspace stage's)."""
 
-    agent_approval_timeout_seconds: float = Field(
-        default=DEFAULT_APPROVAL_TIMEOUT_SECONDS, gt=0,
-        description="How long a tool call needing approval waits for a press before it is denied.",
-    )
     agent_file_download_timeout_seconds: float = Field(
         default=DEFAULT_FILE_DOWNLOAD_TIMEOUT_SECONDS, gt=0, description="How long one file's download may take."
     )

@@ -39,7 +39,7 @@ async def pipelined(
             if posting is not None:
                 await posting
                 posting = None
-            if isinstance(event, Stopped) and (event.lease_lost or event.store_failed):
+            if isinstance(event, Stopped) and (event.lease_lost or event.store_failed or event.parked):
                 return event
             if not may_post():
                 return None

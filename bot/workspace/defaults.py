@@ -24,6 +24,8 @@ DEFAULT_MAX_CONCURRENT_RUNS_PER_USER = 3
 #: Files in (bot/runs/downloads.py): the largest file a run downloads, and all of one run's files together.
 DEFAULT_FILE_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_FILES_MAX_BYTES_PER_RUN = 50 * 1024 * 1024
+#: How long an approval request waits for a press when ``AGENT_APPROVAL_TIMEOUT_SECONDS`` is not set.
+DEFAULT_APPROVAL_TIMEOUT_SECONDS = 300.0
 
 
 class WorkspaceDefaults(SettingsPiece, AgentSettings, ToolSettings):
@@ -42,6 +44,15 @@ class WorkspaceDefaults(SettingsPiece, AgentSettings, ToolSettings):
     agent_schedule_max_lateness_seconds: int = Field(
         default=6 * 3600, ge=1,
         description="A fire missed while the service was down runs once when it is back, unless it is later than this.",
+    )
+    # -- approvals (bot/runs/approvals.py; a policy's default and longest timeout: /agent-limits approvals) --------
+    agent_approval_timeout_seconds: float = Field(
+        default=DEFAULT_APPROVAL_TIMEOUT_SECONDS, gt=0,
+        description="How long a tool call needing approval waits for a press before it is denied.",
+    )
+    agent_approval_max_timeout_seconds: float = Field(
+        default=24 * 3600, gt=0,
+        description="Longest wait an approval policy may set (`timeout`); a parked run waits without a worker.",
     )
     agent_verbosity: Verbosity = Field(default="full", description="Default per-workspace thread shape.")
     agent_display: Display = Field(

@@ -24,6 +24,7 @@ from agent_core import Limits, ModelChoice, RedisBudget, utc_now
 from bot.identity import Workspace
 from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
 from bot.workspace.admin import (
+    ApprovalsAdmin,
     ChannelAdmin,
     LimitsCommands,
     LimitsParts,
@@ -38,6 +39,7 @@ from bot.workspace.admin import (
 )
 from bot.workspace.settings import (
     DEFAULT_MODELS,
+    ApprovalPolicies,
     CatalogEntry,
     ChannelSettings,
     DisplaySettings,
@@ -145,6 +147,7 @@ class WorkspaceLimits:
         *,
         files_line: str = "",
         models: Models = DEFAULT_MODELS,
+        approval_timeouts: tuple[float, float] = (300.0, 86400.0),
     ) -> None:
         self.store = store
         self.runs = runs
@@ -160,9 +163,11 @@ class WorkspaceLimits:
         #: What kind of conversation each channel is (who reads it), for what a run may show there.
         self.places = Places()
         self.channels = ChannelAdmin(store, users, models, self.tools.of, self.org)
+        self.approvals = ApprovalsAdmin(users, ApprovalPolicies(store.redis, store.keys), self.tools.deployment,
+                                        lambda: self.commands.refusal(), approval_timeouts)
         self.commands = LimitsCommands(LimitsParts(
             users, store, display, self.domains, self.search, self.tools, self.budgets, self.org, self.channels,
-            OrgAdmin(self.org, users, models), UsageReports(runs, users), feedback, files_line))
+            OrgAdmin(self.org, users, models), UsageReports(runs, users), self.approvals, feedback, files_line))
 
     @classmethod
     def create(
@@ -191,6 +196,7 @@ class WorkspaceLimits:
             store, runs, users, display, ToolCatalog(redis, keys), policy.builtin_tools,
             FeedbackStore(redis, keys, clock=clock, usage_retention_days=policy.usage_retention_days),
             files_line=file_caps_line(*policy.file_caps), models=policy.models,
+            approval_timeouts=policy.approval_timeouts,
         )
 
     async def org_budget(self, ws: Workspace) -> OrgBudget | None:

@@ -302,6 +302,8 @@ class FakeSlack:
         self.refuse_task_cards = False
         self.suggested_prompts: list[tuple[str, str, list[dict[str, Any]]]] = []
         self.titles: list[tuple[str, str, str]] = []
+        #: usergroups.users.list answers: user group id (``S…``) -> its members; any other id is ``no_such_subteam``.
+        self.usergroups: dict[str, list[str]] = {}
         #: What was posted to a command's ``response_url`` (``response_url(name)``): name -> JSON bodies.
         self.responses: dict[str, list[dict[str, Any]]] = {}
         self._failures: list[Failure] = []
@@ -512,6 +514,7 @@ class FakeSlack:
             "views.open": lambda p: {"ok": True, "view": {**_view_of(p), "id": "V2", "hash": "1.v2"}},
             "views.update": self._views_update,
             "chat.getPermalink": self._permalink,
+            "usergroups.users.list": self._usergroup_users,
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
@@ -641,6 +644,12 @@ class FakeSlack:
             return {"ok": False, "error": "channel_not_found" if not channel else "message_not_found"}
         return {"ok": True, "channel": channel,
                 "permalink": f"https://fake.example/archives/{channel}/p{ts.replace('.', '')}"}
+
+    def _usergroup_users(self, params: dict[str, Any]) -> dict[str, Any]:
+        group = str(params.get("usergroup") or "")
+        if group not in self.usergroups:
+            return {"ok": False, "error": "no_such_subteam"}
+        return {"ok": True, "users": list(self.usergroups[group])}
 
     def _auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
         return {

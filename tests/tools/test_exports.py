@@ -19,6 +19,7 @@ def test_public_names() -> None:
         "Scheduler",
         "SlackReader",
         "Approver",
+        "Parked",
         "RefuseAll",
         "Tool",
         "tool",

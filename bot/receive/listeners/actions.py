@@ -17,11 +17,13 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from bot import identity
 from bot.i18n import _, speaking
 from bot.identity import Conversation
+from bot.queue.parked import parked_turn, wake
 from bot.queue.turns import request_cancel
 from bot.receive.deps import Services
 from bot.receive.listeners.control import may_control
 from bot.runs.approval_messages import APPROVE_ACTION_ID, APPROVE_RUN_ACTION_ID, DENY_ACTION_ID, describe
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict, decide
+from bot.runs.approval_votes import cast_vote
 from bot.thread.render import STOP_ACTION_ID
 from bot.thread.stop_text import pressed_by
 from bot.turn import RunRef
@@ -29,6 +31,7 @@ from bot.workspace import WorkspaceLimits
 from bot.workspace.admin import SlackUsers
 
 log = logging.getLogger(__name__)
+_VERDICTS = {APPROVE_ACTION_ID: Verdict.APPROVED, APPROVE_RUN_ACTION_ID: Verdict.APPROVED_FOR_RUN}
 
 
 def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
@@ -53,7 +56,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
             if not await _may_control(services, users, context, run.thread, run.run_id, user, channel,
                                       _("stop this run")):
                 return
-            await request_cancel(services.redis, services.keys, run.thread, run.run_id, pressed_by(user))
+            await _stop(services, run.thread, run.run_id, user)
 
     async def on_decision(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
@@ -70,9 +73,10 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
                 await _tell(context, channel, user,
                             _("This approval belongs to another workspace; nothing was decided."))
                 return
-            verdict = {APPROVE_ACTION_ID: Verdict.APPROVED, APPROVE_RUN_ACTION_ID: Verdict.APPROVED_FOR_RUN}.get(
-                str(action.get("action_id")), Verdict.DENIED)
+            verdict = _VERDICTS.get(str(action.get("action_id")), Verdict.DENIED)
             try:
+                if await _policy_vote(services, limits, context, ref, user, channel, verdict):
+                    return  # the request was made under a policy: its approvers decide
                 if not await _may_control(
                     services, users, context, ref.thread, ref.run_id, user, channel,
                     _("approve or deny this tool call"),
@@ -89,6 +93,30 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
     app.action(APPROVE_ACTION_ID)(on_decision)
     app.action(APPROVE_RUN_ACTION_ID)(on_decision)
     app.action(DENY_ACTION_ID)(on_decision)
+
+
+async def _stop(services: Services, thread: str, run_id: str, user: str) -> None:
+    """Stop the run; a parked one has no worker watching its Stop flag: it is queued, and stops as it starts."""
+    await request_cancel(services.redis, services.keys, thread, run_id, pressed_by(user))
+    if turn_id := await parked_turn(services.redis, services.keys, thread, run_id):
+        await wake(services.queue, services.keys, thread, turn_id, "stop")
+
+
+async def _policy_vote(
+    services: Services, limits: WorkspaceLimits, context: AsyncBoltContext, ref: ApprovalRef, user: str, channel: str,
+    verdict: Verdict,
+) -> bool:
+    """A press on a policy's request (``bot.runs.approval_votes``): told privately, the run woken once decided;
+    False when the request was made under no policy."""
+    vote = await cast_vote(services.redis, services.keys, context.client, limits.approvals.policies,
+                           identity.workspace(context), ref, user, verdict)
+    if vote is None:
+        return False
+    if vote.reply:
+        await _tell(context, channel, user, vote.reply)
+    if vote.wake:
+        await wake(services.queue, services.keys, ref.thread, vote.wake, ref.request_id)
+    return True
 
 
 def _action(body: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 (``limits_command``, ``channel_admin``, ``org_admin``, ``usage_report``), the replies (``replies``), and the Slack
 lookups the rules are made from (``people``: users.info; ``places``: conversations.info)."""
 
+from bot.workspace.admin.approvals_command import ApprovalsAdmin
 from bot.workspace.admin.channel_admin import ChannelAdmin, changed_text
 from bot.workspace.admin.channel_command import ChannelSet, channel_set
 from bot.workspace.admin.command import (
@@ -39,6 +40,7 @@ from bot.workspace.admin.replies import (
 from bot.workspace.admin.usage_report import UsageReports
 
 __all__ = [
+    "ApprovalsAdmin",
     "ChannelAdmin",
     "ChannelSet",
     "Command",

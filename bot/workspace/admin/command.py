@@ -7,6 +7,7 @@ else is a :class:`UsageError` whose text says what was wrong, then the usage.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -22,9 +23,11 @@ from bot.workspace.settings import (
     MONEY_FIELDS,
     NAME_RE,
     PATTERN_RE,
+    ApprovalsCommand,
     ConfigField,
     ConfigValue,
     in_bounds,
+    parse_approvals,
     quote,
 )
 from bot.workspace.shapes import DISPLAYS, VERBOSITIES, Display, Verbosity
@@ -69,6 +72,9 @@ as a CSV to your DM; `org` sums the Enterprise Grid org's workspaces (org admins
 • `/agent-limits allow-domain|deny-domain|clear-domain <host>` once a run has read private data \
 (channel history, others' messages, internal pages), it sends data only to the requester's own URLs and allowed \
 hosts (allowing a host means it may receive the workspace's data); denied hosts never
+• `/agent-limits approvals [<tool>|<server>__*|guard <approvers…> [min <n>] [timeout <duration>]|off]` who alone \
+may approve a tool's held calls (people and user groups), how many of them, how long a call waits (like `8h`); \
+no arguments lists the policies
 • `/agent-limits model [<name>|default]` the workspace's model (no name: the models allowed, with prices)
 • `/agent-limits org-model <name>|default` the model of this Enterprise Grid org's workspaces that pick none of \
 their own (org admins and owners)
@@ -205,7 +211,7 @@ class DomainCommand:
 
 Command = (
     ShowCommand | SetCommand | ResetCommand | VerbosityCommand | DisplayCommand | ToolsCommand | ToolRuleCommand
-    | DomainCommand | OrgBudgetCommand | OrgModelCommand | UsageCommand | ChannelCommand
+    | DomainCommand | OrgBudgetCommand | OrgModelCommand | UsageCommand | ChannelCommand | ApprovalsCommand
 )
 
 _SUBCOMMANDS: dict[str, ConfigField] = {
@@ -232,6 +238,11 @@ def _shape_command(name: str, args: list[str]) -> Command | UsageError:
         _("`{name}` takes one of: {values}.").format(name=name, values=", ".join(DISPLAYS)))
 
 
+_OWN_GRAMMAR: dict[str, Callable[[list[str]], UsageCommand | ApprovalsCommand | str]] = {
+    "usage": parse_usage, "approvals": parse_approvals,
+}
+
+
 def parse_command(text: str) -> Command | UsageError:
     """Parse the text after ``/agent-limits``. Strict: anything unexpected is a :class:`UsageError`."""
     words = text.split()
@@ -252,9 +263,9 @@ def parse_command(text: str) -> Command | UsageError:
         return _parse_domain(name, args)
     if name in ("org-budget", "org-model"):
         return _parse_org(name, args)
-    if name == "usage":
-        usage = parse_usage(args)
-        return UsageError(usage) if isinstance(usage, str) else usage
+    if name in _OWN_GRAMMAR:  # subcommands with a grammar of their own: the command, or what was wrong
+        parsed = _OWN_GRAMMAR[name](args)
+        return UsageError(parsed) if isinstance(parsed, str) else parsed
     if name in CHANNEL_SUBCOMMANDS:
         own = parse_channel_command(name, text)
         return UsageError(own) if isinstance(own, str) else own

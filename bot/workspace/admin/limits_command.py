@@ -16,6 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
+from bot.workspace.admin.approvals_command import ApprovalsAdmin
 from bot.workspace.admin.channel_admin import ChannelAdmin
 from bot.workspace.admin.channel_command import CHANNEL_COMMANDS
 from bot.workspace.admin.command import (
@@ -44,6 +45,7 @@ from bot.workspace.admin.replies import (
 )
 from bot.workspace.admin.usage_report import UsageCommand, UsageReports
 from bot.workspace.settings import (
+    ApprovalsCommand,
     ConfigField,
     ConfigValue,
     DisplaySettings,
@@ -78,6 +80,7 @@ class LimitsParts:
     channels: ChannelAdmin
     org_admin: OrgAdmin
     usage: UsageReports
+    approvals: ApprovalsAdmin
     feedback: FeedbackStore | None = None
     #: ``show``'s line about the file caps (the deployment's settings).
     files_line: str = ""
@@ -142,6 +145,8 @@ class LimitsCommands:
             return await self.limits.org_admin.run(client, ws, user_id, command)
         if isinstance(command, UsageCommand):
             return await self.limits.usage.answer(client, ws, user_id, command)
+        if isinstance(command, ApprovalsCommand):
+            return await self.limits.approvals.run(client, ws, user_id, command)
         return await self.change(client, ws, user_id, command.changes)
 
     async def _listing(

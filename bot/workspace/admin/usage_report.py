@@ -116,11 +116,12 @@ def format_table(rows: list[Row], by: Dimension | None, span: Span, scope: str) 
         return heading + "\n" + _("No runs were counted in this period.")
     tools = by == "tool"
     head = [by or "", _("runs"), _("steps"), _("tokens"), _("spend"), _("up"), _("down"),
-            *((_("calls"), _("errors")) if tools else ()), _("stop reasons")]
+            *((_("calls"), _("errors"), _("held"), _("denied")) if tools else ()), _("stop reasons")]
     body = [
         [_("all runs") if r.member == ALL else escape(r.member), f"{r['runs']:,}", f"{r['steps']:,}",
          f"{r['tokens']:,}", format_usd(r["spend"]), f"{r['up']:,}", f"{r['down']:,}",
-         *((f"{r['calls']:,}", f"{r['errors']:,}") if tools else ()), _stops(r)]
+         *((f"{r['calls']:,}", f"{r['errors']:,}", f"{r['held']:,}", f"{r['denied']:,}") if tools else ()),
+         _stops(r)]
         for r in rows[:SHOWN_ROWS]
     ]
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
@@ -151,12 +152,14 @@ def to_csv(rows: list[Row], by: Dimension | None, span: Span) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     writer.writerow(["first_day", "last_day", "dimension", "member", "runs", "steps", "tokens", "spend_usd",
-                     "thumbs_up", "thumbs_down", "tool_calls", "tool_errors", *(f"stop_{s}" for s in CSV_STOPS)])
+                     "thumbs_up", "thumbs_down", "tool_calls", "tool_errors", "tool_held", "tool_denied",
+                     *(f"stop_{s}" for s in CSV_STOPS)])
     for r in rows:
         stops = r.stops()
         writer.writerow([span.first.isoformat(), span.last.isoformat(), by or ALL, inert(r.member), r["runs"],
                          r["steps"], r["tokens"], (Decimal(r["spend"]) / MICROS_PER_USD).quantize(_MICRO),
-                         r["up"], r["down"], r["calls"], r["errors"], *(stops.get(s, 0) for s in CSV_STOPS)])
+                         r["up"], r["down"], r["calls"], r["errors"], r["held"], r["denied"],
+                         *(stops.get(s, 0) for s in CSV_STOPS)])
     return out.getvalue()
 
 

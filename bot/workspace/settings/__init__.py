@@ -7,6 +7,20 @@ settings resolve), ``channel_run`` and ``channel_respond`` (how they reach a run
 """
 
 from bot.workspace.settings import search_access
+from bot.workspace.settings.approval_policies import (
+    GUARD,
+    ApprovalPolicies,
+    ApprovalPolicy,
+    ApprovalsCommand,
+    GroupLookupError,
+    Kind,
+    UnknownGroup,
+    duration_text,
+    members,
+    mention,
+    parse_approvals,
+    policy_for,
+)
 from bot.workspace.settings.catalog import ToolCatalog, WorkspaceTools
 from bot.workspace.settings.changes import AUDIT_CAP, Change, commit, label_of
 from bot.workspace.settings.channel_respond import RespondAll
@@ -65,6 +79,18 @@ from bot.workspace.settings.tool_choice import (
 )
 
 __all__ = [
+    "GUARD",
+    "ApprovalPolicies",
+    "ApprovalPolicy",
+    "ApprovalsCommand",
+    "GroupLookupError",
+    "Kind",
+    "UnknownGroup",
+    "duration_text",
+    "members",
+    "mention",
+    "policy_for",
+    "parse_approvals",
     "AUDIT_CAP",
     "BOUNDS",
     "CatalogEntry",

@@ -218,6 +218,10 @@ class LimitsPolicy:
     """AGENT_USAGE_RETENTION_DAYS: how long the usage counters are kept."""
     models: Models = DEFAULT_MODELS
     """AGENT_MODELS: what a workspace, a channel or a run may pick, the default first."""
+    approval_timeouts: tuple[float, float] = (_DEFAULTS["agent_approval_timeout_seconds"].default,
+                                              _DEFAULTS["agent_approval_max_timeout_seconds"].default)
+    """AGENT_APPROVAL_TIMEOUT_SECONDS and AGENT_APPROVAL_MAX_TIMEOUT_SECONDS: an approval policy's default and
+    longest ``timeout``."""
 
     @classmethod
     def from_settings(cls, settings: WorkspaceDefaults) -> LimitsPolicy:
@@ -251,4 +255,5 @@ class LimitsPolicy:
             file_caps=(settings.agent_file_max_bytes, settings.agent_files_max_bytes_per_run),
             usage_retention_days=settings.agent_usage_retention_days,
             models=Models.from_settings(settings),
+            approval_timeouts=(settings.agent_approval_timeout_seconds, settings.agent_approval_max_timeout_seconds),
         )

@@ -6,9 +6,10 @@ from bot.workspace.spend.budgets import Budgets
 from bot.workspace.spend.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
 from bot.workspace.spend.ledger import RUNS_CAP, RunLedger, RunRecord
 from bot.workspace.spend.org import OrgBudget, OrgBudgetStore
-from bot.workspace.spend.usage import ALL, DIMENSIONS, Dimension, Row, RunUsage, day_id
+from bot.workspace.spend.usage import ALL, DIMENSIONS, Dimension, Row, RunUsage, count_approval, day_id
 
 __all__ = [
+    "count_approval",
     "Budgets",
     "ALL",
     "DIMENSIONS",

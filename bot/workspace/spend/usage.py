@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any, Literal, get_args
 
 import redis.asyncio as aioredis
@@ -183,3 +183,14 @@ def summed(hashes: Iterable[Mapping[Any, Any]]) -> list[Row]:
             if member and counter and text.lstrip("-").isdigit():
                 rows.setdefault(member, Row(member)).counts[counter] += int(text)
     return sorted(rows.values(), key=lambda r: (-r["spend"], -r["runs"], r.member))
+
+
+async def count_approval(redis: aioredis.Redis, keys: AppKeys, ws: Workspace, tool: str, counter: str) -> None:
+    """Count one call of ``tool`` an approval policy ``held`` (parked for its approvers) or ``denied`` (a deny or
+    the timeout) on today's ``by tool`` row. The day's hash keeps the expiry its runs gave it (a hash made here
+    first gets the default retention)."""
+    key = keys.usage_day(ws, day_id(datetime.now(UTC)), "tool")
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.hincrby(key, f"{clean(tool)}|{counter}", 1)
+        pipe.expire(key, retention_seconds(DEFAULT_RETENTION_DAYS), nx=True)
+        await pipe.execute()

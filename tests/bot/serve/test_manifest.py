@@ -30,6 +30,7 @@ def test_scopes_are_exactly_the_ones_used() -> None:
         "mpim:history",        # group DMs
         "reactions:write",     # the working reaction where setStatus is not available
         "search:read.public",  # slack_search: Real-time Search (assistant.search.context) with the action_token
+        "usergroups:read",     # approval policies naming user groups: usergroups.users.list
         "users:read",          # users.info: who may press Stop or change limits
     ]
 
