@@ -18,6 +18,7 @@ from bot.settings import Settings
 from bot.slack_client import make_web_client
 from tests.conftest import TEST_REDIS_URL
 from tests.fakes.openai_server import FakeOpenAI, ensure_loopback_url
+from tests.fakes.pages import PageServer
 from tests.fakes.slack_api import FakeSlack
 from tests.signing import signed_headers
 
@@ -117,3 +118,19 @@ async def app(settings: Settings) -> AsyncIterator[App]:
         yield App(service, http)
 
 
+@pytest.fixture
+async def pages() -> AsyncIterator[PageServer]:
+    """A local page server for fetch_url."""
+    async with PageServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def guarded(
+    key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer
+) -> AsyncIterator[App]:
+    """The web app whose fetch_url may reach the page server: it passes the SSRF rule only, so the exfiltration
+    guard alone decides whether a call gets there."""
+    settings = make_settings(key_prefix, fake_slack, fake_openai, fetch_url_allowed_hosts=pages.host_port)
+    async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
+        yield App(service, http)

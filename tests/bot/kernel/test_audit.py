@@ -19,14 +19,14 @@ from bot.serve.service import Service
 from tests.bot.conftest import App
 from tests.bot.oauth.test_oauth_service import install, oauth_service_settings, post_event, web
 from tests.bot.runs.test_approvals import _press, _start
-from tests.bot.runs.test_egress import guarded, pages, poisoned_thread
+from tests.bot.runs.test_egress import poisoned_thread
 from tests.bot.workspace.test_usage import ADMIN, ask, limits
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.pages import PageServer
 from tests.fakes.slack_api import FakeSlack, Grant
 from tests.signing import event_body, mention, next_ts
 
-__all__ = ["guarded", "oauth_service_settings", "pages", "web"]  # fixtures shared with their own tests
+__all__ = ["oauth_service_settings", "web"]  # fixtures shared with their own tests
 
 #: Unique words in what people and tools write: none may reach the audit stream.
 MARKERS = ("MARKERTASK31", "MARKERARG31", "MARKERANSWER31", "MARKERTHOUGHT31")

@@ -8,7 +8,7 @@ import json
 from bot.runs.approval_messages import APPROVE_ACTION_ID
 from tests.bot.conftest import App, burst_worker, make_settings
 from tests.bot.runs.test_approval_policies import _press, _told, limits
-from tests.bot.runs.test_egress import asking, pages, poisoned_thread  # noqa: F401 - the fixtures
+from tests.bot.runs.test_egress import asking, poisoned_thread  # noqa: F401 - the fixture
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.pages import PageServer
 from tests.fakes.slack_api import FakeSlack

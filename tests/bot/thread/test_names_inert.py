@@ -4,13 +4,9 @@ named with Slack markup (``<!channel>``, a ``<url|label>`` link) pings nobody an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import aiohttp
 import pytest
 
-from bot.serve.service import Service
-from tests.bot.conftest import App, make_settings
+from tests.bot.conftest import App
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.fakes.pages import PageServer
 from tests.fakes.slack_api import FakeFile, FakeSlack
@@ -21,16 +17,8 @@ READ = "<!here> <https://evil.example/reset|Reset your password>.txt"
 
 
 @pytest.fixture
-async def pages() -> AsyncIterator[PageServer]:
-    async with PageServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def app(key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, pages: PageServer) -> AsyncIterator[App]:
-    settings = make_settings(key_prefix, fake_slack, fake_openai, fetch_url_allowed_hosts=pages.host_port)
-    async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
-        yield App(service, http)
+def app(guarded: App) -> App:
+    return guarded
 
 
 async def test_file_names_with_slack_markup_ping_nobody_and_link_nowhere_in_the_notices(
