@@ -31,7 +31,7 @@ from publicsuffixlist import PublicSuffixList
 AuditEvent = Literal[
     "run.finished", "run.refused", "limits.changed", "approval.requested", "approval.decided", "approval.expired",
     "guard.decided", "app.installed", "app.uninstalled", "app.tokens_revoked", "schedule.created", "schedule.deleted",
-    "schedule.paused", "schedule.fired", "schedule.skipped",
+    "schedule.paused", "schedule.fired", "schedule.skipped", "memory.written", "memory.forgotten", "memory.used",
 ]
 EVENTS: tuple[AuditEvent, ...] = get_args(AuditEvent)
 #: Raised when a field is added, renamed or changes meaning (a new event kind alone keeps it).
@@ -50,6 +50,8 @@ _BOOL = {"type": "boolean"}
 _WHERE = {"team": _STR, "enterprise": _STR}
 _RUN = {**_WHERE, "channel": _STR, "run_id": _STR}
 _SCHEDULE = {**_WHERE, "channel": _STR, "schedule": _STR, "creator": _STR, "by": _STR}
+_MEMORY = {**_RUN, "user": _STR, "kind": {"enum": ["memory", "channel_note"]},
+           "ids": {"type": "array", "items": _STR}}
 _OUTCOMES = {"type": "object", "additionalProperties": _INT}
 _TOOL = {"type": "object", "additionalProperties": False, "required": ["name", "outcomes"],
          "properties": {"name": _STR, "outcomes": _OUTCOMES}}
@@ -83,6 +85,12 @@ FIELDS: dict[AuditEvent, dict[str, Any]] = {
     "schedule.fired": {**_SCHEDULE, "run_id": _STR, "late_seconds": _INT, "manual": _BOOL},
     "schedule.skipped": {**_SCHEDULE, "reason": {"enum": ["too_late", "disabled", "not_posted"]},
                          "late_seconds": _INT},
+    # Memory: ids only, never the text; ``user`` is whose memory (or who wrote a channel note), ``channel`` and
+    # ``run_id`` "" outside a run; an erasure that covers a whole workspace lists no ids.
+    "memory.written": {**_MEMORY, "visibility": {"enum": ["private", "public"]}},
+    "memory.used": {**_MEMORY},
+    "memory.forgotten": {**_MEMORY, "reason": {"enum": ["by_person", "expired", "person_left", "uninstalled",
+                                                         "tokens_revoked"]}},
 }
 
 #: The JSON Schema (2020-12) every line validates against.

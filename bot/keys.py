@@ -232,6 +232,25 @@ class AppKeys(Keys):
         """Set: one person's schedule ids in the workspace (AGENT_SCHEDULES_PER_PERSON)."""
         return f"{self.namespace(ws)}:schedules:user:{user_id}"
 
+    # Memory (``bot.workspace.memory``): one hash tag per workspace, and ``:memory:`` in every key, so an uninstall
+    # erases them all by one pattern (``memory_pattern``).
+    def memories(self, ws: Workspace, user_id: str) -> str:
+        """Hash: memory id -> one of a person's memories (JSON); the key expires AGENT_MEMORY_TTL_DAYS after use."""
+        return f"{{{self.namespace(ws)}}}:memory:user:{user_id}"
+
+    def channel_notes(self, ws: Workspace, channel_id: str) -> str:
+        """Hash: note id -> one of a channel's notes (JSON), as ``memories`` for the channel's people."""
+        return f"{{{self.namespace(ws)}}}:memory:channel:{channel_id}"
+
+    def memory_switch(self, ws: Workspace) -> str:
+        """Hash: ``workspace`` -> on|off (``/agent-limits memory``), user id -> off (``/agent memory off``)."""
+        return f"{{{self.namespace(ws)}}}:memory:switch"
+
+    def memory_pattern(self, enterprise_id: str, team_id: str | None) -> str:
+        """Glob of every memory key of a workspace, or (``team_id`` None) of every workspace of an org."""
+        team = _glob_escape(team_id) if team_id else "*"
+        return f"{{{_glob_escape(self.prefix)}:{_glob_escape(enterprise_id or '-')}:{team}}}:memory:*"
+
     def installation(self, ws: Workspace) -> str:
         """Hash: the workspace's OAuth installation, tokens encrypted (``P:E:-`` for an org-wide install)."""
         return f"{self.namespace(ws)}:installation"

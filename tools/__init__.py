@@ -5,7 +5,7 @@ here (``SlackReader`` is a port ``bot`` implements), and no ``agent_core``.
 """
 
 from tools.builtins import builtin_registry
-from tools.context import Approver, Parked, RefuseAll, RunFile, Scheduler, SlackReader, ToolContext
+from tools.context import Approver, Memory, Parked, RefuseAll, RunFile, Scheduler, SlackReader, ToolContext
 from tools.egress import (
     DEFAULT_GUARD_MODE,
     BadDomain,
@@ -55,6 +55,7 @@ __all__ = [
     "Extracted",
     "Kind",
     # ports and their simple implementations
+    "Memory",
     "Scheduler",
     "SlackReader",
     "RunFile",

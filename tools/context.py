@@ -75,6 +75,23 @@ class Scheduler(Protocol):
         ...
 
 
+class Memory(Protocol):
+    """A person's memory for one run, implemented by the Slack app (``bot``): keyed by the asker alone, filtered by
+    where the run is before the model sees anything, written only from the asker's own words in this run."""
+
+    async def remember(self, text: str) -> str:
+        """Keep ``text`` (it must quote the asker's message); the text the model reads back."""
+        ...
+
+    async def recall(self, query: str) -> str:
+        """The asker's memories usable here (and this channel's notes) relevant to ``query``."""
+        ...
+
+    async def forget(self, memory_id: str) -> str:
+        """Forget one of the asker's memories by id, or ``all`` of them."""
+        ...
+
+
 class RefuseAll:
     """The terminal's default approver: every call needing approval is refused."""
 
@@ -111,5 +128,7 @@ class ToolContext:
     for_thread: Callable[[str], str] | None = None
     #: Where ``schedule_run`` proposes a schedule (the Slack app's asker); None outside Slack.
     scheduler: Scheduler | None = None
+    #: The asker's memory (``remember``/``recall``/``forget``); None where memory is off or outside Slack.
+    memory: Memory | None = None
     #: The files given to the run, by name (``read_file`` reads them); empty when it has none.
     files: Mapping[str, RunFile] = field(default_factory=dict)

@@ -26,6 +26,8 @@ SLACK_ONLY_TOOLS = frozenset({"channel_history", "attach_file", "slack_search"})
 FILE_TOOLS = frozenset({"read_file"})
 #: Built-ins that need Slack's Real-time Search for this run (the event's ``action_token``).
 SEARCH_TOOLS = frozenset({"slack_search"})
+#: Built-ins offered only to a run whose asker has memory on there (``ToolContext.memory``).
+MEMORY_TOOLS = frozenset({"remember", "recall", "forget"})
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _BM25_K1, _BM25_B = 1.2, 0.75
 
@@ -82,14 +84,15 @@ def run_registry(
     limit: int = DEFAULT_TOOLS_PER_RUN,
     has_files: bool = False,
     can_search: bool = False,
+    has_memory: bool = False,
 ) -> Registry:
     """The run's tools: those that work in ``environment`` (and with or without files, with or without Slack's
-    search), offering at most ``limit`` (built-ins kept)."""
+    search, with or without the asker's memory), offering at most ``limit`` (built-ins kept)."""
     usable = [
         t
         for t in enabled
         if (environment == "slack" or t.name not in SLACK_ONLY_TOOLS) and (has_files or t.name not in FILE_TOOLS)
-        and (can_search or t.name not in SEARCH_TOOLS)
+        and (can_search or t.name not in SEARCH_TOOLS) and (has_memory or t.name not in MEMORY_TOOLS)
     ]
     if len(usable) <= limit:
         return Registry(usable)

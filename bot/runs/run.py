@@ -43,6 +43,7 @@ from bot.runs.claim import Claim, claimed
 from bot.runs.downloads import FileCaps
 from bot.runs.egress import ThreadNotices, egress_policy
 from bot.runs.files import EarlierFiles, gather_attachments
+from bot.runs.memory import RunMemories
 from bot.runs.outputs import ThreadOutputs
 from bot.runs.recovery import post_missing_final
 from bot.runs.schedule_notices import ScheduleNotices
@@ -129,6 +130,7 @@ class TurnRunner:
         self.leases = leases
         self.after = AfterRun(settings, store, limits, ScheduleNotices(ScheduleStore(redis, keys)))
         self.thread_files = EarlierFiles(redis, keys, settings.thread_ttl_seconds)
+        self.memories = RunMemories(redis, keys, settings, limits)
         self.file_caps = FileCaps.of(settings)
         self.cancels = CancelWatch(redis, keys.cancel_pattern())
         # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
@@ -286,6 +288,7 @@ class TurnRunner:
             outbox=files, scheduler=SlackScheduler(
                 self.redis, self.keys, poster, turn.target, self.limits.users, asker=turn.user_id,
                 min_interval=self.settings.agent_schedule_min_interval_seconds),
+            memory=await self.memories.for_turn(turn, poster),
         )
         sink = self.outputs.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)
         return RunParts(plan, ledger, sink, approver, scope, attachments, task=task)
@@ -304,7 +307,8 @@ class TurnRunner:
                 instructions=instructions_of(plan.channel.prompt, plan.channel.prompt_by),
                 registry=self.toolbox.for_run(
                     plan.tools, task=parts.task, has_files=bool(parts.attachments),
-                    can_search=bool(turn.action_token) and not plan.search_refused),
+                    can_search=bool(turn.action_token) and not plan.search_refused,
+                    has_memory=parts.scope.memory is not None),
                 finished_steps=True,  # the replies display posts whole steps, once persisted
                 stream_text=sink.shows_answer_live, attachments=parts.attachments, started=claim.started,
             ))

@@ -75,15 +75,16 @@ class Toolbox:
         return self._policy.enabled(self.servers.registry(self._base))
 
     def for_run(
-        self, choice: ToolChoice, *, task: str, has_files: bool = False, can_search: bool = False
+        self, choice: ToolChoice, *, task: str, has_files: bool = False, can_search: bool = False,
+        has_memory: bool = False,
     ) -> Registry:
         """The run's tools: enabled here, on in the workspace, usable in Slack (``read_file`` in a run given files,
-        ``slack_search`` in one Slack gave an action_token), the most relevant past the cap."""
+        ``slack_search`` in one Slack gave an action_token, the memory tools where the asker has memory on), the most
+        relevant past the cap."""
         enabled = self.enabled()
         mine = enabled.select(t.name for t in enabled if choice.is_on(t.name))
-        return run_registry(
-            mine, task=task, environment="slack", limit=self._per_run, has_files=has_files, can_search=can_search
-        )
+        return run_registry(mine, task=task, environment="slack", limit=self._per_run, has_files=has_files,
+                            can_search=can_search, has_memory=has_memory)
 
     def secrets(self) -> list[str]:
         """The ``${VAR}`` values of the MCP config, for the run's redactor and the logs."""

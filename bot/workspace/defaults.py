@@ -45,6 +45,16 @@ class WorkspaceDefaults(SettingsPiece, AgentSettings, ToolSettings):
         default=6 * 3600, ge=1,
         description="A fire missed while the service was down runs once when it is back, unless it is later than this.",
     )
+    # -- memory (bot/workspace/memory, bot/runs/memory.py) ------------------------------------------------------
+    agent_memory_default: Literal["on", "off"] = Field(
+        default="off", description="Memory in a workspace whose admins have not said (`/agent-limits memory on|off`).",
+    )
+    agent_memory_ttl_days: int = Field(
+        default=365, ge=1, le=3660, description="Days a memory is kept after it was last written or used.",
+    )
+    agent_memory_per_person: int = Field(
+        default=200, ge=0, le=10_000, description="Memories one person (or one channel's notes) may hold.",
+    )
     # -- approvals (bot/runs/approvals.py; a policy's default and longest timeout: /agent-limits approvals) --------
     agent_approval_timeout_seconds: float = Field(
         default=DEFAULT_APPROVAL_TIMEOUT_SECONDS, gt=0,

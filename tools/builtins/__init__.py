@@ -15,6 +15,7 @@ from .calculator import calculator
 from .channel_history import channel_history
 from .current_time import make_current_time
 from .fetch_url import make_fetch_url
+from .memory import forget, recall, remember
 from .read_file import read_file
 from .schedule_run import schedule_run
 from .slack_search import slack_search
@@ -25,7 +26,7 @@ __all__ = ["builtin_registry"]
 
 def builtin_registry(settings: ToolSettings, *, http: aiohttp.ClientSession | None = None) -> Registry:
     """calculator, current_time, fetch_url, channel_history, slack_search, attach_file, schedule_run, read_file,
-    and web_search when a backend is configured.
+    remember, recall, forget (offered only where memory is on), and web_search when a backend is configured.
 
     ``http`` is a shared session for web_search (the service's); fetch_url always opens its own per
     call, because its connections must go only to addresses the SSRF guard checked.
@@ -39,6 +40,7 @@ def builtin_registry(settings: ToolSettings, *, http: aiohttp.ClientSession | No
         dataclasses.replace(slack_search, timeout_seconds=default),
         dataclasses.replace(attach_file, timeout_seconds=default),
         dataclasses.replace(schedule_run, timeout_seconds=default),
+        remember, recall, forget,
         read_file,  # its own time limit: longer than a file's extraction limit, so that one ends first
     ]
     backend = search_backend(settings)

@@ -22,7 +22,7 @@ from bot.workspace.admin.command import (
 from bot.workspace.admin.limits_command import TOP_SPENDERS, LimitsCommands, LimitsParts
 from bot.workspace.admin.org_admin import OrgAdmin
 from bot.workspace.admin.people import RunRefusal, SlackUsers, run_permission, who_may_change
-from bot.workspace.admin.places import Places, SearchScope, ThreadAudience
+from bot.workspace.admin.places import Place, Places, SearchScope, ThreadAudience
 from bot.workspace.admin.replies import (
     NO_CATALOG_NOTE,
     budget_exhausted_message,
@@ -49,6 +49,7 @@ __all__ = [
     "LimitsParts",
     "NO_CATALOG_NOTE",
     "OrgAdmin",
+    "Place",
     "Places",
     "ResetCommand",
     "RunRefusal",
