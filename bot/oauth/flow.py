@@ -47,6 +47,8 @@ from bot.oauth.token_crypto import SETTING, TokenCipher
 from bot.oauth.token_resolver import TokenResolver
 
 log = logging.getLogger(__name__)
+#: What else an uninstall or a revocation erases: ``(enterprise, team, event)``, ``team`` None for an org-wide install.
+Revoked = Callable[[str | None, str | None, dict[str, Any]], Awaitable[None]]
 
 INSTALL_PATH = "/slack/install"
 REDIRECT_PATH = "/slack/oauth_redirect"
@@ -201,15 +203,18 @@ class StoreAuthorize(AsyncAuthorize):
                     enterprise_id, team_id)
 
 
-def register_revocation_listeners(app: AsyncApp, oauth: OAuth) -> None:
-    """``app_uninstalled`` deletes the installation; ``tokens_revoked`` the revoked tokens. Nothing else goes:
-    limits, budget ledger and audit log stay for a reinstall."""
+def register_revocation_listeners(app: AsyncApp, oauth: OAuth, also: Revoked | None = None) -> None:
+    """``app_uninstalled`` deletes the installation; ``tokens_revoked`` the revoked tokens; then ``also`` erases what
+    else they cover (people's memories). Nothing else goes: limits, budget ledger and audit log stay for a
+    reinstall."""
 
     async def app_uninstalled(context: AsyncBoltContext) -> None:
         enterprise, team = _installation_of(context)
         await oauth.store.async_delete_all(enterprise_id=enterprise, team_id=team)
         oauth.resolver.invalidate(enterprise, team)
         audit.emit("app.uninstalled", team=team or "", enterprise=enterprise or "")
+        if also is not None:
+            await also(enterprise, team, {"type": "app_uninstalled"})
         log.info("app uninstalled from enterprise %s team %s: its tokens are deleted", enterprise, team)
 
     async def tokens_revoked(event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -222,6 +227,8 @@ def register_revocation_listeners(app: AsyncApp, oauth: OAuth) -> None:
         oauth.resolver.invalidate(enterprise, team)
         audit.emit("app.tokens_revoked", team=team or "", enterprise=enterprise or "",
                    user_tokens=len(tokens.get("oauth") or []), bot_token=bool(tokens.get("bot")))
+        if also is not None:
+            await also(enterprise, team, event)
         log.info("tokens revoked in enterprise %s team %s: deleted", enterprise, team)
 
     app.event("app_uninstalled")(app_uninstalled)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 from aiohttp import web
@@ -27,9 +28,11 @@ from bot.oauth.flow import add_oauth_routes, register_revocation_listeners
 from bot.receive import listeners
 from bot.receive.deps import Services
 from bot.receive.http_guard import SlowBodies, rearm_after_response
+from bot.receive.listeners.memory import erase_revoked
 from bot.receive.verify import MAX_BODY_BYTES, check_body, check_headers, check_signature
 from bot.serve.health import RedisProbe
 from bot.serve.metrics_http import add_public_metrics
+from bot.workspace.memory import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +91,8 @@ def create_app(services: Services) -> AsyncApp:
     )
     app.use(IdentityMiddleware())
     listeners.register(app, services)
-    if oauth is not None:
-        register_revocation_listeners(app, oauth)
+    if oauth is not None:  # its listeners erase the installation's memories too (``bot.receive.listeners.memory``)
+        register_revocation_listeners(app, oauth, partial(erase_revoked, MemoryStore(services.redis, services.keys)))
     return app
 
 

@@ -14,6 +14,8 @@ from bot.receive.listeners import (
     feedback,
     home,
     home_channel,
+    memory,
+    memory_home,
     schedule_events,
     schedule_home,
 )
@@ -25,10 +27,13 @@ def register(app: AsyncApp, services: Services) -> None:
     limits = commands.limits_for_services(services)
     events.register(app, services, limits)
     actions.register(app, services, limits)
-    commands.register(app, services, limits)
-    schedules = agent_command.register(app, services, limits)  # /agent schedule …
+    memories = memory.register(app, services, limits)  # /agent memory …, /agent-limits … memory …, erasures
+    commands.register(app, services, limits, memories)
+    schedules = agent_command.register(app, services, limits, memories)  # /agent schedule …
     schedule_home.register(app, services, limits, schedules)  # App Home's Pause / Delete
-    schedule_events.register(app, services, limits)  # a creator leaving, a channel closed: their schedules pause
+    memory_home.register(app, services, limits, memories)  # App Home's Forget
+    # A creator leaving, a channel closed: their schedules pause (a person deactivated: their memories go).
+    schedule_events.register(app, services, limits, memories)
     assistant.register(app, services, limits)  # before home: its Messages-tab app_home_opened listener must match first
     home.register(app, services, limits)
     home_channel.register(app, services, limits)

@@ -24,10 +24,12 @@ from bot.identity import Workspace
 from bot.oauth.clients import WorkspaceClients
 from bot.queue.schedule_fire import ScheduleFirer
 from bot.receive.deps import Services
+from bot.receive.listeners.memory import AgentMemory
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
 from bot.runs.schedule_proposals import CONFIRM_ACTION_ID, take_proposal
 from bot.workspace import WorkspaceLimits
 from bot.workspace.defaults import WorkspaceDefaults
+from bot.workspace.memory import is_memory
 from bot.workspace.schedules import AddSchedule, Schedule, ScheduleStore, ScheduleVerb, new_id, parse, usage
 from bot.workspace.schedules import when as when_
 from bot.workspace.schedules.command import created_line, list_line
@@ -40,15 +42,17 @@ ANSWER_WITHIN_SECONDS = 2.5
 LIST_CAP = 25
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> AgentSchedules:
+def register(app: AsyncApp, services: Services, limits: WorkspaceLimits,
+             memory: AgentMemory | None = None) -> AgentSchedules:
     """Handle ``/agent`` and the agent's proposals' Confirm; ``limits`` gives the users.info cache and the admin
     check. The handlers are returned for App Home's buttons."""
     schedules = AgentSchedules.for_services(services, limits)
 
     async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
         client = context.client or services.slack
-        text = await schedules.answer(client, identity.workspace(context), str(command.get("user_id", "")),
-                                      str(command.get("channel_id", "")), str(command.get("text", "")))
+        answer = memory.answer if memory is not None and is_memory(str(command.get("text", ""))) else schedules.answer
+        text = await answer(client, identity.workspace(context), str(command.get("user_id", "")),
+                            str(command.get("channel_id", "")), str(command.get("text", "")))
         await ack(text=text, response_type="ephemeral")
 
     app.command(COMMAND)(on_command)

@@ -21,6 +21,7 @@ from bot.i18n import DEFAULT_LOCALE, _, speaking
 from bot.identity import Workspace
 from bot.receive.deps import Services
 from bot.receive.listeners.agent_command import schedules_switch
+from bot.receive.listeners.memory import AgentMemory
 from bot.workspace import WorkspaceLimits
 from bot.workspace.schedules import ScheduleStore
 from bot.workspace.settings import LimitsPolicy
@@ -32,7 +33,8 @@ COMMAND = "/agent-limits"
 ANSWER_WITHIN_SECONDS = 2.5
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None = None) -> None:
+def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None = None,
+             memory: AgentMemory | None = None) -> None:
     """Handle ``/agent-limits``; ``limits`` is shared with App Home when given (one users.info cache)."""
     rules = limits or limits_for_services(services)
     schedules = ScheduleStore(services.redis, services.keys)  # `/agent-limits schedules on|off`
@@ -42,6 +44,8 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
         user_id, text = str(command.get("user_id", "")), str(command.get("text", ""))
         channel_id = str(command.get("channel_id", ""))
         switched = await schedules_switch(schedules, rules, client, workspace_of(context), user_id, text)
+        if switched is None and memory is not None:  # `/agent-limits memory …`, `channel memory …`
+            switched = await memory.admin(client, workspace_of(context), user_id, channel_id, text)
         reply = switched if switched is not None else await answer(rules, client, context, user_id, text, channel_id)
         await ack(text=reply, response_type="ephemeral")
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from redis.exceptions import RedisError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -33,9 +35,11 @@ from bot.receive.views.home import (
     read_modal,
     unavailable_view,
 )
+from bot.receive.views.memory import memory_blocks
 from bot.receive.views.schedules import schedule_blocks, with_schedules
 from bot.workspace import WorkspaceLimits
 from bot.workspace.admin import TOP_SPENDERS
+from bot.workspace.memory import MemoryStore
 from bot.workspace.schedules import ScheduleStore
 
 log = logging.getLogger(__name__)
@@ -154,7 +158,9 @@ async def publish_home(
             channel_settings=channel_settings,
         ))
         view = with_schedules(view, await _schedules(rules, ws, user_id, everyone=is_admin))
-    except StoreError as exc:
+        view = with_schedules(view, memory_blocks(await MemoryStore(rules.store.redis, rules.store.keys).all(
+            ws, "user", user_id, time.time())))  # the viewer's own memories: nobody else's, whoever views
+    except (StoreError, RedisError) as exc:
         log.warning("App Home for %s: %s", user_id, exc)
         view = unavailable_view()
     try:

@@ -1,4 +1,5 @@
-"""Events that stop schedules: their creator leaving the workspace (``user_change`` with ``deleted``) or their
+"""Events that stop schedules (and erase a deactivated person's memories): their creator leaving the workspace
+(``user_change`` with ``deleted``) or their
 channel (``member_left_channel``; the app itself leaving pauses all of the channel's), the channel archived (they
 pause, saying why) or deleted (they go)."""
 
@@ -12,12 +13,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import audit, identity
 from bot.identity import Workspace
 from bot.receive.deps import Services
+from bot.receive.listeners.memory import AgentMemory
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
 from bot.workspace import WorkspaceLimits
 from bot.workspace.schedules import PauseReason, Schedule, ScheduleStore
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
+def register(app: AsyncApp, services: Services, limits: WorkspaceLimits, memory: AgentMemory | None = None) -> None:
     store = ScheduleStore(services.redis, services.keys)
     notices = ScheduleNotices(store)
 
@@ -27,6 +29,8 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         if not isinstance(user, dict) or not user.get("deleted") or not isinstance(user.get("id"), str):
             return
         ws = identity.workspace(context)
+        if memory is not None:  # Bolt runs one listener per event: the person's memories go from here too
+            await memory.person_left(ws, user["id"])
         mine = [s for s in await store.of_workspace(ws) if s.creator == user["id"]]
         await _pause(notices, mine, "creator_left", None)
 
