@@ -16,6 +16,7 @@ def test_public_names() -> None:
         "Outcome",
         "ToolResult",
         "ToolContext",
+        "Memory",
         "Scheduler",
         "SlackReader",
         "Approver",

@@ -196,12 +196,11 @@ async def erase_revoked(store: MemoryStore, enterprise: str | None, team: str | 
     tokens = event.get("tokens") if event.get("type") == "tokens_revoked" else None
     if isinstance(tokens, dict) and not tokens.get("bot"):
         people = [u for u in tokens.get("oauth") or [] if isinstance(u, str)]
-        await store.erase_people_in(enterprise or "", team, people)
-        for person in people:
+        for person in sorted(await store.erase_people_in(enterprise or "", team, people)):
             emit_forgotten(ws, person, [], "tokens_revoked")
         return
-    await store.erase_installation(enterprise or "", team)
-    emit_forgotten(ws, "", [], "uninstalled" if tokens is None else "tokens_revoked")
+    if await store.erase_installation(enterprise or "", team):  # audited when there was something to erase
+        emit_forgotten(ws, "", [], "uninstalled" if tokens is None else "tokens_revoked")
 
 
 def emit_forgotten(ws: Workspace, user: str, ids: list[str], reason: str, *, channel: str = "") -> None:

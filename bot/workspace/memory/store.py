@@ -142,15 +142,18 @@ class MemoryStore:
             await self.forget(ws, "user", user_id, None)
             await awaited(self.redis.hdel(self.keys.memory_switch(ws), user_id))
 
-    async def erase_people_in(self, enterprise_id: str, team_id: str | None, user_ids: Iterable[str]) -> None:
-        """As ``erase_people``, in a workspace or (``team_id`` None) in every workspace of an org."""
-        people = set(user_ids)
+    async def erase_people_in(self, enterprise_id: str, team_id: str | None, user_ids: Iterable[str]) -> set[str]:
+        """As ``erase_people``, in a workspace or (``team_id`` None) in every workspace of an org; the people who had
+        memories there."""
+        people, had = set(user_ids), set()
         async for raw in self.redis.scan_iter(match=self.keys.memory_pattern(enterprise_id, team_id), count=500):
             key = as_text(raw) or ""
+            person = key.rpartition(":memory:user:")[2]
             if key.endswith(":memory:switch") and people:
                 await awaited(self.redis.hdel(key, *people))
-            elif key.rpartition(":memory:user:")[2] in people:
-                await self.redis.delete(key)
+            elif person in people and await self.redis.delete(key):
+                had.add(person)
+        return had
 
     async def erase_installation(self, enterprise_id: str, team_id: str | None) -> int:
         """Every memory key of a workspace (``team_id`` None: of every workspace of an org); how many went."""

@@ -20,12 +20,15 @@ from bot.serve.service import Service
 from bot.settings import Settings
 from bot.workspace.memory import Memory, MemoryStore
 from tests.bot.conftest import App, make_settings
+from tests.bot.oauth.test_oauth_service import install, oauth_service_settings, post_event, web
 from tests.bot.queue.test_schedules import agent
 from tests.bot.runs.test_memory import FACT, ask, dm, memory_keys, only, remember
 from tests.bot.workspace.test_usage import limits
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_api import FakeSlack, Grant
 from tests.signing import action_body, event_body
+
+__all__ = ["oauth_service_settings", "web"]  # fixtures shared with the OAuth tests
 
 
 @pytest.fixture
@@ -159,3 +162,25 @@ async def test_memory_off_for_a_person_keeps_nothing_new_and_their_list_stays(
     assert not {t["function"]["name"] for t in fake_openai.requests[-1].tools or []} & {"remember", "recall"}
     assert FACT in await agent(on, "memory")
     assert "on for you again" in await agent(on, "memory on")
+
+
+async def test_in_oauth_mode_an_uninstall_erases_that_workspaces_memories_only(
+    web: tuple[Service, aiohttp.ClientSession], fake_slack: FakeSlack, redis_client: aioredis.Redis,
+    key_prefix: str,
+) -> None:
+    service, http = web
+    url = f"http://127.0.0.1:{service.port}"
+    for team in ("T1", "T2"):
+        fake_slack.add_install(f"c-{team}", Grant(team))
+        assert await install(http, url, f"c-{team}") == 200
+    store = MemoryStore(redis_client, AppKeys(key_prefix))
+    for team in ("T1", "T2"):
+        await store.add(Workspace(team), "user", "U1", Memory("M00000001", FACT, "D1", "private", 1.0, 9e9),
+                        cap=5, ttl_days=1)
+    revoked = {"type": "tokens_revoked", "event_ts": "1800000000.000004", "tokens": {"oauth": ["U1"], "bot": []}}
+    assert await post_event(http, url, event_body(revoked, team_id="T2")) == 200
+    [left] = await memory_keys(redis_client, key_prefix)
+    assert ":T1}" in left  # a person's revoked token erased their memories in that workspace only
+    assert await post_event(http, url, event_body({"type": "app_uninstalled", "event_ts": "1800000000.000005"},
+                                                  team_id="T1")) == 200
+    assert await memory_keys(redis_client, key_prefix) == []
