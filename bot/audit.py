@@ -89,8 +89,7 @@ FIELDS: dict[AuditEvent, dict[str, Any]] = {
     # ``run_id`` "" outside a run; an erasure that covers a whole workspace lists no ids.
     "memory.written": {**_MEMORY, "visibility": {"enum": ["private", "public"]}},
     "memory.used": {**_MEMORY},
-    "memory.forgotten": {**_MEMORY, "reason": {"enum": ["by_person", "expired", "person_left", "uninstalled",
-                                                         "tokens_revoked"]}},
+    "memory.forgotten": {**_MEMORY, "reason": {"enum": ["by_person", "person_left", "uninstalled", "tokens_revoked"]}},
 }
 
 #: The JSON Schema (2020-12) every line validates against.
