@@ -16,6 +16,7 @@ from bot.receive.deps import Services
 from bot.receive.listeners.memory import AgentMemory
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
 from bot.workspace import WorkspaceLimits
+from bot.workspace.memory import MemoryStore
 from bot.workspace.schedules import PauseReason, Schedule, ScheduleStore
 
 
@@ -48,9 +49,11 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits, memory:
 
 async def channel_gone(services: Services, client: AsyncWebClient | None, ws: Workspace, channel: str,
                        *, deleted: bool) -> None:
-    """A channel archived (its schedules pause, their creators told) or deleted (its schedules go)."""
+    """A channel archived (its schedules pause, their creators told) or deleted (its schedules and notes go)."""
     store = ScheduleStore(services.redis, services.keys)
     here = [s for s in await store.of_workspace(ws) if s.channel_id == channel]
+    if deleted:  # and its notes (``/agent-limits channel memory``) go with a deleted channel
+        await MemoryStore(services.redis, services.keys).forget(ws, "channel", channel, None)
     if not deleted:
         await _pause(ScheduleNotices(store), here, "lost_access", client)
         return

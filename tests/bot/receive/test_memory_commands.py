@@ -184,3 +184,12 @@ async def test_in_oauth_mode_an_uninstall_erases_that_workspaces_memories_only(
     assert await post_event(http, url, event_body({"type": "app_uninstalled", "event_ts": "1800000000.000005"},
                                                   team_id="T1")) == 200
     assert await memory_keys(redis_client, key_prefix) == []
+
+
+async def test_a_deleted_channels_notes_go_with_it(
+    on: App, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    assert "Noted as" in await limits(on, "channel memory add the rota is pinned", user="UADMIN")
+    assert len(await memory_keys(redis_client, key_prefix)) == 1
+    await on.post_event(event_body({"type": "channel_deleted", "channel": "C1", "event_ts": "1800000000.000006"}))
+    assert await memory_keys(redis_client, key_prefix) == []
