@@ -30,6 +30,9 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 #: Quotes and dashes that clients and models spell differently: one spelling for the comparison.
 _FOLD = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
 _MENTION = re.compile(r"<[@#!][^>]*>")
+#: Slack's link markup, ``<https://x.example|x.example>``: the person wrote the URL.
+_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|[^>]*)?>")
+_ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
 
 
 def visibility_of(place: Place) -> Visibility | None:
@@ -51,7 +54,10 @@ def usable(memory: Memory, place: Place) -> bool:
 
 
 def _folded(text: str) -> str:
-    text = unicodedata.normalize("NFKC", _MENTION.sub(" ", text)).translate(_FOLD).casefold()
+    text = _LINK.sub(r"\1", _MENTION.sub(" ", text))
+    for entity, char in _ENTITIES:  # Slack escapes these three in message text
+        text = text.replace(entity, char)
+    text = unicodedata.normalize("NFKC", text).translate(_FOLD).casefold()
     return " ".join(text.split())
 
 
