@@ -69,7 +69,10 @@ class RunMemories:
             if not (said == "on" if said else self.rules.default_on) or person_off:
                 return None
             person = await self.limits.users.info(poster.client, ws, user)
-            place = await self.limits.places.of(poster.client, ws, turn.conversation.channel_id)
+            channel = turn.conversation.channel_id
+            # A ``D`` id is the asker's own DM with the app (conversations.info would need ``im:read`` to say so).
+            place = Place(channel, "im") if channel.startswith("D") else await self.limits.places.of(
+                poster.client, ws, channel)
         except (RedisError, SlackLookupError) as exc:
             log.warning("memory off for run %s: %s", turn.run_id, type(exc).__name__)
             return None

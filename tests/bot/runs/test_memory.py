@@ -319,3 +319,14 @@ async def test_what_recall_returns_is_private_data_to_the_exfiltration_guard(
     seen = observations(fake_openai)
     assert "orchid4412basalt" in seen[0] and "Held back" in seen[1], seen
     assert not [p for p, _ in pages.requests if p.startswith("/text")]
+
+
+async def test_in_the_dm_memory_works_without_conversations_info_and_elsewhere_an_undescribed_place_gets_none(
+    on: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    # The manifest asks no im:read: Slack refuses conversations.info on a DM, and a D id is the DM all the same.
+    fake_slack.fail("conversations.info", error="missing_scope", times=100)
+    await remember(on, fake_openai)
+    fake_openai.queue(text("Hi."))
+    await ask(on, "hello", channel="G7")
+    assert not offered(fake_openai) & MEMORY_TOOLS  # a place Slack will not describe: no memory there
