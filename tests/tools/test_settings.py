@@ -90,14 +90,14 @@ def test_builtin_registry_uses_the_settings() -> None:
     registry = builtin_registry(s)
     assert registry.names() == [
         "calculator", "current_time", "fetch_url", "channel_history", "slack_search", "attach_file", "schedule_run",
-        "read_file",
+        "read_file", "remember", "recall", "forget",
     ]
     assert not any(t.dangerous or t.needs_approval for t in registry)
     timeouts = {t.name: t.timeout_seconds for t in registry}
     # read_file keeps its own limit, longer than a file's extraction limit (tools.builtins.read_file)
     assert timeouts == {
         "calculator": 7, "current_time": 7, "fetch_url": 4, "channel_history": 7, "slack_search": 7, "attach_file": 7,
-        "schedule_run": 7, "read_file": 30,
+        "schedule_run": 7, "read_file": 30, "remember": 7, "recall": 7, "forget": 7,
     }
     assert ToolPolicy(make_settings(agent_tools="calculator,nope").allowlist()).enabled(registry).names() == [
         "calculator"

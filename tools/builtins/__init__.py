@@ -40,8 +40,8 @@ def builtin_registry(settings: ToolSettings, *, http: aiohttp.ClientSession | No
         dataclasses.replace(slack_search, timeout_seconds=default),
         dataclasses.replace(attach_file, timeout_seconds=default),
         dataclasses.replace(schedule_run, timeout_seconds=default),
-        remember, recall, forget,
         read_file,  # its own time limit: longer than a file's extraction limit, so that one ends first
+        *(dataclasses.replace(t, timeout_seconds=default) for t in (remember, recall, forget)),
     ]
     backend = search_backend(settings)
     if backend is not None:
