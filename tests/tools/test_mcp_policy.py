@@ -44,8 +44,12 @@ def test_sixty_tools_are_cut_to_the_relevant_ones_and_builtins_stay() -> None:
     offered = [s["function"]["name"] for s in run.schemas()]
     assert len(offered) == 20
     assert "kb__weather_forecast" in offered
-    # read_file: only in a run given files; slack_search: only in one Slack gave an action_token
-    assert {t.name for t in _builtins()} - {"read_file", "slack_search"} <= set(offered)
+    # read_file: only in a run given files; slack_search: only in one Slack gave an action_token; the memory tools:
+    # only in one whose asker has memory on
+    assert {t.name for t in _builtins()} - {"read_file", "slack_search", "remember", "recall", "forget"} <= set(offered)
+    assert not {"remember", "recall", "forget"} & set(offered)
+    with_memory = run_registry(enabled, task="x", environment="slack", limit=20, has_memory=True)
+    assert {"remember", "recall", "forget"} <= {s["function"]["name"] for s in with_memory.schemas()}
 
 
 async def test_a_call_to_a_left_out_tool_is_accepted_and_added() -> None:
