@@ -89,7 +89,8 @@ FIELDS: dict[AuditEvent, dict[str, Any]] = {
     "slackbot_mcp.refused": {**_WHERE, "user": _STR, "tool": _STR,
                              "reason": {"enum": ["not_installed", "guest", "external", "budget_exhausted",
                                                  "limit_unreadable", "rate_limited", "unknown_tool",
-                                                 "needs_approval", "slack_unavailable", "model_refused"]}},
+                                                 "thread_only", "needs_approval", "slack_unavailable",
+                                                 "model_refused"]}},
 }
 
 #: The JSON Schema (2020-12) every line validates against.
