@@ -132,9 +132,9 @@ def add_slackbot_mcp(
     secret = settings.slack_signing_secret
     face = SlackbotMcp(SlackbotTools(gate, toolbox=lambda: box, settings=settings), box,
                        secret=secret.get_secret_value() if secret else "", owns_toolbox=owns)
-    # POST carries every JSON-RPC message; GET (a stream) and DELETE (a session) are the transport's to refuse.
-    for method in ("POST", "GET", "DELETE"):
-        web_app.router.add_route(method, MCP_PATH, face.handle)
+    # POST alone: every JSON-RPC message comes in one. A stateless server has no session to DELETE and nothing to
+    # send on a GET stream (which would stay open for nothing): aiohttp answers both 405.
+    web_app.router.add_post(MCP_PATH, face.handle)
     web_app.on_startup.append(face.start)
     web_app.on_cleanup.append(face.stop)
     return face

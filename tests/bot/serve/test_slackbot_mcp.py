@@ -211,3 +211,15 @@ async def test_the_guard_remembers_what_a_persons_calls_read_and_holds_back_a_la
     assert [(line["tool"], line["outcome"]) for line in audited(audit_file)] == [
         ("fetch_url", "ok"), ("fetch_url", "held_back")]
     assert "attacker" not in audit_file.read_text() and "/text" not in audit_file.read_text()
+
+
+async def test_a_signed_but_malformed_request_gets_a_json_rpc_error_and_other_methods_405(
+    app: App, fake_slack: FakeSlack
+) -> None:
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"'
+    status, answer = await post_mcp(app, body, signed_headers(SECRET, body))
+    assert status == 400 and json.loads(answer)["error"]["message"].startswith("Parse error")
+    for method in ("GET", "DELETE"):  # Slackbot POSTs; a stateless server has no stream or session to offer
+        async with app.http.request(method, f"{app.url}/mcp", headers=signed_headers(SECRET, b"")) as resp:
+            assert resp.status == 405
+    assert fake_slack.calls == []
