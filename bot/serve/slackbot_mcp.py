@@ -20,11 +20,9 @@ import contextlib
 import json
 import logging
 from collections.abc import MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 
 from bot.logs import OncePer
 from bot.oauth.clients import WorkspaceClients
@@ -32,12 +30,14 @@ from bot.receive.deps import Services
 from bot.receive.http_guard import SlowBodies
 from bot.receive.verify import check_headers, check_signature
 from bot.runs.slackbot_caller import CallerGate
-from bot.runs.slackbot_tools import SlackbotTools
 from bot.runs.toolbox import Toolbox
 from bot.settings import Settings
 from bot.workspace import WorkspaceLimits
 from bot.workspace.settings import LimitsPolicy
-from tools import ToolPolicy, builtin_registry
+from tools import ToolPolicy, ToolSettings, builtin_registry
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 log = logging.getLogger(__name__)
 
@@ -48,43 +48,64 @@ Message = MutableMapping[str, Any]
 
 
 class SlackbotMcp:
-    """The endpoint's parts: the SDK's session manager (run in a task of its own), the toolbox, the door."""
+    """The endpoint's parts: the door, then (from the first verified request on) the SDK's session manager, run in
+    a task of its own, and the toolbox. The SDK is imported then too: a process Slackbot never calls never loads it
+    (``tests/test_lazy_imports.py``)."""
 
-    def __init__(self, tools: SlackbotTools, toolbox: Toolbox, *, secret: str, owns_toolbox: bool) -> None:
-        # The DNS-rebinding check compares Host with a list: Slack reaches us through whatever public name the
-        # operator gave it, and the signature, checked before the SDK sees a byte, is the authentication.
-        self.manager = StreamableHTTPSessionManager(
-            tools.server(), stateless=True, json_response=True,
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
+    def __init__(self, gate: CallerGate, toolbox: Toolbox, settings: ToolSettings, *, secret: str,
+                 owns_toolbox: bool) -> None:
+        self._gate = gate
         self._toolbox = toolbox
+        self._settings = settings
         self._owns_toolbox = owns_toolbox
         self._secret = secret
         self._bodies = SlowBodies()
         self._log_gate = OncePer()
         self._stop = asyncio.Event()
+        self._ready: asyncio.Task[StreamableHTTPSessionManager] | None = None
         self._running: asyncio.Task[None] | None = None
-        self._toolbox_started: asyncio.Task[None] | None = None
-
-    async def start(self, _app: web.Application) -> None:
-        started = asyncio.Event()
-        self._running = asyncio.create_task(self._run(started))
-        await started.wait()
-
-    async def _run(self, started: asyncio.Event) -> None:
-        # The SDK's task group is entered and left in this one task, as anyio requires.
-        async with self.manager.run():
-            started.set()
-            await self._stop.wait()
 
     async def stop(self, _app: web.Application) -> None:
         self._stop.set()
+        if self._ready is not None:
+            with contextlib.suppress(Exception):
+                await self._ready  # a start under way finishes (or fails) before it is undone
         if self._running is not None:
             await self._running
-        if self._owns_toolbox and self._toolbox_started is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._toolbox_started
+        if self._owns_toolbox and self._ready is not None:
             await self._toolbox.aclose()  # its stdio servers are child processes: none left behind
+
+    async def _manager(self) -> StreamableHTTPSessionManager:
+        """The SDK's session manager, started once (concurrent first requests wait for the one start)."""
+        if self._ready is None or (self._ready.done() and self._ready.exception() is not None):
+            self._ready = asyncio.create_task(self._start())
+        return await asyncio.shield(self._ready)
+
+    async def _start(self) -> StreamableHTTPSessionManager:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from bot.runs.slackbot_tools import SlackbotTools
+
+        if self._owns_toolbox:
+            await self._toolbox.start()
+        tools = SlackbotTools(self._gate, toolbox=lambda: self._toolbox, settings=self._settings)
+        # The DNS-rebinding check compares Host with a list: Slack reaches us through whatever public name the
+        # operator gave it, and the signature, checked before the SDK sees a byte, is the authentication.
+        manager = StreamableHTTPSessionManager(
+            tools.server(), stateless=True, json_response=True,
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        started = asyncio.Event()
+        self._running = asyncio.create_task(self._run(manager, started))
+        await started.wait()
+        return manager
+
+    async def _run(self, manager: StreamableHTTPSessionManager, started: asyncio.Event) -> None:
+        # The SDK's task group is entered and left in this one task, as anyio requires.
+        async with manager.run():
+            started.set()
+            await self._stop.wait()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
@@ -100,15 +121,7 @@ class SlackbotMcp:
         if problem:
             self._refused(problem)
             return _refusal(401, problem)
-        await self._tools_ready()
-        return await _asgi(self.manager, request, body)
-
-    async def _tools_ready(self) -> None:
-        if not self._owns_toolbox:
-            return
-        if self._toolbox_started is None:
-            self._toolbox_started = asyncio.create_task(self._toolbox.start())
-        await asyncio.shield(self._toolbox_started)
+        return await _asgi(await self._manager(), request, body)
 
     def _refused(self, problem: str) -> None:
         ok, held = self._log_gate.allow(problem)
@@ -130,12 +143,10 @@ def add_slackbot_mcp(
                       services.redis, services.keys, per_minute=settings.agent_slackbot_mcp_calls_per_minute,
                       oauth_mode=settings.oauth_mode)
     secret = settings.slack_signing_secret
-    face = SlackbotMcp(SlackbotTools(gate, toolbox=lambda: box, settings=settings), box,
-                       secret=secret.get_secret_value() if secret else "", owns_toolbox=owns)
+    face = SlackbotMcp(gate, box, settings, secret=secret.get_secret_value() if secret else "", owns_toolbox=owns)
     # POST alone: every JSON-RPC message comes in one. A stateless server has no session to DELETE and nothing to
     # send on a GET stream (which would stay open for nothing): aiohttp answers both 405.
     web_app.router.add_post(MCP_PATH, face.handle)
-    web_app.on_startup.append(face.start)
     web_app.on_cleanup.append(face.stop)
     return face
 
