@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 import httpx2
-import mcp_types as types
+import mcp.types as types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from slack_sdk.signature import SignatureVerifier
