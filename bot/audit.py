@@ -32,6 +32,7 @@ AuditEvent = Literal[
     "run.finished", "run.refused", "limits.changed", "approval.requested", "approval.decided", "approval.expired",
     "guard.decided", "app.installed", "app.uninstalled", "app.tokens_revoked", "schedule.created", "schedule.deleted",
     "schedule.paused", "schedule.fired", "schedule.skipped", "memory.written", "memory.forgotten", "memory.used",
+    "slackbot_mcp.called", "slackbot_mcp.refused",
 ]
 EVENTS: tuple[AuditEvent, ...] = get_args(AuditEvent)
 #: Raised when a field is added, renamed or changes meaning (a new event kind alone keeps it).
@@ -90,6 +91,14 @@ FIELDS: dict[AuditEvent, dict[str, Any]] = {
     "memory.written": {**_MEMORY, "visibility": {"enum": ["private", "public"]}},
     "memory.used": {**_MEMORY},
     "memory.forgotten": {**_MEMORY, "reason": {"enum": ["by_person", "person_left", "uninstalled", "tokens_revoked"]}},
+    # A tool call of Slackbot's (``/mcp``): the person, the tool (``unknown`` when no tool of the workspace has that
+    # name), its outcome; never its arguments or its result.
+    "slackbot_mcp.called": {**_WHERE, "user": _STR, "call_id": _STR, "tool": _STR, "outcome": _STR},
+    "slackbot_mcp.refused": {**_WHERE, "user": _STR, "tool": _STR,
+                             "reason": {"enum": ["not_installed", "guest", "external", "budget_exhausted",
+                                                 "limit_unreadable", "rate_limited", "unknown_tool",
+                                                 "thread_only", "needs_approval", "slack_unavailable",
+                                                 "model_refused"]}},
 }
 
 #: The JSON Schema (2020-12) every line validates against.

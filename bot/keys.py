@@ -147,6 +147,10 @@ class AppKeys(Keys):
         """String: a person's runs started without a mention in ``respond all`` channels this minute (expires)."""
         return f"{self.namespace(ws)}:respond:{user_id}"
 
+    def slackbot_mcp_calls(self, ws: Workspace, user_id: str, minute: int) -> str:
+        """Counter, expiring: one person's tool calls through Slackbot (``/mcp``) in one minute (epoch minutes)."""
+        return f"{self.namespace(ws)}:slackbot-mcp:{user_id}:{minute}"
+
     def recent_runs(self, ws: Workspace) -> str:
         """List: capped, newest first: finished runs for App Home."""
         return f"{self.namespace(ws)}:runs"

@@ -19,6 +19,7 @@ import pytest
 #: (all its tests), or one test of a module (all its parameters).
 PROCESS_TESTS = frozenset({
     "tests/shapes/",
+    "tests/bot/serve/test_slackbot_mcp_servers.py",  # the tests' MCP server, under the web process
     "tests/bot/queue/test_approval_restarts.py",
     "tests/test_embedded_test_redis.py",
     "tests/test_lazy_imports.py",

@@ -17,8 +17,8 @@ from bot.slack_client import SlackSettings
 #: The bot scopes an OAuth install asks for: exactly manifest.json's (tests/bot/serve/test_manifest.py).
 DEFAULT_BOT_SCOPES = (
     "app_mentions:read,assistant:write,canvases:write,channels:history,channels:read,chat:write,commands,"
-    "files:read,files:write,groups:history,groups:read,im:history,mpim:history,reactions:write,search:read.public,"
-    "usergroups:read,users:read"
+    "files:read,files:write,groups:history,groups:read,im:history,mcp:connect,mpim:history,reactions:write,"
+    "search:read.public,usergroups:read,users:read"
 )
 
 

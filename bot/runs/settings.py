@@ -15,6 +15,8 @@ from bot.workspace.defaults import WorkspaceDefaults
 
 #: How long one file's download (bot/runs/downloads.py) may take.
 DEFAULT_FILE_DOWNLOAD_TIMEOUT_SECONDS = 30.0
+#: The tool calls one person may make through Slackbot (``/mcp``) per minute.
+DEFAULT_SLACKBOT_MCP_CALLS_PER_MINUTE = 30
 
 
 class RunsSettings(ThreadSettings, WorkspaceDefaults, OAuthSettings, MetricsSettings):
@@ -22,6 +24,11 @@ class RunsSettings(ThreadSettings, WorkspaceDefaults, OAuthSettings, MetricsSett
 
     agent_file_download_timeout_seconds: float = Field(
         default=DEFAULT_FILE_DOWNLOAD_TIMEOUT_SECONDS, gt=0, description="How long one file's download may take."
+    )
+
+    agent_slackbot_mcp_calls_per_minute: int = Field(
+        default=DEFAULT_SLACKBOT_MCP_CALLS_PER_MINUTE, ge=0,
+        description="Tool calls one person may make through Slackbot (/mcp) per minute (0: none).",
     )
 
     @property

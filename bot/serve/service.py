@@ -35,6 +35,7 @@ from bot.serve import startup
 from bot.serve.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
 from bot.serve.health import PROBE_TIMEOUT_SECONDS, RedisProbe
 from bot.serve.metrics_http import MetricsListener
+from bot.serve.slackbot_mcp import add_slackbot_mcp
 from bot.settings import Settings
 from bot.settings_base import Role
 from bot.slack_client import make_web_client, slack_connections, slack_session
@@ -188,6 +189,9 @@ class Service:
         web_app = (create_web_app(create_app(services), services, health=self.problem, probe=probe)
                    if self.role in ("all", "web") else create_health_app(services, self.worker_problem, probe))
         settings = self.settings
+        if self.role in ("all", "web") and settings.agent_slackbot_mcp == "on":
+            # Slackbot's door to the tools: the worker's toolbox when it runs in this process, else one of its own.
+            add_slackbot_mcp(web_app, services, settings, self._runtime.toolbox if self._runtime else None)
         guard = ConnectionGuard(max_connections(), per_peer=settings.http_max_connections_per_ip)
         web_app[GUARD_KEY] = guard
         self._runner = web.AppRunner(web_app, access_log=None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from agent_core import ConfigError
@@ -34,6 +36,10 @@ class ServeSettings(ReceiveSettings):
     )
     http_max_connections_per_ip: int = Field(
         default=0, ge=0, description="Open connections per peer address (0: no cap; keep 0 behind a load balancer)."
+    )
+    agent_slackbot_mcp: Literal["on", "off"] = Field(
+        default="on",
+        description="Serve the workspace's tools to Slackbot at /mcp (Slack-signed requests only); off: no /mcp route.",
     )
     http_reuse_port: bool = Field(
         default=False,

@@ -9,6 +9,7 @@ from pathlib import Path
 from bot.oauth.flow import REDIRECT_PATH
 from bot.receive.payloads import HANDLED_EVENTS
 from bot.serve.app import EVENTS_PATH
+from bot.serve.slackbot_mcp import MCP_PATH
 
 MANIFEST = json.loads((Path(__file__).parents[3] / "manifest.json").read_text())
 
@@ -27,6 +28,7 @@ def test_scopes_are_exactly_the_ones_used() -> None:
         "groups:history",      # thread replies in private channels
         "groups:read",         # the same for private channels: conversations.info, group_deleted/_archive
         "im:history",          # DMs
+        "mcp:connect",         # Slackbot's MCP client may reach the tools at /mcp (mcp_servers)
         "mpim:history",        # group DMs
         "reactions:write",     # the working reaction where setStatus is not available
         "search:read.public",  # slack_search: Real-time Search (assistant.search.context) with the action_token
@@ -59,6 +61,13 @@ def test_events_command_and_interactivity() -> None:
 def test_the_redirect_url_is_the_oauth_route() -> None:
     [url] = MANIFEST["oauth_config"]["redirect_urls"]
     assert url.endswith(REDIRECT_PATH)
+
+
+def test_slackbot_reaches_the_tools_at_mcp_with_slack_identity_auth() -> None:
+    # The Slackbot MCP Client signs each request and names its person: the auth type /mcp checks (bot.serve).
+    [(key, server)] = MANIFEST["mcp_servers"].items()
+    assert key == "agent" and server == {"url": f"https://YOUR-HOST.example.com{MCP_PATH}",
+                                         "auth_type": "slack_identity_auth"}
 
 
 def test_the_agent_pane_is_enabled() -> None:

@@ -57,9 +57,29 @@ def _pane(features: dict[str, Any]) -> None:
         _keys(prompt, "suggested prompt", {"title", "message"}, {"title", "message"})
 
 
+#: ``mcp_servers.<key>.auth_type``'s documented values.
+MCP_AUTH_TYPES = {"no_auth", "slack_identity_auth", "dynamic_client_registration", "manual_auth"}
+
+
+def _mcp_servers(servers: Any) -> None:
+    """``mcp_servers``: at most 20, each a ``url`` (≤ 500 characters) with an optional documented auth type,
+    ``auth_provider_key`` (≤ 255) and ``headers``."""
+    assert isinstance(servers, dict) and len(servers) <= 20, "mcp_servers: an object of at most 20 servers"
+    for key, server in servers.items():
+        where = f"mcp_servers.{key}"
+        _keys(server, where, {"url", "auth_type", "auth_provider_key", "headers"}, {"url"})
+        _text(server["url"], f"{where}.url", 500)
+        assert _URL.fullmatch(server["url"]), f"{where}.url: an https URL"
+        assert server.get("auth_type", "no_auth") in MCP_AUTH_TYPES, f"{where}.auth_type: one of {MCP_AUTH_TYPES}"
+        _text(server.get("auth_provider_key", "x"), f"{where}.auth_provider_key", 255)
+        assert isinstance(server.get("headers", {}), dict), f"{where}.headers: an object"
+
+
 def check(manifest: dict[str, Any]) -> None:
-    _keys(manifest, "manifest", {"_metadata", "display_information", "features", "oauth_config", "settings"},
+    _keys(manifest, "manifest",
+          {"_metadata", "display_information", "features", "oauth_config", "settings", "mcp_servers"},
           {"display_information"})
+    _mcp_servers(manifest.get("mcp_servers", {}))
     meta = _keys(manifest["_metadata"], "_metadata", {"major_version", "minor_version"})
     assert meta["major_version"] in (1, 2) and isinstance(meta.get("minor_version", 0), int)
     info = _keys(manifest["display_information"], "display_information",
@@ -117,12 +137,14 @@ def test_the_manifest_has_only_documented_fields_of_the_documented_shape(manifes
     check(manifest)
 
 
-def test_the_check_catches_a_misspelt_or_doubled_pane() -> None:
+def test_the_check_catches_a_misspelt_or_doubled_pane_and_an_unknown_mcp_auth_type() -> None:
     misspelt = copy.deepcopy(AGENT)
     misspelt["features"]["agent_veiw"] = misspelt["features"].pop("agent_view")
     doubled = copy.deepcopy(AGENT)
     doubled["features"]["assistant_view"] = LEGACY["features"]["assistant_view"]
-    for bad in (misspelt, doubled):
+    slack_auth = copy.deepcopy(AGENT)
+    slack_auth["mcp_servers"]["agent"]["auth_type"] = "slack_auth"
+    for bad in (misspelt, doubled, slack_auth):
         with pytest.raises(AssertionError):
             check(bad)
 
