@@ -1003,7 +1003,8 @@ class FakeSlack:
         def seen(item: dict[str, Any]) -> bool:
             return hit(item) and (not item.get("channel_id") or self._channel_type(str(item["channel_id"])) in where)
 
-        found = [("messages", m) for m in search.messages if "messages" in kinds and seen(m)]
+        own = search.scoped.get(str(params.get("action_token") or ""), [])
+        found = [("messages", m) for m in [*search.messages, *own] if "messages" in kinds and seen(m)]
         found += [("files", f) for f in search.files if "files" in kinds and seen(f)]
         start, limit = int(str(params.get("cursor") or "0")), int(params.get("limit") or 20)
         results: dict[str, list[dict[str, Any]]] = {"messages": [], "files": []}
@@ -1179,3 +1180,5 @@ class FakeSearch:
     action_tokens: set[str] = field(default_factory=set)
     scope_granted: bool = True
     requests: list[dict[str, Any]] = field(default_factory=list)
+    #: Messages found only by a search carrying this action token (each eval run's own index, beside the others').
+    scoped: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
