@@ -9,7 +9,7 @@ file or a list of them. Text may hold placeholders the harness fills per run, so
 * ``{channel}``: the run's channel id (``<#{channel}>`` in a message).
 
 A trajectory is a list of turns, each a list of steps: ``{call: {tool: {arg: value}}}`` (several keys: parallel
-calls) or ``{answer: text}``. The scripted model fills placeholders in arguments from what the run was told (a URL
+calls), ``{answer: text}`` or ``{refuse: text}`` (``message.refusal``). The scripted model fills placeholders in arguments from what the run was told (a URL
 is found in the conversation, as a model would read it).
 """
 
@@ -159,11 +159,12 @@ class Case(_Strict):
 
 
 def _check_steps(name: str, steps: list[Step]) -> None:
-    if not steps or "answer" not in steps[-1]:
-        raise ValueError(f"each turn of `{name}` ends with an `answer` step")
+    if not steps or not {"answer", "refuse"} & set(steps[-1]):
+        raise ValueError(f"each turn of `{name}` ends with an `answer` (or `refuse`) step")
     for step in steps:
-        if set(step) not in ({"call"}, {"answer"}):
-            raise ValueError(f"a step of `{name}` is `call: {{tool: args}}` or `answer: text`, got {sorted(step)}")
+        if set(step) not in ({"call"}, {"answer"}, {"refuse"}):
+            raise ValueError(f"a step of `{name}` is `call: {{tool: args}}`, `answer: text` or `refuse: text` (the "
+                             f"model declines, as OpenAI sends it), got {sorted(step)}")
         if "call" in step and (not isinstance(step["call"], dict) or not step["call"]):
             raise ValueError(f"a `call` step of `{name}` maps tool names to their arguments")
 

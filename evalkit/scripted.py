@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evalkit.cases import Case, Step
-from tests.fakes.openai_server import RecordedRequest, Reply, error, text, tool_calls
+from tests.fakes.openai_server import RecordedRequest, Reply, error, refusal, text, tool_calls
 
 GOOD, BAD = "scripted-good", "scripted-bad"
 #: Both, priced in ``AGENT_MODELS`` as a small hosted model would be (USD per 1M prompt/completion tokens).
@@ -41,6 +41,8 @@ class ScriptedModels:
         case, turn, step = found
         steps: list[Step] = getattr(case, trajectory)[turn]
         chosen = steps[min(step, len(steps) - 1)]
+        if "refuse" in chosen:
+            return refusal(str(chosen["refuse"]))
         if "answer" in chosen:
             return text(str(self.fill(case, chosen["answer"])))
         calls = [(name, dict(self.fill(case, args or {}))) for name, args in chosen["call"].items()]
