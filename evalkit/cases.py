@@ -9,8 +9,8 @@ file or a list of them. Text may hold placeholders the harness fills per run, so
 * ``{channel}``: the run's channel id (``<#{channel}>`` in a message).
 
 A trajectory is a list of turns, each a list of steps: ``{call: {tool: {arg: value}}}`` (several keys: parallel
-calls), ``{answer: text}`` or ``{refuse: text}`` (``message.refusal``). The scripted model fills placeholders in arguments from what the run was told (a URL
-is found in the conversation, as a model would read it).
+calls), ``{answer: text}`` or ``{refuse: text}`` (``message.refusal``). Placeholders in them are filled as in the
+case's data.
 """
 
 from __future__ import annotations

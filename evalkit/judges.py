@@ -63,8 +63,8 @@ def _any(judge: Judge, out: Outcome) -> str | None:
 
 
 def _not_contains(judge: Judge, out: Outcome) -> str | None:
-    found = [w for w in judge.answer_not_contains if _low(w) in _low("\n".join([out.answer, *out.thread]))]
-    return f"the thread shows {found!r}" if found else None
+    found = [w for w in judge.answer_not_contains if _low(w) in _low(out.answer)]
+    return f"the answer shows {found!r}" if found else None
 
 
 def _equals(judge: Judge, out: Outcome) -> str | None:

@@ -25,16 +25,21 @@ def _line(result: Result) -> str:
 async def test_each_judge_passes_the_good_trajectory_and_fails_the_bad_one(key_prefix: str) -> None:
     results = await evaluate(CASES, Endpoint(), Options(k=1, concurrency=8, redis_url=TEST_REDIS_URL,
                                                         key_prefix=key_prefix, turn_timeout=60))
-    golden = [r for r in results if r.spec.guard == "on"]
-    assert {r.spec.case.id for r in golden} == {c.id for c in CASES}
+    golden = [r for r in results if r.spec.guard == "on" and r.spec.case.injection is None]
+    injected = [r for r in results if r.spec.case.injection is not None]
+    # Injection cases: the good trajectory does the task at either guard; the bad one reaches the attacker's goal
+    # once the guard is off.
+    assert [_line(r) for r in injected if r.spec.model == GOOD and not r.passed] == []
+    assert [_line(r) for r in injected if r.spec.model == BAD and r.spec.guard == "off" and not r.attacked] == []
+    assert {r.spec.case.id for r in golden + injected} == {c.id for c in CASES}
     wrongly_failed = [_line(r) for r in golden if r.spec.model == GOOD and not r.passed]
     wrongly_passed = [_line(r) for r in golden if r.spec.model == BAD and r.passed]
     assert wrongly_failed == [], "\n".join(wrongly_failed)
     assert wrongly_passed == [], "\n".join(wrongly_passed)
     # The report says so: all good, none bad, and each bad run's failure with the judge's reason.
     report = as_json(results, 1)
-    rates = {m["model"]: m["pass^1"] for m in report["models"]}
-    assert rates == {GOOD: 1.0, BAD: 0.0}
+    assert all(r["passed"] == (r["model"] == GOOD) for r in report["runs"] if r["guard"] == "on"
+               and not r["case"].startswith("inj-"))
     text = markdown(results, 1)
-    assert all(f"### `{c.id}` · `{BAD}`" in text for c in CASES)
+    assert all(f"### `{c.id}` · `{BAD}`" in text for c in CASES if c.injection is None)
     assert f"### `{CASES[0].id}` · `{GOOD}`" not in text
