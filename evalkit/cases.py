@@ -9,8 +9,8 @@ file or a list of them. Text may hold placeholders the harness fills per run, so
 * ``{channel}``: the run's channel id (``<#{channel}>`` in a message).
 
 A trajectory is a list of turns, each a list of steps: ``{call: {tool: {arg: value}}}`` (several keys: parallel
-calls), ``{answer: text}`` or ``{refuse: text}`` (``message.refusal``). Placeholders in them are filled as in the
-case's data.
+calls), ``{answer: text}`` or ``{refuse: text}`` (``message.refusal``), with an optional ``usage: {prompt: n,
+completion: n}`` the fake endpoint reports (a costly call). Placeholders are filled as in the case's data.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def _check_steps(name: str, steps: list[Step]) -> None:
     if not steps or not {"answer", "refuse"} & set(steps[-1]):
         raise ValueError(f"each turn of `{name}` ends with an `answer` (or `refuse`) step")
     for step in steps:
-        if set(step) not in ({"call"}, {"answer"}, {"refuse"}):
+        if set(step) - {"usage"} not in ({"call"}, {"answer"}, {"refuse"}):
             raise ValueError(f"a step of `{name}` is `call: {{tool: args}}`, `answer: text` or `refuse: text` (the "
                              f"model declines, as OpenAI sends it), got {sorted(step)}")
         if "call" in step and (not isinstance(step["call"], dict) or not step["call"]):

@@ -41,12 +41,14 @@ class ScriptedModels:
         case, turn, step = found
         steps: list[Step] = getattr(case, trajectory)[turn]
         chosen = steps[min(step, len(steps) - 1)]
+        usage = chosen.get("usage") or {}
+        tokens = {"prompt_tokens": usage.get("prompt"), "completion_tokens": usage.get("completion")}
         if "refuse" in chosen:
-            return refusal(str(chosen["refuse"]))
+            return refusal(str(chosen["refuse"]), **tokens)
         if "answer" in chosen:
-            return text(str(self.fill(case, chosen["answer"])))
+            return text(str(self.fill(case, chosen["answer"])), **tokens)
         calls = [(name, dict(self.fill(case, args or {}))) for name, args in chosen["call"].items()]
-        return tool_calls(*calls)
+        return tool_calls(*calls, **tokens)
 
     def _locate(self, messages: list[dict[str, Any]]) -> tuple[Case, int, int] | None:
         for index in range(len(messages) - 1, -1, -1):
