@@ -42,13 +42,13 @@ class ScriptedModels:
         steps: list[Step] = getattr(case, trajectory)[turn]
         chosen = steps[min(step, len(steps) - 1)]
         usage = chosen.get("usage") or {}
-        tokens = {"prompt_tokens": usage.get("prompt"), "completion_tokens": usage.get("completion")}
+        prompt, completion = usage.get("prompt"), usage.get("completion")
         if "refuse" in chosen:
-            return refusal(str(chosen["refuse"]), **tokens)
+            return refusal(str(chosen["refuse"]), prompt_tokens=prompt, completion_tokens=completion)
         if "answer" in chosen:
-            return text(str(self.fill(case, chosen["answer"])), **tokens)
+            return text(str(self.fill(case, chosen["answer"])), prompt_tokens=prompt, completion_tokens=completion)
         calls = [(name, dict(self.fill(case, args or {}))) for name, args in chosen["call"].items()]
-        return tool_calls(*calls, **tokens)
+        return tool_calls(*calls, prompt_tokens=prompt, completion_tokens=completion)
 
     def _locate(self, messages: list[dict[str, Any]]) -> tuple[Case, int, int] | None:
         for index in range(len(messages) - 1, -1, -1):
