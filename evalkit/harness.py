@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 import aiohttp
+from arq.constants import in_progress_key_prefix
 from redis.asyncio import Redis
 
 from agent_core import RedisThreadStore
@@ -36,6 +37,10 @@ from tests.signing import action_body, command_body, event_body, mention, signed
 SECRET = "eval-signing-secret"
 #: How ``/agent-limits`` starts its answer to a change it made (a limit or model; the channel's instructions).
 SETUP_DONE = ("Changed", "This channel's instructions")
+#: How often, and how long, a phase's end waits for the worker's last jobs to finish.
+IDLE_POLL_SECONDS, IDLE_TIMEOUT_SECONDS = 0.05, 30.0
+#: A run's error when the spend cap kept it from starting: it is left out of the scores, and counted.
+NOT_STARTED = "not run: the --max-usd cap was reached"
 #: Tool call outcomes of a call that did not go out (the guard held it back, a policy refused it).
 NOT_RUN = frozenset({"held_back", "refused", "invalid_arguments", "unknown_tool"})
 _STOP_RE = re.compile(r"Stop reason: `([a-z_]+)`")
@@ -55,6 +60,10 @@ class Result:
     @property
     def passed(self) -> bool:
         return self.failure is None
+
+    @property
+    def started(self) -> bool:
+        return self.outcome.error != NOT_STARTED
 
 
 @dataclass
@@ -116,12 +125,13 @@ class Evaluation:
                 self.progress(self._done, total, self.spend.spent)
 
             await asyncio.gather(*(one(s) for s in specs))
+            await idle(self.redis, self.settings(guard))
 
     async def _turn(self, http: aiohttp.ClientSession, url: str, spec: RunSpec, turn: int) -> None:
         out = self._outcome(spec)
         if turn == 0:
             if not self.spend.hold():
-                out.error = "not run: the --max-usd cap was reached"
+                out.error = NOT_STARTED
                 return
             self.world.seed(spec)
             if problem := await self._setup(http, url, spec):
@@ -178,7 +188,7 @@ class Evaluation:
                                        channel=spec.channel, message_ts=message.ts, thread_ts=spec.root,
                                        team_id=spec.team)
                     await _post(http, url, body, form=True)
-            await slack.wait_for(predicate=partial(_more_than, slack, seen), timeout=self.turn_timeout)
+            await slack.wait_until(partial(_called_in, slack, seen, spec.channel), timeout=self.turn_timeout)
 
     async def _read(self, spec: RunSpec, out: Outcome) -> None:
         slack = self.world.slack
@@ -212,14 +222,31 @@ class Evaluation:
                       task_done(case, out))
 
 
+async def idle(redis: Redis, settings: Settings, timeout: float = IDLE_TIMEOUT_SECONDS) -> None:
+    """Wait until no job of the service's queue is queued or in progress (arq's own keys), so closing it ends no
+    run's job midway: a run posts its answer before its job ends, and a job cut short is resumed by the next
+    service as if its worker had died."""
+    deadline = time.monotonic() + timeout
+    pattern = f"{in_progress_key_prefix}*{settings.redis_key_prefix}*"
+    while time.monotonic() < deadline:
+        queued = await redis.zcard(settings.arq_queue_name)
+        if not queued and not [key async for key in redis.scan_iter(match=pattern, count=1000)]:
+            return
+        await asyncio.sleep(IDLE_POLL_SECONDS)
+
+
 def filled(case: Case, world: World) -> Case:
     """The case with the judges' placeholders filled (a page's URL in ``called``)."""
     judges = [Judge.model_validate(world.fill_value(case, j.model_dump())) for j in case.judge]
     return case.model_copy(update={"judge": judges})
 
 
-def _more_than(slack: FakeSlack, seen: int, _: object) -> bool:
-    return len(slack.calls) > seen
+def _called_in(slack: FakeSlack, seen: int, channel: str) -> bool:
+    """A call about ``channel`` came after the first ``seen`` (asked after each call: the newest is the one)."""
+    if len(slack.calls) <= seen:
+        return False
+    params = slack.calls[-1].params
+    return str(params.get("channel") or params.get("channel_id") or "") == channel
 
 
 async def _post(http: aiohttp.ClientSession, url: str, body: bytes, *, form: bool = False) -> None:

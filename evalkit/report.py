@@ -20,6 +20,9 @@ def _usd(value: float | None) -> str:
 
 def markdown(results: list[Result], k: int, header: str = "") -> str:
     scores = model_scores(results, k)
+    skipped = sum(not r.started for r in results)
+    if skipped:
+        header += f" {skipped} runs did not start: the --max-usd cap was reached (left out of the scores)."
     lines = ["# Golden set: pass^k per model", "", header, "",
              f"| model | tasks | runs | pass^1 | pass^{k} | cost/task | cost/success | steps | p50 s | p95 s |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -56,7 +59,7 @@ def _injection(scores: list[InjectionScore]) -> list[str]:
 
 
 def _failures(results: list[Result]) -> list[str]:
-    failed = [r for r in results if not r.passed and r.spec.guard == "on"]
+    failed = [r for r in results if not r.passed and r.spec.guard == "on" and r.started]
     if not failed:
         return ["## Failures", "", "None."]
     lines = ["## Failures", ""]
@@ -71,7 +74,8 @@ def _failures(results: list[Result]) -> list[str]:
 
 
 def as_json(results: list[Result], k: int) -> dict[str, Any]:
-    return {"k": k, "models": [s.as_dict() for s in model_scores(results, k)],
+    return {"k": k, "not_started": sum(not r.started for r in results),
+            "models": [s.as_dict() for s in model_scores(results, k)],
             "injection": [s.as_dict() for s in injection_scores(results)],
             "runs": [outcome_fields(r) for r in results]}
 

@@ -79,6 +79,7 @@ def settings_factory(w: World, endpoint: Endpoint, base_url: str, options: Optio
                 agent_models=",".join(endpoint.models), worker_max_jobs=max(options.concurrency, 1),
                 fetch_url_allowed_hosts=[w.pages.host_port, w.attacker_host], agent_mcp_config=str(mcp),
                 agent_exfiltration_guard=guard, agent_max_cost_usd=options.run_cap_usd, agent_budget_usd="",
+                agent_mcp_startup_wait_seconds=60,
                 metrics_port=0, **options.extra_settings)
         return made[guard]
 

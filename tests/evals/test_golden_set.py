@@ -5,14 +5,16 @@ One evaluation serves every case (the service and the fakes start once per phase
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 from evalkit.cases import load_cases
-from evalkit.harness import Result
+from evalkit.harness import NOT_STARTED, Result
 from evalkit.report import as_json, markdown
 from evalkit.runner import Endpoint, Options, evaluate
-from evalkit.scripted import BAD, GOOD
+from evalkit.scripted import BAD, GOOD, ScriptedModels
 from tests.conftest import TEST_REDIS_URL
+from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = load_cases(ROOT / "evals")
@@ -43,3 +45,26 @@ async def test_each_judge_passes_the_good_trajectory_and_fails_the_bad_one(key_p
     text = markdown(results, 1)
     assert all(f"### `{c.id}` · `{BAD}`" in text for c in CASES if c.injection is None)
     assert f"### `{CASES[0].id}` · `{GOOD}`" not in text
+
+
+async def test_a_real_endpoint_is_used_as_configured_and_the_spend_cap_stops_new_runs(
+    key_prefix: str, fake_openai: FakeOpenAI
+) -> None:
+    """An endpoint given by URL (here the fake one, scripted, standing in for a provider): the runs use the model
+    named with its price, and once a run's worst case (the per-run cap) no longer fits under ``max_usd``, no new
+    run starts; those are counted, not scored."""
+    [case] = [c for c in CASES if c.id == "tip-on-a-bill"]
+    fake_openai.script = ScriptedModels([case], lambda _, value: value)
+    endpoint = Endpoint(fake_openai.base_url, "sk-test", [f"{GOOD}:0.15/0.60"])
+    # A run costs about $0.0002 here: the first two fit under $0.0103 with a $0.01 hold each, the third does not.
+    options = Options(k=3, concurrency=1, redis_url=TEST_REDIS_URL, key_prefix=key_prefix, turn_timeout=60,
+                      max_usd=Decimal("0.0103"), run_cap_usd=Decimal("0.01"))
+    results = await evaluate([case], endpoint, options)
+    assert [r.started for r in results] == [True, True, False]
+    assert all(r.passed for r in results[:2]) and results[2].outcome.error == NOT_STARTED
+    assert {r.model for r in fake_openai.requests} == {GOOD}
+    spent = sum(r.outcome.cost_micros for r in results)
+    assert 0 < spent <= 10_300
+    report = as_json(results, 3)
+    assert report["not_started"] == 1 and report["models"][0]["runs"] == 2
+    assert "1 runs did not start: the --max-usd cap was reached" in markdown(results, 3)

@@ -418,6 +418,18 @@ class FakeSlack:
                     self._waiters.remove(waiter)
         return matching()
 
+    async def wait_until(self, predicate: Callable[[], bool], *, timeout: float = DEFAULT_WAIT_TIMEOUT) -> None:
+        """Wait until ``predicate()`` holds, asked again after each call the fake records (cheap predicates only:
+        ``wait_for`` re-reads the whole call log each time, which many concurrent waiters make quadratic)."""
+        waiter = _Waiter(predicate)
+        if not predicate():
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter.future, timeout)
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
     def add_install(self, code: str, grant: Grant) -> None:
         """The next ``oauth.v2.access`` with ``code`` installs ``grant`` (each code works once, like Slack's)."""
         self.codes[code] = grant
