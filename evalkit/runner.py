@@ -5,6 +5,7 @@ configured one), every run, and the scores. ``python -m bot eval`` (``evalkit.cl
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -39,7 +40,8 @@ class Endpoint:
 
     @property
     def names(self) -> list[str]:
-        return [m.split(":")[0] if m.count(":") == 1 and "/" in m else m for m in self.models]
+        """The models' names, without a price (``llama3:8b:0.10/0.20`` is ``llama3:8b``)."""
+        return [priced["name"] if (priced := _PRICED.fullmatch(m)) else m for m in self.models]
 
 
 @dataclass
@@ -54,6 +56,17 @@ class Options:
     run_cap_usd: Decimal = Decimal("0.50")
     progress: Callable[[int, int, int], None] = lambda done, total, spent: None
     extra_settings: dict[str, Any] = field(default_factory=dict)
+
+
+#: Settings the harness's own deployment never takes from the environment, whatever the operator's shell holds: it
+#: talks only to its fakes (no Socket Mode, no OAuth, no Sentinel, no exporters); the engine's settings (AGENT_MAX_*,
+#: OPENAI_TIMEOUT...) do apply, as they would to the channel's runs.
+_NOT_FROM_ENV: dict[str, Any] = {
+    "slack_app_token": None, "slack_client_id": None, "slack_client_secret": None, "slack_token_encryption_key": None,
+    "redis_sentinels": "", "redis_sentinel_master": "", "metrics_port": None, "worker_health_port": None,
+    "otel_exporter_otlp_endpoint": "",
+}
+_PRICED = re.compile(r"(?P<name>.+):[0-9]+(?:\.[0-9]+)?/[0-9]+(?:\.[0-9]+)?(?:/[0-9]+(?:\.[0-9]+)?)?")
 
 
 def plan(cases: list[Case], models: list[str], k: int) -> list[RunSpec]:
@@ -79,8 +92,7 @@ def settings_factory(w: World, endpoint: Endpoint, base_url: str, options: Optio
                 agent_models=",".join(endpoint.models), worker_max_jobs=max(options.concurrency, 1),
                 fetch_url_allowed_hosts=[w.pages.host_port, w.attacker_host], agent_mcp_config=str(mcp),
                 agent_exfiltration_guard=guard, agent_max_cost_usd=options.run_cap_usd, agent_budget_usd="",
-                agent_mcp_startup_wait_seconds=60,
-                metrics_port=0, **options.extra_settings)
+                agent_mcp_startup_wait_seconds=60, agent_tools=[], **_NOT_FROM_ENV, **options.extra_settings)
         return made[guard]
 
     return build

@@ -5,9 +5,14 @@ One evaluation serves every case (the service and the fakes start once per phase
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
+from bot.__main__ import main as bot_main
 from evalkit.cases import load_cases
 from evalkit.harness import NOT_STARTED, Result
 from evalkit.report import as_json, markdown
@@ -68,3 +73,19 @@ async def test_a_real_endpoint_is_used_as_configured_and_the_spend_cap_stops_new
     report = as_json(results, 3)
     assert report["not_started"] == 1 and report["models"][0]["runs"] == 2
     assert "1 runs did not start: the --max-usd cap was reached" in markdown(results, 3)
+
+
+def test_python_m_bot_eval_writes_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The operator's command, on the fake endpoint: a progress bar, then the Markdown, JSON and (with matplotlib)
+    PNG reports."""
+    monkeypatch.setenv("REDIS_URL", TEST_REDIS_URL)
+    report = tmp_path / "quality.md"
+    assert bot_main(["eval", "--cases", "arithmetic/tip-*", "--k", "2", "--report", str(report)]) == 0
+    err = capsys.readouterr().err
+    assert "4/4 turns" in err and f"wrote {report}" in err
+    text = report.read_text()
+    assert "1 cases, k=2, against the fake endpoint (scripted models); 4 runs" in text
+    assert f"| `{GOOD}` | 1 | 2 | 100.0% | 100.0% |" in text and f"| `{BAD}` | 1 | 2 | 0.0% | 0.0% |" in text
+    assert json.loads(report.with_suffix(".json").read_text())["k"] == 2
+    assert report.with_suffix(".png").exists() == (importlib.util.find_spec("matplotlib") is not None)

@@ -126,3 +126,10 @@ def test_eval_on_a_real_endpoint_needs_a_spend_cap(monkeypatch: pytest.MonkeyPat
     with pytest.raises(SystemExit) as done:
         bot_main(["eval", "--max-usd", "-1"])
     assert done.value.code == 2 and "must be more than 0" in capsys.readouterr().err
+
+
+def test_a_priced_model_entry_runs_under_its_name() -> None:
+    from evalkit.runner import Endpoint
+
+    entries = ["llama3:8b:0.10/0.20", "gpt-4o", "my-model:1/2/0.5"]
+    assert Endpoint("http://127.0.0.1:9/v1", "k", entries).names == ["llama3:8b", "gpt-4o", "my-model"]
