@@ -1,11 +1,13 @@
 """``python -m bot eval``: the golden set (and the injection set) through the real pipeline, scored per model.
 
-    python -m bot eval                                      # the scripted models on the fake endpoint
+    python -m bot eval --scripted                           # the scripted models on the fake endpoint
     OPENAI_BASE_URL=... OPENAI_API_KEY=... python -m bot eval --models gpt-4o-mini,gpt-4o --k 4 --max-usd 5
 
-Without ``OPENAI_BASE_URL`` the models are ``scripted-good`` and ``scripted-bad`` on a local fake endpoint (no
-money is spent). With it, ``--max-usd`` is required: no run starts once its worst case (``--run-cap``) would
-take the total past it. Runs from a checkout of the project (it uses the tests' fakes: ``tests/fakes``).
+The endpoint is the deployment's (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL`` from the environment or
+``.env``); with none configured, or with ``--scripted``, the models are ``scripted-good`` and ``scripted-bad`` on a
+local fake endpoint (no money is spent). On a real endpoint ``--max-usd`` is required: no run starts once its
+worst case (``--run-cap``) would take the total past it. Runs from a checkout of the project (it uses the tests'
+fakes: ``tests/fakes``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agent_core import AgentSettings
 from evalkit.cases import CaseError, load_cases
 from evalkit.report import write
 from evalkit.runner import Endpoint, Options, evaluate
@@ -55,6 +58,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-usd", type=_usd, help="spend cap over the whole evaluation (required on a real endpoint)")
     p.add_argument("--run-cap", type=_usd, default=Decimal("0.50"), help="cost cap of one run, USD")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds a turn may take before it counts as failed")
+    p.add_argument("--scripted", action="store_true",
+                   help="the scripted models on a local fake endpoint, even when an endpoint is configured")
     p.add_argument("--dir", type=Path, default=ROOT / "evals", help="where the cases are")
     return p
 
@@ -66,17 +71,25 @@ def progress(done: int, total: int, spent: int) -> None:
           file=sys.stderr, flush=True)
 
 
+def configured(scripted: bool) -> Endpoint:
+    """The deployment's endpoint (``OPENAI_*`` from the environment or ``.env``) when it names one (a key or a base
+    URL), else, or with ``--scripted``, the fake endpoint and its scripted models."""
+    settings = AgentSettings()
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
+    if scripted or not (key or "OPENAI_BASE_URL" in os.environ):
+        return Endpoint()
+    return Endpoint(settings.openai_base_url, key or "sk-none", [settings.openai_model])
+
+
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    base_url = os.environ.get("OPENAI_BASE_URL") or None
+    endpoint = configured(args.scripted)
+    base_url = endpoint.base_url
     if base_url and args.max_usd is None:
-        print("error: --max-usd is required with a real endpoint (OPENAI_BASE_URL is set)", file=sys.stderr)
+        print("error: --max-usd is required with a real endpoint (OPENAI_API_KEY or OPENAI_BASE_URL is set; "
+              "--scripted runs the scripted models instead)", file=sys.stderr)
         return 2
-    models = [m.strip() for m in (args.models or "").split(",") if m.strip()]
-    if base_url and not models:
-        models = [os.environ.get("OPENAI_MODEL") or "gpt-4o-mini"]
-    endpoint = Endpoint(base_url, os.environ.get("OPENAI_API_KEY", "sk-fake")) if base_url else Endpoint()
-    if models:
+    if models := [m.strip() for m in (args.models or "").split(",") if m.strip()]:
         endpoint.models = models
     try:
         cases = load_cases(args.dir, args.cases)

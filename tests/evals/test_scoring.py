@@ -133,3 +133,14 @@ def test_a_priced_model_entry_runs_under_its_name() -> None:
 
     entries = ["llama3:8b:0.10/0.20", "gpt-4o", "my-model:1/2/0.5"]
     assert Endpoint("http://127.0.0.1:9/v1", "k", entries).names == ["llama3:8b", "gpt-4o", "my-model"]
+
+
+def test_the_endpoint_is_the_deployments_when_one_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.cli import configured
+
+    assert configured(scripted=False).base_url is None  # nothing configured: the scripted models
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live")
+    monkeypatch.setenv("OPENAI_MODEL", "my-model")
+    live = configured(scripted=False)
+    assert live.base_url and live.api_key == "sk-live" and live.models == ["my-model"]
+    assert configured(scripted=True).base_url is None
