@@ -108,6 +108,8 @@ class Evaluation:
                 todo = [s for s in group if phase < len(s.case.turns) and not self._outcome(s).error]
                 if todo:
                     await self._phase(guard, phase, todo, total)
+        if self._done < total:  # runs that stopped early (not started, failed setup) skip their later turns
+            self.progress(total, total, self.spend.spent)
         return [self._judge(s) for s in specs]
 
     def _outcome(self, spec: RunSpec) -> Outcome:
