@@ -1,5 +1,6 @@
 """``python -m bot [all|web|worker] [--processes N]``: the Slack app (web), the agent workers, or both;
-``python -m bot rekey``: the stored installations re-encrypted with the newest token key (``bot/oauth/rekey.py``).
+``python -m bot rekey``: the stored installations re-encrypted with the newest token key (``bot/oauth/rekey.py``);
+``python -m bot eval [...]``: the golden set scored per model (``evalkit/cli.py``; ``python -m bot eval --help``).
 
 ``--processes 1`` is one process doing everything its role says; more put a supervisor in front
 (``bot/serve/supervisor.py``). Without the flag, ``web`` runs one process, ``worker`` and ``all`` one worker per
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import signal
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
 
@@ -69,6 +71,9 @@ async def _unless_stopped(start: Awaitable[object], stop: asyncio.Event) -> bool
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_given = sys.argv[1:] if argv is None else argv
+    if args_given[:1] == ["eval"]:
+        return _eval(args_given[1:])
     parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__)
     parser.add_argument("role", nargs="?", default="all", choices=["all", "web", "worker", "rekey"],
                         help="web: Slack endpoint that enqueues; worker: runs agents; all (default): both; "
@@ -101,6 +106,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {name}: {first['msg']}", file=sys.stderr)
         return 2
     return 0
+
+
+def _eval(argv: list[str]) -> int:
+    """The evaluation harness lives beside the package (it drives the service through the tests' fakes), so it is
+    found only in a checkout; imported by name so the service never loads it."""
+    try:
+        cli = importlib.import_module("evalkit.cli")
+    except ImportError as exc:
+        print(f"error: `python -m bot eval` runs from a checkout of the project with the dev and evals extras "
+              f"(pip install -e '.[dev,evals]'): {exc}", file=sys.stderr)
+        return 2
+    run: Callable[[list[str]], int] = cli.main
+    return run(argv)
 
 
 def _count(text: str) -> int:

@@ -37,6 +37,7 @@ PROCESS_TESTS = frozenset({
     "tests/bot/receive/test_events.py::test_healthz_is_503_when_redis_is_down",
     "tests/bot/runs/test_exfiltration_corpus.py",
     "tests/injection/",
+    "tests/evals/test_golden_set.py",  # the service starts the canned MCP server and reads PDFs in a reader process
     "tests/bot/runs/test_files_in.py::test_a_mention_under_a_message_with_a_file_gets_that_file",  # a PDF is read
     "tests/bot/runs/test_files_in.py::test_a_mention_with_a_png_and_a_pdf_hands_both_to_the_run",
     "tests/bot/runs/test_files_in.py::test_a_mention_with_only_a_file_still_runs",  # an image: a reader process

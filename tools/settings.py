@@ -59,6 +59,12 @@ class ToolSettings(BaseSettings):
         description='Path of a JSON file listing MCP servers in the "mcpServers" format; each server\'s '
         "tools become tools named <server>__<tool>. Unset: no MCP servers.",
     )
+    agent_mcp_startup_wait_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="How long a process's start-up waits for its MCP servers to connect; a slower server's tools "
+        "join once it does (runs started before go without them).",
+    )
     agent_tools_per_run: int = Field(
         DEFAULT_TOOLS_PER_RUN,
         ge=1,

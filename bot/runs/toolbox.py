@@ -132,7 +132,7 @@ def servers_of(settings: ToolSettings, environ: Mapping[str, str] | None = None)
     try:
         return McpServers.from_config(
             settings.agent_mcp_config, os.environ if environ is None else environ,
-            default_timeout=settings.agent_tool_timeout_seconds,
+            default_timeout=settings.agent_tool_timeout_seconds, startup_wait=settings.agent_mcp_startup_wait_seconds,
         )
     except McpConfigError as exc:
         raise ConfigError(f"AGENT_MCP_CONFIG: {exc}") from exc

@@ -418,6 +418,18 @@ class FakeSlack:
                     self._waiters.remove(waiter)
         return matching()
 
+    async def wait_until(self, predicate: Callable[[], bool], *, timeout: float = DEFAULT_WAIT_TIMEOUT) -> None:
+        """Wait until ``predicate()`` holds, asked again after each call the fake records (cheap predicates only:
+        ``wait_for`` re-reads the whole call log each time, which many concurrent waiters make quadratic)."""
+        waiter = _Waiter(predicate)
+        if not predicate():
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter.future, timeout)
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
     def add_install(self, code: str, grant: Grant) -> None:
         """The next ``oauth.v2.access`` with ``code`` installs ``grant`` (each code works once, like Slack's)."""
         self.codes[code] = grant
@@ -1003,7 +1015,8 @@ class FakeSlack:
         def seen(item: dict[str, Any]) -> bool:
             return hit(item) and (not item.get("channel_id") or self._channel_type(str(item["channel_id"])) in where)
 
-        found = [("messages", m) for m in search.messages if "messages" in kinds and seen(m)]
+        own = search.scoped.get(str(params.get("action_token") or ""), [])
+        found = [("messages", m) for m in [*search.messages, *own] if "messages" in kinds and seen(m)]
         found += [("files", f) for f in search.files if "files" in kinds and seen(f)]
         start, limit = int(str(params.get("cursor") or "0")), int(params.get("limit") or 20)
         results: dict[str, list[dict[str, Any]]] = {"messages": [], "files": []}
@@ -1179,3 +1192,5 @@ class FakeSearch:
     action_tokens: set[str] = field(default_factory=set)
     scope_granted: bool = True
     requests: list[dict[str, Any]] = field(default_factory=list)
+    #: Messages found only by a search carrying this action token (each eval run's own index, beside the others').
+    scoped: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
