@@ -147,6 +147,14 @@ class AppKeys(Keys):
         """String: a person's runs started without a mention in ``respond all`` channels this minute (expires)."""
         return f"{self.namespace(ws)}:respond:{user_id}"
 
+    def reaction_run(self, ws: Workspace, channel_id: str, message_ts: str) -> str:
+        """String: set once an emoji trigger started a run on the message (a second reaction starts nothing)."""
+        return f"{self.namespace(ws)}:reacted:{channel_id}:{message_ts}"
+
+    def session_titles(self, ws: Workspace) -> str:
+        """Hash: ``<channel>:<thread ts>`` -> the title a person gave the thread's agent session, and who (JSON)."""
+        return f"{self.namespace(ws)}:session-titles"
+
     def recent_runs(self, ws: Workspace) -> str:
         """List: capped, newest first: finished runs for App Home."""
         return f"{self.namespace(ws)}:runs"

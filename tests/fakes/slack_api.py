@@ -288,6 +288,9 @@ class FakeSlack:
         #: People's messages of a thread, by (channel, thread ts): what ``conversations.replies`` answers besides
         #: the bot's own posts there.
         self.replies: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        #: Channels whose messages the bot cannot read: channel -> the error conversations.history / .replies give
+        #: (``not_in_channel``, ``channel_not_found``).
+        self.unreadable: dict[str, str] = {}
         #: What apps.connections.open hands out: a URL, or what makes a fresh one each time (the Socket Mode
         #: fake's ``issue_url``).
         self.socket_mode_url: str | Callable[[], str] | None = None
@@ -817,15 +820,26 @@ class FakeSlack:
         return {"ok": True, "channel": info}
 
     def _history(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel"))
+        if channel in self.unreadable:
+            return {"ok": False, "error": self.unreadable[channel]}
         limit = int(params.get("limit") or 100)
-        return {"ok": True, "messages": self.history.get(str(params.get("channel")), [])[:limit], "has_more": False}
+        messages = [m for m in self.history.get(channel, []) if _in_range(m, params)]
+        return {"ok": True, "messages": messages[:limit], "has_more": len(messages) > limit}
 
     def _replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The thread holding ``ts`` (its root, or a reply in it, as Slack's method page allows), the parent first
+        whatever the range, then the replies within ``oldest``/``latest`` (``inclusive``)."""
         channel, ts = str(params.get("channel")), str(params.get("ts"))
-        people = self.replies.get((channel, ts), [])
+        if channel in self.unreadable:
+            return {"ok": False, "error": self.unreadable[channel]}
+        root = next((r for (c, r), ms in self.replies.items() if c == channel and any(m.get("ts") == ts for m in ms)),
+                    ts)
+        people = self.replies.get((channel, root), [])
         bots = [{"type": "message", "bot_id": "BFAKE", "text": m.text, "ts": m.ts}
-                for m in self.thread_messages(channel, ts)]
+                for m in self.thread_messages(channel, root)]
         messages = sorted([*people, *bots], key=lambda m: float(m.get("ts") or 0))
+        messages = [m for m in messages if m.get("ts") == root or _in_range(m, params)]
         limit = int(params.get("limit") or 1000)
         return {"ok": True, "messages": messages[:limit], "has_more": len(messages) > limit}
 
@@ -1056,6 +1070,17 @@ class FakeSlack:
             return {"ok": False, "error": "session_not_found"}
         session["title"] = title
         return {"ok": True, "title": title}
+
+
+def _in_range(message: dict[str, Any], params: dict[str, Any]) -> bool:
+    """Within ``oldest``..``latest`` as conversations.history and .replies read them (ends excluded unless
+    ``inclusive``)."""
+    ts = float(message.get("ts") or 0)
+    inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
+    latest, oldest = params.get("latest"), params.get("oldest")
+    if latest and (ts > float(latest) or (ts == float(latest) and not inclusive)):
+        return False
+    return not (oldest and (ts < float(oldest) or (ts == float(oldest) and not inclusive)))
 
 
 async def _params(request: web.Request) -> dict[str, Any]:

@@ -5,6 +5,8 @@ with ``tab == "messages"``) sets the suggested prompts (``AGENT_SUGGESTED_PROMPT
 as a pane, so each of its threads is a chat of its own, titled from its first task (see ``events``).
 ``app_context_changed`` (what the person is looking at) is acknowledged and not kept: runs read the thread itself.
 
+``agent_session_title_changed`` (a person renamed a session) keeps the title for App Home's run list.
+
 ``assistant_view`` (legacy, older apps): a new thread (``assistant_thread_started``) gets the prompts and is
 remembered as an assistant thread, with the same consequences.
 """
@@ -22,6 +24,7 @@ from bot import identity
 from bot.i18n import N_, _, speaking
 from bot.receive.deps import Services
 from bot.workspace import WorkspaceLimits
+from bot.workspace.spend import SessionTitles
 
 log = logging.getLogger(__name__)
 #: The heading Slack shows above the suggested prompts in the agent pane, in the viewer's language.
@@ -56,6 +59,8 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         # scoped to "what I am looking at", so there is nothing to keep.
         return None
 
+    app.event("agent_session_title_changed")(_title_keeper(services))
+
     @app.event("assistant_thread_started")
     async def on_thread_started(event: dict[str, Any], context: AsyncBoltContext) -> None:
         thread = event.get("assistant_thread")
@@ -75,6 +80,21 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
     async def on_context_changed(event: dict[str, Any]) -> None:
         # The channel the person is looking at changed; runs read the thread itself, so there is nothing to keep.
         return None
+
+
+def _title_keeper(services: Services) -> Any:
+    """A person renamed a session: App Home's run list names the thread's runs so (a run renames only a session
+    its own turn opened, so their title stays in Slack too)."""
+    titles = SessionTitles(services.redis, services.keys)
+
+    async def on_title_changed(event: dict[str, Any], context: AsyncBoltContext) -> None:
+        channel, thread_ts = str(event.get("channel") or ""), str(event.get("thread_ts") or "")
+        title = " ".join(str(event.get("title") or "").split())
+        if channel and thread_ts and title:
+            await titles.set(identity.workspace(context), channel, thread_ts, title, str(event.get("user") or ""),
+                             ttl_seconds=services.settings.thread_ttl_seconds)
+
+    return on_title_changed
 
 
 async def suggest(context: AsyncBoltContext, **where: Any) -> None:

@@ -3,7 +3,7 @@ deployment's catalog, display, outbound host lists, the models it may use, and e
 
 ``config`` (values), ``changes`` (audited changes), ``store`` (Redis: the limits and their audit), ``display``,
 ``domains``, ``catalog`` and ``tool_choice``, ``models``, ``channel_settings`` (a channel's agent, and how a run's
-settings resolve), ``channel_run`` and ``channel_respond`` (how they reach a run), ``search_access``.
+settings resolve), ``channel_run``, ``channel_respond`` and ``channel_react`` (how they reach a run), ``search_access``.
 """
 
 from bot.workspace.settings import search_access
@@ -23,6 +23,14 @@ from bot.workspace.settings.approval_policies import (
 )
 from bot.workspace.settings.catalog import ToolCatalog, WorkspaceTools
 from bot.workspace.settings.changes import AUDIT_CAP, Change, commit, label_of
+from bot.workspace.settings.channel_react import (
+    MAX_TRIGGERS,
+    TASK_MAX_CHARS,
+    ReactTriggers,
+    emoji_name,
+    react_field,
+    triggers_of,
+)
 from bot.workspace.settings.channel_respond import RespondAll
 from bot.workspace.settings.channel_run import about_run, instructions_of
 from bot.workspace.settings.channel_settings import (
@@ -108,6 +116,7 @@ __all__ = [
     "FIX_COMMANDS",
     "LABELS",
     "LimitsPolicy",
+    "MAX_TRIGGERS",
     "MONEY_FIELDS",
     "Models",
     "NAME_RE",
@@ -117,9 +126,11 @@ __all__ = [
     "PROMPT_BY",
     "PROMPT_MAX_CHARS",
     "RESPONDS",
+    "ReactTriggers",
     "RespondAll",
     "SETTINGS",
     "SearchAccess",
+    "TASK_MAX_CHARS",
     "ToolCatalog",
     "ToolChoice",
     "UNREADABLE",
@@ -138,6 +149,7 @@ __all__ = [
     "decode_catalog",
     "decode_value",
     "display",
+    "emoji_name",
     "domain_reply",
     "encode_catalog",
     "encode_value",
@@ -148,11 +160,13 @@ __all__ = [
     "label_of",
     "limits_for",
     "quote",
+    "react_field",
     "resolve",
     "rows",
     "search_access",
     "shown",
     "split_run_model",
+    "triggers_of",
     "unavailable",
     "unknown_pattern",
 ]
