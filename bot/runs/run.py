@@ -311,6 +311,7 @@ class TurnRunner:
             interrupted = await pipelined(events, sink, keeper.valid, parts.tools)
             if interrupted is not None and interrupted.parked and keeper.valid():  # waits for approval, no worker
                 await parts.ledger.set(parked=turn.turn_id)  # so the Stop button queues it (to stop)
+                sink.park()  # its stream stops with the session suspended
                 if sink.parts.status is not None:
                     await sink.parts.status.suspend()
                 return PARKED

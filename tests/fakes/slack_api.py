@@ -53,6 +53,7 @@ import asyncio
 import base64
 import itertools
 import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -121,6 +122,11 @@ class PostedMessage:
     def buttons(self) -> list[dict[str, Any]]:
         return [e for b in self.blocks if b.get("type") == "actions" for e in b.get("elements", [])]
 
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        """The message metadata it was posted with (``chat.postMessage``'s ``metadata``), as other apps read it."""
+        return _metadata_of(self.params)
+
 
 @dataclass
 class Stream:
@@ -139,6 +145,9 @@ class Stream:
     stopped: bool = False
     calls: int = 0
     started: float = field(default_factory=time.monotonic)  # when chat.startStream made it (sealing counts from)
+    #: What chat.stopStream set: the message's metadata, and the agent session's status after the stop.
+    metadata: dict[str, Any] | None = None
+    session_status: str = ""
 
     def feedback_buttons(self) -> list[dict[str, Any]]:
         return [e for b in self.blocks if b.get("type") == "context_actions" for e in b.get("elements", [])]
@@ -585,7 +594,17 @@ class FakeSlack:
         problem = _block_problem(blocks) or _feedback_problem(blocks) or self._apply_chunks(stream, params)
         if problem:
             return {"ok": False, "error": problem}
+        status = str(params.get("session_status") or "")
+        problem = _metadata_problem(params) or ("invalid_arguments" if status and status not in
+                                                self.SESSION_STATUSES else "")
+        if problem:
+            return {"ok": False, "error": problem}
         stream.blocks, stream.stopped = blocks, True
+        stream.metadata, stream.session_status = _metadata_of(params), status
+        session = self.sessions.get((stream.channel, stream.thread_ts))
+        if status and session is not None:
+            session["status"] = status
+            self.session_statuses.append((stream.channel, stream.thread_ts, status))
         return {"ok": True, "channel": stream.channel, "ts": stream.ts}
 
     def _apply_chunks(self, stream: Stream, params: dict[str, Any]) -> str:
@@ -727,7 +746,7 @@ class FakeSlack:
         blocks = _blocks(params)
         if not text and not blocks:
             return {"ok": False, "error": "no_text"}
-        problem = _block_problem(blocks) or _feedback_problem(blocks)
+        problem = _block_problem(blocks) or _feedback_problem(blocks) or _metadata_problem(params)
         if problem:
             return {"ok": False, "error": problem}
         truncated = len(text) > MAX_TEXT_CHARS
@@ -1070,6 +1089,34 @@ class FakeSlack:
             return {"ok": False, "error": "session_not_found"}
         session["title"] = title
         return {"ok": True, "title": title}
+
+
+#: Message metadata as Slack's reference describes it: an ``event_type`` of letters, digits and underscores, an
+#: ``event_payload`` object; about 4 KB in all.
+_EVENT_TYPE = re.compile(r"[A-Za-z0-9_]{1,255}")
+MAX_METADATA_BYTES = 4096
+
+
+def _metadata_of(params: dict[str, Any]) -> dict[str, Any] | None:
+    raw = params.get("metadata")
+    if isinstance(raw, str):
+        raw = json.loads(raw)
+    return raw if isinstance(raw, dict) else None
+
+
+def _metadata_problem(params: dict[str, Any]) -> str:
+    """Why Slack would refuse the call's ``metadata`` ("" when it is absent or well formed)."""
+    if params.get("metadata") is None:
+        return ""
+    try:
+        metadata = _metadata_of(params)
+    except ValueError:
+        return "invalid_metadata_format"
+    if metadata is None or not isinstance(metadata.get("event_payload"), dict):
+        return "invalid_metadata_format"
+    if not isinstance(metadata.get("event_type"), str) or not _EVENT_TYPE.fullmatch(metadata["event_type"]):
+        return "invalid_metadata_format"
+    return "metadata_too_large" if len(json.dumps(metadata).encode()) > MAX_METADATA_BYTES else ""
 
 
 def _in_range(message: dict[str, Any], params: dict[str, Any]) -> bool:
