@@ -216,6 +216,10 @@ class AppKeys(Keys):
         """String: set while the DM ``channel_id`` is opened as the agent pane (``agent_view``'s Messages tab)."""
         return f"{self.namespace(ws)}:agent-pane:{channel_id}"
 
+    def pane_context(self, ws: Workspace, user_id: str) -> str:
+        """String: what ``user_id`` is looking at beside the agent pane (``app_context_changed``), JSON; expires."""
+        return f"{self.namespace(ws)}:pane-context:{user_id}"
+
     def egress_domains(self, ws: Workspace) -> str:
         """Hash: host -> allow | deny, the exfiltration guard's lists (``/agent-limits allow-domain``)."""
         return f"{self.namespace(ws)}:egress"

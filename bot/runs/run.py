@@ -282,7 +282,8 @@ class TurnRunner:
             run_id=run_id, step=0, team_id=turn.workspace.team_id, channel_id=turn.conversation.channel_id,
             user_id=turn.user_id, approver=approver, egress=egress, slack=WebSlackReader(
                 poster.client, self.limits.places.audience(poster.client, turn.workspace, turn.conversation.channel_id),
-                action_token=turn.action_token, refused=partial(self.limits.search.refuse, turn.workspace)),
+                action_token=turn.action_token, refused=partial(self.limits.search.refuse, turn.workspace),
+                viewing=turn.viewing),
             outbox=files, scheduler=SlackScheduler(
                 self.redis, self.keys, poster, turn.target, self.limits.users, asker=turn.user_id,
                 min_interval=self.settings.agent_schedule_min_interval_seconds),

@@ -603,8 +603,7 @@ class FakeSlack:
         stream.metadata, stream.session_status = _metadata_of(params), status
         session = self.sessions.get((stream.channel, stream.thread_ts))
         if status and session is not None:
-            session["status"] = status
-            self.session_statuses.append((stream.channel, stream.thread_ts, status))
+            session["status"] = status  # (``session_statuses`` lists agents.sessions.setStatus calls only)
         return {"ok": True, "channel": stream.channel, "ts": stream.ts}
 
     def _apply_chunks(self, stream: Stream, params: dict[str, Any]) -> str:

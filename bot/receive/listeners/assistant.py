@@ -3,7 +3,8 @@
 ``agent_view`` (the current one): the pane is the app's DM, its Messages tab. Opening it (``app_home_opened``
 with ``tab == "messages"``) sets the suggested prompts (``AGENT_SUGGESTED_PROMPTS``) for the DM and marks the DM
 as a pane, so each of its threads is a chat of its own, titled from its first task (see ``events``).
-``app_context_changed`` (what the person is looking at) is acknowledged and not kept: runs read the thread itself.
+``app_context_changed`` (what the person is looking at) is kept briefly (``pane_context``): the channel in view is
+the "this channel" of their next run in the pane.
 
 ``agent_session_title_changed`` (a person renamed a session) keeps the title for App Home's run list.
 
@@ -23,6 +24,7 @@ from slack_sdk.errors import SlackApiError
 from bot import identity
 from bot.i18n import N_, _, speaking
 from bot.receive.deps import Services
+from bot.receive.listeners import pane_context
 from bot.workspace import WorkspaceLimits
 from bot.workspace.spend import SessionTitles
 
@@ -54,10 +56,11 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         await suggest(context, channel_id=channel, prompts=prompts, title=title)
 
     @app.event("app_context_changed")
-    async def on_app_context_changed(event: dict[str, Any]) -> None:
-        # The channel or canvas the person is looking at changed; runs read their own thread and no tool is
-        # scoped to "what I am looking at", so there is nothing to keep.
-        return None
+    async def on_app_context_changed(event: dict[str, Any], context: AsyncBoltContext) -> None:
+        # What the person is looking at changed: their next message in the pane runs with it.
+        user = event.get("user")
+        if isinstance(user, str) and user:
+            await pane_context.keep(services, identity.workspace(context), user, event.get("context") or {})
 
     app.event("agent_session_title_changed")(_title_keeper(services))
 
