@@ -216,6 +216,11 @@ class AppKeys(Keys):
         """String: set while the DM ``channel_id`` is opened as the agent pane (``agent_view``'s Messages tab)."""
         return f"{self.namespace(ws)}:agent-pane:{channel_id}"
 
+    def granted_scopes(self, ws: Workspace) -> str:
+        """String: the bot scopes the workspace's install granted (space-separated): from the OAuth answer at
+        install, else Slack's ``X-OAuth-Scopes`` header; expires, so a reinstall is picked up."""
+        return f"{self.namespace(ws)}:granted-scopes"
+
     def pane_context(self, ws: Workspace, user_id: str) -> str:
         """String: what ``user_id`` is looking at beside the agent pane (``app_context_changed``), JSON; expires."""
         return f"{self.namespace(ws)}:pane-context:{user_id}"

@@ -201,6 +201,8 @@ class Grant:
     """Lifetime of the installed token; a refreshed one lives ``REFRESHED_EXPIRES_IN`` (Slack's 12 hours)."""
     team_name: str = "Fake team"
     enterprise_name: str = "Fake org"
+    #: The bot scopes granted, as oauth.v2.access names them (comma-separated).
+    scope: str = "chat:write,app_mentions:read"
 
 
 @dataclass
@@ -348,6 +350,9 @@ class FakeSlack:
         self.sessions: dict[tuple[str, str], dict[str, str]] = {}
         #: Every status set, in order: (channel, thread ts, status).
         self.session_statuses: list[tuple[str, str, str]] = []
+        #: The bot scopes a token holds, sent as ``X-OAuth-Scopes`` on every answer as Slack does (an install that
+        #: declined optional scopes lacks them); None leaves the header out.
+        self.granted_scopes: list[str] | None = None
         #: views.update: each view's hash now (a modal is updated only with its latest hash, or none).
         self.view_hashes: dict[str, str] = {}
 
@@ -475,6 +480,8 @@ class FakeSlack:
                 waiter.future.set_result(None)
         if late is not None:
             await asyncio.sleep(late.delay)  # done already; the answer comes after the client's timeout
+        if self.granted_scopes is not None:  # Slack names the calling token's scopes on every answer
+            headers = {**headers, "X-OAuth-Scopes": ",".join(self.granted_scopes)}
         return web.json_response(body, status=status, headers=headers)
 
     async def _respond(self, request: web.Request) -> web.Response:
@@ -691,7 +698,7 @@ class FakeSlack:
             return {"ok": False, "error": "invalid_code"}
         body = self._issue(grant)
         body.update({
-            "app_id": self.app_id, "scope": "chat:write,app_mentions:read", "authed_user": {"id": grant.user_id},
+            "app_id": self.app_id, "scope": grant.scope, "authed_user": {"id": grant.user_id},
             "team": {"id": grant.team_id, "name": grant.team_name} if grant.team_id else None,
             "enterprise": ({"id": grant.enterprise_id, "name": grant.enterprise_name}
                            if grant.enterprise_id else None),

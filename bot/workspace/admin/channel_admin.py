@@ -44,12 +44,15 @@ from bot.workspace.settings import (
     Change,
     ChannelSetting,
     ChannelSettings,
+    GrantedScopes,
     Models,
+    SearchAccess,
     ToolChoice,
     WorkspaceChoices,
     WorkspaceLimitsStore,
     channel_field,
     first_allowed,
+    needs,
     unavailable,
     unknown_pattern,
 )
@@ -131,6 +134,9 @@ class ChannelAdmin:
         refusal = await self.refusal(client, ws, user_id, channel_id)
         if refusal:
             return refusal
+        scopes = GrantedScopes(self.store.redis, self.store.keys, SearchAccess(self.store.redis, self.store.keys))
+        if command.task and await scopes.missing(client, ws, "reactions:read"):
+            return needs("reactions:read")  # Slack would never send the reactions
         done = await self.store.write_audited(ws, self.key(ws, channel_id), plan(
             command, channel_id, user_id, self.store.clock()))
         return reply(command, done, await self._raw(ws, channel_id))

@@ -3,7 +3,8 @@ deployment's catalog, display, outbound host lists, the models it may use, and e
 
 ``config`` (values), ``changes`` (audited changes), ``store`` (Redis: the limits and their audit), ``display``,
 ``domains``, ``catalog`` and ``tool_choice``, ``models``, ``channel_settings`` (a channel's agent, and how a run's
-settings resolve), ``channel_run``, ``channel_respond`` and ``channel_react`` (how they reach a run), ``search_access``.
+settings resolve), ``channel_run``, ``channel_respond`` and ``channel_react`` (how they reach a run),
+``search_access``, ``scopes`` (optional scopes).
 """
 
 from bot.workspace.settings import search_access
@@ -73,6 +74,7 @@ from bot.workspace.settings.config import (
 from bot.workspace.settings.display import DisplaySettings
 from bot.workspace.settings.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
 from bot.workspace.settings.models import DEFAULT_MODELS, NAME_RE, Models, split_run_model
+from bot.workspace.settings.scopes import GrantedScopes, needs, off_line
 from bot.workspace.settings.search_access import SearchAccess
 from bot.workspace.settings.store import WorkspaceLimitsStore, unavailable
 from bot.workspace.settings.tool_choice import (
@@ -114,6 +116,7 @@ __all__ = [
     "DomainLists",
     "DomainStore",
     "FIX_COMMANDS",
+    "GrantedScopes",
     "LABELS",
     "LimitsPolicy",
     "MAX_TRIGGERS",
@@ -159,6 +162,8 @@ __all__ = [
     "instructions_of",
     "label_of",
     "limits_for",
+    "needs",
+    "off_line",
     "quote",
     "react_field",
     "resolve",
