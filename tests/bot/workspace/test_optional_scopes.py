@@ -42,12 +42,16 @@ def _admin(fake_slack: FakeSlack) -> None:
 async def test_declined_scopes_turn_their_features_off_and_show_names_them(
     app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI,
 ) -> None:
-    fake_slack.granted_scopes = [*MANIFEST_SCOPES, "files:write", "canvases:write", "usergroups:read"]
+    fake_slack.granted_scopes = [*MANIFEST_SCOPES, "files:write", "canvases:write"]
+    fake_slack.usergroups["SOPS"] = ["U5"]
     shown = await limits(app.http, app.url, "show")
     off = next(line for line in shown.splitlines() if line.startswith("*Off in this workspace*"))
     assert "emoji triggers (`/agent-limits channel react`) needs `reactions:read`" in off
     assert "the `slack_search` tool needs `search:read.public`" in off
-    assert "files:write" not in off and "usergroups:read" not in off
+    assert "approval policies naming user groups needs `usergroups:read`" in off and "files:write" not in off
+    # A policy naming a group is refused (its members could not be read); one naming people is stored.
+    assert "needs the `usergroups:read` scope" in await limits(app.http, app.url, "approvals deploy <!subteam^SOPS>")
+    assert "Approval policy set" in await limits(app.http, app.url, "approvals deploy <@U5>")
     said = await limits(app.http, app.url, "channel react :mag: find the root cause")
     assert "needs the `reactions:read` scope" in said and "Nothing changed" in said
     assert "No emoji starts a run" in await limits(app.http, app.url, "channel react list")
