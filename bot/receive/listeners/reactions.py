@@ -85,14 +85,15 @@ async def _trigger(
     if message.get("bot_id") or message.get("subtype") == "bot_message" or message.get("user") == bot_user:
         await reactor.tell(_(":{emoji}: on an app's message starts nothing.").format(emoji=name))
         return
+    if not await triggers.claim(ws, channel, ts):
+        return  # a second reaction on a message that already has its run: that run is the answer
     pace = await triggers.pace(ws, reactor.user)
     if pace != "yes":
+        await triggers.release(ws, channel, ts)  # the message may still be asked about, by them later or another
         if pace == "over_first":
             await reactor.tell(_("I start {n} runs a minute for you without a mention; :{emoji}: started nothing, "
                                  "mention me to ask more now.").format(n=triggers.per_minute, emoji=name))
         return
-    if not await triggers.claim(ws, channel, ts):
-        return  # a second reaction on a message that already has its run: that run is the answer
     await _enqueue(services, triggers, reactor, ws, event, message, subject(task, message))
 
 

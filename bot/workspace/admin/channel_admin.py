@@ -131,6 +131,8 @@ class ChannelAdmin:
         """Emoji triggers: anyone lists them; who may change the channel's agent sets them, audited."""
         if isinstance(command, ReactList):
             return listed(channel_id, await self._raw(ws, channel_id))
+        if channel_id.startswith("D"):
+            return _("Emoji triggers are for channels: run `/agent-limits channel react` in one.")
         refusal = await self.refusal(client, ws, user_id, channel_id)
         if refusal:
             return refusal

@@ -14,7 +14,7 @@ from bot.keys import AppKeys
 from bot.settings import Settings
 from tests.bot.conftest import SECRET, App, make_settings
 from tests.fakes.openai_server import FakeOpenAI, text
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_api import FakeFile, FakeSlack
 from tests.signing import command_body, event_body, next_ts, reaction, signed_headers
 
 ADMIN = "UADMIN"
@@ -166,3 +166,30 @@ async def test_reactions_are_paced_as_respond_all_and_the_person_is_told_once(
 async def test_a_reaction_event_of_the_wrong_shape_is_refused(app: App, item: Any) -> None:
     event = {"type": "reaction_added", "user": "U3", "reaction": "mag", "item": item, "event_ts": next_ts()}
     assert (await app.post_event(event_body(event))).status == 400
+
+
+async def test_the_reacted_messages_files_come_with_it_and_a_custom_emoji_starts_nothing(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI,
+) -> None:
+    await limits(app, f"channel react :mag: {TASK}")
+    log = fake_slack.add_file(FakeFile("F1", "error.log", b"Traceback: TLS handshake failed", "text/plain"))
+    ts = posted(fake_slack, files=[log])
+    fake_openai.queue(text("The handshake."))
+    await app.post_event(event_body(reaction(name="partyparrot", user="U3", ts=ts)))  # custom: no trigger
+    await app.post_event(event_body(reaction(name="mag::skin-tone-2", user="U3", ts=ts)))  # one emoji, any tone
+    await app.drain()
+    assert [d[0] for d in fake_slack.downloads] == ["F1"]
+    assert len(fake_openai.requests) == 1 and ephemerals(fake_slack, "U3") == []
+
+
+async def test_a_guest_who_reacts_is_refused_as_for_a_mention_and_dms_take_no_trigger(
+    app: App, fake_slack: FakeSlack, fake_openai: FakeOpenAI,
+) -> None:
+    fake_slack.users["UGUEST"] = {"is_restricted": True}
+    await limits(app, f"channel react :mag: {TASK}")
+    ts = posted(fake_slack)
+    await app.post_event(event_body(reaction(user="UGUEST", ts=ts)))
+    await app.drain()
+    assert fake_openai.requests == []
+    assert "guest" in " ".join(m.block_text() + m.text for m in fake_slack.thread_messages("C1", ts)).lower()
+    assert "Emoji triggers are for channels" in await limits(app, f"channel react :mag: {TASK}", channel="D1")
