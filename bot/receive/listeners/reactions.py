@@ -73,6 +73,10 @@ async def _trigger(
                              "at.").format(emoji=name))
         return
     place = await limits.places.of(reactor.client, ws, channel)
+    if place.kind is None:  # who reads it is unknown: it might be shared, so nothing starts (fail closed)
+        await reactor.tell(_("Slack would not say who can read this channel, so :{emoji}: started nothing; mention "
+                             "me instead.").format(emoji=name))
+        return
     if place.external:
         await reactor.tell(_(":{emoji}: starts nothing in a channel shared with another organisation; mention me "
                              "instead.").format(emoji=name))

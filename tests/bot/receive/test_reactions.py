@@ -141,11 +141,18 @@ async def test_a_shared_channel_and_an_unreadable_message_start_nothing_and_say_
     await app.post_event(event_body(reaction(user="U3", channel="CEXT", ts=posted(fake_slack, "CEXT"))))
     await app.post_event(event_body(reaction(user="U4", channel="CGONE", ts=next_ts())))
     await app.drain()
+    # conversations.info refused: who reads the channel is unknown, so nothing starts either (fail closed).
+    await limits(app, f"channel react :mag: {TASK}", channel="CWHO")
+    fake_slack.fail("conversations.info", error="channel_not_found", times=3)
+    await app.post_event(event_body(reaction(user="U5", channel="CWHO", ts=posted(fake_slack, "CWHO"))))
+    await app.drain()
     assert fake_openai.requests == []
     [shared] = ephemerals(fake_slack, "U3")
     assert "shared with another organisation" in shared
     [unreadable] = ephemerals(fake_slack, "U4")
     assert "I cannot read that message (not_in_channel)" in unreadable
+    [unknown] = ephemerals(fake_slack, "U5")
+    assert "Slack would not say who can read this channel" in unknown
 
 
 async def test_reactions_are_paced_as_respond_all_and_the_person_is_told_once(
