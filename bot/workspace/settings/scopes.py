@@ -34,6 +34,8 @@ OPTIONAL = {
 }
 #: How long a granted set read from Slack is kept.
 SCOPES_TTL_SECONDS = 3600
+#: Kept in its place when Slack named no scopes (no header): asked again only once it expires.
+UNKNOWN = "?"
 
 
 class GrantedScopes:
@@ -50,19 +52,20 @@ class GrantedScopes:
         except RedisError:
             kept = None
         if kept is not None:
-            return frozenset(kept.split())
+            return None if kept == UNKNOWN else frozenset(kept.split())
         try:
             header = (await client.auth_test()).headers.get("x-oauth-scopes")
         except SlackApiError as exc:
             log.info("auth.test refused: %s", exc.response.get("error"))
             return None
-        if header is None:
-            return None
-        granted = frozenset(s.strip() for s in str(header).split(",") if s.strip())
+        granted = None if header is None else frozenset(s.strip() for s in str(header).split(",") if s.strip())
         try:
-            await self._redis.set(key, " ".join(sorted(granted)), ex=SCOPES_TTL_SECONDS)
+            await self._redis.set(key, UNKNOWN if granted is None else " ".join(sorted(granted)),
+                                  ex=SCOPES_TTL_SECONDS)
         except RedisError as exc:
             log.warning("granted scopes of %s not kept: %s", ws, exc)
+        if granted is None:
+            return None
         if "search:read.public" not in granted:
             await self._search.refuse(ws, "missing_scope")  # runs are not offered slack_search
         return granted
