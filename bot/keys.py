@@ -150,6 +150,13 @@ class AppKeys(Keys):
     def slackbot_mcp_calls(self, ws: Workspace, user_id: str, minute: int) -> str:
         """Counter, expiring: one person's tool calls through Slackbot (``/mcp``) in one minute (epoch minutes)."""
         return f"{self.namespace(ws)}:slackbot-mcp:{user_id}:{minute}"
+    def reaction_run(self, ws: Workspace, channel_id: str, message_ts: str) -> str:
+        """String: set once an emoji trigger started a run on the message (a second reaction starts nothing)."""
+        return f"{self.namespace(ws)}:reacted:{channel_id}:{message_ts}"
+
+    def session_titles(self, ws: Workspace) -> str:
+        """Hash: ``<channel>:<thread ts>`` -> the title a person gave the thread's agent session, and who (JSON)."""
+        return f"{self.namespace(ws)}:session-titles"
 
     def recent_runs(self, ws: Workspace) -> str:
         """List: capped, newest first: finished runs for App Home."""
@@ -211,6 +218,15 @@ class AppKeys(Keys):
     def agent_pane(self, ws: Workspace, channel_id: str) -> str:
         """String: set while the DM ``channel_id`` is opened as the agent pane (``agent_view``'s Messages tab)."""
         return f"{self.namespace(ws)}:agent-pane:{channel_id}"
+
+    def granted_scopes(self, ws: Workspace) -> str:
+        """String: the bot scopes the workspace's install granted (space-separated): from the OAuth answer at
+        install, else Slack's ``X-OAuth-Scopes`` header; expires, so a reinstall is picked up."""
+        return f"{self.namespace(ws)}:granted-scopes"
+
+    def pane_context(self, ws: Workspace, user_id: str) -> str:
+        """String: what ``user_id`` is looking at beside the agent pane (``app_context_changed``), JSON; expires."""
+        return f"{self.namespace(ws)}:pane-context:{user_id}"
 
     def egress_domains(self, ws: Workspace) -> str:
         """Hash: host -> allow | deny, the exfiltration guard's lists (``/agent-limits allow-domain``)."""

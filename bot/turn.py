@@ -159,6 +159,10 @@ class Turn:
     schedule_id: str = ""
     """The schedule whose fire this turn is ("": a person's message); its outcome is reported to the schedule's
     creator (:mod:`bot.workspace.schedules.outcomes`). Stored only when present, like ``files``."""
+    viewing: str = ""
+    """The channel the asker was looking at when they wrote in the agent pane (``app_context_changed``), of the
+    turn's own workspace ("": none): the run's "this channel" (``channel_history``, ``slack_search``'s
+    ``context_channel_id``). Stored only when present, like ``files``."""
 
     def to_json(self) -> str:
         conv, ws = self.conversation, self.conversation.workspace
@@ -175,6 +179,8 @@ class Turn:
             record["traceparent"] = self.traceparent
         if self.schedule_id:
             record["schedule_id"] = self.schedule_id
+        if self.viewing:
+            record["viewing"] = self.viewing
         return json.dumps(record, ensure_ascii=False)
 
     @classmethod
@@ -200,6 +206,7 @@ class Turn:
             text("action_token") if "action_token" in record else "",
             text("traceparent") if "traceparent" in record else "",
             text("schedule_id") if "schedule_id" in record else "",
+            text("viewing") if "viewing" in record else "",
         )
 
     @property

@@ -90,6 +90,20 @@ def message(
     return event
 
 
+def reaction(
+    *, name: str = "mag", user: str = "U1", channel: str = "C1", ts: str, item_user: str | None = "U2",
+) -> dict[str, Any]:
+    """A ``reaction_added`` event on the message ``ts`` (as Slack's event page shows it; ``item_user`` is absent
+    for messages no user wrote)."""
+    event: dict[str, Any] = {
+        "type": "reaction_added", "user": user, "reaction": name,
+        "item": {"type": "message", "channel": channel, "ts": ts}, "event_ts": next_ts(),
+    }
+    if item_user is not None:
+        event["item_user"] = item_user
+    return event
+
+
 def event_body(
     event: dict[str, Any], *, team_id: str = "T0001", enterprise_id: str | None = None,
     event_id: str | None = None, api_app_id: str = "A0001", bot_user_id: str = "UBOT", org_wide: bool = False,

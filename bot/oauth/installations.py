@@ -16,6 +16,7 @@ namespace stay, so a reinstall starts with the old limits and this period's spen
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from datetime import datetime
@@ -35,6 +36,8 @@ from bot.redis import as_text, awaited
 log = logging.getLogger(__name__)
 
 BOT_FIELD = "bot"
+#: How long the granted scopes of an install are kept (then Slack's X-OAuth-Scopes header says them again).
+GRANTED_SCOPES_SECONDS = 3600
 LATEST_FIELD = "latest"
 USER_FIELD = "user:"
 
@@ -81,6 +84,18 @@ class RedisInstallationStore(AsyncInstallationStore):
         if installation.bot_token:
             fields[BOT_FIELD] = self._cipher.encrypt(_json(installation.to_bot()))
         await self._write(installation_key(self._keys, *owner), fields)
+        await self._keep_scopes(installation)
+
+    async def _keep_scopes(self, installation: Installation) -> None:
+        """The bot scopes the OAuth answer says were granted, where ``/agent-limits show`` reads them (a
+        workspace's own install; an org-wide one's workspaces read Slack's ``X-OAuth-Scopes`` header instead)."""
+        scopes = installation.bot_scopes or []
+        if installation.is_enterprise_install or not installation.team_id or not scopes:
+            return
+        granted = " ".join(sorted(scopes.split(",") if isinstance(scopes, str) else scopes))
+        ws = Workspace(installation.team_id, installation.enterprise_id or "")
+        with contextlib.suppress(RedisError, OSError):  # the header tells the same later
+            await self._redis.set(self._keys.granted_scopes(ws), granted, ex=GRANTED_SCOPES_SECONDS)
 
     async def async_save_bot(self, bot: Bot) -> None:
         owner = owner_of(bot.enterprise_id, bot.team_id, bot.is_enterprise_install)

@@ -14,10 +14,11 @@ from bot.redis import RedisSettings
 from bot.settings_base import Role
 from bot.slack_client import SlackSettings
 
-#: The bot scopes an OAuth install asks for: exactly manifest.json's (tests/bot/serve/test_manifest.py).
+#: The bot scopes an OAuth install asks for: exactly manifest.json's, its ``bot_optional`` ones included (the
+#: installer may decline those on Slack's page; tests/bot/oauth/test_oauth.py).
 DEFAULT_BOT_SCOPES = (
     "app_mentions:read,assistant:write,canvases:write,channels:history,channels:read,chat:write,commands,"
-    "files:read,files:write,groups:history,groups:read,im:history,mcp:connect,mpim:history,reactions:write,"
+    "files:read,files:write,groups:history,groups:read,im:history,mcp:connect,mpim:history,reactions:read,reactions:write,"
     "search:read.public,usergroups:read,users:read"
 )
 

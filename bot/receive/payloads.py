@@ -26,11 +26,14 @@ HANDLED_EVENTS = frozenset({
     "app_context_changed",  # the agent pane (agent_view): what the person is looking at
     "channel_deleted", "channel_archive", "group_deleted", "group_archive",  # a channel's own settings go
     "user_change", "member_left_channel",  # a schedule's creator left the workspace or its channel: it pauses
+    "reaction_added",  # emoji triggers
+    "agent_session_title_changed",  # a person renamed a session: its title in App Home's run list
 })
 #: Event fields that hold an id or a ts when present.
 _EVENT_IDS = ("user", "channel", "team", "bot_id", "app_id")
 _EVENT_TS = ("ts", "thread_ts", "event_ts")
-_EVENT_TEXTS = ("text", "subtype", "channel_type", "tab", "type", "action_token")
+_EVENT_TEXTS = ("text", "subtype", "channel_type", "tab", "type", "action_token", "reaction", "title",
+                "previous_title")
 
 
 def check_event_envelope(body: Mapping[str, Any]) -> None:
@@ -109,6 +112,20 @@ def _check_app_context(event: Mapping[str, Any]) -> None:
         _id(entity, "team_id")
 
 
+def _check_reaction(event: Mapping[str, Any]) -> None:
+    """``item`` is an object; a message's names its channel and ts (files' items are acked and skipped)."""
+    item = event.get("item")
+    if not isinstance(item, dict):
+        raise Refused("event.item is not an object")
+    _text(item, "type", required=True)
+    _id(event, "item_user")
+    if item.get("type") == "message":
+        _id(item, "channel", required=True)
+        if not isinstance(item.get("ts"), str):
+            raise Refused("item.ts is missing")
+        _ts(item, "ts")
+
+
 #: The event types with fields of their own to check.
 def _check_user_change(event: Mapping[str, Any]) -> None:
     user = event.get("user")
@@ -122,6 +139,7 @@ _SHAPES: dict[str, Callable[[Mapping[str, Any]], None]] = {
     "assistant_thread_started": _check_assistant_thread,
     "assistant_thread_context_changed": _check_assistant_thread,
     "app_context_changed": _check_app_context,
+    "reaction_added": _check_reaction,
 }
 
 

@@ -284,7 +284,8 @@ class TurnRunner:
             run_id=run_id, step=0, team_id=turn.workspace.team_id, channel_id=turn.conversation.channel_id,
             user_id=turn.user_id, approver=approver, egress=egress, slack=WebSlackReader(
                 poster.client, self.limits.places.audience(poster.client, turn.workspace, turn.conversation.channel_id),
-                action_token=turn.action_token, refused=partial(self.limits.search.refuse, turn.workspace)),
+                action_token=turn.action_token, refused=partial(self.limits.search.refuse, turn.workspace),
+                viewing=turn.viewing),
             outbox=files, scheduler=SlackScheduler(
                 self.redis, self.keys, poster, turn.target, self.limits.users, asker=turn.user_id,
                 min_interval=self.settings.agent_schedule_min_interval_seconds),
@@ -315,6 +316,7 @@ class TurnRunner:
             interrupted = await pipelined(events, sink, keeper.valid, parts.tools)
             if interrupted is not None and interrupted.parked and keeper.valid():  # waits for approval, no worker
                 await parts.ledger.set(parked=turn.turn_id)  # so the Stop button queues it (to stop)
+                sink.park()  # its stream stops with the session suspended
                 if sink.parts.status is not None:
                     await sink.parts.status.suspend()
                 return PARKED

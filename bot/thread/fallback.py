@@ -89,6 +89,9 @@ class StreamOrReplies:
     async def close(self) -> None:
         await self._stream.close()  # the replies leave nothing open; a stream left at a fall-back is stopped
 
+    def park(self) -> None:
+        self._stream.park()
+
     async def _fall_back(self, error: str) -> None:
         """Go on in ``replies``: stop what was streamed, then replay every event Slack did not accept."""
         await self._log_fallback(error)

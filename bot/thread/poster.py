@@ -129,7 +129,7 @@ class Poster:
         try:
             resp = await self.client.chat_postMessage(
                 channel=channel, thread_ts=thread_ts, text=message.text, blocks=list(message.blocks),
-                unfurl_links=False, unfurl_media=False,
+                unfurl_links=False, unfurl_media=False, metadata=message.metadata,
             )
         except SlackApiError as exc:
             error = str(exc.response.get("error") or exc.response.status_code)

@@ -69,6 +69,8 @@ class SlackMessage:
 
     text: str
     blocks: tuple[dict[str, Any], ...] = ()
+    #: Message metadata (``{"event_type", "event_payload"}``): the run's outcome on its final message.
+    metadata: dict[str, Any] | None = None
 
 
 #: One finished step as the engine sends it once persisted: its thought, tool calls and observations.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from redis.asyncio import Redis
@@ -23,6 +23,7 @@ from bot.redis import as_text, awaited
 from bot.thread import render, stop_text
 from bot.thread.poster import Poster, ThreadStatus
 from bot.thread.render import RunView, SlackMessage
+from bot.thread.run_metadata import run_metadata
 from bot.thread.uploads import Filed, ThreadFiles
 from bot.turn import Target
 from bot.workspace import Verbosity
@@ -57,6 +58,9 @@ class RunSink(Protocol):
 
     async def close(self) -> None:
         """The run is over, however it ended: nothing may be left open (a stream is stopped)."""
+
+    def park(self) -> None:
+        """The run parks at a call waiting for an approval: ``close`` leaves the agent session ``suspended``."""
 
 
 # KEYS[1]: the run's hash. ARGV: ttl seconds, then field, value, ... Returns the whole hash after the write.
@@ -190,6 +194,9 @@ class SlackEventSink:
     async def close(self) -> None:
         return None  # every reply is a finished message already
 
+    def park(self) -> None:
+        return None  # the thread status says so (``ThreadStatus.suspend``)
+
     def shows(self, event: Event) -> bool:
         return isinstance(event, RunStarted | StepFinished | Stopped)
 
@@ -245,6 +252,8 @@ class SlackEventSink:
                 messages = render.filed_answer_messages(event, self.parts.view, filed)
             else:
                 messages = render.final_messages(event, self.parts.view)
+            if messages:  # the last of them carries the run's outcome for other apps
+                messages = [*messages[:-1], replace(messages[-1], metadata=run_metadata(event))]
             posted = await self._post_all(messages)
             await self.parts.ledger.set(final="1")
             return posted

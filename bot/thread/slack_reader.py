@@ -26,15 +26,20 @@ class WebSlackReader:
 
     def __init__(
         self, client: AsyncWebClient, audience: ThreadAudience, *, action_token: str = "",
-        refused: Callable[[str], Awaitable[None]] | None = None,
+        refused: Callable[[str], Awaitable[None]] | None = None, viewing: str = "",
     ) -> None:
+        """``viewing``: the channel the asker looks at beside the agent pane ("": none), the run's "this channel"
+        in place of their DM with the app (whose only reader is the asker, who sees that channel)."""
         self._client = client
         self._audience = audience
         self._action_token = action_token
         self._channel_id = audience.channel_id
+        self._viewing = viewing
         self._refused = refused
 
     async def history(self, channel_id: str, limit: int) -> list[Mapping[str, Any]]:
+        if self._viewing and channel_id == self._channel_id:
+            channel_id = self._viewing  # in the pane, "this channel" is the one in view
         resp = await self._client.conversations_history(channel=channel_id, limit=max(1, min(limit, MAX_HISTORY)))
         messages = resp.get("messages") or []
         return [m for m in messages if isinstance(m, Mapping)]
@@ -50,7 +55,7 @@ class WebSlackReader:
         try:
             resp = await self._client.assistant_search_context(
                 query=query, action_token=self._action_token, limit=limit, cursor=cursor or None,
-                context_channel_id=self._channel_id or None,
+                context_channel_id=self._viewing or self._channel_id or None,
                 **{**filters, "channel_types": list(scope.channel_types(asked))},
             )
         except SlackApiError as exc:

@@ -27,6 +27,7 @@ from bot.i18n import N_, _
 from bot.thread import render, stop_text, stream_render
 from bot.thread.open_streams import StreamTracker
 from bot.thread.poster import Pacer
+from bot.thread.run_metadata import run_metadata
 from bot.thread.sink import SinkParts
 from bot.thread.stream_writer import StreamWriter
 from bot.thread.uploads import ANSWER_FILE_NAME
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 
 StreamDisplay = Literal["timeline", "plan"]
 INTERRUPTED_NOTE = N_("_Interrupted; the run goes on in the next message._")
+#: Where a run parked at a call waiting for an approval: it goes on in a new message once decided.
+PARKED_NOTE = N_("_Waiting for an approval; the run goes on in the next message once it is decided._")
 
 
 class StreamEventSink:
@@ -68,6 +71,8 @@ class StreamEventSink:
         self._thoughts: dict[int, str] = {}
         self._calls: dict[str, ToolCalled] = {}
         self._streamed = ""
+        #: The run parked at a call waiting for an approval (set by the run): the stream stops ``suspended``.
+        self.parked = False
 
     @property
     def confirmed(self) -> int:
@@ -105,11 +110,18 @@ class StreamEventSink:
         if self.parts.status is not None:
             await self.parts.status.stop()
 
+    def park(self) -> None:
+        self.parked = True
+
     async def close(self) -> None:
-        """Whatever happened, the stream ends stopped (an interrupted run's resumed run says so in a new one)."""
+        """Whatever happened, the stream ends stopped (an interrupted run's resumed run says so in a new one; a
+        parked run's session shows ``suspended`` until its approval is decided)."""
         writer = self._writer
         if writer is not None and not writer.closed:
-            await writer.abandon("\n\n" + _(INTERRUPTED_NOTE))
+            if self.parked:
+                await writer.abandon("\n\n" + _(PARKED_NOTE), session_status="suspended")
+            else:
+                await writer.abandon("\n\n" + _(INTERRUPTED_NOTE))
             with contextlib.suppress(RedisError):
                 await self.parts.ledger.set(stream_done=writer.ts or "")
 
@@ -163,7 +175,8 @@ class StreamEventSink:
             rest = ("\n\n" if self._streamed else "") + answer
         writer = await self._open()
         await writer.close(
-            text=rest + stream_render.stop_markdown(event), blocks=[render.feedback_block(self.parts.view)], mark=mark
+            text=rest + stream_render.stop_markdown(event), blocks=[render.feedback_block(self.parts.view)], mark=mark,
+            metadata=run_metadata(event), session_status="closed",
         )
         self.final = event
         await self.parts.ledger.set(final="1", stream_done=writer.ts or "")

@@ -247,8 +247,12 @@ class StreamWriter:
             await self._pacer.wait(self._pace_key)
         self._last = time.monotonic()
 
-    async def close(self, *, text: str = "", blocks: list[dict[str, Any]] | None = None, mark: int = -1) -> None:
-        """Send everything left, then ``chat.stopStream`` with ``text`` and ``blocks``; raises StreamRefused."""
+    async def close(
+        self, *, text: str = "", blocks: list[dict[str, Any]] | None = None, mark: int = -1,
+        metadata: dict[str, Any] | None = None, session_status: str | None = None,
+    ) -> None:
+        """Send everything left, then ``chat.stopStream`` with ``text``, ``blocks``, the message's ``metadata`` and
+        the agent session's status after it (``session_status``); raises StreamRefused."""
         if self.closed:
             return
         if self._timer is not None:
@@ -272,7 +276,8 @@ class StreamWriter:
                 if unstarted and self._tracker is not None:
                     await self._tracker.opening()
                 try:
-                    await stream.stop(chunks=rest or None, blocks=blocks)
+                    await stream.stop(chunks=rest or None, blocks=blocks, metadata=metadata,
+                                      session_status=session_status)
                     self.calls += 2 if unstarted else 1
                     break
                 except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
@@ -291,8 +296,9 @@ class StreamWriter:
         else:
             self._items.append(_Item(None, text, mark))
 
-    async def abandon(self, note: str) -> None:
-        """Stop a stream that the run leaves (a fallback, a shutdown): best effort, never raises."""
+    async def abandon(self, note: str, *, session_status: str | None = None) -> None:
+        """Stop a stream that the run leaves (a fallback, a shutdown, a wait for an approval: ``session_status``
+        ``suspended``): best effort, never raises."""
         if self.closed:
             return
         self.closed = True
@@ -301,7 +307,7 @@ class StreamWriter:
         if self._stream is None or self._stream.ts is None:
             return  # never started (a start that timed out was marked left for the sweep)
         try:
-            await self._stream.stop(markdown_text=note)
+            await self._stream.stop(markdown_text=note, session_status=session_status)
             self.calls += 1
         except Exception as exc:  # best effort: the sweep stops it later (a sealed one has nothing to stop)
             if self._tracker is not None:

@@ -53,6 +53,7 @@ import asyncio
 import base64
 import itertools
 import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -121,6 +122,11 @@ class PostedMessage:
     def buttons(self) -> list[dict[str, Any]]:
         return [e for b in self.blocks if b.get("type") == "actions" for e in b.get("elements", [])]
 
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        """The message metadata it was posted with (``chat.postMessage``'s ``metadata``), as other apps read it."""
+        return _metadata_of(self.params)
+
 
 @dataclass
 class Stream:
@@ -139,6 +145,9 @@ class Stream:
     stopped: bool = False
     calls: int = 0
     started: float = field(default_factory=time.monotonic)  # when chat.startStream made it (sealing counts from)
+    #: What chat.stopStream set: the message's metadata, and the agent session's status after the stop.
+    metadata: dict[str, Any] | None = None
+    session_status: str = ""
 
     def feedback_buttons(self) -> list[dict[str, Any]]:
         return [e for b in self.blocks if b.get("type") == "context_actions" for e in b.get("elements", [])]
@@ -192,6 +201,8 @@ class Grant:
     """Lifetime of the installed token; a refreshed one lives ``REFRESHED_EXPIRES_IN`` (Slack's 12 hours)."""
     team_name: str = "Fake team"
     enterprise_name: str = "Fake org"
+    #: The bot scopes granted, as oauth.v2.access names them (comma-separated).
+    scope: str = "chat:write,app_mentions:read"
 
 
 @dataclass
@@ -288,6 +299,9 @@ class FakeSlack:
         #: People's messages of a thread, by (channel, thread ts): what ``conversations.replies`` answers besides
         #: the bot's own posts there.
         self.replies: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        #: Channels whose messages the bot cannot read: channel -> the error conversations.history / .replies give
+        #: (``not_in_channel``, ``channel_not_found``).
+        self.unreadable: dict[str, str] = {}
         #: What apps.connections.open hands out: a URL, or what makes a fresh one each time (the Socket Mode
         #: fake's ``issue_url``).
         self.socket_mode_url: str | Callable[[], str] | None = None
@@ -336,6 +350,9 @@ class FakeSlack:
         self.sessions: dict[tuple[str, str], dict[str, str]] = {}
         #: Every status set, in order: (channel, thread ts, status).
         self.session_statuses: list[tuple[str, str, str]] = []
+        #: The bot scopes a token holds, sent as ``X-OAuth-Scopes`` on every answer as Slack does (an install that
+        #: declined optional scopes lacks them); None leaves the header out.
+        self.granted_scopes: list[str] | None = None
         #: views.update: each view's hash now (a modal is updated only with its latest hash, or none).
         self.view_hashes: dict[str, str] = {}
 
@@ -475,6 +492,8 @@ class FakeSlack:
                 waiter.future.set_result(None)
         if late is not None:
             await asyncio.sleep(late.delay)  # done already; the answer comes after the client's timeout
+        if self.granted_scopes is not None:  # Slack names the calling token's scopes on every answer
+            headers = {**headers, "X-OAuth-Scopes": ",".join(self.granted_scopes)}
         return web.json_response(body, status=status, headers=headers)
 
     async def _respond(self, request: web.Request) -> web.Response:
@@ -594,7 +613,16 @@ class FakeSlack:
         problem = _block_problem(blocks) or _feedback_problem(blocks) or self._apply_chunks(stream, params)
         if problem:
             return {"ok": False, "error": problem}
+        status = str(params.get("session_status") or "")
+        problem = _metadata_problem(params) or ("invalid_arguments" if status and status not in
+                                                self.SESSION_STATUSES else "")
+        if problem:
+            return {"ok": False, "error": problem}
         stream.blocks, stream.stopped = blocks, True
+        stream.metadata, stream.session_status = _metadata_of(params), status
+        session = self.sessions.get((stream.channel, stream.thread_ts))
+        if status and session is not None:
+            session["status"] = status  # (``session_statuses`` lists agents.sessions.setStatus calls only)
         return {"ok": True, "channel": stream.channel, "ts": stream.ts}
 
     def _apply_chunks(self, stream: Stream, params: dict[str, Any]) -> str:
@@ -682,7 +710,7 @@ class FakeSlack:
             return {"ok": False, "error": "invalid_code"}
         body = self._issue(grant)
         body.update({
-            "app_id": self.app_id, "scope": "chat:write,app_mentions:read", "authed_user": {"id": grant.user_id},
+            "app_id": self.app_id, "scope": grant.scope, "authed_user": {"id": grant.user_id},
             "team": {"id": grant.team_id, "name": grant.team_name} if grant.team_id else None,
             "enterprise": ({"id": grant.enterprise_id, "name": grant.enterprise_name}
                            if grant.enterprise_id else None),
@@ -736,7 +764,7 @@ class FakeSlack:
         blocks = _blocks(params)
         if not text and not blocks:
             return {"ok": False, "error": "no_text"}
-        problem = _block_problem(blocks) or _feedback_problem(blocks)
+        problem = _block_problem(blocks) or _feedback_problem(blocks) or _metadata_problem(params)
         if problem:
             return {"ok": False, "error": problem}
         truncated = len(text) > MAX_TEXT_CHARS
@@ -829,15 +857,26 @@ class FakeSlack:
         return {"ok": True, "channel": info}
 
     def _history(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel"))
+        if channel in self.unreadable:
+            return {"ok": False, "error": self.unreadable[channel]}
         limit = int(params.get("limit") or 100)
-        return {"ok": True, "messages": self.history.get(str(params.get("channel")), [])[:limit], "has_more": False}
+        messages = [m for m in self.history.get(channel, []) if _in_range(m, params)]
+        return {"ok": True, "messages": messages[:limit], "has_more": len(messages) > limit}
 
     def _replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The thread holding ``ts`` (its root, or a reply in it, as Slack's method page allows), the parent first
+        whatever the range, then the replies within ``oldest``/``latest`` (``inclusive``)."""
         channel, ts = str(params.get("channel")), str(params.get("ts"))
-        people = self.replies.get((channel, ts), [])
+        if channel in self.unreadable:
+            return {"ok": False, "error": self.unreadable[channel]}
+        root = next((r for (c, r), ms in self.replies.items() if c == channel and any(m.get("ts") == ts for m in ms)),
+                    ts)
+        people = self.replies.get((channel, root), [])
         bots = [{"type": "message", "bot_id": "BFAKE", "text": m.text, "ts": m.ts}
-                for m in self.thread_messages(channel, ts)]
+                for m in self.thread_messages(channel, root)]
         messages = sorted([*people, *bots], key=lambda m: float(m.get("ts") or 0))
+        messages = [m for m in messages if m.get("ts") == root or _in_range(m, params)]
         limit = int(params.get("limit") or 1000)
         return {"ok": True, "messages": messages[:limit], "has_more": len(messages) > limit}
 
@@ -1069,6 +1108,45 @@ class FakeSlack:
             return {"ok": False, "error": "session_not_found"}
         session["title"] = title
         return {"ok": True, "title": title}
+
+
+#: Message metadata as Slack's reference describes it: an ``event_type`` of letters, digits and underscores, an
+#: ``event_payload`` object; about 4 KB in all.
+_EVENT_TYPE = re.compile(r"[A-Za-z0-9_]{1,255}")
+MAX_METADATA_BYTES = 4096
+
+
+def _metadata_of(params: dict[str, Any]) -> dict[str, Any] | None:
+    raw = params.get("metadata")
+    if isinstance(raw, str):
+        raw = json.loads(raw)
+    return raw if isinstance(raw, dict) else None
+
+
+def _metadata_problem(params: dict[str, Any]) -> str:
+    """Why Slack would refuse the call's ``metadata`` ("" when it is absent or well formed)."""
+    if params.get("metadata") is None:
+        return ""
+    try:
+        metadata = _metadata_of(params)
+    except ValueError:
+        return "invalid_metadata_format"
+    if metadata is None or not isinstance(metadata.get("event_payload"), dict):
+        return "invalid_metadata_format"
+    if not isinstance(metadata.get("event_type"), str) or not _EVENT_TYPE.fullmatch(metadata["event_type"]):
+        return "invalid_metadata_format"
+    return "metadata_too_large" if len(json.dumps(metadata).encode()) > MAX_METADATA_BYTES else ""
+
+
+def _in_range(message: dict[str, Any], params: dict[str, Any]) -> bool:
+    """Within ``oldest``..``latest`` as conversations.history and .replies read them (ends excluded unless
+    ``inclusive``)."""
+    ts = float(message.get("ts") or 0)
+    inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
+    latest, oldest = params.get("latest"), params.get("oldest")
+    if latest and (ts > float(latest) or (ts == float(latest) and not inclusive)):
+        return False
+    return not (oldest and (ts < float(oldest) or (ts == float(oldest) and not inclusive)))
 
 
 async def _params(request: web.Request) -> dict[str, Any]:

@@ -36,7 +36,8 @@ def render_messages(messages: list[Mapping[str, Any]]) -> str:
 
 @tool(name="channel_history", timeout=15.0, reads_private_data=True)
 async def channel_history(args: ChannelHistoryArgs, ctx: ToolContext) -> str:
-    """Read the most recent messages of the current Slack channel, oldest first, as "user: text" lines."""
+    """Read the most recent messages of the current Slack channel, oldest first, as "user: text" lines. In the
+    agent pane, the current channel is the one the person is looking at, when Slack says which."""
     if ctx.slack is None or not ctx.channel_id:
         raise NotInSlackError("channel_history is only available inside Slack (there is no current channel)")
     return render_messages(list(await ctx.slack.history(ctx.channel_id, args.limit)))

@@ -16,6 +16,7 @@ from bot.receive.listeners import (
     home_channel,
     memory,
     memory_home,
+    reactions,
     schedule_events,
     schedule_home,
 )
@@ -38,3 +39,4 @@ def register(app: AsyncApp, services: Services) -> None:
     home.register(app, services, limits)
     home_channel.register(app, services, limits)
     feedback.register(app, limits)
+    reactions.register(app, services, limits)  # emoji triggers (/agent-limits channel react)

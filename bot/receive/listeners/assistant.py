@@ -3,7 +3,10 @@
 ``agent_view`` (the current one): the pane is the app's DM, its Messages tab. Opening it (``app_home_opened``
 with ``tab == "messages"``) sets the suggested prompts (``AGENT_SUGGESTED_PROMPTS``) for the DM and marks the DM
 as a pane, so each of its threads is a chat of its own, titled from its first task (see ``events``).
-``app_context_changed`` (what the person is looking at) is acknowledged and not kept: runs read the thread itself.
+``app_context_changed`` (what the person is looking at) is kept briefly (``pane_context``): the channel in view is
+the "this channel" of their next run in the pane.
+
+``agent_session_title_changed`` (a person renamed a session) keeps the title for App Home's run list.
 
 ``assistant_view`` (legacy, older apps): a new thread (``assistant_thread_started``) gets the prompts and is
 remembered as an assistant thread, with the same consequences.
@@ -21,7 +24,9 @@ from slack_sdk.errors import SlackApiError
 from bot import identity
 from bot.i18n import N_, _, speaking
 from bot.receive.deps import Services
+from bot.receive.listeners import pane_context
 from bot.workspace import WorkspaceLimits
+from bot.workspace.spend import SessionTitles
 
 log = logging.getLogger(__name__)
 #: The heading Slack shows above the suggested prompts in the agent pane, in the viewer's language.
@@ -51,10 +56,13 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         await suggest(context, channel_id=channel, prompts=prompts, title=title)
 
     @app.event("app_context_changed")
-    async def on_app_context_changed(event: dict[str, Any]) -> None:
-        # The channel or canvas the person is looking at changed; runs read their own thread and no tool is
-        # scoped to "what I am looking at", so there is nothing to keep.
-        return None
+    async def on_app_context_changed(event: dict[str, Any], context: AsyncBoltContext) -> None:
+        # What the person is looking at changed: their next message in the pane runs with it.
+        user = event.get("user")
+        if isinstance(user, str) and user:
+            await pane_context.keep(services, identity.workspace(context), user, event.get("context") or {})
+
+    app.event("agent_session_title_changed")(_title_keeper(services))
 
     @app.event("assistant_thread_started")
     async def on_thread_started(event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -75,6 +83,21 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
     async def on_context_changed(event: dict[str, Any]) -> None:
         # The channel the person is looking at changed; runs read the thread itself, so there is nothing to keep.
         return None
+
+
+def _title_keeper(services: Services) -> Any:
+    """A person renamed a session: App Home's run list names the thread's runs so (a run renames only a session
+    its own turn opened, so their title stays in Slack too)."""
+    titles = SessionTitles(services.redis, services.keys)
+
+    async def on_title_changed(event: dict[str, Any], context: AsyncBoltContext) -> None:
+        channel, thread_ts = str(event.get("channel") or ""), str(event.get("thread_ts") or "")
+        title = " ".join(str(event.get("title") or "").split())
+        if channel and thread_ts and title:
+            await titles.set(identity.workspace(context), channel, thread_ts, title, str(event.get("user") or ""),
+                             ttl_seconds=services.settings.thread_ttl_seconds)
+
+    return on_title_changed
 
 
 async def suggest(context: AsyncBoltContext, **where: Any) -> None:

@@ -23,6 +23,7 @@ from bot.identity import DM_THREAD, Conversation, Workspace
 from bot.queue.turns import enqueue_turn, request_cancel
 from bot.receive.dedupe import Dedupe
 from bot.receive.deps import Services
+from bot.receive.listeners import pane_context
 from bot.receive.listeners.control import may_control
 from bot.receive.listeners.schedule_events import channel_gone
 from bot.redis import as_text, awaited
@@ -143,10 +144,12 @@ async def _take(
         assistant = await _assistant_thread(services, ws, channel, thread_ts) or await _pane_thread(
             services, ws, channel, root, str(event["user"])
         )
+    viewing = ""
     if assistant is not None:
         conv = Conversation(ws, channel, root)  # each assistant or agent-pane thread is a chat of its own
+        viewing = await pane_context.viewing(services, context.client, ws, channel, root, str(event["user"]))
     with telemetry.receipt(str(event.get("type") or ""), conv, str(body.get("event_id") or "")):
-        if not await _enqueue(services, dedupe, body, event, conv, task, files):
+        if not await _enqueue(services, dedupe, body, event, conv, task, files, viewing):
             return
     if assistant is not None:
         await _title(services, context, assistant, channel, root, task)
@@ -154,9 +157,10 @@ async def _take(
 
 async def _enqueue(
     services: Services, dedupe: Dedupe, body: dict[str, Any], event: dict[str, Any], conv: Conversation, task: str,
-    files: tuple[FileRef, ...],
+    files: tuple[FileRef, ...], viewing: str = "",
 ) -> bool:
-    """Claim the delivery and queue its turn; False for a duplicate delivery."""
+    """Claim the delivery and queue its turn (``viewing``: the channel in view beside the pane); False for a
+    duplicate delivery."""
     ts, thread_ts = str(event.get("ts") or ""), str(event.get("thread_ts") or "")
     claim = await dedupe.claim(conv.workspace, event_id=body.get("event_id"), channel_id=conv.channel_id, ts=ts)
     if claim is None:
@@ -164,7 +168,7 @@ async def _enqueue(
         return False
     turn = Turn(
         conv, turn_id=ts, text=task, user_id=str(event["user"]), reply_thread_ts=thread_ts or ts, message_ts=ts,
-        files=files, action_token=action_token_of(event), traceparent=telemetry.traceparent(),
+        files=files, action_token=action_token_of(event), traceparent=telemetry.traceparent(), viewing=viewing,
     )
     try:
         await enqueue_turn(

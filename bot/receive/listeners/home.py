@@ -41,6 +41,7 @@ from bot.workspace import WorkspaceLimits
 from bot.workspace.admin import TOP_SPENDERS
 from bot.workspace.memory import MemoryStore
 from bot.workspace.schedules import ScheduleStore
+from bot.workspace.spend import SessionTitles
 
 log = logging.getLogger(__name__)
 
@@ -149,13 +150,15 @@ async def publish_home(
         budget = await rules.budget(ws, config, user_id, org=org)
         usage, spenders = await budget.usage_summary(), await budget.top_spenders(TOP_SPENDERS)
         runs = await rules.runs.recent_runs(ws, RECENT_RUNS)
+        titles = await SessionTitles(rules.store.redis, rules.store.keys).seen_by(
+            ws, user_id, ((r.channel_id, r.thread_ts) for r in runs))
         tools, published = await rules.tools.listing(ws)
         feedback = await rules.feedback.summary(ws, config.period) if rules.feedback else None
         view = home_view(HomeState(
             config, usage, rules.users.who_may_change(), runs, is_admin=is_admin, notice=notice,
             tools=tools, tools_published=published, feedback=feedback, spenders=spenders,
             org_unreadable=org is not None and org.unreadable, models=await rules.channels.summary(ws),
-            channel_settings=channel_settings,
+            channel_settings=channel_settings, titles=titles,
         ))
         view = with_schedules(view, await _schedules(rules, ws, user_id, everyone=is_admin))
         view = with_schedules(view, memory_blocks(await MemoryStore(rules.store.redis, rules.store.keys).all(

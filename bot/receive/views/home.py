@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_core import BudgetUsage, format_usd
 from bot.errors import InvalidValue
 from bot.i18n import N_, _, ngettext
+from bot.markup import escape
 from bot.workspace.admin import (
     NO_CATALOG_NOTE,
     describe_budget,
@@ -76,12 +77,14 @@ def _budget_text(config: WorkspaceConfig, usage: BudgetUsage) -> str:
     )
 
 
-def _run_line(run: RunRecord) -> str:
+def _run_line(run: RunRecord, title: str = "") -> str:
     where = (_("<{link}|thread>").format(link=run.permalink) if run.permalink
              else _("in <#{channel}>").format(channel=run.channel_id))
     when = run.at.strftime("%Y-%m-%d %H:%M UTC")
     steps = ngettext("{n} step", "{n} steps", run.steps).format(n=run.steps)
     line = f"<@{run.user_id}> · {when} · `{run.stop_reason}` · {steps} · {format_usd(run.cost_micros)} · {where}"
+    if title:  # the session's title its person gave it (their words: escaped)
+        line = f"*{escape(title)}* · {line}"
     return f"{line}\n_{run.note}_" if run.note else line
 
 
@@ -106,6 +109,8 @@ class HomeState:
     """The workspace's model choices (``bot.workspace.admin.channel_admin``), or ""."""
     channel_settings: bool = False
     """The person may change some channel's agent."""
+    titles: Mapping[str, str] = field(default_factory=dict)
+    """``"channel:thread_ts" -> title`` people gave the runs' agent sessions, those the viewer may read."""
 
 
 def home_view(state: HomeState) -> dict[str, Any]:
@@ -129,7 +134,8 @@ def home_view(state: HomeState) -> dict[str, Any]:
     blocks.extend(tools_blocks(state.tools, published=state.tools_published, is_admin=state.is_admin))
     blocks.append({"type": "divider"})
     blocks.append({"type": "header", "text": plain_text(_("Last {n} runs").format(n=RECENT_RUNS))})
-    lines = [_run_line(r) for r in list(state.runs)[:RECENT_RUNS]]
+    lines = [_run_line(r, state.titles.get(f"{r.channel_id}:{r.thread_ts}", ""))
+             for r in list(state.runs)[:RECENT_RUNS]]
     if lines:
         blocks.extend({"type": "section", "text": mrkdwn_text(line)} for line in lines)
     else:

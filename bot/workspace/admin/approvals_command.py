@@ -19,12 +19,15 @@ from bot.workspace.settings import (
     ApprovalPolicy,
     ApprovalsCommand,
     CatalogEntry,
+    GrantedScopes,
     GroupLookupError,
     Kind,
+    SearchAccess,
     UnknownGroup,
     duration_text,
     members,
     mention,
+    needs,
     unknown_pattern,
 )
 from bot.workspace.settings import policy_for as find_policy
@@ -76,6 +79,10 @@ class ApprovalsAdmin:
         if timeout > self.max_timeout:
             return _("Nothing stored: `timeout` may be at most {most} (AGENT_APPROVAL_MAX_TIMEOUT_SECONDS).").format(
                 most=duration_text(self.max_timeout))
+        if any(a.startswith("S") for a in command.approvers) and await GrantedScopes(
+                self.policies.redis, self.policies.keys, SearchAccess(self.policies.redis, self.policies.keys)
+        ).missing(client, ws, "usergroups:read"):
+            return needs("usergroups:read")  # the install declined it: a group's members cannot be read
         try:
             people = await members(client, command.approvers)
         except UnknownGroup as exc:

@@ -32,6 +32,7 @@ from bot.workspace.admin.channel_command import (
 )
 from bot.workspace.admin.org_admin import org_model_line
 from bot.workspace.admin.people import SlackUsers
+from bot.workspace.admin.react_command import ReactList, ReactSet, listed, plan, reply
 from bot.workspace.settings import (
     PROMPT_BY,
     SETTINGS,
@@ -43,12 +44,15 @@ from bot.workspace.settings import (
     Change,
     ChannelSetting,
     ChannelSettings,
+    GrantedScopes,
     Models,
+    SearchAccess,
     ToolChoice,
     WorkspaceChoices,
     WorkspaceLimitsStore,
     channel_field,
     first_allowed,
+    needs,
     unavailable,
     unknown_pattern,
 )
@@ -101,6 +105,8 @@ class ChannelAdmin:
             return _("Run `/agent-limits channel ...` in the channel it is for.")
         if isinstance(command, ChannelShow):
             return self.shown(channel_id, await self.settings(ws, channel_id))
+        if isinstance(command, ReactList | ReactSet):
+            return await self._react(client, ws, user_id, channel_id, command)
         refusal = await self.refusal(client, ws, user_id, channel_id)
         if refusal:
             return refusal
@@ -118,6 +124,24 @@ class ChannelAdmin:
             return _("This channel's instructions, from the next run:\n```{prompt}```").format(
                 prompt=escape(command.value))
         return changed_text(done)
+
+    async def _react(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, channel_id: str, command: ReactList | ReactSet
+    ) -> str:
+        """Emoji triggers: anyone lists them; who may change the channel's agent sets them, audited."""
+        if isinstance(command, ReactList):
+            return listed(channel_id, await self._raw(ws, channel_id))
+        if channel_id.startswith("D"):
+            return _("Emoji triggers are for channels: run `/agent-limits channel react` in one.")
+        refusal = await self.refusal(client, ws, user_id, channel_id)
+        if refusal:
+            return refusal
+        scopes = GrantedScopes(self.store.redis, self.store.keys, SearchAccess(self.store.redis, self.store.keys))
+        if command.task and await scopes.missing(client, ws, "reactions:read"):
+            return needs("reactions:read")  # Slack would never send the reactions
+        done = await self.store.write_audited(ws, self.key(ws, channel_id), plan(
+            command, channel_id, user_id, self.store.clock()))
+        return reply(command, done, await self._raw(ws, channel_id))
 
     async def write(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, channel_id: str, commands: Sequence[ChannelSet]
@@ -153,8 +177,11 @@ class ChannelAdmin:
         return first_allowed(self.models, choices.model, org_model).name, org_model_line(self.models, org_model)
 
     async def settings(self, ws: Workspace, channel_id: str) -> ChannelSettings:
+        return ChannelSettings.decode(await self._raw(ws, channel_id))
+
+    async def _raw(self, ws: Workspace, channel_id: str) -> dict[Any, Any]:
         try:
-            return ChannelSettings.decode(await awaited(self.store.redis.hgetall(self.key(ws, channel_id))))
+            return dict(await awaited(self.store.redis.hgetall(self.key(ws, channel_id))))
         except RedisError as exc:
             raise unavailable(exc) from exc
 

@@ -3,6 +3,7 @@ Pure. ``bot.workspace.admin.command.parse_command`` hands these subcommands here
 
     /agent-limits channel prompt|tools|model|display|verbosity|respond <value>   (run in the channel)
     /agent-limits channel show|reset
+    /agent-limits channel react list|:<emoji>: <task>|:<emoji>: off   (see ``react_command``)
     /agent-limits model [<name>]          the workspace's model (no name: the list)
     /agent-limits run-model on|off        may `@agent /model <name> <task>` pick one run's model
     /agent-limits channel-managers on|off may a channel's creator change its settings
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from bot.i18n import _
+from bot.workspace.admin.react_command import REACT_COMMANDS, ReactList, ReactSet, parse_react
 from bot.workspace.settings import NAME_RE, PATTERN_RE, PROMPT_MAX_CHARS, RESPONDS, SETTINGS, ChannelSetting
 from bot.workspace.shapes import Display, Verbosity
 
@@ -67,9 +69,9 @@ class Switch:
     on: bool
 
 
-ChannelCommand = ChannelShow | ChannelReset | ChannelSet | ModelList | WorkspaceModel | Switch
+ChannelCommand = ChannelShow | ChannelReset | ChannelSet | ModelList | WorkspaceModel | Switch | ReactList | ReactSet
 #: For ``isinstance`` checks where the commands are dispatched.
-CHANNEL_COMMANDS = (ChannelShow, ChannelReset, ChannelSet, ModelList, WorkspaceModel, Switch)
+CHANNEL_COMMANDS = (ChannelShow, ChannelReset, ChannelSet, ModelList, WorkspaceModel, Switch, *REACT_COMMANDS)
 
 
 def parse_channel_command(name: str, text: str) -> ChannelCommand | str:
@@ -92,13 +94,15 @@ def parse_channel_command(name: str, text: str) -> ChannelCommand | str:
 
 def _parse_channel(args: list[str], text: str) -> ChannelCommand | str:
     what = args[0].lower() if args else ""
+    if what == "react":  # emoji triggers: a grammar of their own
+        return parse_react(args[1:], text)
     if what in ("show", "reset"):
         if len(args) != 1:
             return _("`channel {what}` takes no value.").format(what=what)
         return ChannelShow() if what == "show" else ChannelReset()
     setting = next((s for s in SETTINGS if s == what), None)
     if setting is None:
-        return _("`channel` takes one of: show, reset, {settings}.").format(settings=", ".join(SETTINGS))
+        return _("`channel` takes one of: show, reset, react, {settings}.").format(settings=", ".join(SETTINGS))
     if not args[1:]:
         return _("`channel {setting}` needs a value (or `default` for the workspace's).").format(setting=setting)
     if setting == "prompt":

@@ -85,6 +85,9 @@ another workspace of the org, as untrusted input (default on)
 • `/agent-limits channel show|reset` and `/agent-limits channel prompt|tools|model|display|verbosity|respond \
 <value>|default`, run in the channel: its own instructions, tool list (within the workspace's), model, display, \
 verbosity, and `respond all` to answer every message there without a mention
+• `/agent-limits channel react :<emoji>: <task>|off` and `/agent-limits channel react list`, run in the channel: \
+that reaction on a message there starts a run on it (its text and files are the subject of the task), as the \
+person who reacted; who may set one is who may change the channel's agent
 Amounts are plain dollars with at most two decimals, like `25` or `0.50`.""")
 
 

@@ -51,11 +51,13 @@ from bot.workspace.settings import (
     DisplaySettings,
     DomainAction,
     DomainStore,
+    GrantedScopes,
     SearchAccess,
     WorkspaceLimitsStore,
     WorkspaceTools,
     domain_reply,
     format_domains,
+    off_line,
     unknown_pattern,
 )
 from bot.workspace.shapes import Display, Verbosity
@@ -91,6 +93,7 @@ class LimitsCommands:
 
     def __init__(self, parts: LimitsParts) -> None:
         self.limits = parts
+        self.scopes = GrantedScopes(parts.store.redis, parts.store.keys, parts.search)
 
     def refusal(self) -> str:
         return _(
@@ -158,7 +161,8 @@ class LimitsCommands:
         except SlackLookupError:
             can_change = False  # listing does not depend on it; the footer then names who may
         if isinstance(command, ShowCommand):
-            return await self.show(ws, can_change=can_change, user_id=user_id)
+            off = off_line(await self.scopes.missing(client, ws))  # optional scopes the install declined
+            return "\n".join(filter(None, [await self.show(ws, can_change=can_change, user_id=user_id), off]))
         listed, published = await self.limits.tools.listing(ws)
         return format_tools(listed, published=published, can_change=can_change,
                             admin_user_ids=self.limits.users.admin_user_ids,

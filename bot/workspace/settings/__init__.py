@@ -3,7 +3,8 @@ deployment's catalog, display, outbound host lists, the models it may use, and e
 
 ``config`` (values), ``changes`` (audited changes), ``store`` (Redis: the limits and their audit), ``display``,
 ``domains``, ``catalog`` and ``tool_choice``, ``models``, ``channel_settings`` (a channel's agent, and how a run's
-settings resolve), ``channel_run`` and ``channel_respond`` (how they reach a run), ``search_access``.
+settings resolve), ``channel_run``, ``channel_respond`` and ``channel_react`` (how they reach a run),
+``search_access``, ``scopes`` (optional scopes).
 """
 
 from bot.workspace.settings import search_access
@@ -23,6 +24,14 @@ from bot.workspace.settings.approval_policies import (
 )
 from bot.workspace.settings.catalog import ToolCatalog, WorkspaceTools
 from bot.workspace.settings.changes import AUDIT_CAP, Change, commit, label_of
+from bot.workspace.settings.channel_react import (
+    MAX_TRIGGERS,
+    TASK_MAX_CHARS,
+    ReactTriggers,
+    emoji_name,
+    react_field,
+    triggers_of,
+)
 from bot.workspace.settings.channel_respond import RespondAll
 from bot.workspace.settings.channel_run import about_run, instructions_of
 from bot.workspace.settings.channel_settings import (
@@ -65,6 +74,7 @@ from bot.workspace.settings.config import (
 from bot.workspace.settings.display import DisplaySettings
 from bot.workspace.settings.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
 from bot.workspace.settings.models import DEFAULT_MODELS, NAME_RE, Models, split_run_model
+from bot.workspace.settings.scopes import GrantedScopes, needs, off_line
 from bot.workspace.settings.search_access import SearchAccess
 from bot.workspace.settings.store import WorkspaceLimitsStore, unavailable
 from bot.workspace.settings.tool_choice import (
@@ -106,8 +116,10 @@ __all__ = [
     "DomainLists",
     "DomainStore",
     "FIX_COMMANDS",
+    "GrantedScopes",
     "LABELS",
     "LimitsPolicy",
+    "MAX_TRIGGERS",
     "MONEY_FIELDS",
     "Models",
     "NAME_RE",
@@ -117,9 +129,11 @@ __all__ = [
     "PROMPT_BY",
     "PROMPT_MAX_CHARS",
     "RESPONDS",
+    "ReactTriggers",
     "RespondAll",
     "SETTINGS",
     "SearchAccess",
+    "TASK_MAX_CHARS",
     "ToolCatalog",
     "ToolChoice",
     "UNREADABLE",
@@ -138,6 +152,7 @@ __all__ = [
     "decode_catalog",
     "decode_value",
     "display",
+    "emoji_name",
     "domain_reply",
     "encode_catalog",
     "encode_value",
@@ -147,12 +162,16 @@ __all__ = [
     "instructions_of",
     "label_of",
     "limits_for",
+    "needs",
+    "off_line",
     "quote",
+    "react_field",
     "resolve",
     "rows",
     "search_access",
     "shown",
     "split_run_model",
+    "triggers_of",
     "unavailable",
     "unknown_pattern",
 ]

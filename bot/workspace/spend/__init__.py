@@ -6,6 +6,7 @@ from bot.workspace.spend.budgets import Budgets
 from bot.workspace.spend.feedback import FeedbackStore, FeedbackSummary, NegativeRun, Vote, format_feedback
 from bot.workspace.spend.ledger import RUNS_CAP, RunLedger, RunRecord
 from bot.workspace.spend.org import OrgBudget, OrgBudgetStore
+from bot.workspace.spend.titles import SessionTitles
 from bot.workspace.spend.usage import ALL, DIMENSIONS, Dimension, Row, RunUsage, count_approval, day_id
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "RunLedger",
     "RunRecord",
     "RunUsage",
+    "SessionTitles",
     "Vote",
     "day_id",
     "format_feedback",

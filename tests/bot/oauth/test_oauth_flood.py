@@ -120,5 +120,6 @@ async def test_a_flood_of_install_pages_leaves_redis_flat_and_a_page_still_insta
     assert installed[0] == 200 and "installed in the workspace Acme" in installed[1]
     assert again[0] == 401 and "already used" in again[1]
     assert "second" in fake_slack.codes  # refused before Slack was asked
+    # The install, what it granted (kept an hour, for `/agent-limits show`), and the one spent state.
     assert [k.rsplit(":", 1)[-1] if ":oauth:" in k else k for k in keys] == [
-        "agent:-:T1:installation", states[-1].split(".")[1]]
+        "agent:-:T1:granted-scopes", "agent:-:T1:installation", states[-1].split(".")[1]]

@@ -15,25 +15,31 @@ MANIFEST = json.loads((Path(__file__).parents[3] / "manifest.json").read_text())
 
 
 def test_scopes_are_exactly_the_ones_used() -> None:
-    assert sorted(MANIFEST["oauth_config"]["scopes"]["bot"]) == [
+    scopes = MANIFEST["oauth_config"]["scopes"]
+    assert sorted(scopes["bot"]) == [
         "app_mentions:read",   # app_mention
         "assistant:write",     # the assistant container: suggested prompts, thread titles
-        "canvases:write",      # AGENT_ANSWER_CANVAS: a long answer as a canvas
         "channels:history",    # thread replies in public channels; channel_history tool; respond all
         "channels:read",       # conversations.info (respond all, channel managers); channel_deleted/_archive
         "chat:write",          # replies, chat.update, assistant.threads.setStatus in threads
         "commands",            # /agent-limits
         "files:read",          # files attached to mentions and replies: files.info, url_private_download
-        "files:write",         # files out: an answer too long for a message, attach_file's files
         "groups:history",      # thread replies in private channels
         "groups:read",         # the same for private channels: conversations.info, group_deleted/_archive
         "im:history",          # DMs
         "mcp:connect",         # Slackbot's MCP client may reach the tools at /mcp (mcp_servers)
         "mpim:history",        # group DMs
         "reactions:write",     # the working reaction where setStatus is not available
+        "users:read",          # users.info: who may press Stop or change limits
+    ]
+    # Optional (Slack's bot_optional): a workspace may install without them; the feature each serves is then off,
+    # and /agent-limits show names the scope that would turn it on.
+    assert sorted(scopes["bot_optional"]) == [
+        "canvases:write",      # AGENT_ANSWER_CANVAS: a long answer as a canvas
+        "files:write",         # files out: an answer too long for a message, attach_file's files
+        "reactions:read",      # emoji triggers: reaction_added
         "search:read.public",  # slack_search: Real-time Search (assistant.search.context) with the action_token
         "usergroups:read",     # approval policies naming user groups: usergroups.users.list
-        "users:read",          # users.info: who may press Stop or change limits
     ]
 
 
@@ -47,6 +53,8 @@ def test_events_command_and_interactivity() -> None:
         "agent_session_stopped",  # Slack's stop button on an agent session: stops the run
         "channel_deleted", "channel_archive", "group_deleted", "group_archive",  # a channel's settings removed
         "user_change", "member_left_channel",  # a schedule's creator left: it pauses
+        "reaction_added",  # emoji triggers (/agent-limits channel react)
+        "agent_session_title_changed",  # a person renamed a session: the thread's title in App Home and the run list
     }
     # Every subscribed event type passes the receiver's shape check (a dropped one would never reach Bolt).
     assert {e.split(".")[0] for e in settings["event_subscriptions"]["bot_events"]} <= HANDLED_EVENTS
@@ -92,7 +100,7 @@ def test_the_usage_hint_names_every_subcommand() -> None:
 def test_the_readme_explains_every_scope_and_every_url_to_replace() -> None:
     readme = (Path(__file__).parents[3] / "README.md").read_text()
     scopes_paragraph = readme.split("Scopes, and why:", 1)[1].split("\n\n", 1)[0]
-    for scope in MANIFEST["oauth_config"]["scopes"]["bot"]:
+    for scope in [*MANIFEST["oauth_config"]["scopes"]["bot"], *MANIFEST["oauth_config"]["scopes"]["bot_optional"]]:
         assert f"`{scope}`" in scopes_paragraph, f"the README's scope list omits {scope}"
     manifest_text = json.dumps(MANIFEST)
     for url in set(re.findall(r"https://YOUR-HOST\.example\.com/[a-z_/]+", manifest_text)):

@@ -111,9 +111,15 @@ def check(manifest: dict[str, Any]) -> None:
     _pane(features)
 
     oauth = _keys(manifest["oauth_config"], "oauth_config", {"scopes", "redirect_urls"})
-    scopes = _keys(oauth["scopes"], "oauth_config.scopes", {"bot", "user"})["bot"]
-    assert isinstance(scopes, list) and 0 < len(scopes) <= 255 and len(set(scopes)) == len(scopes)
-    assert all(isinstance(s, str) and _SCOPE.fullmatch(s) for s in scopes), scopes
+    # bot_optional / user_optional: scopes an installer may decline (Slack's changelog, 2026-03-16).
+    groups = _keys(oauth["scopes"], "oauth_config.scopes", {"bot", "user", "bot_optional", "user_optional"})
+    for name, scopes in groups.items():
+        assert isinstance(scopes, list) and len(scopes) <= 255 and len(set(scopes)) == len(scopes), name
+        assert all(isinstance(s, str) and _SCOPE.fullmatch(s) for s in scopes), scopes
+    assert groups["bot"], "a bot user needs bot scopes"
+    for kind in ("bot", "user"):
+        both = set(groups.get(kind, ())) & set(groups.get(f"{kind}_optional", ()))
+        assert not both, f"{sorted(both)} both required and optional"
     urls = oauth.get("redirect_urls", [])
     assert isinstance(urls, list) and len(urls) <= 1000 and all(_URL.fullmatch(u) for u in urls)
 
