@@ -31,7 +31,8 @@ from publicsuffixlist import PublicSuffixList
 AuditEvent = Literal[
     "run.finished", "run.refused", "limits.changed", "approval.requested", "approval.decided", "approval.expired",
     "guard.decided", "app.installed", "app.uninstalled", "app.tokens_revoked", "schedule.created", "schedule.deleted",
-    "schedule.paused", "schedule.fired", "schedule.skipped",
+    "schedule.paused", "schedule.fired", "schedule.skipped", "tool.called_as", "connection.created",
+    "connection.removed",
 ]
 EVENTS: tuple[AuditEvent, ...] = get_args(AuditEvent)
 #: Raised when a field is added, renamed or changes meaning (a new event kind alone keeps it).
@@ -83,6 +84,12 @@ FIELDS: dict[AuditEvent, dict[str, Any]] = {
     "schedule.fired": {**_SCHEDULE, "run_id": _STR, "late_seconds": _INT, "manual": _BOOL},
     "schedule.skipped": {**_SCHEDULE, "reason": {"enum": ["too_late", "disabled", "not_posted"]},
                          "late_seconds": _INT},
+    # Per-person MCP sign-in (``"auth": "user"`` servers): ids and the configured server's names, never a token or
+    # a tool's arguments.
+    "tool.called_as": {**_WHERE, "run_id": _STR, "server": _STR, "tool": _STR, "user": _STR},
+    "connection.created": {**_WHERE, "user": _STR, "server": _STR},
+    "connection.removed": {**_WHERE, "user": _STR, "server": _STR,
+                           "reason": {"enum": ["by_person", "invalid_grant", "deactivated"]}},
 }
 
 #: The JSON Schema (2020-12) every line validates against.

@@ -24,8 +24,9 @@ _UNSAFE_RE = re.compile(r"[^A-Za-z0-9_-]")
 #: A run of base64 this long is a binary payload, not words (a data: URL's prefix included).
 _BASE64_RE = re.compile(r"(?:data:[\w.+/-]+;base64,)?[A-Za-z0-9+/]{1024,}={0,2}")
 
-#: ``(tool name on the server, arguments) -> CallToolResult``; raises ``McpUnavailable`` when the server is down.
-CallFn = Callable[[str, dict[str, Any]], Awaitable[types.CallToolResult]]
+#: ``(tool name on the server, arguments, the run's context) -> CallToolResult``; raises ``McpUnavailable`` when the
+#: server is down (``ConnectionNeeded`` when it acts as the person asking, who has not connected).
+CallFn = Callable[[str, dict[str, Any], ToolContext], Awaitable[types.CallToolResult]]
 
 
 class McpToolError(Exception):
@@ -86,7 +87,7 @@ def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn, default_time
     kind = classify(server, spec)
 
     async def handler(args: JsonSchemaArgs, ctx: ToolContext) -> str:
-        result = await call(spec.name, args.model_dump(mode="json"))
+        result = await call(spec.name, args.model_dump(mode="json"), ctx)
         text = result_text(result)
         if result.is_error:
             raise McpToolError(text or "the tool reported an error without details")
