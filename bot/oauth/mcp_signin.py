@@ -11,16 +11,19 @@ servers, and loading the MCP SDK (``bot.oauth.mcp_flow``) only then, on first us
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from agent_core import ConfigError
 from bot import audit
 from bot.identity import Workspace
 from bot.keys import AppKeys
+from bot.oauth.mcp_blocks import connections_blocks
 from bot.oauth.mcp_vault import McpVault, SignIn, StoredToken
 from bot.oauth.settings import OAuthSettings
 from bot.oauth.token_crypto import SETTING, TokenCipher
@@ -29,6 +32,8 @@ from tools import McpConfigError, ServerConfig, load_mcp_config
 if TYPE_CHECKING:
     from bot.oauth.mcp_credentials import Offer, PersonCredentials
     from bot.oauth.mcp_flow import McpOAuth
+
+log = logging.getLogger(__name__)
 
 
 def user_servers(config_path: str | None, environ: Mapping[str, str]) -> list[ServerConfig]:
@@ -115,3 +120,14 @@ class McpSignIn:
         from bot.oauth.mcp_credentials import PersonCredentials
 
         return PersonCredentials(self.oauth, ws, user, run_id=run_id, offer=offer)
+
+
+async def home_blocks(signin: McpSignIn | None, ws: Workspace, user: str) -> list[dict[str, Any]]:
+    """App Home's connections part for ``user`` (none without ``"auth": "user"`` servers)."""
+    if signin is None:
+        return []
+    try:
+        return connections_blocks(signin.names(), await signin.connections(ws, user), user)
+    except RedisError as exc:
+        log.warning("App Home connections: %s", exc)
+        return []

@@ -14,6 +14,7 @@ from bot.receive.listeners import (
     feedback,
     home,
     home_channel,
+    mcp_connect,
     schedule_events,
     schedule_home,
 )
@@ -33,3 +34,4 @@ def register(app: AsyncApp, services: Services) -> None:
     home.register(app, services, limits)
     home_channel.register(app, services, limits)
     feedback.register(app, limits)
+    mcp_connect.register(app, services, limits)  # a person's MCP connections: Connect, Retry, App Home

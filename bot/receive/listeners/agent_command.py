@@ -24,6 +24,7 @@ from bot.identity import Workspace
 from bot.oauth.clients import WorkspaceClients
 from bot.queue.schedule_fire import ScheduleFirer
 from bot.receive.deps import Services
+from bot.receive.listeners import mcp_connect
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
 from bot.runs.schedule_proposals import CONFIRM_ACTION_ID, take_proposal
 from bot.workspace import WorkspaceLimits
@@ -47,6 +48,9 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> Agen
 
     async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
         client = context.client or services.slack
+        if mcp_connect.is_mcp_command(str(command.get("text", ""))):  # connect|disconnect|connections
+            await mcp_connect.on_command(ack, command, context, services, schedules.users)
+            return
         text = await schedules.answer(client, identity.workspace(context), str(command.get("user_id", "")),
                                       str(command.get("channel_id", "")), str(command.get("text", "")))
         await ack(text=text, response_type="ephemeral")

@@ -27,6 +27,8 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         if not isinstance(user, dict) or not user.get("deleted") or not isinstance(user.get("id"), str):
             return
         ws = identity.workspace(context)
+        if services.mcp is not None:  # a deactivated person's MCP tokens go
+            await services.mcp.forget_person(ws, user["id"])
         mine = [s for s in await store.of_workspace(ws) if s.creator == user["id"]]
         await _pause(notices, mine, "creator_left", None)
 
