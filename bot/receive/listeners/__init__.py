@@ -27,7 +27,8 @@ def register(app: AsyncApp, services: Services) -> None:
     events.register(app, services, limits)
     actions.register(app, services, limits)
     commands.register(app, services, limits)
-    schedules = agent_command.register(app, services, limits)  # /agent schedule …
+    schedules = agent_command.register(  # /agent schedule …, and /agent connect … first
+        app, services, limits, other=mcp_connect.command_handler(services, limits))
     schedule_home.register(app, services, limits, schedules)  # App Home's Pause / Delete
     schedule_events.register(app, services, limits)  # a creator leaving, a channel closed: their schedules pause
     assistant.register(app, services, limits)  # before home: its Messages-tab app_home_opened listener must match first

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -24,7 +24,6 @@ from bot.identity import Workspace
 from bot.oauth.clients import WorkspaceClients
 from bot.queue.schedule_fire import ScheduleFirer
 from bot.receive.deps import Services
-from bot.receive.listeners import mcp_connect
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
 from bot.runs.schedule_proposals import CONFIRM_ACTION_ID, take_proposal
 from bot.workspace import WorkspaceLimits
@@ -41,15 +40,19 @@ ANSWER_WITHIN_SECONDS = 2.5
 LIST_CAP = 25
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> AgentSchedules:
+#: Another ``/agent`` verb's handler: True when it took (and acked) the command.
+OtherVerbs = Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[bool]]
+
+
+def register(app: AsyncApp, services: Services, limits: WorkspaceLimits, *,
+             other: OtherVerbs | None = None) -> AgentSchedules:
     """Handle ``/agent`` and the agent's proposals' Confirm; ``limits`` gives the users.info cache and the admin
-    check. The handlers are returned for App Home's buttons."""
+    check; ``other`` is asked first. The handlers are returned for App Home's buttons."""
     schedules = AgentSchedules.for_services(services, limits)
 
     async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
         client = context.client or services.slack
-        if mcp_connect.is_mcp_command(str(command.get("text", ""))):  # connect|disconnect|connections
-            await mcp_connect.on_command(ack, command, context, services, schedules.users)
+        if other is not None and await other(ack, command, context):  # /agent connect … (mcp_connect)
             return
         text = await schedules.answer(client, identity.workspace(context), str(command.get("user_id", "")),
                                       str(command.get("channel_id", "")), str(command.get("text", "")))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -34,7 +35,6 @@ from bot.receive.deps import Services
 from bot.receive.listeners.home import publish_home
 from bot.turn import Turn
 from bot.workspace import WorkspaceLimits
-from bot.workspace.admin import SlackUsers
 
 log = logging.getLogger(__name__)
 
@@ -75,17 +75,26 @@ async def answer(signin: McpSignIn | None, ws: Workspace, user: str, text: str) 
     return connect_offer(name, url, user)
 
 
-async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext, services: Services,
-                     users: SlackUsers) -> None:
-    """``/agent connect|disconnect|connections``, answered privately in the ack, in the asker's language."""
-    client, ws, user = context.client or services.slack, identity.workspace(context), str(command.get("user_id", ""))
-    with speaking(await users.locale(client, ws, user)):
-        try:
-            text, blocks = await answer(services.mcp, ws, user, str(command.get("text", "")))
-        except RedisError as exc:
-            log.warning("/agent %s: %s", command.get("text", "")[:20], exc)
-            text, blocks = _("The connections store is unavailable right now; try again shortly."), []
-    await ack(text=text, blocks=blocks, response_type="ephemeral")
+def command_handler(services: Services, limits: WorkspaceLimits
+                    ) -> Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[bool]]:
+    """``/agent connect|disconnect|connections``, answered privately in the ack, in the asker's language; False
+    (untouched) for any other ``/agent`` text."""
+
+    async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> bool:
+        if not is_mcp_command(str(command.get("text", ""))):
+            return False
+        client, ws = context.client or services.slack, identity.workspace(context)
+        user = str(command.get("user_id", ""))
+        with speaking(await limits.users.locale(client, ws, user)):
+            try:
+                text, blocks = await answer(services.mcp, ws, user, str(command.get("text", "")))
+            except RedisError as exc:
+                log.warning("/agent connections: %s", exc)
+                text, blocks = _("The connections store is unavailable right now; try again shortly."), []
+        await ack(text=text, blocks=blocks, response_type="ephemeral")
+        return True
+
+    return on_command
 
 
 def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
