@@ -14,6 +14,7 @@ from tests.bot.oauth.mcp_rig import mcp_rig, offers
 from tests.bot.runs.test_mcp_tools import mention_and_wait
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, text, tool_calls
 from tests.fakes.slack_api import FakeSlack
+from tests.signing import event_body, mention, next_ts
 
 
 def observations(request: RecordedRequest) -> str:
@@ -46,3 +47,53 @@ async def test_two_people_connected_to_one_server_each_see_their_own_results(
     tokens = [tok for _, _, tok in rig.mcp.calls]
     assert not any(tok in json.dumps(e) for e in lines for tok in tokens)  # never a token in the audit
     assert not any(tok in json.dumps(r.messages) for r in fake_openai.requests for tok in tokens)  # nor to the model
+
+
+def _final_count(fake_slack: FakeSlack, root: str) -> int:
+    return len([c for c in fake_slack.calls_of("chat.postMessage")
+                if c.params.get("thread_ts") == root and "Stop reason" in json.dumps(c.params.get("blocks"))])
+
+
+async def test_an_unconnected_person_gets_connect_and_retry_and_after_connecting_the_run_goes_on(
+    tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis
+) -> None:
+    async with mcp_rig(tmp_path, key_prefix, fake_slack, fake_openai, redis_client) as rig:
+        # Nobody has connected: the server's tools are unknown, its stand-in asks the person to connect.
+        fake_openai.queue(tool_calls(("tickets__connect", {})), text("Please connect tickets first."))
+        root = next_ts()
+        await rig.app.post_event(event_body(mention(text="<@UBOT> my tickets?", ts=root, user="UALICE")))
+        await fake_slack.wait_for("chat.postMessage", predicate=lambda c: _final_count(fake_slack, root) >= 1)
+        assert "tickets__connect" in {t["function"]["name"] for t in fake_openai.requests[0].tools}
+        assert "has not connected" in observations(fake_openai.requests[-1])
+        [offer] = offers(fake_slack, "UALICE")
+        assert offer.params["thread_ts"] == root  # in the thread, for the asker alone (ephemeral)
+        buttons = {e["action_id"]: e for b in offer.params["blocks"] if b["type"] == "actions" for e in b["elements"]}
+        assert set(buttons) == {"mcp_connect", "mcp_retry"} and buttons["mcp_connect"]["text"]["text"] == \
+            "Connect tickets"
+        assert rig.mcp.calls == [] and await rig.token_keys() == []
+
+        status, _ = await rig.callback(await rig.auth.sign_in(rig.app.http, buttons["mcp_connect"]["url"],
+                                                              login="alice"))
+        assert status == 200
+        # Retry: the run goes on in the same thread, now with the server's own tools, as alice.
+        fake_openai.queue(tool_calls(("tickets__my_tickets", {})), text("You have ALICE-1 and ALICE-2."))
+        await rig.press("mcp_retry", buttons["mcp_retry"]["value"], user="UALICE")
+        await fake_slack.wait_for("chat.postMessage", predicate=lambda c: _final_count(fake_slack, root) >= 2)
+        assert "tickets__my_tickets" in {t["function"]["name"] for t in fake_openai.requests[-1].tools}
+        assert "open tickets of alice" in observations(fake_openai.requests[-1])
+        history = json.dumps(fake_openai.requests[-1].messages)
+        assert "my tickets?" in history and "Please connect tickets first." in history  # the same conversation
+        thread = "\n".join(m.block_text() for m in fake_slack.thread_messages("C1", root))
+        assert "You have ALICE-1 and ALICE-2." in thread
+
+        # Bob has not connected; the tools are known now: his call is refused and he alone is offered Connect.
+        fake_openai.queue(tool_calls(("tickets__my_tickets", {})), text("Connect first, Bob."))
+        await mention_and_wait(rig.app, fake_slack, "and mine?", user="UBOB")
+        assert "has not connected" in observations(fake_openai.requests[-1])
+        assert len(offers(fake_slack, "UBOB")) == 1 and len(offers(fake_slack, "UALICE")) == 1
+        assert [who for who, _, _ in rig.mcp.calls] == ["alice"]
+        # Bob pressing Alice's Retry continues nothing.
+        before = len(fake_openai.requests)
+        await rig.press("mcp_retry", buttons["mcp_retry"]["value"], user="UBOB")
+        await rig.app.drain()
+        assert len(fake_openai.requests) == before
