@@ -97,3 +97,45 @@ async def test_an_unconnected_person_gets_connect_and_retry_and_after_connecting
         await rig.press("mcp_retry", buttons["mcp_retry"]["value"], user="UBOB")
         await rig.app.drain()
         assert len(fake_openai.requests) == before
+
+
+async def test_disconnect_and_deactivation_leave_no_key(
+    tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis
+) -> None:
+    async with mcp_rig(tmp_path, key_prefix, fake_slack, fake_openai, redis_client) as rig:
+        await rig.connect("UALICE", login="alice")
+        await rig.connect("UBOB", login="bob")
+        assert len(await rig.token_keys()) == 2
+        stored = json.dumps({str(k): {str(f): str(v) for f, v in h.items()} for k, h in (await rig.stored()).items()})
+        assert "at-alice" not in stored and "rt-" not in stored  # encrypted at rest
+        answer = await rig.agent("disconnect tickets", user="UALICE")
+        assert "Disconnected tickets" in answer["text"]
+        assert len(await rig.token_keys()) == 1
+        assert "not connected" in (await rig.agent("connections", user="UALICE"))["text"]
+        # Bob leaves the workspace (deactivated): his token goes too.
+        await rig.app.post_event(event_body({"type": "user_change", "user": {"id": "UBOB", "deleted": True}}))
+        assert await rig.token_keys() == []
+        assert (await rig.agent("disconnect tickets", user="UBOB"))["text"] == "You were not connected to tickets."
+
+
+async def test_an_expiring_token_is_renewed_before_use_and_invalid_grant_deletes_it(
+    tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis
+) -> None:
+    async with mcp_rig(tmp_path, key_prefix, fake_slack, fake_openai, redis_client) as rig:
+        rig.auth.lifetime = 30  # within the renewal margin: every use renews it first
+        await rig.connect("UALICE", login="alice")
+        [first] = [t for t, g in rig.auth.tokens.items() if g.login == "alice"]
+        fake_openai.queue(tool_calls(("tickets__whoami", {})), text("You are alice."))
+        await mention_and_wait(rig.app, fake_slack, "who am I there?", user="UALICE")
+        used = [tok for who, tool, tok in rig.mcp.calls if tool == "whoami"]
+        assert used and first not in used  # the renewed token, never the expired one
+        assert rig.auth.token_requests()[-1]["grant_type"] == "refresh_token"
+        assert rig.auth.token_requests()[-1]["resource"] == rig.mcp.url  # RFC 8707 on refresh too
+        # The authorization server forgets the grant: the next renewal gets invalid_grant, the token is deleted.
+        rig.auth.refresh_tokens.clear()
+        fake_openai.queue(tool_calls(("tickets__whoami", {})), text("Connect again."))
+        calls = len(rig.mcp.calls)
+        await mention_and_wait(rig.app, fake_slack, "who am I now?", user="UALICE")
+        assert "has not connected" in observations(fake_openai.requests[-1])
+        assert len(rig.mcp.calls) == calls and await rig.token_keys() == []
+        assert len(offers(fake_slack, "UALICE")) == 1
