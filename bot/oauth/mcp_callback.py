@@ -12,6 +12,7 @@ import html
 import logging
 
 from aiohttp import web
+from redis.exceptions import RedisError
 
 from bot.errors import McpSignInError
 from bot.oauth.mcp_signin import McpSignIn
@@ -42,6 +43,9 @@ async def callback(request: web.Request) -> web.Response:
     except McpSignInError as exc:
         log.info("MCP sign-in refused: %s", exc)
         return _page(400, "Not connected", f"{exc}. Nothing was stored.")
+    except RedisError as exc:
+        log.warning("MCP sign-in not finished: %s", exc)
+        return _page(503, "Not connected", "The service's store is unavailable; connect again from Slack shortly.")
     return _page(200, f"Connected to {sign_in.server}",
                  f"You can close this tab. In Slack, press Retry (or ask again): the {sign_in.server} tools now "
                  "act as you. /agent disconnect removes the connection.")

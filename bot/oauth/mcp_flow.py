@@ -81,7 +81,10 @@ class McpOAuth:
             raise McpSignInError("that MCP server is no longer configured")
         data = {"grant_type": "authorization_code", "code": code, "redirect_uri": self.redirect_uri,
                 "code_verifier": sign_in.code_verifier, "resource": sign_in.resource}
-        token = await self._token(server, sign_in.token_endpoint, sign_in.client_id, data)
+        try:
+            token = await self._token(server, sign_in.token_endpoint, sign_in.client_id, data)
+        except _InvalidGrant:
+            raise McpSignInError("the authorization server refused the code (invalid_grant)") from None
         now = time.time()
         await self.vault.put(sign_in.workspace, sign_in.user_id, server.name, StoredToken(
             token.access_token, _expiry(token, now), now, token.refresh_token, token.scope, sign_in.resource,
