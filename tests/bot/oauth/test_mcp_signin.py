@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
+from agent_core import ConfigError
 from bot import audit
-from tests.bot.oauth.mcp_rig import mcp_rig, offers
+from bot.serve import startup
+from tests.bot.conftest import make_settings
+from tests.bot.oauth.mcp_rig import KEY, mcp_rig, offers, user_server_config
 from tests.bot.runs.test_mcp_tools import mention_and_wait
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, text, tool_calls
 from tests.fakes.slack_api import FakeSlack
@@ -139,3 +143,20 @@ async def test_an_expiring_token_is_renewed_before_use_and_invalid_grant_deletes
         assert "has not connected" in observations(fake_openai.requests[-1])
         assert len(rig.mcp.calls) == calls and await rig.token_keys() == []
         assert len(offers(fake_slack, "UALICE")) == 1
+
+
+@pytest.mark.parametrize(("public_url", "key", "says"), [
+    (None, KEY, "PUBLIC_URL is not set: MCP server 'tickets' has \"auth\": \"user\""),
+    ("http://agent.example.com", KEY, "PUBLIC_URL must be an https origin"),
+    ("https://agent.example.com", None, "SLACK_TOKEN_ENCRYPTION_KEY is not set: MCP server 'tickets'"),
+], ids=["no-public-url", "http-public-url", "no-key"])
+def test_a_user_server_without_public_url_or_key_is_a_start_up_error_naming_it(
+    tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, public_url: str | None,
+    key: str | None, says: str,
+) -> None:
+    settings = make_settings(key_prefix, fake_slack, fake_openai, public_url=public_url,
+                             slack_token_encryption_key=key,
+                             agent_mcp_config=user_server_config(tmp_path, "https://tickets.example/mcp"))
+    with pytest.raises(ConfigError) as raised:
+        startup.check(settings, "web")
+    assert says in str(raised.value)
