@@ -87,7 +87,9 @@ class McpSignIn:
             return None
         check(servers, public_url, cipher_key)
         assert public_url is not None and cipher_key is not None
-        return cls(servers, McpVault(redis, keys, TokenCipher.from_setting(cipher_key)), public_url=public_url)
+        signin = cls(servers, McpVault(redis, keys, TokenCipher.from_setting(cipher_key)), public_url=public_url)
+        _ = signin.oauth  # the SDK is loaded now, at start-up, not inside the 3 s a /agent connect has
+        return signin
 
     def names(self) -> list[str]:
         return list(self.servers)
