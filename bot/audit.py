@@ -89,7 +89,7 @@ FIELDS: dict[AuditEvent, dict[str, Any]] = {
     "tool.called_as": {**_WHERE, "run_id": _STR, "server": _STR, "tool": _STR, "user": _STR},
     "connection.created": {**_WHERE, "user": _STR, "server": _STR},
     "connection.removed": {**_WHERE, "user": _STR, "server": _STR,
-                           "reason": {"enum": ["by_person", "invalid_grant", "deactivated"]}},
+                           "reason": {"enum": ["by_person", "invalid_grant", "deactivated", "resource_changed"]}},
 }
 
 #: The JSON Schema (2020-12) every line validates against.

@@ -16,6 +16,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
+
 from bot import audit
 from bot.errors import McpSignInError
 from bot.identity import Workspace
@@ -60,9 +62,15 @@ class PersonCredentials:
         return token
 
     async def _fresh(self, server: str, *, refused: str) -> str:
-        if self._oauth.server(server) is None:
+        config = self._oauth.server(server)
+        if config is None or config.url is None:
             raise ToolError(f"MCP server {server!r} does not act as the person asking")
         stored = await self._oauth.vault.get(self._ws, self._user, server)
+        if stored is not None and not check_resource_allowed(
+                requested_resource=resource_url_from_server_url(config.url), configured_resource=stored.resource):
+            # Issued for another resource (the server's URL changed since): never sent elsewhere; connect again.
+            await self._oauth.forget(self._ws, self._user, server, reason="resource_changed")
+            stored = None
         if stored is None:
             raise await self._needs(server)
         if (refused and stored.access_token == refused) or stored.expiring(self._clock(), REFRESH_MARGIN_SECONDS):

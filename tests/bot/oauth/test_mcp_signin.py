@@ -5,6 +5,7 @@ disconnect leaves no key; a token past its expiry is renewed before use."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,13 @@ import redis.asyncio as aioredis
 
 from agent_core import ConfigError
 from bot import audit
+from bot.identity import Workspace
+from bot.keys import AppKeys
+from bot.oauth.mcp_vault import McpVault
+from bot.oauth.token_crypto import TokenCipher
 from bot.serve import startup
 from tests.bot.conftest import make_settings
-from tests.bot.oauth.mcp_rig import KEY, mcp_rig, offers, user_server_config
+from tests.bot.oauth.mcp_rig import KEY, connect_button, mcp_rig, offers, user_server_config
 from tests.bot.runs.test_mcp_tools import mention_and_wait
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, text, tool_calls
 from tests.fakes.slack_api import FakeSlack
@@ -160,3 +165,47 @@ def test_a_user_server_without_public_url_or_key_is_a_start_up_error_naming_it(
     with pytest.raises(ConfigError) as raised:
         startup.check(settings, "web")
     assert says in str(raised.value)
+
+
+def _home_of(fake_slack: FakeSlack, user: str) -> str:
+    [*_, last] = [c for c in fake_slack.calls_of("views.publish") if c.params["user_id"] == user]
+    return json.dumps(last.params["view"])
+
+
+async def test_app_home_shows_the_persons_connections_with_connect_and_disconnect(
+    tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis
+) -> None:
+    async with mcp_rig(tmp_path, key_prefix, fake_slack, fake_openai, redis_client) as rig:
+        home = {"type": "app_home_opened", "user": "UALICE", "channel": "D1", "tab": "home", "event_ts": next_ts()}
+        await rig.app.post_event(event_body(home))
+        assert "tickets: not connected" in _home_of(fake_slack, "UALICE") and "mcp_home_connect" in \
+            _home_of(fake_slack, "UALICE")
+        # Connect from Home: the link comes by DM, only to her.
+        await rig.press("mcp_home_connect", "tickets", user="UALICE")
+        [dm] = [c for c in fake_slack.calls_of("chat.postMessage") if c.params.get("channel") == "UALICE"]
+        status, _ = await rig.callback(await rig.auth.sign_in(
+            rig.app.http, connect_button(dm.params["blocks"])["url"], login="alice"))
+        assert status == 200
+        await rig.app.post_event(event_body({**home, "event_ts": next_ts()}))
+        assert "connected as <@UALICE>" in _home_of(fake_slack, "UALICE")
+        # Disconnect from Home: the token goes, the tab says so.
+        await rig.press("mcp_home_disconnect", "tickets", user="UALICE")
+        assert await rig.token_keys() == []
+        assert "Disconnected tickets" in _home_of(fake_slack, "UALICE")
+
+
+async def test_a_token_is_sent_only_to_the_resource_it_was_issued_for(
+    tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis
+) -> None:
+    async with mcp_rig(tmp_path, key_prefix, fake_slack, fake_openai, redis_client) as rig:
+        await rig.connect("UALICE", login="alice")
+        vault = McpVault(redis_client, AppKeys(key_prefix), TokenCipher.from_setting(KEY))
+        ws = Workspace.of("T0001", None)
+        stored = await vault.get(ws, "UALICE", "tickets")
+        assert stored is not None and stored.resource == rig.mcp.url
+        # As if the server's URL had changed since she connected: her token names another resource.
+        await vault.put(ws, "UALICE", "tickets", replace(stored, resource="https://elsewhere.example/mcp"))
+        fake_openai.queue(tool_calls(("tickets__connect", {})), text("Connect again."))
+        await mention_and_wait(rig.app, fake_slack, "who am I?", user="UALICE")
+        assert "has not connected" in observations(fake_openai.requests[-1])
+        assert rig.mcp.calls == [] and await rig.token_keys() == []  # the token went nowhere, and is gone
