@@ -20,6 +20,7 @@ from bot.oauth.token_crypto import TokenCipher
 from bot.serve import startup
 from tests.bot.conftest import make_settings
 from tests.bot.oauth.mcp_rig import KEY, connect_button, mcp_rig, offers, user_server_config
+from tests.bot.queue.test_schedules import schedule_id
 from tests.bot.runs.test_mcp_tools import mention_and_wait
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, text, tool_calls
 from tests.fakes.slack_api import FakeSlack
@@ -209,3 +210,18 @@ async def test_a_token_is_sent_only_to_the_resource_it_was_issued_for(
         await mention_and_wait(rig.app, fake_slack, "who am I?", user="UALICE")
         assert "has not connected" in observations(fake_openai.requests[-1])
         assert rig.mcp.calls == [] and await rig.token_keys() == []  # the token went nowhere, and is gone
+
+
+async def test_a_scheduled_run_calls_as_its_creator_whoever_fires_it(
+    tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis
+) -> None:
+    fake_slack.users["UADMIN"] = {"is_admin": True}
+    async with mcp_rig(tmp_path, key_prefix, fake_slack, fake_openai, redis_client) as rig:
+        await rig.connect("UALICE", login="alice")
+        await rig.connect("UADMIN", login="admin")
+        sid = schedule_id((await rig.agent('schedule add "every day at 09:00" my open tickets', user="UALICE"))["text"])
+        fake_openai.queue(tool_calls(("tickets__my_tickets", {})), text("The schedule answered."))
+        assert "Running" in (await rig.agent(f"schedule run {sid}", user="UADMIN"))["text"]  # an admin fires it
+        await fake_slack.wait_for("chat.postMessage", timeout=30,
+                                  predicate=lambda c: "The schedule answered." in json.dumps(c.params))
+    assert [(who, tool) for who, tool, _ in rig.mcp.calls] == [("alice", "my_tickets")]
