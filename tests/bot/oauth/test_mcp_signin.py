@@ -225,3 +225,20 @@ async def test_a_scheduled_run_calls_as_its_creator_whoever_fires_it(
         await fake_slack.wait_for("chat.postMessage", timeout=30,
                                   predicate=lambda c: "The schedule answered." in json.dumps(c.params))
     assert [(who, tool) for who, tool, _ in rig.mcp.calls] == [("alice", "my_tickets")]
+
+
+async def test_a_token_the_server_refuses_is_renewed_and_the_call_made_again(
+    tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis
+) -> None:
+    async with mcp_rig(tmp_path, key_prefix, fake_slack, fake_openai, redis_client) as rig:
+        await rig.connect("UALICE", login="alice")
+        fake_openai.queue(tool_calls(("tickets__whoami", {})), text("You are alice."))
+        await mention_and_wait(rig.app, fake_slack, "who am I?", user="UALICE")
+        [(_, _, first)] = rig.mcp.calls
+        rig.auth.tokens.clear()  # the server stops accepting the access token (revoked); the refresh token works
+        fake_openai.queue(tool_calls(("tickets__whoami", {})), text("Still alice."))
+        await mention_and_wait(rig.app, fake_slack, "and now?", user="UALICE")
+        assert "you are alice" in observations(fake_openai.requests[-1])
+        [(who, _, second)] = rig.mcp.calls[1:]
+        assert who == "alice" and second != first
+        assert rig.auth.token_requests()[-1]["grant_type"] == "refresh_token"
