@@ -22,6 +22,7 @@ from agent_core import ConfigError, StoreError
 from bot import metrics
 from bot.errors import McpSignInError
 from bot.i18n import _
+from bot.markup import escape
 from bot.oauth.mcp_blocks import connect_offer, retry_value
 from bot.oauth.mcp_signin import McpSignIn
 from bot.thread.poster import Poster
@@ -162,7 +163,7 @@ async def _offer(signin: McpSignIn, poster: Poster, turn: Turn, server: str) -> 
     except McpSignInError as exc:
         await poster.notify(turn.target, turn.user_id, SlackMessage(_(
             "The {server} tools act as you, but signing in to {server} cannot start right now: {why}").format(
-            server=server, why=str(exc))))
+            server=server, why=escape(str(exc)))))
         return
     text, blocks = connect_offer(server, url, turn.user_id,
                                  retry=retry_value(turn.thread, turn.reply_thread_ts, turn.user_id))

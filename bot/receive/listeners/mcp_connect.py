@@ -19,6 +19,7 @@ from bot import identity
 from bot.errors import McpSignInError
 from bot.i18n import _, speaking
 from bot.identity import Conversation, Workspace
+from bot.markup import escape
 from bot.oauth.mcp_blocks import (
     CONNECT_ACTION,
     HOME_CONNECT_ACTION,
@@ -60,7 +61,7 @@ async def answer(signin: McpSignIn | None, ws: Workspace, user: str, text: str) 
         return connections_text(signin.names(), await signin.connections(ws, user), user), []
     if name not in signin.servers:
         return _("No MCP server `{name}` acts as the person asking here; these do: {names}").format(
-            name=name[:40], names=", ".join(signin.names())), []
+            name=escape(name[:40]), names=", ".join(signin.names())), []
     if verb == "disconnect":
         if await signin.disconnect(ws, user, name):
             return _("Disconnected {server}: your token for it is deleted.").format(server=name), []
@@ -71,7 +72,7 @@ async def answer(signin: McpSignIn | None, ws: Workspace, user: str, text: str) 
     except TimeoutError:
         return _("{server} is slow to answer; try `/agent connect {server}` again.").format(server=name), []
     except McpSignInError as exc:
-        return _("Signing in to {server} cannot start: {why}").format(server=name, why=str(exc)), []
+        return _("Signing in to {server} cannot start: {why}").format(server=name, why=escape(str(exc))), []
     return connect_offer(name, url, user)
 
 
