@@ -31,6 +31,7 @@ from bot.oauth.mcp_blocks import (
     read_retry_value,
 )
 from bot.oauth.mcp_signin import McpSignIn, home_blocks
+from bot.oauth.mcp_vault import forget_workspace
 from bot.queue.turns import enqueue_turn
 from bot.receive.deps import Services
 from bot.receive.listeners.home import publish_home
@@ -156,6 +157,14 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
 
     app.action(HOME_CONNECT_ACTION)(on_home)
     app.action(HOME_DISCONNECT_ACTION)(on_home)
+
+    if services.oauth is None and services.mcp is not None:
+        # One SLACK_BOT_TOKEN: no installation to delete, but the people's MCP tokens go (in OAuth mode the
+        # installation store's listener deletes them with the installation).
+        async def on_uninstalled(context: AsyncBoltContext) -> None:
+            await forget_workspace(services.redis, services.keys, identity.workspace(context))
+
+        app.event("app_uninstalled")(on_uninstalled)
 
 
 def _user(body: dict[str, Any]) -> str:

@@ -109,7 +109,7 @@ async def test_an_unconnected_person_gets_connect_and_retry_and_after_connecting
         assert len(fake_openai.requests) == before
 
 
-async def test_disconnect_and_deactivation_leave_no_key(
+async def test_disconnect_deactivation_and_uninstall_leave_no_key(
     tmp_path: Path, key_prefix: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI, redis_client: aioredis.Redis
 ) -> None:
     async with mcp_rig(tmp_path, key_prefix, fake_slack, fake_openai, redis_client) as rig:
@@ -126,6 +126,11 @@ async def test_disconnect_and_deactivation_leave_no_key(
         await rig.app.post_event(event_body({"type": "user_change", "user": {"id": "UBOB", "deleted": True}}))
         assert await rig.token_keys() == []
         assert (await rig.agent("disconnect tickets", user="UBOB"))["text"] == "You were not connected to tickets."
+        # The app is uninstalled: every person's token of the workspace goes.
+        await rig.connect("UALICE", login="alice")
+        assert len(await rig.token_keys()) == 1
+        await rig.app.post_event(event_body({"type": "app_uninstalled", "event_ts": next_ts()}))
+        assert await rig.token_keys() == []
 
 
 async def test_an_expiring_token_is_renewed_before_use_and_invalid_grant_deletes_it(
