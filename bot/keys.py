@@ -250,6 +250,10 @@ class AppKeys(Keys):
         server (disconnect, ``invalid_grant``), the person's deactivation or the app's uninstall."""
         return f"{self.namespace(ws)}:mcp:user:{user_id}"
 
+    def mcp_refresh(self, ws: Workspace, user_id: str, server: str) -> str:
+        """The lock one process holds while it renews a person's MCP token (the others wait, then read it again)."""
+        return f"{self.namespace(ws)}:mcp:refresh:{user_id}:{server}"
+
     def mcp_tokens_of_workspace(self, ws: Workspace) -> str:
         """Glob of every person's ``mcp_tokens`` hash in one workspace (deleted on uninstall)."""
         return f"{_glob_escape(self.namespace(ws))}:mcp:user:*"

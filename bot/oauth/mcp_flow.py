@@ -13,6 +13,7 @@ the code exchanged with the verifier and the ``resource``, the token stored for 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ import httpx2
 from mcp.client.auth import OAuthTokenError, PKCEParameters
 from mcp.client.auth.utils import handle_token_response_scopes
 from mcp.shared.auth import OAuthToken
+from redis.exceptions import LockError
 
 from bot import audit
 from bot.errors import McpSignInError
@@ -32,6 +34,12 @@ from bot.oauth.mcp_vault import CALLBACK_PATH, McpVault, SignIn, StoredToken
 from tools import ServerConfig
 
 log = logging.getLogger(__name__)
+
+#: A renewer that dies holding the lock frees it after this long; a renewal is one token request.
+REFRESH_LOCK_SECONDS = 30.0
+#: How long a run waits for another process's renewal of the same token.
+REFRESH_WAIT_SECONDS = 20.0
+
 
 class TokenGone(Exception):
     """The authorization server answered ``invalid_grant`` to a refresh: the token was deleted."""
@@ -96,7 +104,24 @@ class McpOAuth:
 
     async def refresh(self, ws: Workspace, user: str, server_name: str, stored: StoredToken) -> StoredToken:
         """A fresh token for the person; ``TokenGone`` (deleted) on ``invalid_grant``, ``McpSignInError`` when the
-        authorization server fails otherwise (the stored token is kept for a later try)."""
+        authorization server fails otherwise (the stored token is kept for a later try). One process renews at a
+        time: a refresh token may work once, so the others wait and take the token it wrote."""
+        lock = self.vault.redis.lock(self.vault.keys.mcp_refresh(ws, user, server_name), timeout=REFRESH_LOCK_SECONDS,
+                                     blocking_timeout=REFRESH_WAIT_SECONDS)
+        if not await lock.acquire():
+            raise McpSignInError("another renewal of this token is taking too long")
+        try:
+            current = await self.vault.get(ws, user, server_name)
+            if current is None:
+                raise TokenGone(server_name)
+            if current.access_token != stored.access_token:
+                return current  # renewed meanwhile by another run
+            return await self._renew(ws, user, server_name, current)
+        finally:
+            with contextlib.suppress(LockError):
+                await lock.release()
+
+    async def _renew(self, ws: Workspace, user: str, server_name: str, stored: StoredToken) -> StoredToken:
         server = self.servers.get(server_name)
         if server is None or not stored.refresh_token:
             raise McpSignInError("the token expired and cannot be renewed: connect again")
@@ -104,9 +129,6 @@ class McpOAuth:
         try:
             token = await self._token(server, stored.token_endpoint, stored.client_id, data)
         except _InvalidGrant:
-            current = await self.vault.get(ws, user, server_name)
-            if current is not None and current.access_token != stored.access_token:
-                return current  # another process renewed it first (its refresh spent ours)
             await self.forget(ws, user, server_name, reason="invalid_grant")
             raise TokenGone(server_name) from None
         fresh = replace(stored, access_token=token.access_token, expires_at=_expiry(token, time.time()),

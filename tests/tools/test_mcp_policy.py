@@ -17,7 +17,7 @@ from tools.registry import Registry
 from .conftest import make_settings
 
 
-async def _never(name: str, args: dict[str, object], ctx: object = None) -> types.CallToolResult:
+async def _never(name: str, args: dict[str, object]) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"{name} ran")])
 
 

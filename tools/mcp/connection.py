@@ -73,8 +73,7 @@ class ServerConnection:
         """Return once the first connection attempt has ended, connected or not."""
         await self._first_attempt.wait()
 
-    async def call(self, name: str, arguments: dict[str, Any], ctx: object = None) -> types.CallToolResult:
-        """``name`` over the shared connection (its configured credential, whoever asks: ``ctx`` is not used)."""
+    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         session = self._session
         if session is None:
             raise McpUnavailable(f"MCP server {self.config.name!r} is unavailable (restarting); try later")
