@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -100,71 +101,71 @@ def command_handler(services: Services, limits: WorkspaceLimits
 
 
 def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
-    users = limits.users
-
-    @app.action(CONNECT_ACTION)
-    async def on_connect(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any],
-                         context: AsyncBoltContext) -> None:
-        await ack()  # the URL opens in the presser's browser whatever we answer: the check is the state's
-        presser, client, ws = _user(body), context.client or services.slack, identity.workspace(context)
-        try:
-            owner, server, state = read_connect_value(action.get("value"))
-        except ValueError:
-            return
-        if presser == owner or services.mcp is None:
-            return
-        await services.mcp.vault.take(state)  # that sign-in now fails: it would store another's account as theirs
-        with speaking(await users.locale(client, ws, presser)):
-            await _tell(client, body, presser, _(
-                "That Connect button is <@{owner}>'s; the sign-in it started is cancelled. Use `/agent connect "
-                "{server}` to connect your own account.").format(owner=owner, server=server))
-
-    @app.action(RETRY_ACTION)
-    async def on_retry(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any],
-                       context: AsyncBoltContext) -> None:
-        await ack()
-        presser, client, ws = _user(body), context.client or services.slack, identity.workspace(context)
-        try:
-            thread, reply_ts, owner = read_retry_value(action.get("value"))
-            conversation = Conversation.parse(thread)
-        except ValueError:
-            return
-        if conversation.workspace != ws or presser != owner:
-            return  # only its person continues their own thread
-        turn_id = str(action.get("action_ts") or "")
-        turn = Turn(conversation, turn_id=turn_id, text=RETRY_TEXT, user_id=owner, reply_thread_ts=reply_ts,
-                    message_ts=reply_ts)
-        try:
-            await enqueue_turn(services.redis, services.queue, services.keys, turn,
-                               ttl_seconds=services.settings.thread_ttl_seconds)
-        except RedisError as exc:
-            log.warning("Retry not queued: %s", exc)
-            with speaking(await users.locale(client, ws, presser)):
-                await _tell(client, body, presser, _("That did not go through (the queue is unavailable); "
-                                                     "ask again in the thread."))
-
-    async def on_home(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any],
-                      context: AsyncBoltContext) -> None:
-        await ack()
-        presser, client, ws = _user(body), context.client or services.slack, identity.workspace(context)
-        verb = "connect" if action.get("action_id") == HOME_CONNECT_ACTION else "disconnect"
-        with speaking(await users.locale(client, ws, presser)):
-            text, blocks = await answer(services.mcp, ws, presser, f"{verb} {action.get('value', '')}")
-            if verb == "connect":
-                await _dm(client, presser, text, blocks)  # the link, where only they read it
-            await publish_home(limits, client, ws, presser, notice=text if verb == "disconnect" else "",
-                               extra=await home_blocks(services.mcp, ws, presser))
-
-    app.action(HOME_CONNECT_ACTION)(on_home)
-    app.action(HOME_DISCONNECT_ACTION)(on_home)
-
+    """The Connect, Retry and App Home buttons (and, with one SLACK_BOT_TOKEN, ``app_uninstalled``)."""
+    app.action(CONNECT_ACTION)(partial(_on_connect, services, limits))
+    app.action(RETRY_ACTION)(partial(_on_retry, services, limits))
+    app.action(HOME_CONNECT_ACTION)(partial(_on_home, services, limits))
+    app.action(HOME_DISCONNECT_ACTION)(partial(_on_home, services, limits))
     if services.oauth is None and services.mcp is not None:
-        # One SLACK_BOT_TOKEN: no installation to delete, but the people's MCP tokens go (in OAuth mode the
-        # installation store's listener deletes them with the installation).
+        # No installation to delete, but the people's MCP tokens go (in OAuth mode the installation store's
+        # listener deletes them with the installation).
         async def on_uninstalled(context: AsyncBoltContext) -> None:
             await forget_workspace(services.redis, services.keys, identity.workspace(context))
 
         app.event("app_uninstalled")(on_uninstalled)
+
+
+async def _on_connect(services: Services, limits: WorkspaceLimits, ack: AsyncAck, body: dict[str, Any],
+                      action: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()  # the URL opens in the presser's browser whatever we answer: the check is the state's
+    presser, client, ws = _user(body), context.client or services.slack, identity.workspace(context)
+    try:
+        owner, server, state = read_connect_value(action.get("value"))
+    except ValueError:
+        return
+    if presser == owner or services.mcp is None:
+        return
+    await services.mcp.vault.take(state)  # that sign-in now fails: it would store another's account as theirs
+    with speaking(await limits.users.locale(client, ws, presser)):
+        await _tell(client, body, presser, _(
+            "That Connect button is <@{owner}>'s; the sign-in it started is cancelled. Use `/agent connect "
+            "{server}` to connect your own account.").format(owner=owner, server=server))
+
+
+async def _on_retry(services: Services, limits: WorkspaceLimits, ack: AsyncAck, body: dict[str, Any],
+                    action: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    presser, client, ws = _user(body), context.client or services.slack, identity.workspace(context)
+    try:
+        thread, reply_ts, owner = read_retry_value(action.get("value"))
+        conversation = Conversation.parse(thread)
+    except ValueError:
+        return
+    if conversation.workspace != ws or presser != owner:
+        return  # only its person continues their own thread
+    turn = Turn(conversation, turn_id=str(action.get("action_ts") or ""), text=RETRY_TEXT, user_id=owner,
+                reply_thread_ts=reply_ts, message_ts=reply_ts)
+    try:
+        await enqueue_turn(services.redis, services.queue, services.keys, turn,
+                           ttl_seconds=services.settings.thread_ttl_seconds)
+    except RedisError as exc:
+        log.warning("Retry not queued: %s", exc)
+        with speaking(await limits.users.locale(client, ws, presser)):
+            await _tell(client, body, presser, _("That did not go through (the queue is unavailable); "
+                                                 "ask again in the thread."))
+
+
+async def _on_home(services: Services, limits: WorkspaceLimits, ack: AsyncAck, body: dict[str, Any],
+                   action: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    presser, client, ws = _user(body), context.client or services.slack, identity.workspace(context)
+    verb = "connect" if action.get("action_id") == HOME_CONNECT_ACTION else "disconnect"
+    with speaking(await limits.users.locale(client, ws, presser)):
+        text, blocks = await answer(services.mcp, ws, presser, f"{verb} {action.get('value', '')}")
+        if verb == "connect":
+            await _dm(client, presser, text, blocks)  # the link, where only they read it
+        await publish_home(limits, client, ws, presser, notice=text if verb == "disconnect" else "",
+                           extra=await home_blocks(services.mcp, ws, presser))
 
 
 def _user(body: dict[str, Any]) -> str:
