@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 from mcp.client.auth import OAuthRegistrationError
@@ -72,6 +73,7 @@ async def discover(http: httpx2.AsyncClient, server: ServerConfig, vault: McpVau
             raise McpSignInError(f"its metadata names another resource ({str(prm.resource)[:200]}), not {resource}")
         issuer = str(prm.authorization_servers[0])
         asm = await _server_metadata(http, server.url, issuer)
+        _check_endpoints(asm)  # before any registration
         scope = server.scopes or get_client_metadata_scopes(
             extract_scope_from_www_auth(challenge), prm, asm, ["authorization_code", "refresh_token"])
         client = await _client(http, server, vault, asm, redirect_uri, issuer, scope)
@@ -79,10 +81,23 @@ async def discover(http: httpx2.AsyncClient, server: ServerConfig, vault: McpVau
         raise McpSignInError("it did not answer in time") from None
     except httpx2.HTTPError as exc:
         raise McpSignInError(f"it could not be reached ({type(exc).__name__})") from None
-    if asm.authorization_endpoint is None or asm.token_endpoint is None:
-        raise McpSignInError("its authorization server names no authorization or token endpoint")
     return Discovered(prm_resource(prm, resource), str(asm.issuer), str(asm.authorization_endpoint),
                       str(asm.token_endpoint), scope, client)
+
+
+def _check_endpoints(asm: OAuthMetadata) -> None:
+    if asm.authorization_endpoint is None or asm.token_endpoint is None:
+        raise McpSignInError("its authorization server names no authorization or token endpoint")
+    for endpoint in (str(asm.authorization_endpoint), str(asm.token_endpoint)):
+        if not _secure(endpoint):
+            raise McpSignInError(f"its authorization server's endpoint {endpoint[:200]} is not https")
+
+
+def _secure(url: str) -> bool:
+    """https, or http on this machine's loopback (a development setup): codes and tokens never cross a network
+    in the clear."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1"))
 
 
 def prm_resource(prm: ProtectedResourceMetadata, resource: str) -> str:

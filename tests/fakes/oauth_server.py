@@ -45,6 +45,8 @@ class FakeAuthServer:
     registered_redirects: list[str] | None = None
     #: Set: the metadata endpoint redirects to this URL (another host) instead of answering.
     metadata_redirect: str | None = None
+    #: Set: the token endpoint the metadata names (its own by default).
+    token_endpoint: str | None = None
     clients: dict[str, list[str]] = field(default_factory=dict)
     codes: dict[str, Grant] = field(default_factory=dict)
     tokens: dict[str, Grant] = field(default_factory=dict)
@@ -91,7 +93,8 @@ class FakeAuthServer:
             raise web.HTTPFound(self.metadata_redirect)
         return web.json_response({
             "issuer": self.issuer, "authorization_endpoint": f"{self.issuer}/authorize",
-            "token_endpoint": f"{self.issuer}/token", "registration_endpoint": f"{self.issuer}/register",
+            "token_endpoint": self.token_endpoint or f"{self.issuer}/token",
+            "registration_endpoint": f"{self.issuer}/register",
             "response_types_supported": ["code"], "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"], "token_endpoint_auth_methods_supported": ["none"],
         })

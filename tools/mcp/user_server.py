@@ -147,6 +147,8 @@ class UserServer:
                     yield session
         except BaseExceptionGroup as group:  # anyio wraps what the transport's tasks raised
             first = _first(group)
+            if not isinstance(first, Exception):
+                raise  # a cancellation (Stop, the call's timeout) stays one
             if isinstance(first, _Refused | MCPError | McpUnavailable | McpToolError):
                 raise first from None
             raise McpUnavailable(f"MCP server {self.config.name!r} is unavailable: {short(first)}") from None

@@ -87,6 +87,10 @@ async def test_an_authorization_server_redirecting_elsewhere_or_naming_a_foreign
         assert "cannot start" in answer["text"] and "publishes no metadata" in answer["text"]
         assert not answer.get("blocks")
         rig.auth.metadata_redirect = None
+        rig.auth.token_endpoint = "http://tokens.example.com/token"  # codes and tokens in the clear: refused
+        answer = await rig.agent("connect tickets", user="UALICE")
+        assert "http://tokens.example.com/token is not https" in answer["text"]
+        rig.auth.token_endpoint = None
         rig.auth.registered_redirects = ["https://attacker.example/callback"]
         answer = await rig.agent("connect tickets", user="UALICE")
         assert "a redirect URI that is not ours" in answer["text"]
