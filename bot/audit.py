@@ -32,7 +32,7 @@ AuditEvent = Literal[
     "run.finished", "run.refused", "limits.changed", "approval.requested", "approval.decided", "approval.expired",
     "guard.decided", "app.installed", "app.uninstalled", "app.tokens_revoked", "schedule.created", "schedule.deleted",
     "schedule.paused", "schedule.fired", "schedule.skipped", "memory.written", "memory.forgotten", "memory.used",
-    "slackbot_mcp.called", "slackbot_mcp.refused",
+    "slackbot_mcp.called", "slackbot_mcp.refused", "tool.called_as", "connection.created", "connection.removed",
 ]
 EVENTS: tuple[AuditEvent, ...] = get_args(AuditEvent)
 #: Raised when a field is added, renamed or changes meaning (a new event kind alone keeps it).
@@ -99,6 +99,12 @@ FIELDS: dict[AuditEvent, dict[str, Any]] = {
                                                  "limit_unreadable", "rate_limited", "unknown_tool",
                                                  "thread_only", "needs_approval", "slack_unavailable",
                                                  "model_refused"]}},
+    # Per-person MCP sign-in (``"auth": "user"`` servers): ids and the configured server's names, never a token or
+    # a tool's arguments.
+    "tool.called_as": {**_WHERE, "run_id": _STR, "server": _STR, "tool": _STR, "user": _STR},
+    "connection.created": {**_WHERE, "user": _STR, "server": _STR},
+    "connection.removed": {**_WHERE, "user": _STR, "server": _STR,
+                           "reason": {"enum": ["by_person", "invalid_grant", "deactivated", "resource_changed"]}},
 }
 
 #: The JSON Schema (2020-12) every line validates against.

@@ -14,6 +14,10 @@ Limits reached are not errors (a run ends with a reason); a Slack API error is `
     │                           raised by oauth.rekey's ``rekey``; caught by its ``main`` (exit 1, naming them)
     ├── TokenUnavailable        a rotating token could not be refreshed (revoked, spent, no client secret)
     │                           raised by oauth.token_resolver; caught by oauth.flow (nothing runs), oauth.clients
+    ├── McpSignInError          signing a person in to an ``"auth": "user"`` MCP server failed (discovery, registration,
+    │                           a state unknown, used or expired, the token endpoint); the message says what, in English
+    │                           raised by oauth.mcp_discovery and oauth.mcp_flow; caught by oauth.mcp_callback (the
+    │                           page), receive.listeners.mcp_connect (the reply) and oauth.mcp_credentials (the call)
     ├── NotInstalled            no usable token for a workspace (none, unreadable or not refreshed): nowhere to post
     │                           raised by oauth.clients; caught by runs.run (not started, logged), queue.jobs
     │                           (the queued turn is not told) and thread.open_streams (nothing left to stop)
@@ -73,6 +77,10 @@ class UnreadableInstallations(Exception):
 
 class TokenUnavailable(Exception):
     """Slack refused to refresh an installation's token (revoked, or the refresh token is spent): no run."""
+
+
+class McpSignInError(Exception):
+    """Signing a person in to an MCP server failed; the message says what (never a token or a code)."""
 
 
 class NotInstalled(Exception):

@@ -283,6 +283,24 @@ class AppKeys(Keys):
         """The lock one process holds while it rotates the workspace's token (the others wait and re-read)."""
         return f"{self.installation(ws)}:refresh"
 
+    def mcp_tokens(self, ws: Workspace, user_id: str) -> str:
+        """Hash: ``"auth": "user"`` MCP server name -> one person's token for it (access, refresh, expiry, since
+        when), each value encrypted with SLACK_TOKEN_ENCRYPTION_KEY (``bot.oauth.mcp_vault``); gone with its last
+        server (disconnect, ``invalid_grant``), the person's deactivation or the app's uninstall."""
+        return f"{self.namespace(ws)}:mcp:user:{user_id}"
+
+    def mcp_refresh(self, ws: Workspace, user_id: str, server: str) -> str:
+        """The lock one process holds while it renews a person's MCP token (the others wait, then read it again)."""
+        return f"{self.namespace(ws)}:mcp:refresh:{user_id}:{server}"
+
+    def mcp_tokens_of_workspace(self, ws: Workspace) -> str:
+        """Glob of every person's ``mcp_tokens`` hash in one workspace (deleted on uninstall)."""
+        return f"{_glob_escape(self.namespace(ws))}:mcp:user:*"
+
+    def mcp_tokens_pattern(self) -> str:
+        """Glob of every workspace's ``mcp_tokens`` hashes (``python -m bot rekey`` walks them)."""
+        return f"{_glob_escape(self.prefix)}:*:mcp:user:*"
+
     # -- per Enterprise Grid org ------------------------------------------------------------------------------
     def org_namespace(self, enterprise_id: str) -> str:
         """``P:E:org``: the org's own keys (its budget's hash tag), apart from every workspace's: ``org`` is no
@@ -306,6 +324,16 @@ class AppKeys(Keys):
         """An OAuth state (by its nonce) whose install Slack completed; kept until the state expires, so the
         state works once (``bot/oauth/state.py``: unspent states are signed, not stored)."""
         return f"{self.prefix}:oauth:spent:{nonce}"
+
+    def mcp_clients(self) -> str:
+        """Hash: MCP server name -> the OAuth client its authorization server registered for this deployment
+        (dynamic client registration, once per server), encrypted like the tokens; rekeyed with them."""
+        return f"{self.prefix}:mcp:clients"
+
+    def mcp_state(self, nonce: str) -> str:
+        """String, 10 minutes: one MCP sign-in in progress (person, workspace, server, PKCE verifier), encrypted;
+        taken once by the callback (GETDEL), so a state works once."""
+        return f"{self.prefix}:mcp:state:{nonce}"
 
     def fair_lines(self) -> str:
         """Hash: workspace namespace -> a thread of it in line, for every workspace whose line is not empty, so

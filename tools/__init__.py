@@ -5,7 +5,17 @@ here (``SlackReader`` is a port ``bot`` implements), and no ``agent_core``.
 """
 
 from tools.builtins import builtin_registry
-from tools.context import Approver, Memory, Parked, RefuseAll, RunFile, Scheduler, SlackReader, ToolContext
+from tools.context import (
+    Approver,
+    Credentials,
+    Memory,
+    Parked,
+    RefuseAll,
+    RunFile,
+    Scheduler,
+    SlackReader,
+    ToolContext,
+)
 from tools.egress import (
     DEFAULT_GUARD_MODE,
     BadDomain,
@@ -19,10 +29,11 @@ from tools.egress import (
     HoldReason,
     parse_domain,
 )
-from tools.errors import FileUnreadable, ToolError
+from tools.errors import ConnectionNeeded, FileUnreadable, ToolError
 from tools.executor import DEFAULT_OBSERVATION_MAX_CHARS, Executor, PreparedCall
 from tools.files import Extracted, Kind, PreparedImage, extract, kind_of, limit_readers, prepare_image, sniff
-from tools.mcp import McpConfigError, McpServers
+from tools.mcp import McpConfigError, McpServers, ServerConfig
+from tools.mcp import load_config as load_mcp_config
 from tools.outbox import Outbox, OutgoingFile
 from tools.policy import ToolListing, ToolPolicy, matches, run_registry
 from tools.redact import Redactor, wrap_untrusted
@@ -58,6 +69,8 @@ __all__ = [
     "Memory",
     "Scheduler",
     "SlackReader",
+    "Credentials",
+    "ConnectionNeeded",
     "RunFile",
     "Approver",
     "Parked",
@@ -77,6 +90,8 @@ __all__ = [
     "run_registry",
     "McpServers",
     "McpConfigError",
+    "ServerConfig",
+    "load_mcp_config",
     "ToolError",
     "ToolListing",
     "matches",

@@ -92,6 +92,17 @@ class Memory(Protocol):
         ...
 
 
+class Credentials(Protocol):
+    """The asker's own tokens for ``"auth": "user"`` MCP servers, implemented by the Slack app (``bot``): a run holds
+    the one of its person (the asker, a schedule's creator), never another's."""
+
+    async def token(self, server: str, tool: str, *, refused: str = "") -> str:
+        """The asker's access token for ``server``, fresh, to call ``tool`` with (the call is audited as theirs).
+        ``refused``: a token the server just refused (401), renewed or dropped. Raises ``ConnectionNeeded`` when
+        the asker has no usable token (they are offered to connect)."""
+        ...
+
+
 class RefuseAll:
     """The terminal's default approver: every call needing approval is refused."""
 
@@ -132,3 +143,5 @@ class ToolContext:
     memory: Memory | None = None
     #: The files given to the run, by name (``read_file`` reads them); empty when it has none.
     files: Mapping[str, RunFile] = field(default_factory=dict)
+    #: The asker's tokens for ``"auth": "user"`` MCP servers; None outside Slack (such tools then say so).
+    credentials: Credentials | None = None

@@ -11,6 +11,7 @@
     |   +-- BlockedURLError    the URL, or a redirect hop, points somewhere fetch_url must not go
     +-- SearchError            the search backend failed or answered something unreadable
     +-- FileUnreadable         a file given to the run cannot be read (broken, hostile, wrong type, too slow)
+    +-- ConnectionNeeded       an ``"auth": "user"`` MCP server's tool, and the asker has not connected to it
 
     ToolDefinitionError        (a TypeError) a programmer mistake in a @tool definition; raised at
                                import or start-up, never during a run
@@ -53,6 +54,10 @@ class SearchError(ToolError):
 class FileUnreadable(ToolError):
     """A file cannot be read: damaged, encrypted, not what its type says, a zip or decompression bomb, or too
     slow to read; the message says which, for the user."""
+
+
+class ConnectionNeeded(ToolError):
+    """The tool acts as the person asking, who has not connected (signed in to) its server; they were offered to."""
 
 
 class ToolDefinitionError(TypeError):

@@ -38,9 +38,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import audit
 from bot.errors import StateSpent, TokenUnavailable, UnreadableToken
+from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.logs import OncePer
 from bot.oauth.installations import RedisInstallationStore
+from bot.oauth.mcp_vault import forget_workspace
 from bot.oauth.settings import OAuthSettings
 from bot.oauth.state import SignedStateStore, state_key
 from bot.oauth.token_crypto import SETTING, TokenCipher
@@ -212,6 +214,8 @@ def register_revocation_listeners(app: AsyncApp, oauth: OAuth, also: Revoked | N
         enterprise, team = _installation_of(context)
         await oauth.store.async_delete_all(enterprise_id=enterprise, team_id=team)
         oauth.resolver.invalidate(enterprise, team)
+        # Every person's MCP tokens of the workspace go too (bot.oauth.mcp_vault).
+        await forget_workspace(oauth.store.redis, oauth.store.keys, Workspace.of(team, enterprise))
         audit.emit("app.uninstalled", team=team or "", enterprise=enterprise or "")
         if also is not None:
             await also(enterprise, team, {"type": "app_uninstalled"})

@@ -71,6 +71,14 @@ class RedisInstallationStore(AsyncInstallationStore):
         self._cipher = cipher
 
     @property
+    def redis(self) -> aioredis.Redis:
+        return self._redis
+
+    @property
+    def keys(self) -> AppKeys:
+        return self._keys
+
+    @property
     def logger(self) -> logging.Logger:
         return log
 

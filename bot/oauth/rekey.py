@@ -30,15 +30,23 @@ from bot.redis import as_text, awaited, open_redis
 class Report:
     installations: int
     values: int
+    #: Hashes of per-person MCP tokens and of MCP client registrations.
+    mcp: int = 0
 
     def __str__(self) -> str:
-        return (f"re-encrypted {self.installations} installation(s) ({self.values} stored values) with the newest "
-                f"key of {SETTING}; the older keys can now be removed from it")
+        mcp = f" and {self.mcp} MCP token or client hash(es)" if self.mcp else ""
+        return (f"re-encrypted {self.installations} installation(s){mcp} ({self.values} stored values) with the "
+                f"newest key of {SETTING}; the older keys can now be removed from it")
 
 
 async def rekey(redis: aioredis.Redis, keys: AppKeys, cipher: TokenCipher) -> Report:
     """Every installation hash rewritten with the first key; :class:`UnreadableInstallations` before any write."""
     found = [as_text(key) or "" async for key in redis.scan_iter(match=keys.installation_pattern(), count=500)]
+    installations = len(found)
+    # The per-person MCP tokens and the MCP servers' client registrations are kept with the same key.
+    found += [as_text(key) or "" async for key in redis.scan_iter(match=keys.mcp_tokens_pattern(), count=500)]
+    if await redis.exists(keys.mcp_clients()):
+        found.append(keys.mcp_clients())
     unreadable = [_name(keys, key, fields) for key in found
                   if (fields := _unreadable(cipher, await awaited(redis.hgetall(key))))]
     if unreadable:
@@ -46,7 +54,7 @@ async def rekey(redis: aioredis.Redis, keys: AppKeys, cipher: TokenCipher) -> Re
     values = 0
     for key in found:
         values += await _rewrite(redis, key, cipher)
-    return Report(len(found), values)
+    return Report(installations, values, len(found) - installations)
 
 
 def _unreadable(cipher: TokenCipher, stored: dict[bytes, bytes]) -> list[str]:
@@ -77,7 +85,10 @@ async def _rewrite(redis: aioredis.Redis, key: str, cipher: TokenCipher) -> int:
 
 
 def _name(keys: AppKeys, key: str, fields: list[str]) -> str:
-    """``enterprise E1 team T1 (bot, latest)`` from ``P:E1:T1:installation``."""
+    """``enterprise E1 team T1 (bot, latest)`` from ``P:E1:T1:installation``; an MCP hash by what it holds."""
+    if key == keys.mcp_clients() or ":mcp:user:" in key:
+        return f"MCP {'client registrations' if key == keys.mcp_clients() else 'tokens of one person'} " \
+               f"({', '.join(sorted(fields))})"
     enterprise, _, team = key.removeprefix(f"{keys.prefix}:").rpartition(":")[0].partition(":")
     where = f"team {team}" if enterprise == "-" else f"enterprise {enterprise} " + (
         "(org-wide)" if team == "-" else f"team {team}")

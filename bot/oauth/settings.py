@@ -6,12 +6,12 @@ pieces.
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from slack_sdk.oauth.state_utils import OAuthStateUtils
 
 from agent_core import ConfigError
 from bot.redis import RedisSettings
-from bot.settings_base import Role
+from bot.settings_base import Role, blank_is_unset
 from bot.slack_client import SlackSettings
 
 #: The bot scopes an OAuth install asks for: exactly manifest.json's, its ``bot_optional`` ones included (the
@@ -38,10 +38,19 @@ class OAuthSettings(SlackSettings, RedisSettings):
     slack_redirect_uri: str | None = Field(
         default=None, description="Redirect URL sent to Slack; unset: the app's only configured one."
     )
+    public_url: str | None = Field(
+        default=None, description="The service's https origin as Slack and browsers reach it; needed by "
+        '"auth": "user" MCP servers, whose sign-in returns to <PUBLIC_URL>/mcp/oauth/callback.',
+    )
     slack_state_expiration_seconds: int = Field(
         default=OAuthStateUtils.default_expiration_seconds, gt=0,
         description="How long an install link (its OAuth state) stays valid.",
     )
+
+    @field_validator("public_url", mode="before")
+    @classmethod
+    def _blank_public_url(cls, value: object) -> object:
+        return blank_is_unset(value)
 
     @property
     def oauth_mode(self) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -30,6 +31,7 @@ from bot.i18n import _, ngettext, speaking
 from bot.identity import Conversation
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
+from bot.oauth.mcp_signin import McpSignIn
 from bot.queue.fair import NOTICES_EACH, Admission, WorkspaceGate
 from bot.queue.parked import ApprovalExpiry
 from bot.queue.resume import Resumer, holder_of
@@ -105,7 +107,8 @@ class Runtime:
         self.agent = agent_factory(settings, self.store, self.trace)
         # The agent's registry is the base (a test factory's own tools included); MCP tools join it per run.
         self.toolbox = Toolbox.from_settings(
-            settings, base=self.agent.registry, catalog=ToolCatalog(redis, self.keys), environ=environ
+            settings, base=self.agent.registry, catalog=ToolCatalog(redis, self.keys), environ=environ,
+            signin=McpSignIn.for_settings(settings, settings.agent_mcp_config, environ or os.environ, redis, self.keys),
         )
         self.limits = WorkspaceLimits.create(
             redis, LimitsPolicy.from_settings(settings), key_prefix=settings.redis_key_prefix

@@ -10,6 +10,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.keys import AppKeys
 from bot.oauth.flow import OAuth
+from bot.oauth.mcp_signin import McpSignIn
 from bot.receive.settings import ReceiveSettings
 
 
@@ -24,3 +25,5 @@ class Services:
     keys: AppKeys
     #: OAuth mode's parts (install pages, installation store, token resolver); None with one SLACK_BOT_TOKEN.
     oauth: OAuth | None = None
+    #: Per-person sign-in to ``"auth": "user"`` MCP servers; None when the MCP config has none.
+    mcp: McpSignIn | None = None

@@ -290,6 +290,7 @@ class TurnRunner:
                 self.redis, self.keys, poster, turn.target, self.limits.users, asker=turn.user_id,
                 min_interval=self.settings.agent_schedule_min_interval_seconds),
             memory=await self.memories.for_turn(turn, poster),
+            credentials=await self.toolbox.credentials(turn, poster),
         )
         sink = self.outputs.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)
         return RunParts(plan, ledger, sink, approver, scope, attachments, task=task)

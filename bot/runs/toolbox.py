@@ -16,11 +16,20 @@ import contextlib
 import logging
 import os
 from collections.abc import Mapping
+from functools import partial
 
 from agent_core import ConfigError, StoreError
 from bot import metrics
+from bot.errors import McpSignInError
+from bot.i18n import _
+from bot.markup import escape
+from bot.oauth.mcp_blocks import connect_offer, retry_value
+from bot.oauth.mcp_signin import McpSignIn
+from bot.thread.poster import Poster
+from bot.thread.render import SlackMessage
+from bot.turn import Turn
 from bot.workspace.settings import CatalogEntry, ToolCatalog, ToolChoice, catalog_of
-from tools import McpConfigError, McpServers, Registry, ToolPolicy, ToolSettings, run_registry
+from tools import Credentials, McpConfigError, McpServers, Registry, ToolPolicy, ToolSettings, run_registry
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +45,10 @@ class Toolbox:
         policy: ToolPolicy,
         per_run: int,
         catalog: ToolCatalog | None = None,
+        signin: McpSignIn | None = None,
     ) -> None:
         self.servers = servers
+        self.signin = signin
         self._base = base
         self._policy = policy
         self._per_run = per_run
@@ -55,11 +66,12 @@ class Toolbox:
         base: Registry,
         catalog: ToolCatalog | None = None,
         environ: Mapping[str, str] | None = None,
+        signin: McpSignIn | None = None,
     ) -> Toolbox:
         """Raises ``ConfigError`` naming the server and field of a bad ``AGENT_MCP_CONFIG`` (nothing started)."""
         return cls(
             servers_of(settings, environ), base=base, policy=ToolPolicy(settings.allowlist()),
-            per_run=settings.agent_tools_per_run, catalog=catalog,
+            per_run=settings.agent_tools_per_run, catalog=catalog, signin=signin,
         )
 
     async def start(self) -> None:
@@ -85,6 +97,24 @@ class Toolbox:
         mine = enabled.select(t.name for t in enabled if choice.is_on(t.name))
         return run_registry(mine, task=task, environment="slack", limit=self._per_run, has_files=has_files,
                             can_search=can_search, has_memory=has_memory)
+
+    async def credentials(self, turn: Turn, poster: Poster) -> Credentials | None:
+        """The run's ``tools.Credentials``: its person's tokens (the asker, a schedule's creator). A ``user`` server
+        whose tools no one has listed yet is listed with this person's token, if they have one."""
+        if self.signin is None:
+            return None
+        credentials = self.signin.credentials(turn.workspace, turn.user_id, run_id=turn.run_id,
+                                              offer=partial(_offer, self.signin, poster, turn))
+        for server in self.servers.user_servers:
+            if server.learned:
+                continue
+            token = await credentials.stored(server.config.name)
+            if token:
+                try:
+                    await server.learn(token)
+                except Exception as exc:  # the stand-in stays; the next run tries again
+                    log.warning("MCP server %r: tools not listed: %s", server.config.name, type(exc).__name__)
+        return credentials
 
     def secrets(self) -> list[str]:
         """The ``${VAR}`` values of the MCP config, for the run's redactor and the logs."""
@@ -125,6 +155,20 @@ class Toolbox:
             self._published = entries
         except StoreError as exc:  # the list is for display: a run never depends on it
             log.warning("tool catalog not published: %s", exc)
+
+
+async def _offer(signin: McpSignIn, poster: Poster, turn: Turn, server: str) -> None:
+    """The asker's Connect button for ``server`` (with Retry), only they see it, in the run's thread."""
+    try:
+        url = await signin.begin(turn.workspace, turn.user_id, server)
+    except McpSignInError as exc:
+        await poster.notify(turn.target, turn.user_id, SlackMessage(_(
+            "The {server} tools act as you, but signing in to {server} cannot start right now: {why}").format(
+            server=server, why=escape(str(exc)))))
+        return
+    text, blocks = connect_offer(server, url, turn.user_id,
+                                 retry=retry_value(turn.thread, turn.reply_thread_ts, turn.user_id))
+    await poster.notify(turn.target, turn.user_id, SlackMessage(text, tuple(blocks)))
 
 
 def servers_of(settings: ToolSettings, environ: Mapping[str, str] | None = None) -> McpServers:

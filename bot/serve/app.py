@@ -25,6 +25,7 @@ from bot import metrics
 from bot.identity import IdentityMiddleware
 from bot.logs import OncePer
 from bot.oauth.flow import add_oauth_routes, register_revocation_listeners
+from bot.oauth.mcp_callback import add_mcp_routes
 from bot.receive import listeners
 from bot.receive.deps import Services
 from bot.receive.http_guard import SlowBodies, rearm_after_response
@@ -122,6 +123,8 @@ def create_web_app(
     web_app.router.add_post(EVENTS_PATH, slack_events)
     if services.oauth is not None:
         add_oauth_routes(web_app, services.oauth)  # GET /slack/install and /slack/oauth_redirect
+    if services.mcp is not None:
+        add_mcp_routes(web_app, services.mcp)  # GET /mcp/oauth/callback: per-person MCP sign-in
     return web_app
 
 

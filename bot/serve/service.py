@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import time
 from types import TracebackType
 from typing import Self
@@ -18,6 +19,7 @@ from redis.exceptions import RedisError
 from bot import metrics
 from bot.keys import AppKeys
 from bot.oauth.flow import build_oauth
+from bot.oauth.mcp_signin import McpSignIn
 from bot.queue.jobs import AgentFactory, Runtime
 from bot.queue.worker import (
     DEFAULT_POLL_DELAY_SECONDS,
@@ -108,7 +110,9 @@ class Service:
         redis = self.redis.client()
         queue = await self.redis.arq_pool(settings.arq_queue_name)
         oauth = build_oauth(settings, redis, slack) if settings.oauth_mode else None
-        self.services = Services(settings, redis, slack, queue, AppKeys(settings.redis_key_prefix), oauth)
+        keys = AppKeys(settings.redis_key_prefix)
+        mcp = McpSignIn.for_settings(settings, settings.agent_mcp_config, os.environ, redis, keys)
+        self.services = Services(settings, redis, slack, queue, keys, oauth, mcp)
         if self.role in ("all", "worker"):
             # Built before anything listens, so a bad agent setting is a start-up error, not a failed job.
             self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory)

@@ -9,9 +9,12 @@ supervisor stops on a child's exit 2) instead of starting processes that would f
 from __future__ import annotations
 
 import errno
+import os
 import socket
 
 from agent_core import ConfigError
+from bot.oauth.mcp_signin import check as mcp_check
+from bot.oauth.mcp_signin import user_servers
 from bot.oauth.token_crypto import TokenCipher
 from bot.redis import check_url
 from bot.settings import Settings
@@ -37,6 +40,9 @@ def check(settings: Settings, role: Role, *, supervisor: bool = False) -> None:
         raise ConfigError(f"SLACK_API_URL must end with '/', got {settings.slack_api_url!r}")
     if role in ("all", "worker"):
         settings.require_llm()
+    key = settings.slack_token_encryption_key
+    mcp_check(user_servers(settings.agent_mcp_config, os.environ), settings.public_url,
+              key.get_secret_value() if key else None)  # "auth": "user" servers: PUBLIC_URL and the key
     Models.from_settings(settings)  # AGENT_MODELS: every model priced (the web checks names against it too)
     if settings.redis_sentinel() is None and settings.redis_url:
         check_url(settings.redis_url)

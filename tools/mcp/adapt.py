@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 
 import jsonschema
 from mcp import types
@@ -26,6 +26,9 @@ _BASE64_RE = re.compile(r"(?:data:[\w.+/-]+;base64,)?[A-Za-z0-9+/]{1024,}={0,2}"
 
 #: ``(tool name on the server, arguments) -> CallToolResult``; raises ``McpUnavailable`` when the server is down.
 CallFn = Callable[[str, dict[str, Any]], Awaitable[types.CallToolResult]]
+#: The same for an ``"auth": "user"`` server, given the run's context (whose person's token the call carries);
+#: raises ``ConnectionNeeded`` when that person has not connected.
+PersonCallFn = Callable[[str, dict[str, Any], ToolContext], Awaitable[types.CallToolResult]]
 
 
 class McpToolError(Exception):
@@ -73,7 +76,7 @@ def args_model_for(name: str, schema: dict[str, Any]) -> type[JsonSchemaArgs]:
     return type(f"{name}_args", (JsonSchemaArgs,), {"raw_schema": schema, "__module__": __name__})
 
 
-def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn, default_timeout: float) -> Tool:
+def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn | PersonCallFn, default_timeout: float) -> Tool:
     """The ``Tool`` for one server tool: annotations decide its prompt, annotations and schema its class for the
     guard (``tools.mcp.classify``); the config relaxes either for this tool alone."""
     override = server.tools.get(spec.name)
@@ -86,7 +89,11 @@ def make_tool(server: ServerConfig, spec: types.Tool, call: CallFn, default_time
     kind = classify(server, spec)
 
     async def handler(args: JsonSchemaArgs, ctx: ToolContext) -> str:
-        result = await call(spec.name, args.model_dump(mode="json"))
+        payload = args.model_dump(mode="json")
+        if server.auth == "user":
+            result = await cast(PersonCallFn, call)(spec.name, payload, ctx)
+        else:
+            result = await cast(CallFn, call)(spec.name, payload)
         text = result_text(result)
         if result.is_error:
             raise McpToolError(text or "the tool reported an error without details")

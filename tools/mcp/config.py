@@ -3,7 +3,13 @@
     {"mcpServers": {
         "time": {"command": "python", "args": ["-m", "mcp_server_time"]},
         "docs": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"},
-                 "timeout": 30, "trust": "internal", "tools": {"delete_page": {"approval": "always"}}}}}
+                 "timeout": 30, "trust": "internal", "tools": {"delete_page": {"approval": "always"}}},
+        "tickets": {"url": "https://tickets.example.com/mcp", "auth": "user"}}}
+
+``"auth"`` (HTTP servers): ``"service"`` (the default: the ``headers`` the operator configured, one credential for
+everyone), ``"none"``, or ``"user"``: each person signs in to the server themselves (OAuth, the MCP authorization
+flow) and their calls carry their own token; ``client_id``/``client_secret``/``scopes`` for a server without dynamic
+client registration.
 
 ``${VAR}`` in ``env``, ``headers`` and ``url`` is expanded from the environment; the expanded values are
 secrets (never logged, redacted from observations).
@@ -30,7 +36,9 @@ _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: Server names become the prefix of tool names (``<server>__<tool>``), so they follow the same alphabet.
 _SERVER_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 _STDIO_KEYS = {"command", "args", "env", "cwd", "timeout", "tools", "type", "trust"}
-_HTTP_KEYS = {"url", "headers", "timeout", "tools", "type", "trust"}
+_HTTP_KEYS = {"url", "headers", "timeout", "tools", "type", "trust", "auth", "client_id", "client_secret", "scopes"}
+Auth = Literal["user", "service", "none"]
+_AUTHS: tuple[str, ...] = ("user", "service", "none")
 
 
 class McpConfigError(ToolDefinitionError):
@@ -76,6 +84,14 @@ class ServerConfig:
     path: str = ""
     #: Values that came from ``${VAR}`` expansion: redacted everywhere.
     secrets: tuple[str, ...] = ()
+    #: Whose credential a call carries: the configured ``headers`` (``service``), none, or the asker's own OAuth
+    #: token (``user``: each person connects once; ``bot.oauth.mcp_flow``).
+    auth: Auth = "service"
+    #: A client registered by hand, for an authorization server without dynamic client registration.
+    client_id: str | None = None
+    client_secret: str | None = None
+    #: Scopes to ask for (space-separated); None: what the server's metadata names.
+    scopes: str | None = None
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -133,7 +149,9 @@ def _server(name: str, entry: Any, environ: Mapping[str, str]) -> ServerConfig:
         if not url.startswith(("http://", "https://")):
             raise McpConfigError(f"{where}: field 'url' must start with http:// or https://")
         headers = {k: expand(f"headers.{k}", v) for k, v in _object(where, "headers", entry).items()}
-        server = ServerConfig(url=url, headers=headers, **common)
+        server = ServerConfig(url=url, headers=headers, **common, **_auth(where, entry, headers, expand))
+    if server.client_secret:
+        secrets.append(server.client_secret)
     return _with_secrets(server, secrets)
 
 
@@ -157,6 +175,25 @@ class _Expander:
             return self._environ[var]
 
         return _VAR_RE.sub(one, text)
+
+
+def _auth(where: str, entry: dict[str, Any], headers: Mapping[str, str], expand: _Expander) -> dict[str, Any]:
+    auth = entry.get("auth", "service")
+    if auth not in _AUTHS:
+        raise McpConfigError(f"{where}: field 'auth' must be \"user\" (each person signs in), \"service\" (the "
+                             "configured headers, the default) or \"none\"")
+    extra = [k for k in ("client_id", "client_secret", "scopes") if k in entry]
+    if auth != "user" and extra:
+        raise McpConfigError(f"{where}: field {extra[0]!r} is for \"auth\": \"user\" servers only")
+    if auth == "user" and any(k.lower() == "authorization" for k in headers):
+        raise McpConfigError(f"{where}: an \"auth\": \"user\" server sends each person's own token: remove "
+                             "headers.Authorization")
+    if "client_secret" in entry and "client_id" not in entry:
+        raise McpConfigError(f"{where}: field 'client_secret' needs 'client_id'")
+    client_id = _string(where, "client_id", entry["client_id"]) if "client_id" in entry else None
+    return {"auth": auth, "client_id": client_id,
+            "client_secret": expand("client_secret", entry["client_secret"]) if "client_secret" in entry else None,
+            "scopes": _string(where, "scopes", entry["scopes"]) if "scopes" in entry else None}
 
 
 def _timeout(where: str, entry: dict[str, Any]) -> float | None:

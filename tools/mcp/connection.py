@@ -82,10 +82,10 @@ class ServerConnection:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if _is_connection_failure(exc):
+            if is_connection_failure(exc):
                 if self._session is session:
                     self._lost()  # the transport failed under us: reconnect
-                raise McpUnavailable(f"MCP server {self.config.name!r} became unavailable: {_short(exc)}") from exc
+                raise McpUnavailable(f"MCP server {self.config.name!r} became unavailable: {short(exc)}") from exc
             if isinstance(exc, MCPError):
                 raise  # the server's own JSON-RPC error (unknown tool...): its message is the observation
             # A result this client cannot read (a content type from a newer spec...): this call failed, the
@@ -116,7 +116,7 @@ class ServerConnection:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # anyio wraps transport faults in exception groups
-                log.warning("MCP server %r failed: %s; restarting in %.1fs", self.config.name, _short(exc), delay)
+                log.warning("MCP server %r failed: %s; restarting in %.1fs", self.config.name, short(exc), delay)
             finally:
                 self._session = None
                 self._first_attempt.set()
@@ -174,7 +174,7 @@ class ServerConnection:
         if isinstance(getattr(message, "root", message), types.ToolListChangedNotification):
             self._refresh.set()
         elif isinstance(message, Exception):
-            log.warning("MCP server %r transport error: %s", self.config.name, _short(message))
+            log.warning("MCP server %r transport error: %s", self.config.name, short(message))
 
     @contextlib.asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
@@ -190,7 +190,7 @@ class ServerConnection:
             yield streams[0], streams[1]
 
 
-def _is_connection_failure(exc: Exception) -> bool:
+def is_connection_failure(exc: Exception) -> bool:
     if isinstance(exc, MCPError):
         return exc.code == types.CONNECTION_CLOSED
     return isinstance(exc, _TRANSPORT_ERRORS) and not isinstance(exc, TimeoutError)  # TimeoutError is an OSError
@@ -210,7 +210,7 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 
 
-def _short(exc: BaseException) -> str:
+def short(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"[:300]

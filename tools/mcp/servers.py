@@ -24,6 +24,7 @@ from tools.tool import Tool
 
 if TYPE_CHECKING:
     from tools.mcp.connection import ServerConnection
+    from tools.mcp.user_server import UserServer
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,10 @@ class McpServers:
         self._startup_wait = startup_wait
         self._tools: dict[str, list[Tool]] = {}
         self._listeners: list[Callable[[], None]] = []
-        self.connections = _connections(list(configs), self._adopt)
+        configs = list(configs)
+        self.connections = _connections([c for c in configs if c.auth != "user"], self._adopt)
+        #: ``"auth": "user"`` servers: no shared connection, a session per call as the run's person.
+        self.user_servers = _user_servers([c for c in configs if c.auth == "user"], self._adopt)
 
     @classmethod
     def from_config(
@@ -70,8 +74,11 @@ class McpServers:
         self._listeners.append(listener)
 
     def tools(self) -> list[Tool]:
-        """Every server's tools, server by server in config order."""
-        return [t for conn in self.connections for t in self._tools.get(conn.config.name, [])]
+        """Every server's tools, server by server in config order; a ``user`` server whose tools no one has
+        listed yet offers its stand-in (``<server>__connect``)."""
+        shared = [t for conn in self.connections for t in self._tools.get(conn.config.name, [])]
+        return shared + [t for server in self.user_servers
+                         for t in (self._tools.get(server.config.name) or [server.stand_in()])]
 
     def registry(self, base: Registry) -> Registry:
         """``base`` (the built-ins) plus the MCP tools; a clash with a built-in name keeps the built-in."""
@@ -83,13 +90,14 @@ class McpServers:
 
     def secrets(self) -> list[str]:
         """Values expanded from ``${VAR}`` (tokens in headers and env): for the ``Redactor``."""
-        return [s for conn in self.connections for s in conn.config.secrets]
+        configs = [c.config for c in self.connections] + [u.config for u in self.user_servers]
+        return [s for config in configs for s in config.secrets]
 
     async def aclose(self) -> None:
         # At once: each stdio server gets a grace to exit before its group is ended, and those add up.
         await asyncio.gather(*(conn.aclose() for conn in self.connections))
 
-    def _adopt(self, conn: ServerConnection) -> None:
+    def _adopt(self, conn: ServerConnection | UserServer) -> None:
         from tools.mcp.adapt import make_tool  # loaded with the connection that calls this
 
         adopted: list[Tool] = []
@@ -116,6 +124,14 @@ def _connections(configs: list[ServerConfig], on_tools: Callable[[ServerConnecti
     from tools.mcp.connection import ServerConnection
 
     return [ServerConnection(cfg, on_tools=on_tools) for cfg in configs]
+
+
+def _user_servers(configs: list[ServerConfig], on_tools: Callable[[UserServer], None]) -> list[UserServer]:
+    if not configs:
+        return []
+    from tools.mcp.user_server import UserServer
+
+    return [UserServer(cfg, on_tools=on_tools) for cfg in configs]
 
 
 def _log_classes(config: ServerConfig, tools: list[Tool]) -> None:

@@ -14,6 +14,7 @@ from bot.receive.listeners import (
     feedback,
     home,
     home_channel,
+    mcp_connect,
     memory,
     memory_home,
     reactions,
@@ -30,7 +31,8 @@ def register(app: AsyncApp, services: Services) -> None:
     actions.register(app, services, limits)
     memories = memory.register(app, services, limits)  # /agent memory …, /agent-limits … memory …, erasures
     commands.register(app, services, limits, memories)
-    schedules = agent_command.register(app, services, limits, memories)  # /agent schedule …
+    schedules = agent_command.register(  # /agent schedule …, /agent memory …, and /agent connect … first
+        app, services, limits, memories, other=mcp_connect.command_handler(services, limits))
     schedule_home.register(app, services, limits, schedules)  # App Home's Pause / Delete
     memory_home.register(app, services, limits, memories)  # App Home's Forget
     # A creator leaving, a channel closed: their schedules pause (a person deactivated: their memories go).
@@ -40,3 +42,4 @@ def register(app: AsyncApp, services: Services) -> None:
     home_channel.register(app, services, limits)
     feedback.register(app, limits)
     reactions.register(app, services, limits)  # emoji triggers (/agent-limits channel react)
+    mcp_connect.register(app, services, limits)  # a person's MCP connections: Connect, Retry, App Home

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -42,14 +42,20 @@ ANSWER_WITHIN_SECONDS = 2.5
 LIST_CAP = 25
 
 
+#: Another ``/agent`` verb's handler: True when it took (and acked) the command.
+OtherVerbs = Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[bool]]
+
+
 def register(app: AsyncApp, services: Services, limits: WorkspaceLimits,
-             memory: AgentMemory | None = None) -> AgentSchedules:
+             memory: AgentMemory | None = None, *, other: OtherVerbs | None = None) -> AgentSchedules:
     """Handle ``/agent`` and the agent's proposals' Confirm; ``limits`` gives the users.info cache and the admin
-    check. The handlers are returned for App Home's buttons."""
+    check; ``other`` is asked first. The handlers are returned for App Home's buttons."""
     schedules = AgentSchedules.for_services(services, limits)
 
     async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
         client = context.client or services.slack
+        if other is not None and await other(ack, command, context):  # /agent connect … (mcp_connect)
+            return
         answer = memory.answer if memory is not None and is_memory(str(command.get("text", ""))) else schedules.answer
         text = await answer(client, identity.workspace(context), str(command.get("user_id", "")),
                             str(command.get("channel_id", "")), str(command.get("text", "")))

@@ -22,6 +22,7 @@ from agent_core import StoreError
 from bot.errors import SlackLookupError
 from bot.i18n import speaking
 from bot.identity import Workspace
+from bot.oauth.mcp_signin import home_blocks
 from bot.receive.deps import Services
 from bot.receive.listeners.commands import limits_for_services, workspace_of
 from bot.receive.views.home import (
@@ -54,7 +55,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
         if event.get("tab", "home") != "home":
             return  # the Messages tab opens this event too
         async with viewer(rules, services, context, str(event["user"])) as (client, ws, user_id):
-            await publish_home(rules, client, ws, user_id)
+            await publish_home(rules, client, ws, user_id, extra=await home_blocks(services.mcp, ws, user_id))
 
     async def on_edit(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
@@ -136,9 +137,11 @@ async def _schedules(rules: WorkspaceLimits, ws: Workspace, user_id: str, *, eve
 
 
 async def publish_home(
-    rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user_id: str, *, notice: str = ""
+    rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user_id: str, *, notice: str = "",
+    extra: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Build and publish ``user_id``'s Home tab; a store or Slack failure is logged, the tab stays as it was."""
+    """Build and publish ``user_id``'s Home tab (``extra``: blocks of a later part, the person's MCP connections);
+    a store or Slack failure is logged, the tab stays as it was."""
     try:
         try:
             is_admin = await rules.commands.may_change(client, ws, user_id)
@@ -163,6 +166,7 @@ async def publish_home(
         view = with_schedules(view, await _schedules(rules, ws, user_id, everyone=is_admin))
         view = with_schedules(view, memory_blocks(await MemoryStore(rules.store.redis, rules.store.keys).all(
             ws, "user", user_id, time.time())))  # the viewer's own memories: nobody else's, whoever views
+        view = with_schedules(view, extra or [])
     except (StoreError, RedisError) as exc:
         log.warning("App Home for %s: %s", user_id, exc)
         view = unavailable_view()

@@ -32,6 +32,8 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits, memory:
         ws = identity.workspace(context)
         if memory is not None:  # Bolt runs one listener per event: the person's memories go from here too
             await memory.person_left(ws, user["id"])
+        if services.mcp is not None:  # a deactivated person's MCP tokens go
+            await services.mcp.forget_person(ws, user["id"])
         mine = [s for s in await store.of_workspace(ws) if s.creator == user["id"]]
         await _pause(notices, mine, "creator_left", None)
 

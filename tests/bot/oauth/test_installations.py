@@ -120,6 +120,8 @@ async def test_uninstall_and_revocation_delete_the_tokens_and_nothing_else(
         await redis_client.rpush(keys.limits_audit(Workspace("T1")), "change")
         budget = f"{{{keys.namespace(Workspace('T1'))}}}:budget:2026-12:spent"
         await redis_client.set(budget, "1200")
+        for team in ("T1", "T2"):  # a person's MCP token in each workspace (encrypted; a stand-in value here)
+            await redis_client.hset(keys.mcp_tokens(Workspace(team), "U1"), "tickets", "sealed")
         assert await rig.oauth.resolver.token(None, "T1")
         payload = {"type": event}
         if event == "tokens_revoked":
@@ -133,6 +135,9 @@ async def test_uninstall_and_revocation_delete_the_tokens_and_nothing_else(
             enterprise_id=None, team_id="T1", user_id="UADMIN"
         )
     assert gone is None and other is not None and user_install is None
+    # Uninstall takes every person's MCP tokens of the workspace with it; another workspace keeps its own.
+    assert await redis_client.exists(keys.mcp_tokens(Workspace("T1"), "U1")) == (event != "app_uninstalled")
+    assert await redis_client.exists(keys.mcp_tokens(Workspace("T2"), "U1")) == 1
     assert await redis_client.hget(keys.limits(Workspace("T1")), "max_steps") == b"30"
     assert await redis_client.lrange(keys.limits_audit(Workspace("T1")), 0, -1) == [b"change"]
     assert await redis_client.get(budget) == b"1200"

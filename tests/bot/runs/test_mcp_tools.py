@@ -55,10 +55,12 @@ async def command(app: App, text: str, *, user: str = ADMIN) -> str:
     return str(answer["text"])
 
 
-async def mention_and_wait(app: App, fake_slack: FakeSlack, words: str) -> str:
-    """Mention the bot and wait for the run's last message; returns the thread's whole text."""
+async def mention_and_wait(app: App, fake_slack: FakeSlack, words: str, *, user: str = "U1",
+                           thread_ts: str | None = None) -> str:
+    """Mention the bot (as ``user``, in ``thread_ts`` if given) and wait for the run's last message; returns the
+    thread's whole text."""
     ts = next_ts()
-    await app.post_event(event_body(mention(text=f"<@UBOT> {words}", ts=ts)))
+    await app.post_event(event_body(mention(text=f"<@UBOT> {words}", ts=ts, user=user, thread_ts=thread_ts)))
     await fake_slack.wait_for("chat.postMessage", predicate=_final_in(ts), timeout=30)
     await _job_finished(app)
     return "\n".join(m.block_text() for m in fake_slack.thread_messages("C1", ts))
