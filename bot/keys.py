@@ -10,19 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent_core import DEFAULT_KEY_PREFIX, Keys
+from agent_core import DEFAULT_KEY_PREFIX
 from bot.identity import Workspace
+from bot.person_keys import PersonKeys, glob_escape
 
 __all__ = ["DEFAULT_KEY_PREFIX", "AppKeys"]
 
 
 @dataclass(frozen=True, slots=True)
-class AppKeys(Keys):
-    """The engine's keys plus the app's; the only place the app's key strings are spelt."""
-
-    def namespace(self, ws: Workspace) -> str:
-        """``P:E:T``: every key of one workspace starts with it (the budget's keys use it as their hash tag)."""
-        return f"{self.prefix}:{ws.enterprise_id or '-'}:{ws.team_id}"
+class AppKeys(PersonKeys):
+    """The engine's keys plus the app's; with :class:`PersonKeys` (what a person owns), the only place the app's
+    key strings are spelt."""
 
     # -- per thread (``thread`` is a Conversation.id) -----------------------------------------------------------
     def inbox(self, thread: str) -> str:
@@ -47,7 +45,7 @@ class AppKeys(Keys):
 
     def cancel_pattern(self) -> str:
         """Glob of every run's Stop channel (``cancel``): a worker process's one subscription."""
-        return f"{_glob_escape(self.prefix)}:*:cancel:*"
+        return f"{glob_escape(self.prefix)}:*:cancel:*"
 
     def approval(self, thread: str, run_id: str, request_id: str) -> str:
         """One approval request: ``pending``, then its decision; also the channel the decision is published on."""
@@ -252,54 +250,17 @@ class AppKeys(Keys):
         """Set: one person's schedule ids in the workspace (AGENT_SCHEDULES_PER_PERSON)."""
         return f"{self.namespace(ws)}:schedules:user:{user_id}"
 
-    # Memory (``bot.workspace.memory``): one hash tag per workspace, and ``:memory:`` in every key, so an uninstall
-    # erases them all by one pattern (``memory_pattern``).
-    def memories(self, ws: Workspace, user_id: str) -> str:
-        """Hash: memory id -> one of a person's memories (JSON); the key expires AGENT_MEMORY_TTL_DAYS after use."""
-        return f"{{{self.namespace(ws)}}}:memory:user:{user_id}"
-
-    def channel_notes(self, ws: Workspace, channel_id: str) -> str:
-        """Hash: note id -> one of a channel's notes (JSON), as ``memories`` for the channel's people."""
-        return f"{{{self.namespace(ws)}}}:memory:channel:{channel_id}"
-
-    def memory_switch(self, ws: Workspace) -> str:
-        """Hash: ``workspace`` -> on|off (``/agent-limits memory``), user id -> off (``/agent memory off``)."""
-        return f"{{{self.namespace(ws)}}}:memory:switch"
-
-    def memory_pattern(self, enterprise_id: str, team_id: str | None) -> str:
-        """Glob of every memory key of a workspace, or (``team_id`` None) of every workspace of an org."""
-        team = _glob_escape(team_id) if team_id else "*"
-        return f"{{{_glob_escape(self.prefix)}:{_glob_escape(enterprise_id or '-')}:{team}}}:memory:*"
-
     def installation(self, ws: Workspace) -> str:
         """Hash: the workspace's OAuth installation, tokens encrypted (``P:E:-`` for an org-wide install)."""
         return f"{self.namespace(ws)}:installation"
 
     def installation_pattern(self) -> str:
         """Glob of every workspace's and org's ``installation`` hash (``python -m bot rekey`` walks them)."""
-        return f"{_glob_escape(self.prefix)}:*:installation"
+        return f"{glob_escape(self.prefix)}:*:installation"
 
     def installation_refresh(self, ws: Workspace) -> str:
         """The lock one process holds while it rotates the workspace's token (the others wait and re-read)."""
         return f"{self.installation(ws)}:refresh"
-
-    def mcp_tokens(self, ws: Workspace, user_id: str) -> str:
-        """Hash: ``"auth": "user"`` MCP server name -> one person's token for it (access, refresh, expiry, since
-        when), each value encrypted with SLACK_TOKEN_ENCRYPTION_KEY (``bot.oauth.mcp_vault``); gone with its last
-        server (disconnect, ``invalid_grant``), the person's deactivation or the app's uninstall."""
-        return f"{self.namespace(ws)}:mcp:user:{user_id}"
-
-    def mcp_refresh(self, ws: Workspace, user_id: str, server: str) -> str:
-        """The lock one process holds while it renews a person's MCP token (the others wait, then read it again)."""
-        return f"{self.namespace(ws)}:mcp:refresh:{user_id}:{server}"
-
-    def mcp_tokens_of_workspace(self, ws: Workspace) -> str:
-        """Glob of every person's ``mcp_tokens`` hash in one workspace (deleted on uninstall)."""
-        return f"{_glob_escape(self.namespace(ws))}:mcp:user:*"
-
-    def mcp_tokens_pattern(self) -> str:
-        """Glob of every workspace's ``mcp_tokens`` hashes (``python -m bot rekey`` walks them)."""
-        return f"{_glob_escape(self.prefix)}:*:mcp:user:*"
 
     # -- per Enterprise Grid org ------------------------------------------------------------------------------
     def org_namespace(self, enterprise_id: str) -> str:
@@ -324,16 +285,6 @@ class AppKeys(Keys):
         """An OAuth state (by its nonce) whose install Slack completed; kept until the state expires, so the
         state works once (``bot/oauth/state.py``: unspent states are signed, not stored)."""
         return f"{self.prefix}:oauth:spent:{nonce}"
-
-    def mcp_clients(self) -> str:
-        """Hash: MCP server name -> the OAuth client its authorization server registered for this deployment
-        (dynamic client registration, once per server), encrypted like the tokens; rekeyed with them."""
-        return f"{self.prefix}:mcp:clients"
-
-    def mcp_state(self, nonce: str) -> str:
-        """String, 10 minutes: one MCP sign-in in progress (person, workspace, server, PKCE verifier), encrypted;
-        taken once by the callback (GETDEL), so a state works once."""
-        return f"{self.prefix}:mcp:state:{nonce}"
 
     def fair_lines(self) -> str:
         """Hash: workspace namespace -> a thread of it in line, for every workspace whose line is not empty, so
@@ -365,8 +316,3 @@ class AppKeys(Keys):
 def worker_health_key(queue_name: str, host: str, pid: int) -> str:
     """arq's heartbeat key of one worker process: per process, so each has a health signal of its own."""
     return f"{queue_name}:health-check:{host}:{pid}"
-
-
-def _glob_escape(text: str) -> str:
-    """``text`` matched literally in a Redis glob (PSUBSCRIBE, SCAN MATCH)."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
