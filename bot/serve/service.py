@@ -38,6 +38,8 @@ from bot.serve.metrics_http import MetricsListener
 from bot.settings import Settings
 from bot.settings_base import Role
 from bot.slack_client import make_web_client, slack_connections, slack_session
+from bot.workspace import WorkspaceParts
+from bot.workspace.settings import LimitsPolicy
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,7 @@ class Service:
         self.port = 0
         self.redis: RedisHandle | None = None
         self.services: Services | None = None
+        self.parts: WorkspaceParts | None = None
         self._runner: web.AppRunner | None = None
         self._socket: socket_mode.SocketMode | None = None
         self._worker: AgentWorker | None = None
@@ -108,9 +111,13 @@ class Service:
         queue = await self.redis.arq_pool(settings.arq_queue_name)
         oauth = build_oauth(settings, redis, slack) if settings.oauth_mode else None
         self.services = Services(settings, redis, slack, queue, AppKeys(settings.redis_key_prefix), oauth)
+        # The workspace's parts, wired once for the process: the listeners and the worker share them (one admin
+        # list, one users.info cache), and each is handed only the parts it uses.
+        self.parts = parts = WorkspaceParts.create(
+            redis, LimitsPolicy.from_settings(settings), key_prefix=settings.redis_key_prefix)
         if self.role in ("all", "worker"):
             # Built before anything listens, so a bad agent setting is a start-up error, not a failed job.
-            self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory)
+            self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory, parts=parts)
             await self._runtime.start()  # MCP servers connected once per process, the tool catalog published
             self._worker_task = asyncio.create_task(self._keep_worker(self._runtime))
             # Runs whose worker died (their lease lapsed) are taken over here, from their last saved step.
@@ -120,7 +127,7 @@ class Service:
             # Ready means taking jobs: /healthz is 200 from the moment start() returns.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._ready.wait(), WORKER_READY_TIMEOUT_SECONDS)
-        await self._start_web(self.services)
+        await self._start_web(self.services, parts)
         if metrics.MULTIPROC_DIR is None:  # under a supervisor, its parent serves METRICS_PORT for every child
             self._metrics = await MetricsListener.start(
                 settings, metrics.arq_queue_depth(redis, settings.arq_queue_name))
@@ -179,13 +186,13 @@ class Service:
         socket = self._socket.problem() if self._socket is not None else socket_mode.NOT_CONNECTED
         return self.worker_problem() or socket
 
-    async def _start_web(self, services: Services) -> None:
+    async def _start_web(self, services: Services, parts: WorkspaceParts) -> None:
         """``/slack/events`` and ``/healthz`` for web roles on PORT; ``/healthz`` alone for a worker, on
         WORKER_HEALTH_PORT."""
         assert self.redis is not None
         # A client of its own, which gives up on a silent Redis: /healthz answers within a second regardless.
         probe = RedisProbe(self.redis.client(timeout=PROBE_TIMEOUT_SECONDS), services.keys.health_probe())
-        web_app = (create_web_app(create_app(services), services, health=self.problem, probe=probe)
+        web_app = (create_web_app(create_app(services, parts), services, health=self.problem, probe=probe)
                    if self.role in ("all", "web") else create_health_app(services, self.worker_problem, probe))
         settings = self.settings
         guard = ConnectionGuard(max_connections(), per_peer=settings.http_max_connections_per_ip)

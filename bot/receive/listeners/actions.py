@@ -27,16 +27,16 @@ from bot.runs.approval_votes import cast_vote
 from bot.thread.render import STOP_ACTION_ID
 from bot.thread.stop_text import pressed_by
 from bot.turn import RunRef
-from bot.workspace import WorkspaceLimits
 from bot.workspace.admin import SlackUsers
+from bot.workspace.settings import ApprovalPolicies
 
 log = logging.getLogger(__name__)
 _VERDICTS = {APPROVE_ACTION_ID: Verdict.APPROVED, APPROVE_RUN_ACTION_ID: Verdict.APPROVED_FOR_RUN}
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
-    """The buttons; ``limits`` is the process's shared rules object (admin list, users.info cache)."""
-    users = limits.users
+def register(app: AsyncApp, services: Services, users: SlackUsers, policies: ApprovalPolicies) -> None:
+    """The buttons; ``users`` is the process's admin list and users.info cache, ``policies`` the
+    workspaces' approval policies."""
 
     @app.action(STOP_ACTION_ID)
     async def on_stop(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -75,7 +75,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
                 return
             verdict = _VERDICTS.get(str(action.get("action_id")), Verdict.DENIED)
             try:
-                if await _policy_vote(services, limits, context, ref, user, channel, verdict):
+                if await _policy_vote(services, policies, context, ref, user, channel, verdict):
                     return  # the request was made under a policy: its approvers decide
                 if not await _may_control(
                     services, users, context, ref.thread, ref.run_id, user, channel,
@@ -103,12 +103,12 @@ async def _stop(services: Services, thread: str, run_id: str, user: str) -> None
 
 
 async def _policy_vote(
-    services: Services, limits: WorkspaceLimits, context: AsyncBoltContext, ref: ApprovalRef, user: str, channel: str,
-    verdict: Verdict,
+    services: Services, policies: ApprovalPolicies, context: AsyncBoltContext, ref: ApprovalRef, user: str,
+    channel: str, verdict: Verdict,
 ) -> bool:
     """A press on a policy's request (``bot.runs.approval_votes``): told privately, the run woken once decided;
     False when the request was made under no policy."""
-    vote = await cast_vote(services.redis, services.keys, context.client, limits.approvals.policies,
+    vote = await cast_vote(services.redis, services.keys, context.client, policies,
                            identity.workspace(context), ref, user, verdict)
     if vote is None:
         return False

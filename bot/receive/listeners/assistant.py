@@ -21,16 +21,16 @@ from slack_sdk.errors import SlackApiError
 from bot import identity
 from bot.i18n import N_, _, speaking
 from bot.receive.deps import Services
-from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import SlackUsers
 
 log = logging.getLogger(__name__)
 #: The heading Slack shows above the suggested prompts in the agent pane, in the viewer's language.
 PROMPTS_TITLE = N_("Try asking")
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
+def register(app: AsyncApp, services: Services, users: SlackUsers) -> None:
     """Register before ``home``: Bolt runs only the first listener that matches an ``app_home_opened``.
-    ``limits``: the process's shared rules object, whose users.info cache gives the viewer's locale."""
+    ``users``: the process's users.info cache, which gives the viewer's locale."""
     # The operator's own words (checked at start-up: a bad setting never gets this far), shown as configured.
     prompts = services.settings.suggested_prompts()
 
@@ -46,7 +46,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         await services.redis.set(key, "1", ex=services.settings.thread_ttl_seconds)
         # No thread_ts: Slack's agent pane holds the prompts for the whole DM (a thread_ts there is ignored).
         viewer = str(event.get("user") or "")
-        with speaking(await limits.users.locale(context.client, identity.workspace(context), viewer)):
+        with speaking(await users.locale(context.client, identity.workspace(context), viewer)):
             title = _(PROMPTS_TITLE)
         await suggest(context, channel_id=channel, prompts=prompts, title=title)
 

@@ -31,7 +31,7 @@ from bot.thread import mrkdwn
 from bot.thread.agent_session import close_session
 from bot.thread.stop_text import SLACK_STOP_BUTTON
 from bot.turn import FileRef, Turn, files_of_event
-from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import ChannelAdmin, SlackUsers
 from bot.workspace.settings import RespondAll
 
 log = logging.getLogger(__name__)
@@ -39,10 +39,10 @@ log = logging.getLogger(__name__)
 TITLE_LIMIT = 60
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
-    """Mentions, thread replies, DMs and Slack's agent-session stop; ``limits`` gives the admin check."""
+def register(app: AsyncApp, services: Services, users: SlackUsers, channels: ChannelAdmin) -> None:
+    """Mentions, thread replies, DMs and Slack's agent-session stop; ``users`` gives the admin check,
+    ``channels`` forgets a channel's own agent with the channel."""
     dedupe = Dedupe(services.redis, services.keys)
-    users = limits.users
     respond = RespondAll(services.redis, services.keys, services.settings.agent_respond_all_per_minute)
 
     @app.event("app_mention")
@@ -58,7 +58,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         channel = event.get("channel")
         channel_id = channel.get("id") if isinstance(channel, dict) else channel
         if isinstance(channel_id, str) and channel_id:
-            await limits.channels.forget(identity.workspace(context), channel_id)
+            await channels.forget(identity.workspace(context), channel_id)
             # Its schedules: paused when archived (their creators told), gone with a deleted channel.
             await channel_gone(services, context.client, identity.workspace(context), channel_id,
                                deleted=str(event.get("type", "")).endswith("_deleted"))

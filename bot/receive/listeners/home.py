@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
@@ -21,7 +22,7 @@ from bot.errors import SlackLookupError
 from bot.i18n import speaking
 from bot.identity import Workspace
 from bot.receive.deps import Services
-from bot.receive.listeners.commands import limits_for_services, workspace_of
+from bot.receive.listeners.commands import workspace_of
 from bot.receive.views.home import (
     EDIT_ACTION,
     MODAL_CALLBACK,
@@ -34,16 +35,38 @@ from bot.receive.views.home import (
     unavailable_view,
 )
 from bot.receive.views.schedules import schedule_blocks, with_schedules
-from bot.workspace import WorkspaceLimits
-from bot.workspace.admin import TOP_SPENDERS
+from bot.workspace import WorkspaceParts
+from bot.workspace.admin import TOP_SPENDERS, ChannelAdmin, LimitsCommands, SlackUsers
 from bot.workspace.schedules import ScheduleStore
+from bot.workspace.settings import WorkspaceLimitsStore, WorkspaceTools
+from bot.workspace.spend import Budgets, FeedbackStore, OrgBudgetStore, RunLedger
 
 log = logging.getLogger(__name__)
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None = None) -> None:
+@dataclass(frozen=True, slots=True)
+class HomeParts:
+    """What the Home tab reads, and its buttons change (the workspace's parts, wired once per process)."""
+
+    users: SlackUsers
+    commands: LimitsCommands
+    channels: ChannelAdmin
+    store: WorkspaceLimitsStore
+    org: OrgBudgetStore
+    budgets: Budgets
+    runs: RunLedger
+    tools: WorkspaceTools
+    feedback: FeedbackStore
+    schedules: ScheduleStore
+
+    @classmethod
+    def of(cls, parts: WorkspaceParts) -> HomeParts:
+        return cls(parts.users, parts.commands, parts.channels, parts.store, parts.org, parts.budgets, parts.runs,
+                   parts.tools, parts.feedback, ScheduleStore(parts.store.redis, parts.store.keys))
+
+
+def register(app: AsyncApp, services: Services, rules: HomeParts) -> None:
     """``app_home_opened`` → views.publish; the Change/Reset buttons; the modal's submission."""
-    rules = limits or limits_for_services(services)
 
     async def on_home_opened(event: dict[str, Any], context: AsyncBoltContext) -> None:
         if event.get("tab", "home") != "home":
@@ -81,7 +104,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
 
 
 async def _submit(
-    rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user_id: str, ack: AsyncAck, view: dict[str, Any]
+    rules: HomeParts, client: AsyncWebClient, ws: Workspace, user_id: str, ack: AsyncAck, view: dict[str, Any]
 ) -> None:
     """The limits modal's submission: validated and authorized like ``/agent-limits``, then the Home tab again."""
     changes, errors = read_modal(view)
@@ -104,7 +127,7 @@ async def _submit(
 
 @contextlib.asynccontextmanager
 async def viewer(
-    rules: WorkspaceLimits, services: Services, context: AsyncBoltContext, user_id: str
+    rules: HomeParts, services: Services, context: AsyncBoltContext, user_id: str
 ) -> AsyncIterator[tuple[AsyncWebClient, Workspace, str]]:
     """The client, workspace and person of an App Home request; what the block writes is in their language."""
     client, ws = context.client or services.slack, workspace_of(context)
@@ -116,7 +139,7 @@ def user_of(body: Mapping[str, Any]) -> str:
     return str((body.get("user") or {}).get("id", ""))
 
 
-async def _authorize(rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user_id: str) -> str:
+async def _authorize(rules: HomeParts, client: AsyncWebClient, ws: Workspace, user_id: str) -> str:
     """Empty when ``user_id`` may change the limits, else what to tell them."""
     try:
         return "" if await rules.commands.may_change(client, ws, user_id) else rules.commands.refusal()
@@ -124,14 +147,14 @@ async def _authorize(rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspa
         return str(exc)
 
 
-async def _schedules(rules: WorkspaceLimits, ws: Workspace, user_id: str, *, everyone: bool) -> list[dict[str, Any]]:
+async def _schedules(rules: HomeParts, ws: Workspace, user_id: str, *, everyone: bool) -> list[dict[str, Any]]:
     """The Home tab's schedules: the person's own, or an admin's view of the workspace's."""
-    found = await ScheduleStore(rules.store.redis, rules.store.keys).of_workspace(ws)
+    found = await rules.schedules.of_workspace(ws)
     return schedule_blocks([s for s in found if everyone or s.creator == user_id], everyone=everyone)
 
 
 async def publish_home(
-    rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user_id: str, *, notice: str = ""
+    rules: HomeParts, client: AsyncWebClient, ws: Workspace, user_id: str, *, notice: str = ""
 ) -> None:
     """Build and publish ``user_id``'s Home tab; a store or Slack failure is logged, the tab stays as it was."""
     try:
@@ -141,12 +164,12 @@ async def publish_home(
             is_admin = False
         channel_settings = is_admin or (await rules.channels.choices(ws)).channel_managers
         config = await rules.store.get(ws)
-        org = await rules.org_budget(ws)
-        budget = await rules.budget(ws, config, user_id, org=org)
+        org = await rules.org.of(ws)
+        budget = await rules.budgets.of(ws, config, user_id, org=org)
         usage, spenders = await budget.usage_summary(), await budget.top_spenders(TOP_SPENDERS)
         runs = await rules.runs.recent_runs(ws, RECENT_RUNS)
         tools, published = await rules.tools.listing(ws)
-        feedback = await rules.feedback.summary(ws, config.period) if rules.feedback else None
+        feedback = await rules.feedback.summary(ws, config.period)
         view = home_view(HomeState(
             config, usage, rules.users.who_may_change(), runs, is_admin=is_admin, notice=notice,
             tools=tools, tools_published=published, feedback=feedback, spenders=spenders,

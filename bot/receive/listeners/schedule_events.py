@@ -13,11 +13,10 @@ from bot import audit, identity
 from bot.identity import Workspace
 from bot.receive.deps import Services
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
-from bot.workspace import WorkspaceLimits
 from bot.workspace.schedules import PauseReason, Schedule, ScheduleStore
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
+def register(app: AsyncApp, services: Services) -> None:
     store = ScheduleStore(services.redis, services.keys)
     notices = ScheduleNotices(store)
 

@@ -29,7 +29,7 @@ from bot.workspace.settings import (
 )
 from bot.workspace.settings import policy_for as find_policy
 
-#: The tools the deployment has now (``WorkspaceLimits.deployment_tools``).
+#: The tools the deployment has now (``WorkspaceTools.deployment``).
 ToolsNow = Callable[[], Awaitable[tuple[list[CatalogEntry], bool]]]
 
 

@@ -1,7 +1,7 @@
 """``/agent-limits`` as a command: each subcommand's ephemeral reply, with one set of rules (anyone may list; only
 admins change, and every change is audited). App Home's limits form uses the same ``change`` and ``reset``.
 
-Built over the parts it reads and changes (wired once, in :class:`bot.workspace.limits.WorkspaceLimits`)::
+Built over the parts it reads and changes (wired once, in :class:`bot.workspace.parts.WorkspaceParts`)::
 
     reply = await limits.commands.run_command(client, ws, user_id, "budget 25")
 """
@@ -86,6 +86,13 @@ class LimitsParts:
     files_line: str = ""
 
 
+def change_refusal(users: SlackUsers) -> str:
+    """What a person who may not change the limits is told (``/agent-limits``, App Home, approvals)."""
+    return _(
+        "Only {who} can change the agent's limits. Anyone can see them with `/agent-limits show`."
+    ).format(who=users.who_may_change())
+
+
 class LimitsCommands:
     """What ``/agent-limits`` (and App Home's form) do: authorize, then list or change."""
 
@@ -93,9 +100,7 @@ class LimitsCommands:
         self.limits = parts
 
     def refusal(self) -> str:
-        return _(
-            "Only {who} can change the agent's limits. Anyone can see them with `/agent-limits show`."
-        ).format(who=self.limits.users.who_may_change())
+        return change_refusal(self.limits.users)
 
     async def may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
         """Raises :class:`SlackLookupError` when Slack cannot say."""
