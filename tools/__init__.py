@@ -5,12 +5,11 @@ here (``SlackReader`` is a port ``bot`` implements), and no ``agent_core``.
 """
 
 from tools.builtins import builtin_registry
-from tools.context import Approver, Parked, RefuseAll, RunFile, Scheduler, SlackReader, ToolContext
+from tools.context import Approver, EgressApprover, Parked, RefuseAll, RunFile, Scheduler, SlackReader, ToolContext
 from tools.egress import (
     DEFAULT_GUARD_MODE,
     BadDomain,
     EgressAnswer,
-    EgressApprover,
     EgressPolicy,
     EgressRequest,
     GuardMode,

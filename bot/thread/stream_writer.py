@@ -265,24 +265,28 @@ class StreamWriter:
                     await self._call(chunks, last_mark)
                 else:
                     rest, mark = chunks, max(mark, last_mark)
-            while True:
-                await self._pace()
-                stream = await self._ensure_stream()
-                unstarted = stream.ts is None
-                if unstarted and self._tracker is not None:
-                    await self._tracker.opening()
-                try:
-                    await stream.stop(chunks=rest or None, blocks=blocks)
-                    self.calls += 2 if unstarted else 1
-                    break
-                except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
-                    if unstarted or not _not_streaming(exc):
-                        raise StreamRefused(await self._given_up(stream, exc)) from exc
-                    await self._renew(stream)  # sealed: the end goes to a new stream (started and stopped)
+            await self._stop(rest, blocks)
             if self._tracker is not None:
                 await self._tracker.stopped()
             self.closed = True
             self.confirmed = max(self.confirmed, mark)
+
+    async def _stop(self, rest: list[Chunk], blocks: list[dict[str, Any]] | None) -> None:
+        """``chat.stopStream`` with the last chunks; a stream Slack sealed meanwhile is renewed to carry them."""
+        while True:
+            await self._pace()
+            stream = await self._ensure_stream()
+            unstarted = stream.ts is None
+            if unstarted and self._tracker is not None:
+                await self._tracker.opening()
+            try:
+                await stream.stop(chunks=rest or None, blocks=blocks)
+                self.calls += 2 if unstarted else 1
+                return
+            except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
+                if unstarted or not _not_streaming(exc):
+                    raise StreamRefused(await self._given_up(stream, exc)) from exc
+                await self._renew(stream)  # sealed: the end goes to a new stream (started and stopped)
 
     async def _push_quiet(self, text: str, mark: int) -> None:
         if self._items and self._items[-1].chunk is None:

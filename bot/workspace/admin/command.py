@@ -238,44 +238,28 @@ def _shape_command(name: str, args: list[str]) -> Command | UsageError:
         _("`{name}` takes one of: {values}.").format(name=name, values=", ".join(DISPLAYS)))
 
 
-_OWN_GRAMMAR: dict[str, Callable[[list[str]], UsageCommand | ApprovalsCommand | str]] = {
-    "usage": parse_usage, "approvals": parse_approvals,
-}
+#: A subcommand's parser: its name (lower case), the words after it and the whole text, to the command or what
+#: was wrong (a str, or the :class:`UsageError` itself).
+Parsed = Command | UsageError | str
+Parser = Callable[[str, list[str], str], Parsed]
 
 
-def parse_command(text: str) -> Command | UsageError:
-    """Parse the text after ``/agent-limits``. Strict: anything unexpected is a :class:`UsageError`."""
-    words = text.split()
-    if not words:
-        return ShowCommand()
-    name, args = words[0].lower(), words[1:]
-    if name == "show" or name == "reset":
-        if args:
-            return UsageError(_("`{name}` takes no value.").format(name=name))
-        return ShowCommand() if name == "show" else ResetCommand()
-    if name == "help":
-        return UsageError()
-    if name in ("verbosity", "display"):
-        return _shape_command(name, args)
-    if name == "tools":
-        return _parse_tools(args)
-    if name in ("allow-domain", "deny-domain", "clear-domain"):
-        return _parse_domain(name, args)
-    if name in ("org-budget", "org-model"):
-        return _parse_org(name, args)
-    if name in _OWN_GRAMMAR:  # subcommands with a grammar of their own: the command, or what was wrong
-        parsed = _OWN_GRAMMAR[name](args)
-        return UsageError(parsed) if isinstance(parsed, str) else parsed
-    if name in CHANNEL_SUBCOMMANDS:
-        own = parse_channel_command(name, text)
-        return UsageError(own) if isinstance(own, str) else own
-    config_field = _SUBCOMMANDS.get(name)
-    if config_field is None:
-        return UsageError(_("Unknown subcommand `{name}`.").format(name=quote(words[0])))
-    return _parse_set(name, config_field, args)
+def _named(parse: Callable[[str, list[str]], Parsed]) -> Parser:
+    return lambda name, args, _text: parse(name, args)
 
 
-def _parse_set(name: str, config_field: ConfigField, args: list[str]) -> SetCommand | UsageError:
+def _args_only(parse: Callable[[list[str]], Parsed]) -> Parser:
+    return lambda _name, args, _text: parse(args)
+
+
+def _no_value(name: str, args: list[str]) -> ShowCommand | ResetCommand | UsageError:
+    if args:
+        return UsageError(_("`{name}` takes no value.").format(name=name))
+    return ShowCommand() if name == "show" else ResetCommand()
+
+
+def _parse_set(name: str, args: list[str]) -> SetCommand | UsageError:
+    config_field = _SUBCOMMANDS[name]
     most = 2 if config_field == "budget_micros" else 1
     if not 1 <= len(args) <= most:
         return UsageError((_("`{name}` takes an amount and an optional period.") if most == 2
@@ -332,3 +316,30 @@ def _parse_tools(args: list[str]) -> ToolsCommand | ToolRuleCommand | UsageError
             "name then `__*` for every tool of one server."
         ).format(name=quote(args[1])))
     return ToolRuleCommand(args[1], action == "enable")
+
+
+#: Every subcommand's parser, by name; ``budget``, ``max-steps``... set the limits' own fields.
+_PARSERS: dict[str, Parser] = {
+    **dict.fromkeys(_SUBCOMMANDS, _named(_parse_set)),
+    **dict.fromkeys(CHANNEL_SUBCOMMANDS, lambda name, _args, text: parse_channel_command(name, text)),
+    **dict.fromkeys(("show", "reset"), _named(_no_value)),
+    "help": lambda _name, _args, _text: UsageError(),
+    **dict.fromkeys(("verbosity", "display"), _named(_shape_command)),
+    "tools": _args_only(_parse_tools),
+    **dict.fromkeys(("allow-domain", "deny-domain", "clear-domain"), _named(_parse_domain)),
+    **dict.fromkeys(("org-budget", "org-model"), _named(_parse_org)),
+    "usage": _args_only(parse_usage),
+    "approvals": _args_only(parse_approvals),
+}
+
+
+def parse_command(text: str) -> Command | UsageError:
+    """Parse the text after ``/agent-limits``. Strict: anything unexpected is a :class:`UsageError`."""
+    words = text.split()
+    if not words:
+        return ShowCommand()
+    parser = _PARSERS.get(words[0].lower())
+    if parser is None:
+        return UsageError(_("Unknown subcommand `{name}`.").format(name=quote(words[0])))
+    parsed = parser(words[0].lower(), words[1:], text)
+    return UsageError(parsed) if isinstance(parsed, str) else parsed
