@@ -14,14 +14,14 @@ from typing import Literal, cast
 from agent_core import MICROS_PER_USD, Period, format_usd
 from bot.errors import InvalidValue
 from bot.i18n import N_, _
-from bot.workspace.admin.channel_command import DEFAULT_WORD, ChannelCommand, parse_channel_command
 from bot.workspace.admin.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
+from bot.workspace.admin.channel_command import ChannelCommand, parse_channel_command
 from bot.workspace.admin.usage_report import UsageCommand, parse_usage
+from bot.workspace.admin.words import model_word, one_of
 from bot.workspace.settings import (
     BOUNDS,
     LABELS,
     MONEY_FIELDS,
-    NAME_RE,
     PATTERN_RE,
     ApprovalsCommand,
     ConfigField,
@@ -227,13 +227,12 @@ _SUBCOMMANDS: dict[str, ConfigField] = {
 
 def _shape_command(name: str, args: list[str]) -> Command | UsageError:
     """``verbosity full|compact`` or ``display replies|timeline|plan``."""
-    word = args[0].lower() if len(args) == 1 else None
     if name == "verbosity":
-        verbosity = next((v for v in VERBOSITIES if v == word), None)
+        verbosity = one_of(args, VERBOSITIES)
         return VerbosityCommand(verbosity) if verbosity else UsageError(
             _("`{name}` takes one of: {values}.").format(name=name, values=", ".join(VERBOSITIES))
         )
-    shape = next((d for d in DISPLAYS if d == word), None)
+    shape = one_of(args, DISPLAYS)
     return DisplayCommand(shape) if shape else UsageError(
         _("`{name}` takes one of: {values}.").format(name=name, values=", ".join(DISPLAYS)))
 
@@ -277,9 +276,10 @@ def _parse_set(name: str, args: list[str]) -> SetCommand | UsageError:
 
 def _parse_org(name: str, args: list[str]) -> OrgBudgetCommand | OrgModelCommand | UsageError:
     if name == "org-model":
-        if len(args) != 1 or not NAME_RE.fullmatch(args[0]):
+        model = model_word(args)
+        if model is None:
             return UsageError(_("`org-model` takes one model name (see `/agent-limits model`), or `default`."))
-        return OrgModelCommand("" if args[0].lower() == DEFAULT_WORD else args[0])
+        return OrgModelCommand(model)
     if not 1 <= len(args) <= 2:
         return UsageError(_("`org-budget` takes an amount (or `none`) and an optional period."))
     try:
