@@ -12,12 +12,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.i18n import _
 from bot.identity import Workspace
+from bot.workspace.admin.approvals_grammar import ApprovalsCommand
 from bot.workspace.admin.people import SlackUsers
 from bot.workspace.settings import (
     GUARD,
     ApprovalPolicies,
     ApprovalPolicy,
-    ApprovalsCommand,
     CatalogEntry,
     GroupLookupError,
     Kind,

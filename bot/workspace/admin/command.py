@@ -14,21 +14,19 @@ from typing import Literal, cast
 from agent_core import MICROS_PER_USD, Period, format_usd
 from bot.errors import InvalidValue
 from bot.i18n import N_, _
+from bot.workspace.admin.approvals_grammar import ApprovalsCommand, parse_approvals
 from bot.workspace.admin.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
 from bot.workspace.admin.channel_command import ChannelCommand, parse_channel_command
 from bot.workspace.admin.usage_report import UsageCommand, parse_usage
-from bot.workspace.admin.words import model_word, one_of
+from bot.workspace.admin.words import model_word, one_of, quote
 from bot.workspace.settings import (
     BOUNDS,
     LABELS,
     MONEY_FIELDS,
     PATTERN_RE,
-    ApprovalsCommand,
     ConfigField,
     ConfigValue,
     in_bounds,
-    parse_approvals,
-    quote,
 )
 from bot.workspace.shapes import DISPLAYS, VERBOSITIES, Display, Verbosity
 from tools import BadDomain, parse_domain

@@ -17,6 +17,7 @@ from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
 from bot.workspace.admin.approvals_command import ApprovalsAdmin
+from bot.workspace.admin.approvals_grammar import ApprovalsCommand
 from bot.workspace.admin.channel_admin import ChannelAdmin
 from bot.workspace.admin.channel_command import CHANNEL_COMMANDS
 from bot.workspace.admin.command import (
@@ -33,6 +34,7 @@ from bot.workspace.admin.command import (
     VerbosityCommand,
     parse_command,
 )
+from bot.workspace.admin.domain_replies import domain_reply, format_domains
 from bot.workspace.admin.org_admin import OrgAdmin
 from bot.workspace.admin.people import SlackUsers
 from bot.workspace.admin.replies import (
@@ -46,7 +48,6 @@ from bot.workspace.admin.replies import (
 )
 from bot.workspace.admin.usage_report import UsageCommand, UsageReports
 from bot.workspace.settings import (
-    ApprovalsCommand,
     ConfigField,
     ConfigValue,
     DisplaySettings,
@@ -55,8 +56,6 @@ from bot.workspace.settings import (
     SearchAccess,
     WorkspaceLimitsStore,
     WorkspaceTools,
-    domain_reply,
-    format_domains,
     unknown_pattern,
 )
 from bot.workspace.spend import Budgets, FeedbackStore, OrgBudgetStore, format_feedback

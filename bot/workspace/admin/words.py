@@ -1,4 +1,5 @@
-"""The words ``/agent-limits``' subcommands share: one choice among a closed set, one model name. Pure."""
+"""The words ``/agent-limits``' subcommands share: one choice among a closed set, one model name, and what was
+typed echoed back. Pure."""
 
 from __future__ import annotations
 
@@ -24,3 +25,9 @@ def model_word(words: Sequence[str]) -> str | None:
     if len(words) != 1 or not NAME_RE.fullmatch(words[0]):
         return None
     return "" if words[0].lower() == DEFAULT_WORD else words[0]
+
+
+def quote(text: str) -> str:
+    """User text echoed inside backticks: short, and no backtick or Slack control characters to break out."""
+    cleaned = text.replace("`", "'").replace("<", "‹").replace(">", "›").replace("&", "＆")
+    return cleaned if len(cleaned) <= 40 else cleaned[:37] + "..."

@@ -6,23 +6,21 @@ deployment's catalog, display, outbound host lists, the models it may use, and e
 settings resolve), ``channel_run`` and ``channel_respond`` (how they reach a run), ``search_access``.
 """
 
-from bot.workspace.settings import search_access
 from bot.workspace.settings.approval_policies import (
     GUARD,
     ApprovalPolicies,
     ApprovalPolicy,
-    ApprovalsCommand,
     GroupLookupError,
     Kind,
     UnknownGroup,
     duration_text,
     members,
     mention,
-    parse_approvals,
+    parse_duration,
     policy_for,
 )
 from bot.workspace.settings.catalog import ToolCatalog, WorkspaceTools
-from bot.workspace.settings.changes import AUDIT_CAP, Change, commit, label_of
+from bot.workspace.settings.changes import Change, commit, label_of
 from bot.workspace.settings.channel_respond import RespondAll
 from bot.workspace.settings.channel_run import about_run, instructions_of
 from bot.workspace.settings.channel_settings import (
@@ -55,15 +53,13 @@ from bot.workspace.settings.config import (
     LimitsPolicy,
     WorkspaceConfig,
     decode_value,
-    display,
     encode_value,
     in_bounds,
     limits_for,
-    quote,
     shown,
 )
 from bot.workspace.settings.display import DisplaySettings
-from bot.workspace.settings.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
+from bot.workspace.settings.domains import DomainAction, DomainLists, DomainStore
 from bot.workspace.settings.models import DEFAULT_MODELS, NAME_RE, Models, split_run_model
 from bot.workspace.settings.search_access import SearchAccess
 from bot.workspace.settings.store import WorkspaceLimitsStore, unavailable
@@ -72,9 +68,6 @@ from bot.workspace.settings.tool_choice import (
     CatalogEntry,
     ToolChoice,
     catalog_of,
-    decode_catalog,
-    encode_catalog,
-    rows,
     unknown_pattern,
 )
 
@@ -82,16 +75,14 @@ __all__ = [
     "GUARD",
     "ApprovalPolicies",
     "ApprovalPolicy",
-    "ApprovalsCommand",
     "GroupLookupError",
     "Kind",
     "UnknownGroup",
     "duration_text",
     "members",
     "mention",
+    "parse_duration",
     "policy_for",
-    "parse_approvals",
-    "AUDIT_CAP",
     "BOUNDS",
     "CatalogEntry",
     "Change",
@@ -135,22 +126,14 @@ __all__ = [
     "catalog_of",
     "channel_field",
     "commit",
-    "decode_catalog",
     "decode_value",
-    "display",
-    "domain_reply",
-    "encode_catalog",
     "encode_value",
     "first_allowed",
-    "format_domains",
     "in_bounds",
     "instructions_of",
     "label_of",
     "limits_for",
-    "quote",
     "resolve",
-    "rows",
-    "search_access",
     "shown",
     "split_run_model",
     "unavailable",
