@@ -93,7 +93,7 @@ class Runtime:
         agent_factory: AgentFactory,
         *,
         clients: WorkspaceClients | None = None,
-        parts: WorkspaceParts | None = None,
+        workspace: RunWorkspace | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
@@ -110,7 +110,8 @@ class Runtime:
             settings, base=self.agent.registry, catalog=ToolCatalog(redis, self.keys), environ=environ
         )
         # bot.serve wires the process's parts once, for the listeners and the worker; a worker alone builds its own.
-        parts = parts or WorkspaceParts.create(redis, LimitsPolicy.from_settings(settings), key_prefix=self.keys.prefix)
+        workspace = workspace or RunWorkspace.of(
+            WorkspaceParts.create(redis, LimitsPolicy.from_settings(settings), key_prefix=self.keys.prefix))
         slot_ttl = job_timeout(settings) + 60
         gate = WorkspaceGate(
             redis, self.keys, default_cap=settings.agent_max_concurrent_runs_per_workspace,
@@ -128,12 +129,12 @@ class Runtime:
         self.worker_id = uuid.uuid4().hex[:12]
         self._notices: set[asyncio.Task[None]] = set()
         self.runner = TurnRunner(
-            settings, redis, self.clients, self.keys, self.store, self.agent, RunWorkspace.of(parts), self.toolbox,
+            settings, redis, self.clients, self.keys, self.store, self.agent, workspace, self.toolbox,
             self.leases,
         )
         self.schedules = ScheduleStore(redis, self.keys)
         self.firer = ScheduleFirer(redis, queue, self.keys, ScheduleNotices(self.schedules), self.clients,
-                                   parts.users, thread_ttl_seconds=ttl)
+                                   workspace.users, thread_ttl_seconds=ttl)
         self.clock = ScheduleClock(self.schedules, self.firer, tick_seconds=settings.agent_schedule_tick_seconds,
                                    max_lateness=settings.agent_schedule_max_lateness_seconds)
         self.resumer = Resumer(

@@ -31,6 +31,7 @@ from bot.receive import socket_mode
 from bot.receive.deps import Services
 from bot.receive.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
 from bot.redis import RedisHandle, open_redis
+from bot.runs.start import RunWorkspace
 from bot.serve import startup
 from bot.serve.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
 from bot.serve.health import PROBE_TIMEOUT_SECONDS, RedisProbe
@@ -117,7 +118,8 @@ class Service:
             redis, LimitsPolicy.from_settings(settings), key_prefix=settings.redis_key_prefix)
         if self.role in ("all", "worker"):
             # Built before anything listens, so a bad agent setting is a start-up error, not a failed job.
-            self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory, parts=parts)
+            self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory,
+                                    workspace=RunWorkspace.of(parts))
             await self._runtime.start()  # MCP servers connected once per process, the tool catalog published
             self._worker_task = asyncio.create_task(self._keep_worker(self._runtime))
             # Runs whose worker died (their lease lapsed) are taken over here, from their last saved step.
