@@ -188,11 +188,7 @@ class StreamWriter:
         return chunks, mark
 
     async def _call(self, chunks: Sequence[Chunk], mark: int) -> None:
-        await self._pace()
-        stream = await self._ensure_stream()
-        started = stream.ts is None
-        if started and self._tracker is not None:
-            await self._tracker.opening()
+        stream, started = await self._next_call()
         try:
             await stream.append(chunks=list(chunks))
             self.calls += 1
@@ -234,6 +230,16 @@ class StreamWriter:
         self._stream = None
         self._tracker = self._trackers() if self._trackers is not None else None
 
+    async def _next_call(self) -> tuple[AsyncChatStream, bool]:
+        """The stream the next call goes to, once the pace allows it, and whether that call starts it (the
+        tracker is told it opens)."""
+        await self._pace()
+        stream = await self._ensure_stream()
+        unstarted = stream.ts is None
+        if unstarted and self._tracker is not None:
+            await self._tracker.opening()
+        return stream, unstarted
+
     async def _ensure_stream(self) -> AsyncChatStream:
         if self._stream is None:
             self._stream = await self._open()
@@ -274,11 +280,7 @@ class StreamWriter:
     async def _stop(self, rest: list[Chunk], blocks: list[dict[str, Any]] | None) -> None:
         """``chat.stopStream`` with the last chunks; a stream Slack sealed meanwhile is renewed to carry them."""
         while True:
-            await self._pace()
-            stream = await self._ensure_stream()
-            unstarted = stream.ts is None
-            if unstarted and self._tracker is not None:
-                await self._tracker.opening()
+            stream, unstarted = await self._next_call()
             try:
                 await stream.stop(chunks=rest or None, blocks=blocks)
                 self.calls += 2 if unstarted else 1
