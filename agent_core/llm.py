@@ -200,42 +200,52 @@ class OpenAIChatLLM:
         attempt = 0
         while True:
             sink.restart()
-            try:
-                async with session.post(self._url, data=body, headers=self._headers) as resp:
-                    status, headers = resp.status, resp.headers
-                    if status < 300 and resp.content_type == "text/event-stream":
-                        completion = await sse.read_completion(
-                            resp, limit=stream_body_limit(max_tokens), text_limit=body_limit(max_tokens), on_delta=sink)
-                        return to_response(completion, gateway_usage=gateway_counts_usage(headers))
-                    raw = await _read_bounded(resp, body_limit(max_tokens))
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                if attempt >= self._max_retries:
-                    timed_out = isinstance(exc, TimeoutError)
-                    raise LLMError(
-                        f"the LLM endpoint at {self.base_url} "
-                        + ("did not answer in time" if timed_out else f"cannot be reached ({type(exc).__name__})")
-                        + "; check OPENAI_BASE_URL",
-                        cause="timeout" if timed_out else "unreachable",
-                        retryable=True,
-                    ) from exc
-                wait = min(0.5 * 2.0**attempt, RETRY_WAIT_CAP_SECONDS)
-            except LLMError as exc:
-                if not exc.retryable or attempt >= self._max_retries:  # a stream cut off: retried as a drop
-                    raise
-                wait = min(0.5 * 2.0**attempt, RETRY_WAIT_CAP_SECONDS)
-            else:
-                if status < 300:  # a server that ignores `stream` answers one JSON body: fine too
-                    return to_response(json_object(raw))
-                error = error_fields(_maybe_json(raw))
-                cause = cause_of(status, error)  # waiting never fixes an empty account: quota is not retried
-                if not retryable(status, cause) or attempt >= self._max_retries:
-                    message = str(error.get("message") or raw[:300].decode(errors="replace") or f"HTTP {status}")
-                    raise LLMError(_describe_status(status, redact_urls(message), self.base_url, cause),
-                                   cause=cause, status=status)
-                wait = _retry_after(headers, attempt)
-            log.info("LLM call failed, retry %d/%d in %.2fs", attempt + 1, self._max_retries, wait)
+            answer = await self._attempt(session, body, max_tokens, sink, attempt)
+            if isinstance(answer, LLMResponse):
+                return answer
+            log.info("LLM call failed, retry %d/%d in %.2fs", attempt + 1, self._max_retries, answer)
             attempt += 1
-            await asyncio.sleep(wait)
+            await asyncio.sleep(answer)
+
+    async def _attempt(
+        self, session: aiohttp.ClientSession, body: bytes, max_tokens: int, sink: _Sink, attempt: int
+    ) -> LLMResponse | float:
+        """One try of a call: its answer, or how long to wait before the next try; raises ``LLMError`` when no
+        try is left or waiting would not help."""
+        last = attempt >= self._max_retries
+        backoff = min(0.5 * 2.0**attempt, RETRY_WAIT_CAP_SECONDS)
+        try:
+            async with session.post(self._url, data=body, headers=self._headers) as resp:
+                status, headers = resp.status, resp.headers
+                if status < 300 and resp.content_type == "text/event-stream":
+                    completion = await sse.read_completion(
+                        resp, limit=stream_body_limit(max_tokens), text_limit=body_limit(max_tokens), on_delta=sink)
+                    return to_response(completion, gateway_usage=gateway_counts_usage(headers))
+                raw = await _read_bounded(resp, body_limit(max_tokens))
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            if last:
+                timed_out = isinstance(exc, TimeoutError)
+                raise LLMError(
+                    f"the LLM endpoint at {self.base_url} "
+                    + ("did not answer in time" if timed_out else f"cannot be reached ({type(exc).__name__})")
+                    + "; check OPENAI_BASE_URL",
+                    cause="timeout" if timed_out else "unreachable",
+                    retryable=True,
+                ) from exc
+            return backoff
+        except LLMError as exc:
+            if not exc.retryable or last:  # a stream cut off: retried as a drop
+                raise
+            return backoff
+        if status < 300:  # a server that ignores `stream` answers one JSON body: fine too
+            return to_response(json_object(raw))
+        error = error_fields(_maybe_json(raw))
+        cause = cause_of(status, error)  # waiting never fixes an empty account: quota is not retried
+        if not retryable(status, cause) or last:
+            message = str(error.get("message") or raw[:300].decode(errors="replace") or f"HTTP {status}")
+            raise LLMError(_describe_status(status, redact_urls(message), self.base_url, cause),
+                           cause=cause, status=status)
+        return _retry_after(headers, attempt)
 
 
 class _Sink:

@@ -5,8 +5,8 @@ Limits reached are not errors (a run ends with a reason); a Slack API error is `
 
     Exception
     ├── SlackLookupError        users.info failed, so nobody's permissions can be decided
-    │                           raised by workspace.people; caught by the listeners (the reply: try again), the
-    │                           run's preflight (an error reply, no run) and workspace.limits (shown as a non-admin)
+    │                           raised by workspace.admin.people; caught by the listeners (the reply: try again), the
+    │                           run's start (an error reply, no run) and workspace.admin (shown as a non-admin)
     ├── UnreadableToken         a stored installation opens with none of SLACK_TOKEN_ENCRYPTION_KEY's keys
     │                           raised by oauth.token_crypto; caught by oauth.installations (the record goes),
     │                           oauth.flow (acked, nothing runs), oauth.rekey (named) and oauth.clients

@@ -8,6 +8,7 @@ from tools.builtins import builtin_registry
 from tools.context import (
     Approver,
     Credentials,
+    EgressApprover,
     Memory,
     Parked,
     RefuseAll,
@@ -20,7 +21,6 @@ from tools.egress import (
     DEFAULT_GUARD_MODE,
     BadDomain,
     EgressAnswer,
-    EgressApprover,
     EgressPolicy,
     EgressRequest,
     GuardMode,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from tools.egress import EgressPolicy
+from tools.egress import EgressAnswer, EgressPolicy, EgressRequest
 from tools.outbox import Outbox
 
 
@@ -56,6 +56,16 @@ class Approver(Protocol):
 
     async def approve(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
         """True to run the call, False to refuse it."""
+        ...
+
+
+@runtime_checkable
+class EgressApprover(Protocol):
+    """An ``Approver`` that can also render a guard question (the destination, exactly what is sent) and
+    offer "approve for this run"."""
+
+    async def approve_egress(self, request: EgressRequest, ctx: ToolContext) -> EgressAnswer | bool:
+        """``EgressAnswer`` (or True for once, False to deny) for sending ``request.payload``."""
         ...
 
 

@@ -11,7 +11,7 @@ The Slack app fills one ``EgressPolicy`` per run and passes it in ``ToolContext.
     scope = ToolContext(run_id=..., approver=slack_approver, egress=egress)
 
 The guard asks ``ctx.approver`` (mode ``approve``): with ``approve_egress(request, ctx)`` when the approver has
-it (``EgressApprover``: the prompt can highlight the query string), else with the plain ``approve``.
+it (``tools.context.EgressApprover``: the prompt can highlight the query string), else with the plain ``approve``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    from tools.context import ToolContext
+from typing import Any, Literal, Protocol
 
 
 class GuardMode(StrEnum):
@@ -120,16 +117,6 @@ class EgressRequest:
         if self.query:
             lines.append(f"Its query string (check what it sends): ?{self.query}")
         return "\n".join(lines)
-
-
-@runtime_checkable
-class EgressApprover(Protocol):
-    """An ``Approver`` that can also render a guard question (the destination, exactly what is sent) and
-    offer "approve for this run"."""
-
-    async def approve_egress(self, request: EgressRequest, ctx: ToolContext) -> EgressAnswer | bool:
-        """``EgressAnswer`` (or True for once, False to deny) for sending ``request.payload``."""
-        ...
 
 
 class HeldBackSink(Protocol):

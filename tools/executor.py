@@ -160,10 +160,7 @@ class Executor:
             refusal = await self._ask_approval(tool, call, ctx)
             if refusal is not None:
                 return refusal
-        if tool.outbound:  # redirects and other hops of a cleared call are checked as they happen
-            ctx = replace(ctx, egress_hop=self._guard.hop_check(tool, call.arguments, ctx))
-        elif tool.shown_in_thread and self._guard.armed(ctx.egress):
-            ctx = replace(ctx, for_thread=partial(self._guard.answer, ctx=ctx))
+        ctx = self._guarded(tool, call, ctx)
         timeout = self._timeouts.get(tool.name, tool.timeout_seconds)
         try:
             async with asyncio.timeout(timeout):
@@ -179,12 +176,18 @@ class Executor:
         try:
             result = await _off_loop_if_large(value, self._finish, tool.name, value, ctx)
         except (TypeError, ValueError) as exc:
-            detail = (
-                f"{tool.name} returned a value that is not JSON-serialisable ({_describe_exception(exc)})"
-            )
+            detail = f"{tool.name} returned a value that is not JSON-serialisable ({_describe_exception(exc)})"
             return self._failure(tool.name, Outcome.ERROR, detail)
         self._guard.observe(tool, result)
         return result
+
+    def _guarded(self, tool: Tool, call: PreparedCall, ctx: ToolContext) -> ToolContext:
+        """The call's context with the guard's checks made as it runs: a tool's hops, or the links it shows."""
+        if tool.outbound:
+            return replace(ctx, egress_hop=self._guard.hop_check(tool, call.arguments, ctx))
+        if tool.shown_in_thread and self._guard.armed(ctx.egress):
+            return replace(ctx, for_thread=partial(self._guard.answer, ctx=ctx))
+        return ctx
 
     def _finish(self, tool: str, value: Any, ctx: ToolContext) -> ToolResult:
         """JSON, redaction and shaping of one result: CPU work, run off the loop when the result is large."""
@@ -201,10 +204,9 @@ class Executor:
         except Exception as exc:  # fail closed: no answer from the approver is a refusal
             log.warning("approver failed for %s: %s", tool.name, _describe_exception(exc))
             approved = False
-        if approved:
-            return None
-        return self._failure(tool.name, Outcome.REFUSED, f"{tool.name} needs approval before it runs, and this call "
-                             "was refused (not approved). It did not run; do not retry it unchanged.")
+        return None if approved else self._failure(tool.name, Outcome.REFUSED, (
+            f"{tool.name} needs approval before it runs, and this call was refused (not approved). It did not run; "
+            "do not retry it unchanged."))
 
     def _failure(self, tool: str, outcome: Outcome, text: str) -> ToolResult:
         text = shape(self._redactor.redact(text), self._max_chars)

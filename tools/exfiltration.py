@@ -35,7 +35,7 @@ from functools import partial
 from typing import Any
 
 from tools.answer_links import neutralise
-from tools.context import Parked, ToolContext
+from tools.context import EgressApprover, Parked, ToolContext
 from tools.destinations import (
     Ask,
     payload,
@@ -48,7 +48,6 @@ from tools.destinations import (
 from tools.egress import (
     DEFAULT_GUARD_MODE,
     EgressAnswer,
-    EgressApprover,
     EgressHeld,
     EgressPolicy,
     EgressRequest,

@@ -94,19 +94,26 @@ class LeakIndex:
         #: A token's disguises (reversed, ROT13) -> (the token, the disguise's name), matched like tokens.
         self._variants: dict[str, tuple[str, str]] = {}
         for kept in (self._tokens, self._short):
-            for token in list(kept):
-                for variant, name in variants(token):
-                    self._variants.setdefault(variant, (token, name))
-                    kept.add(variant)
+            self._add_variants(kept)
         # Lookups by window: the first MIN_TOKEN_CHARS characters of each token find it in O(1).
         self._by_prefix: dict[str, list[str]] = {}
         self._windows: dict[str, str] = {}
         for token in self._tokens:
-            self._by_prefix.setdefault(token[:MIN_TOKEN_CHARS], []).append(token)
-            for i in range(len(token) - WINDOW_CHARS + 1):
-                window = token[i : i + WINDOW_CHARS]
-                if _has_letter_and_digit(window):
-                    self._windows.setdefault(window, token)
+            self._index(token)
+
+    def _add_variants(self, kept: set[str]) -> None:
+        """Each token's disguises join ``kept``, remembered with the token they disguise."""
+        for token in list(kept):
+            for variant, name in variants(token):
+                self._variants.setdefault(variant, (token, name))
+                kept.add(variant)
+
+    def _index(self, token: str) -> None:
+        self._by_prefix.setdefault(token[:MIN_TOKEN_CHARS], []).append(token)
+        for i in range(len(token) - WINDOW_CHARS + 1):
+            window = token[i : i + WINDOW_CHARS]
+            if _has_letter_and_digit(window):
+                self._windows.setdefault(window, token)
 
     def __bool__(self) -> bool:
         return bool(self._tokens or self._phrases or self._short)

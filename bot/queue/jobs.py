@@ -41,11 +41,12 @@ from bot.queue.settings import QueueSettings
 from bot.queue.turns import JOB_FUNCTION, Slot, ThreadQueue, enqueue_turn, request_cancel
 from bot.runs.run import AgentFactory, EventSource, TurnRunner
 from bot.runs.schedule_notices import ScheduleNotices
+from bot.runs.start import RunWorkspace
 from bot.runs.toolbox import Toolbox
 from bot.thread import render
 from bot.thread.poster import Poster
 from bot.turn import Turn
-from bot.workspace import WorkspaceLimits
+from bot.workspace import WorkspaceParts
 from bot.workspace.defaults import MAX_CONCURRENT_RUNS_CAP
 from bot.workspace.schedules import ScheduleStore
 from bot.workspace.settings import LimitsPolicy, ToolCatalog
@@ -94,6 +95,7 @@ class Runtime:
         agent_factory: AgentFactory,
         *,
         clients: WorkspaceClients | None = None,
+        workspace: RunWorkspace | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
@@ -110,9 +112,9 @@ class Runtime:
             settings, base=self.agent.registry, catalog=ToolCatalog(redis, self.keys), environ=environ,
             signin=McpSignIn.for_settings(settings, settings.agent_mcp_config, environ or os.environ, redis, self.keys),
         )
-        self.limits = WorkspaceLimits.create(
-            redis, LimitsPolicy.from_settings(settings), key_prefix=settings.redis_key_prefix
-        )
+        # bot.serve wires the process's parts once, for the listeners and the worker; a worker alone builds its own.
+        workspace = workspace or RunWorkspace.of(
+            WorkspaceParts.create(redis, LimitsPolicy.from_settings(settings), key_prefix=self.keys.prefix))
         slot_ttl = job_timeout(settings) + 60
         gate = WorkspaceGate(
             redis, self.keys, default_cap=settings.agent_max_concurrent_runs_per_workspace,
@@ -130,11 +132,12 @@ class Runtime:
         self.worker_id = uuid.uuid4().hex[:12]
         self._notices: set[asyncio.Task[None]] = set()
         self.runner = TurnRunner(
-            settings, redis, self.clients, self.keys, self.store, self.agent, self.limits, self.toolbox, self.leases,
+            settings, redis, self.clients, self.keys, self.store, self.agent, workspace, self.toolbox,
+            self.leases,
         )
         self.schedules = ScheduleStore(redis, self.keys)
         self.firer = ScheduleFirer(redis, queue, self.keys, ScheduleNotices(self.schedules), self.clients,
-                                   self.limits.users, thread_ttl_seconds=ttl)
+                                   workspace.users, thread_ttl_seconds=ttl)
         self.clock = ScheduleClock(self.schedules, self.firer, tick_seconds=settings.agent_schedule_tick_seconds,
                                    max_lateness=settings.agent_schedule_max_lateness_seconds)
         self.resumer = Resumer(
@@ -284,7 +287,7 @@ class Runtime:
 
     async def _locale(self, poster: Poster, turn: Turn) -> str:
         """The asker's language: the users.info answer their run's preflight reads anyway (cached per worker)."""
-        return await self.runner.limits.users.locale(poster.client, turn.workspace, turn.user_id)
+        return await self.runner.workspace.users.locale(poster.client, turn.workspace, turn.user_id)
 
     async def _asker(
         self, job_id: str, lookup: Callable[[], Awaitable[Turn | None]]

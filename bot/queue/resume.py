@@ -123,7 +123,8 @@ class Resumer:
             if resumes > MAX_RESUMES:
                 with contextlib.suppress(Exception):
                     poster = await self.runner.poster(turn)
-                    with speaking(await self.runner.limits.users.locale(poster.client, turn.workspace, turn.user_id)):
+                    users = self.runner.workspace.users
+                    with speaking(await users.locale(poster.client, turn.workspace, turn.user_id)):
                         given_up = _("`error`: the run was interrupted {n} times and is given up; please ask again.")
                     await poster.post(turn.target, render.error_message(given_up.format(n=resumes - 1)))
                 with contextlib.suppress(Exception):

@@ -47,13 +47,7 @@ def check_event_envelope(body: Mapping[str, Any]) -> None:
     for name in ("team_id", "enterprise_id", "api_app_id"):
         _id(body, name)
     _text(body, "event_id")
-    authorizations = body.get("authorizations")
-    if authorizations is not None:
-        if not isinstance(authorizations, list) or not all(isinstance(a, dict) for a in authorizations):
-            raise Refused("authorizations is not a list of objects")
-        for auth in authorizations:
-            for name in ("team_id", "enterprise_id", "user_id"):
-                _id(auth, name)
+    _check_authorizations(body.get("authorizations"))
     event = body.get("event")
     if not isinstance(event, dict):
         raise Refused("event is not an object")
@@ -63,6 +57,17 @@ def check_event_envelope(body: Mapping[str, Any]) -> None:
     if event_type not in HANDLED_EVENTS:
         raise Refused(f"event type {event_type!r:.40} is not handled", ignore=True)
     check_event(event)
+
+
+def _check_authorizations(authorizations: Any) -> None:
+    """The envelope's ``authorizations`` (absent, or a list of objects whose ids are ids)."""
+    if authorizations is None:
+        return
+    if not isinstance(authorizations, list) or not all(isinstance(a, dict) for a in authorizations):
+        raise Refused("authorizations is not a list of objects")
+    for auth in authorizations:
+        for name in ("team_id", "enterprise_id", "user_id"):
+            _id(auth, name)
 
 
 def check_event(event: Mapping[str, Any]) -> None:

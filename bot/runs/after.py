@@ -15,12 +15,12 @@ from agent_core import Observed, RedisBudget, RedisThreadStore, Stopped, StopRea
 from bot import audit, metrics
 from bot.runs.schedule_notices import ScheduleNotices
 from bot.runs.settings import RunsSettings
+from bot.runs.start import RunPlan
 from bot.thread.permalinks import Permalinks
 from bot.turn import Turn
-from bot.workspace import RunPlan, WorkspaceLimits
 from bot.workspace.defaults import WorkspaceDefaults
 from bot.workspace.settings import Models
-from bot.workspace.spend import RunRecord, RunUsage, day_id
+from bot.workspace.spend import RunLedger, RunRecord, RunUsage, day_id
 from tools import Outcome
 
 log = logging.getLogger(__name__)
@@ -57,11 +57,12 @@ class ToolTally:
 class AfterRun:
     """Records finished runs (one per worker process)."""
 
-    def __init__(self, settings: RunsSettings, store: RedisThreadStore, limits: WorkspaceLimits,
+    def __init__(self, settings: RunsSettings, store: RedisThreadStore, ledger: RunLedger,
                  schedules: ScheduleNotices | None = None) -> None:
         self.settings = settings
         self.store = store
-        self.limits = limits
+        #: App Home's list of recent runs and the usage counters.
+        self.ledger = ledger
         #: A scheduled run's outcome goes to its schedule (and a failure to its creator).
         self.schedules = schedules
         self.permalinks = Permalinks()
@@ -116,7 +117,7 @@ class AfterRun:
         with contextlib.suppress(Exception):
             permalink = await self.permalinks.of(slack, ws.team_id, turn.conversation.channel_id, turn.reply_thread_ts)
         try:
-            await self.limits.runs.record_run(ws, RunRecord(
+            await self.ledger.record_run(ws, RunRecord(
                 user_id=turn.user_id, at=now, stop_reason=final.reason.value, steps=final.steps,
                 cost_micros=final.usage.cost_micros, channel_id=turn.conversation.channel_id,
                 thread_ts=turn.reply_thread_ts,

@@ -10,7 +10,7 @@ from typing import Any
 from bot.i18n import _
 from bot.runs.approval_state import ApprovalRef, Decision, Verdict
 from bot.thread import mrkdwn
-from bot.thread.render import ARGUMENTS_LIMIT, SlackMessage
+from bot.thread.render import ARGUMENTS_LIMIT, SlackMessage, section
 from tools import EgressRequest
 
 #: action_ids of the buttons (matched by bot.receive.listeners.actions). "Approve for this run" is offered on the
@@ -68,7 +68,7 @@ def _asking(
     note = note or _("Only {who} or a workspace admin can decide.").format(who=who)
     return SlackMessage(
         mrkdwn.shorten(_("{head} (approve or deny in Slack)").format(head=head), 1_500),
-        (_section(text), {"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}, buttons),
+        (section(text), {"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}, buttons),
     )
 
 
@@ -91,7 +91,7 @@ def decided_message(
         case Verdict.FAILED:
             head = _(":warning: {tool} not run: the approval could not be checked (denied)")
     head = head.format(tool=name, seconds=f"{timeout_seconds:.3g}")
-    return SlackMessage(head, (_section(f"{head}\n{_arguments_block(arguments)}"),))
+    return SlackMessage(head, (section(f"{head}\n{_arguments_block(arguments)}"),))
 
 
 def _by(decision: Decision) -> str:
@@ -103,10 +103,6 @@ def _by(decision: Decision) -> str:
 def _arguments_block(arguments: Mapping[str, Any]) -> str:
     args = json.dumps(dict(arguments), indent=2, ensure_ascii=False, sort_keys=True, default=str)
     return mrkdwn.code_block(mrkdwn.shorten(args, ARGUMENTS_LIMIT))
-
-
-def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 
 def describe(decision: Decision) -> str:

@@ -150,23 +150,27 @@ class FileFetcher:
                 if resp.status in (301, 302, 303, 307, 308) and resp.headers.get("Location"):
                     url = urljoin(url, resp.headers["Location"])
                     continue
-                if resp.status == 404:
-                    raise FileProblem(N_("Slack says it no longer exists (404)"))
-                if resp.status != 200:
-                    raise FileProblem(N_("Slack answered HTTP {status} for it"), status=resp.status)
-                if _is_page(resp.content_type, ref.mimetype):
-                    raise FileProblem(_LOGIN_PAGE)
-                if (resp.content_length or 0) > cap:
-                    raise self._too_large(resp.content_length or 0)
-                data = bytearray()
-                async for chunk in resp.content.iter_chunked(_CHUNK):
-                    data += chunk
-                    if len(data) > cap:
-                        raise self._too_large(cap + 1, more=True)
-                if _is_page(_html_start(bytes(data[:512])), ref.mimetype):
-                    raise FileProblem(_LOGIN_PAGE)
-                return bytes(data)
+                return await self._body(resp, ref, cap)
         raise FileProblem(N_("Slack redirected its download too many times"))
+
+    async def _body(self, resp: aiohttp.ClientResponse, ref: FileRef, cap: int) -> bytes:
+        """A final answer's file: refused unless Slack sent it (200, not a login page) within ``cap``."""
+        if resp.status == 404:
+            raise FileProblem(N_("Slack says it no longer exists (404)"))
+        if resp.status != 200:
+            raise FileProblem(N_("Slack answered HTTP {status} for it"), status=resp.status)
+        if _is_page(resp.content_type, ref.mimetype):
+            raise FileProblem(_LOGIN_PAGE)
+        if (resp.content_length or 0) > cap:
+            raise self._too_large(resp.content_length or 0)
+        data = bytearray()
+        async for chunk in resp.content.iter_chunked(_CHUNK):
+            data += chunk
+            if len(data) > cap:
+                raise self._too_large(cap + 1, more=True)
+        if _is_page(_html_start(bytes(data[:512])), ref.mimetype):
+            raise FileProblem(_LOGIN_PAGE)
+        return bytes(data)
 
     def _outside(self, ref: FileRef) -> bool:
         """From another organisation (Slack Connect) or another workspace of the org: Slack serves it to this

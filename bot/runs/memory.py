@@ -23,10 +23,10 @@ from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.keys import AppKeys
 from bot.markup import escape
+from bot.runs.start import RunWorkspace
 from bot.thread import mrkdwn, render
 from bot.thread.poster import Poster
 from bot.turn import Turn
-from bot.workspace import WorkspaceLimits
 from bot.workspace.admin import Place, run_permission
 from bot.workspace.defaults import WorkspaceDefaults
 from bot.workspace.memory import Memory, MemoryStore, day, new_id, quoted, relevant, usable, visibility_of
@@ -56,10 +56,10 @@ class MemoryRules:
 class RunMemories:
     """Decides, once per run, whether its asker gets memory here (one per worker process)."""
 
-    def __init__(self, redis: Redis, keys: AppKeys, settings: WorkspaceDefaults, limits: WorkspaceLimits) -> None:
+    def __init__(self, redis: Redis, keys: AppKeys, settings: WorkspaceDefaults, workspace: RunWorkspace) -> None:
         self.store = MemoryStore(redis, keys)
         self.rules = MemoryRules.of(settings)
-        self.limits = limits
+        self.workspace = workspace  # the users.info cache (who the asker is) and what each place is
 
     async def for_turn(self, turn: Turn, poster: Poster) -> RunMemory | None:
         """The asker's memory for this run, or None where it is off (a store or Slack failure too: fail closed)."""
@@ -68,10 +68,10 @@ class RunMemories:
             said, person_off = await self.store.switches(ws, user)
             if not (said == "on" if said else self.rules.default_on) or person_off:
                 return None
-            person = await self.limits.users.info(poster.client, ws, user)
+            person = await self.workspace.users.info(poster.client, ws, user)
             channel = turn.conversation.channel_id
             # A ``D`` id is the asker's own DM with the app (conversations.info would need ``im:read`` to say so).
-            place = Place(channel, "im") if channel.startswith("D") else await self.limits.places.of(
+            place = Place(channel, "im") if channel.startswith("D") else await self.workspace.places.of(
                 poster.client, ws, channel)
         except (RedisError, SlackLookupError) as exc:
             log.warning("memory off for run %s: %s", turn.run_id, type(exc).__name__)

@@ -49,6 +49,7 @@ from bot.runs.recovery import post_missing_final
 from bot.runs.schedule_notices import ScheduleNotices
 from bot.runs.schedule_proposals import SlackScheduler
 from bot.runs.settings import RunsSettings
+from bot.runs.start import RunBlocked, RunPlan, RunReads, RunWorkspace
 from bot.runs.toolbox import Toolbox
 from bot.thread import render
 from bot.thread.feed import aclose_events, pipelined
@@ -56,7 +57,6 @@ from bot.thread.poster import Pacer, Poster
 from bot.thread.sink import PostedSoFar, RunSink
 from bot.thread.slack_reader import WebSlackReader
 from bot.turn import Turn
-from bot.workspace import RunBlocked, RunPlan, RunReads, WorkspaceLimits
 from bot.workspace.schedules import ScheduleStore
 from bot.workspace.settings import about_run, instructions_of, split_run_model
 from tools import Registry, ToolContext
@@ -115,7 +115,7 @@ class TurnRunner:
         keys: AppKeys,
         store: RedisThreadStore,
         agent: EventSource,
-        limits: WorkspaceLimits,
+        workspace: RunWorkspace,
         toolbox: Toolbox,
         leases: RunLeases,
     ) -> None:
@@ -125,12 +125,12 @@ class TurnRunner:
         self.keys = keys
         self.store = store
         self.agent = agent
-        self.limits = limits
+        self.workspace = workspace
         self.toolbox = toolbox
         self.leases = leases
-        self.after = AfterRun(settings, store, limits, ScheduleNotices(ScheduleStore(redis, keys)))
+        self.after = AfterRun(settings, store, workspace.ledger, ScheduleNotices(ScheduleStore(redis, keys)))
         self.thread_files = EarlierFiles(redis, keys, settings.thread_ttl_seconds)
-        self.memories = RunMemories(redis, keys, settings, limits)
+        self.memories = RunMemories(redis, keys, settings, workspace)
         self.file_caps = FileCaps.of(settings)
         self.cancels = CancelWatch(redis, keys.cancel_pattern())
         # One below Slack's own burst allowance: a post landing a hair early, or a 429 retry the pacer did not
@@ -175,7 +175,7 @@ class TurnRunner:
             return "done"
         # Everything the run posts is in the asker's language: the users.info answer its preflight reads anyway
         # (cached), so no extra call; English when Slack cannot say (the preflight then says why).
-        with speaking(await self.limits.users.locale(poster.client, turn.workspace, turn.user_id)):
+        with speaking(await self.workspace.users.locale(poster.client, turn.workspace, turn.user_id)):
             return await self._start(turn, poster, claim, job_id, resumed=resumed, last_try=last_try)
 
     async def _start(
@@ -188,7 +188,7 @@ class TurnRunner:
             mine = progress.run_id == turn.run_id
             if mine and progress.status == "stopped":
                 # Finished just before a restart: its answer may not be out yet.
-                await post_missing_final(self.outputs, self.limits.display, self.after, turn, progress, poster)
+                await post_missing_final(self.outputs, self.workspace.display, self.after, turn, progress, poster)
                 return "done"
             resume = mine and progress.status in ("running", "parked")
             parts = await self._prepare(turn, poster, job_id, claim)
@@ -221,7 +221,7 @@ class TurnRunner:
         """The workspace's preflight for this run; None (after replying) when it is refused or cannot be read."""
         try:
             # The thread's earlier files and the workspace's agent-session fallback come in its round trip.
-            plan = await self.limits.preflight(
+            plan = await self.workspace.start.preflight(
                 poster.client, turn.workspace, turn.user_id, base=self.settings.limits(),
                 channel_id=turn.conversation.channel_id, run_model=run_model,
                 reads=RunReads(self.thread_files.key(turn), session_fallback=self.outputs.fallback_key(turn)),
@@ -275,19 +275,20 @@ class TurnRunner:
             self.redis, self.keys, poster, turn.target, thread=turn.thread, run_id=run_id, requester=turn.user_id,
             timeout_seconds=self.settings.agent_approval_timeout_seconds,
             deadline=claim.started + plan.limits.max_seconds, status=status,
-            policies=partial(self.limits.approvals.policy_for, turn.workspace), parked=PolicyApprovals(
+            policies=partial(self.workspace.approvals.policy_for, turn.workspace), parked=PolicyApprovals(
                 self.redis, self.keys, poster, turn, run_id=run_id),
         )
         egress = await egress_policy(poster.client, turn, plan.domains, ThreadNotices(poster, turn))
         files = self.outputs.files(turn, poster)
+        rules = self.workspace
         scope = ToolContext(
             run_id=run_id, step=0, team_id=turn.workspace.team_id, channel_id=turn.conversation.channel_id,
             user_id=turn.user_id, approver=approver, egress=egress, slack=WebSlackReader(
-                poster.client, self.limits.places.audience(poster.client, turn.workspace, turn.conversation.channel_id),
-                action_token=turn.action_token, refused=partial(self.limits.search.refuse, turn.workspace),
+                poster.client, rules.places.audience(poster.client, turn.workspace, turn.conversation.channel_id),
+                action_token=turn.action_token, refused=partial(rules.search.refuse, turn.workspace),
                 viewing=turn.viewing),
             outbox=files, scheduler=SlackScheduler(
-                self.redis, self.keys, poster, turn.target, self.limits.users, asker=turn.user_id,
+                self.redis, self.keys, poster, turn.target, rules.users, asker=turn.user_id,
                 min_interval=self.settings.agent_schedule_min_interval_seconds),
             memory=await self.memories.for_turn(turn, poster),
             credentials=await self.toolbox.credentials(turn, poster),

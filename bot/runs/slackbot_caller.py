@@ -3,7 +3,7 @@
 Slack names the person in each request's ``_meta.slack`` (``user_id``, ``team_id``, and ``enterprise_id`` in an
 Enterprise Grid org), inside the body it signed. Before a tool runs for them, the same questions as before a run::
 
-    gate = CallerGate(limits, clients, redis, keys, per_minute=30, oauth_mode=False)
+    gate = CallerGate(RunStart.of(parts), clients, redis, keys, per_minute=30, oauth_mode=False)
     caller = caller_of(ctx.meta)                 # None: the request names nobody (refused)
     admitted = await gate.admit(caller, call=True)  # CallerRefusal, or the workspace's RunPlan
 
@@ -34,7 +34,7 @@ from bot.errors import NotInstalled, SlackLookupError
 from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.oauth.clients import WorkspaceClients
-from bot.workspace import RunBlocked, RunPlan, WorkspaceLimits
+from bot.runs.start import RunBlocked, RunPlan, RunStart
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +99,10 @@ class CallerGate:
     """The checks a Slackbot request passes before anything runs for its person (see the module docstring)."""
 
     def __init__(
-        self, limits: WorkspaceLimits, clients: WorkspaceClients, redis: Redis, keys: AppKeys, *,
+        self, start: RunStart, clients: WorkspaceClients, redis: Redis, keys: AppKeys, *,
         per_minute: int, oauth_mode: bool,
     ) -> None:
-        self.limits = limits
+        self.start = start  # the run's start: the same preflight as a mention's
         self._clients = clients
         self._redis = redis
         self._keys = keys
@@ -116,7 +116,7 @@ class CallerGate:
         ws = caller.workspace
         try:
             client = await self._installed(ws)
-            plan = await self.limits.preflight(client, ws, caller.user_id)
+            plan = await self.start.preflight(client, ws, caller.user_id)
         except NotInstalled:
             return CallerRefusal("not_installed", NOT_INSTALLED)
         except StoreError:

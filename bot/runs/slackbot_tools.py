@@ -29,8 +29,8 @@ from mcp.shared.exceptions import MCPError
 
 from bot import audit
 from bot.runs.slackbot_caller import NO_IDENTITY, Caller, CallerGate, CallerRefusal, Reason, caller_of
+from bot.runs.start import RunPlan
 from bot.runs.toolbox import Toolbox
-from bot.workspace import RunPlan
 from bot.workspace.settings import ToolChoice
 from tools import EgressPolicy, Executor, Registry, ToolContext, ToolResult, ToolSettings
 

@@ -33,6 +33,7 @@ from bot.receive.listeners.memory import erase_revoked
 from bot.receive.verify import MAX_BODY_BYTES, check_body, check_headers, check_signature
 from bot.serve.health import RedisProbe
 from bot.serve.metrics_http import add_public_metrics
+from bot.workspace import WorkspaceParts
 from bot.workspace.memory import MemoryStore
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,9 @@ def _not_the_token_warning(record: logging.LogRecord) -> bool:
     return record.getMessage() != warning_client_prioritized_and_token_skipped()
 
 
-def create_app(services: Services) -> AsyncApp:
-    """The Bolt app with every listener registered; acks only after the event is safely enqueued."""
+def create_app(services: Services, parts: WorkspaceParts | None = None) -> AsyncApp:
+    """The Bolt app with every listener registered (over the process's workspace ``parts``); acks only after the
+    event is safely enqueued."""
     oauth = services.oauth
     logging.getLogger(f"slack_bolt.{AsyncApp.__name__}").addFilter(_not_the_token_warning)  # added once
     app = AsyncApp(
@@ -91,9 +93,10 @@ def create_app(services: Services) -> AsyncApp:
         user_facing_authorize_error_message=NO_INSTALLATION_REPLY,
     )
     app.use(IdentityMiddleware())
-    listeners.register(app, services)
+    listeners.register(app, services, parts)
     if oauth is not None:  # its listeners erase the installation's memories too (``bot.receive.listeners.memory``)
-        register_revocation_listeners(app, oauth, partial(erase_revoked, MemoryStore(services.redis, services.keys)))
+        memories = parts.memories if parts is not None else MemoryStore(services.redis, services.keys)
+        register_revocation_listeners(app, oauth, partial(erase_revoked, memories))
     return app
 
 

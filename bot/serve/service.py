@@ -33,6 +33,7 @@ from bot.receive import socket_mode
 from bot.receive.deps import Services
 from bot.receive.http_guard import GUARD_KEY, ConnectionGuard, GuardedSite, max_connections
 from bot.redis import RedisHandle, open_redis
+from bot.runs.start import RunWorkspace
 from bot.serve import startup
 from bot.serve.app import BOLT_KEY, HEALTH_PATH, create_app, create_health_app, create_web_app
 from bot.serve.health import PROBE_TIMEOUT_SECONDS, RedisProbe
@@ -41,6 +42,8 @@ from bot.serve.slackbot_mcp import add_slackbot_mcp
 from bot.settings import Settings
 from bot.settings_base import Role
 from bot.slack_client import make_web_client, slack_connections, slack_session
+from bot.workspace import WorkspaceParts
+from bot.workspace.settings import LimitsPolicy
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,7 @@ class Service:
         self.port = 0
         self.redis: RedisHandle | None = None
         self.services: Services | None = None
+        self.parts: WorkspaceParts | None = None
         self._runner: web.AppRunner | None = None
         self._socket: socket_mode.SocketMode | None = None
         self._worker: AgentWorker | None = None
@@ -113,9 +117,14 @@ class Service:
         keys = AppKeys(settings.redis_key_prefix)
         mcp = McpSignIn.for_settings(settings, settings.agent_mcp_config, os.environ, redis, keys)
         self.services = Services(settings, redis, slack, queue, keys, oauth, mcp)
+        # The workspace's parts, wired once for the process: the listeners and the worker share them (one admin
+        # list, one users.info cache), and each is handed only the parts it uses.
+        self.parts = parts = WorkspaceParts.create(
+            redis, LimitsPolicy.from_settings(settings), key_prefix=settings.redis_key_prefix)
         if self.role in ("all", "worker"):
             # Built before anything listens, so a bad agent setting is a start-up error, not a failed job.
-            self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory)
+            self._runtime = Runtime(settings, redis, queue, slack, self.agent_factory,
+                                    workspace=RunWorkspace.of(parts))
             await self._runtime.start()  # MCP servers connected once per process, the tool catalog published
             self._worker_task = asyncio.create_task(self._keep_worker(self._runtime))
             # Runs whose worker died (their lease lapsed) are taken over here, from their last saved step.
@@ -125,7 +134,7 @@ class Service:
             # Ready means taking jobs: /healthz is 200 from the moment start() returns.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._ready.wait(), WORKER_READY_TIMEOUT_SECONDS)
-        await self._start_web(self.services)
+        await self._start_web(self.services, parts)
         if metrics.MULTIPROC_DIR is None:  # under a supervisor, its parent serves METRICS_PORT for every child
             self._metrics = await MetricsListener.start(
                 settings, metrics.arq_queue_depth(redis, settings.arq_queue_name))
@@ -184,18 +193,18 @@ class Service:
         socket = self._socket.problem() if self._socket is not None else socket_mode.NOT_CONNECTED
         return self.worker_problem() or socket
 
-    async def _start_web(self, services: Services) -> None:
+    async def _start_web(self, services: Services, parts: WorkspaceParts) -> None:
         """``/slack/events`` and ``/healthz`` for web roles on PORT; ``/healthz`` alone for a worker, on
         WORKER_HEALTH_PORT."""
         assert self.redis is not None
         # A client of its own, which gives up on a silent Redis: /healthz answers within a second regardless.
         probe = RedisProbe(self.redis.client(timeout=PROBE_TIMEOUT_SECONDS), services.keys.health_probe())
-        web_app = (create_web_app(create_app(services), services, health=self.problem, probe=probe)
+        web_app = (create_web_app(create_app(services, parts), services, health=self.problem, probe=probe)
                    if self.role in ("all", "web") else create_health_app(services, self.worker_problem, probe))
         settings = self.settings
         if self.role in ("all", "web") and settings.agent_slackbot_mcp == "on":
             # Slackbot's door to the tools: the worker's toolbox when it runs in this process, else one of its own.
-            add_slackbot_mcp(web_app, services, settings, self._runtime.toolbox if self._runtime else None)
+            add_slackbot_mcp(web_app, services, settings, self._runtime.toolbox if self._runtime else None, parts)
         guard = ConnectionGuard(max_connections(), per_peer=settings.http_max_connections_per_ip)
         web_app[GUARD_KEY] = guard
         self._runner = web.AppRunner(web_app, access_log=None)

@@ -30,9 +30,10 @@ from bot.receive.deps import Services
 from bot.receive.http_guard import SlowBodies
 from bot.receive.verify import check_headers, check_signature
 from bot.runs.slackbot_caller import CallerGate
+from bot.runs.start import RunStart
 from bot.runs.toolbox import Toolbox
 from bot.settings import Settings
-from bot.workspace import WorkspaceLimits
+from bot.workspace import WorkspaceParts
 from bot.workspace.settings import LimitsPolicy
 from tools import ToolPolicy, ToolSettings, builtin_registry
 
@@ -131,15 +132,17 @@ class SlackbotMcp:
 
 
 def add_slackbot_mcp(
-    web_app: web.Application, services: Services, settings: Settings, toolbox: Toolbox | None = None
+    web_app: web.Application, services: Services, settings: Settings, toolbox: Toolbox | None = None,
+    parts: WorkspaceParts | None = None,
 ) -> SlackbotMcp:
-    """Serve ``/mcp`` on ``web_app``: with ``toolbox`` (the worker's, in the same process) or one of its own."""
+    """Serve ``/mcp`` on ``web_app``: with ``toolbox`` (the worker's, in the same process) or one of its own, over
+    the process's workspace ``parts`` (built here when not given)."""
     owns = toolbox is None
     box = toolbox or Toolbox.from_settings(
         settings, base=ToolPolicy(settings.allowlist()).enabled(builtin_registry(settings)))
-    limits = WorkspaceLimits.create(services.redis, LimitsPolicy.from_settings(settings),
-                                    key_prefix=services.keys.prefix)
-    gate = CallerGate(limits, WorkspaceClients.for_settings(settings, services.redis, services.slack),
+    parts = parts or WorkspaceParts.create(services.redis, LimitsPolicy.from_settings(settings),
+                                           key_prefix=services.keys.prefix)
+    gate = CallerGate(RunStart.of(parts), WorkspaceClients.for_settings(settings, services.redis, services.slack),
                       services.redis, services.keys, per_minute=settings.agent_slackbot_mcp_calls_per_minute,
                       oauth_mode=settings.oauth_mode)
     secret = settings.slack_signing_secret

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 from agent_core import AnswerDelta, Event, Observed, Stopped, StreamReset, ThoughtDelta
 from bot import metrics
@@ -32,13 +33,11 @@ async def pipelined(
     partial answer never reads as the whole one (the final answer then follows in full). Each tool call's
     ``Observed`` also goes to ``observed`` (the run's usage tally).
     """
-    posting: asyncio.Task[None] | None = None
+    posting = _Posting()
     deltas = _Deltas(sink)
     try:
         async for event in events:
-            if posting is not None:
-                await posting
-                posting = None
+            await posting.done()
             if isinstance(event, Stopped) and (event.lease_lost or event.store_failed or event.parked):
                 return event
             if not may_post():
@@ -47,19 +46,41 @@ async def pipelined(
                 continue
             _count(event, observed)
             if sink.shows(event):
-                posting = asyncio.create_task(sink.emit(event))
-        if posting is not None:
-            await posting
+                posting.start(sink.emit(event))
+        await posting.done()
     except asyncio.CancelledError:
-        if posting is not None:
-            posting.cancel()
+        posting.cancel()
         raise
     except Exception:
-        if posting is not None and not posting.done():
-            with contextlib.suppress(Exception):
-                await posting  # the replies so far still go out before the failure is reported
+        await posting.settle()  # the replies so far still go out before the failure is reported
         raise
     return None
+
+
+class _Posting:
+    """The one event on its way to the thread while the engine makes the next (at most one at a time)."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self, post: Coroutine[Any, Any, None]) -> None:
+        self.task = asyncio.create_task(post)
+
+    async def done(self) -> None:
+        """Wait for it (its error is the run's)."""
+        if self.task is not None:
+            await self.task
+            self.task = None
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+    async def settle(self) -> None:
+        """Let it finish when the run failed; its own error is not the one reported."""
+        if self.task is not None and not self.task.done():
+            with contextlib.suppress(Exception):
+                await self.task
 
 
 def _count(event: Event, observed: Callable[[Observed], None] | None) -> None:

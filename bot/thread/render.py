@@ -95,7 +95,7 @@ def started(event: RunStarted, view: RunView) -> SlackMessage:
             else _(":hourglass_flowing_sand: Working on it. I'll post each step in this thread."))
     if view.about:
         text += f"\n{view.about}"
-    return SlackMessage(text, (_section(text), stop_button(view)))
+    return SlackMessage(text, (section(text), stop_button(view)))
 
 
 def stop_button(view: RunView) -> dict[str, Any]:
@@ -252,7 +252,7 @@ def finished_header(event: Stopped) -> SlackMessage:
     icon = ":white_check_mark:" if event.reason is StopReason.FINAL_ANSWER else ":octagonal_sign:"
     text = _("{icon} Finished: `{reason}` ({words})").format(
         icon=icon, reason=event.reason.value, words=stop_words(event.reason))
-    return SlackMessage(text, (_section(text),))
+    return SlackMessage(text, (section(text),))
 
 
 def live_status(step: Step, view: RunView, *, steps_done: int) -> SlackMessage:
@@ -263,17 +263,17 @@ def live_status(step: Step, view: RunView, *, steps_done: int) -> SlackMessage:
     working = (_(":hourglass_flowing_sand: Working… step {n} of {max} · last: {last}") if view.max_steps
                else _(":hourglass_flowing_sand: Working… step {n} · last: {last}"))
     text = mrkdwn.shorten(working.format(n=steps_done, max=view.max_steps, last=last), UPDATE_TEXT_LIMIT)
-    return SlackMessage(text, (_section(text), stop_button(view)))
+    return SlackMessage(text, (section(text), stop_button(view)))
 
 
 def error_message(what: str) -> SlackMessage:
     text = f":x: {mrkdwn.escape(what)}"
-    return SlackMessage(mrkdwn.shorten(text, UPDATE_TEXT_LIMIT), (_section(mrkdwn.shorten(text, 2_900)),))
+    return SlackMessage(mrkdwn.shorten(text, UPDATE_TEXT_LIMIT), (section(mrkdwn.shorten(text, 2_900)),))
 
 
 def notice(text: str) -> SlackMessage:
     """A short message of the app's own (never model text)."""
-    return SlackMessage(text, (_section(text),))
+    return SlackMessage(text, (section(text),))
 
 
 def pack(header: str | None, sections: list[str], *, footer: str | None = None) -> list[SlackMessage]:
@@ -283,13 +283,13 @@ def pack(header: str | None, sections: list[str], *, footer: str | None = None) 
     blocks: list[dict[str, Any]] = []
     texts: list[str] = []
     if header:
-        blocks.append(_section(header))
+        blocks.append(section(header))
         texts.append(header)
     for piece in pieces:
         if blocks and (sum(map(len, texts)) + len(piece) > MESSAGE_TEXT_LIMIT or len(blocks) >= MESSAGE_BLOCK_LIMIT):
             messages.append(SlackMessage("\n".join(texts), tuple(blocks)))
             blocks, texts = [], []
-        blocks.append(_section(piece))
+        blocks.append(section(piece))
         texts.append(piece)
     if footer:
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": footer[:2_900]}]})
@@ -298,5 +298,6 @@ def pack(header: str | None, sections: list[str], *, footer: str | None = None) 
     return messages
 
 
-def _section(text: str) -> dict[str, Any]:
+def section(text: str) -> dict[str, Any]:
+    """A Block Kit section of mrkdwn ``text`` (the run's replies, the approval requests)."""
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}

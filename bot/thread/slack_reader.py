@@ -10,7 +10,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.workspace.admin import SearchScope, ThreadAudience
-from bot.workspace.settings import search_access
+from bot.workspace.settings import SearchAccess
 from tools import ToolError
 
 #: conversations.history returns at most this many messages per call anyway.
@@ -62,7 +62,7 @@ class WebSlackReader:
             error = str(exc.response.get("error") or "")
             if self._refused is not None:
                 await self._refused(error)
-            raise ToolError(f"Slack search failed: {search_access.why(error)}") from exc
+            raise ToolError(f"Slack search failed: {SearchAccess.why(error)}") from exc
         return await self._shown(scope, dict(resp.data) if isinstance(resp.data, dict) else {})
 
     async def _shown(self, scope: SearchScope, found: dict[str, Any]) -> dict[str, Any]:

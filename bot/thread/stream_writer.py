@@ -188,11 +188,7 @@ class StreamWriter:
         return chunks, mark
 
     async def _call(self, chunks: Sequence[Chunk], mark: int) -> None:
-        await self._pace()
-        stream = await self._ensure_stream()
-        started = stream.ts is None
-        if started and self._tracker is not None:
-            await self._tracker.opening()
+        stream, started = await self._next_call()
         try:
             await stream.append(chunks=list(chunks))
             self.calls += 1
@@ -234,6 +230,16 @@ class StreamWriter:
         self._stream = None
         self._tracker = self._trackers() if self._trackers is not None else None
 
+    async def _next_call(self) -> tuple[AsyncChatStream, bool]:
+        """The stream the next call goes to, once the pace allows it, and whether that call starts it (the
+        tracker is told it opens)."""
+        await self._pace()
+        stream = await self._ensure_stream()
+        unstarted = stream.ts is None
+        if unstarted and self._tracker is not None:
+            await self._tracker.opening()
+        return stream, unstarted
+
     async def _ensure_stream(self) -> AsyncChatStream:
         if self._stream is None:
             self._stream = await self._open()
@@ -269,25 +275,27 @@ class StreamWriter:
                     await self._call(chunks, last_mark)
                 else:
                     rest, mark = chunks, max(mark, last_mark)
-            while True:
-                await self._pace()
-                stream = await self._ensure_stream()
-                unstarted = stream.ts is None
-                if unstarted and self._tracker is not None:
-                    await self._tracker.opening()
-                try:
-                    await stream.stop(chunks=rest or None, blocks=blocks, metadata=metadata,
-                                      session_status=session_status)
-                    self.calls += 2 if unstarted else 1
-                    break
-                except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
-                    if unstarted or not _not_streaming(exc):
-                        raise StreamRefused(await self._given_up(stream, exc)) from exc
-                    await self._renew(stream)  # sealed: the end goes to a new stream (started and stopped)
+            await self._stop(rest, blocks, metadata, session_status)
             if self._tracker is not None:
                 await self._tracker.stopped()
             self.closed = True
             self.confirmed = max(self.confirmed, mark)
+
+    async def _stop(self, rest: list[Chunk], blocks: list[dict[str, Any]] | None,
+                    metadata: dict[str, Any] | None, session_status: str | None) -> None:
+        """``chat.stopStream`` with the last chunks (and the message's ``metadata``, the session's status after it);
+        a stream Slack sealed meanwhile is renewed to carry them."""
+        while True:
+            stream, unstarted = await self._next_call()
+            try:
+                await stream.stop(chunks=rest or None, blocks=blocks, metadata=metadata,
+                                  session_status=session_status)
+                self.calls += 2 if unstarted else 1
+                return
+            except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
+                if unstarted or not _not_streaming(exc):
+                    raise StreamRefused(await self._given_up(stream, exc)) from exc
+                await self._renew(stream)  # sealed: the end goes to a new stream (started and stopped)
 
     async def _push_quiet(self, text: str, mark: int) -> None:
         if self._items and self._items[-1].chunk is None:

@@ -67,56 +67,67 @@ async def stdio_transport(cfg: ServerConfig, on_exit: Callable[[], None]) -> Asy
     process = await anyio.open_process([cfg.command, *cfg.args], env=env, cwd=cfg.cwd, stderr=sys.stderr,
                                        start_new_session=True)
     _live_groups.add(process.pid)  # the leader's pid is the group's id
-    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-    bad_lines = _BadLines(cfg.name)
-    closing = False
+    bridge = _Bridge(cfg.name, process, on_exit)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(bridge.read_stdout)
+        tasks.start_soon(bridge.write_stdin)
+        tasks.start_soon(bridge.watch_exit)
+        try:
+            yield bridge.read_stream, bridge.write_stream
+        finally:
+            bridge.closing = True
+            with anyio.CancelScope(shield=True):
+                await bridge.write_stream.aclose()
+                await _stop(process)
+            tasks.cancel_scope.cancel()
 
-    async def read_stdout() -> None:
-        assert process.stdout is not None
+
+class _Bridge:
+    """The three pumps between one server process and its session: stdout to the session, the session to stdin,
+    and the watch on the process's exit."""
+
+    def __init__(self, name: str, process: Process, on_exit: Callable[[], None]) -> None:
+        self.name, self.process, self.on_exit = name, process, on_exit
+        self.to_session, self.read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        self.write_stream, self.from_session = anyio.create_memory_object_stream[SessionMessage](0)
+        self.bad_lines = _BadLines(name)
+        #: Set when the session closes the transport: the exit that follows is expected, not reported.
+        self.closing = False
+
+    async def read_stdout(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
         buffer = b""
-        async with to_session:
+        async with self.to_session:
             with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError,
                                      OSError):
                 while True:
-                    lines = (buffer + await process.stdout.receive()).split(b"\n")
+                    lines = (buffer + await stdout.receive()).split(b"\n")
                     buffer = lines.pop()
                     for line in lines:
-                        message = _parse(line, bad_lines)
+                        message = _parse(line, self.bad_lines)
                         if message is not None:
-                            await to_session.send(message)
+                            await self.to_session.send(message)
 
-    async def write_stdin() -> None:
-        assert process.stdin is not None
+    async def write_stdin(self) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            async with from_session:
-                async for message in from_session:
+            async with self.from_session:
+                async for message in self.from_session:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode())
-        await to_session.aclose()  # a server that stopped reading is as good as gone
+                    await stdin.send(data.encode())
+        await self.to_session.aclose()  # a server that stopped reading is as good as gone
 
-    async def watch_exit() -> None:
-        while process.returncode is None:
+    async def watch_exit(self) -> None:
+        while self.process.returncode is None:
             await anyio.sleep(EXIT_POLL_SECONDS)
-        if closing:
+        if self.closing:
             return
         # Pending calls fail now, not at their timeout, even while a child still holds stdout open.
-        await to_session.aclose()
-        log.warning("MCP server %r exited with code %s", cfg.name, process.returncode)
-        on_exit()
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(read_stdout)
-        tasks.start_soon(write_stdin)
-        tasks.start_soon(watch_exit)
-        try:
-            yield read_stream, write_stream
-        finally:
-            closing = True
-            with anyio.CancelScope(shield=True):
-                await write_stream.aclose()
-                await _stop(process)
-            tasks.cancel_scope.cancel()
+        await self.to_session.aclose()
+        log.warning("MCP server %r exited with code %s", self.name, self.process.returncode)
+        self.on_exit()
 
 
 async def _stop(process: Process) -> None:

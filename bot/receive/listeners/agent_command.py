@@ -27,7 +27,7 @@ from bot.receive.deps import Services
 from bot.receive.listeners.memory import AgentMemory
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
 from bot.runs.schedule_proposals import CONFIRM_ACTION_ID, take_proposal
-from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import SlackUsers
 from bot.workspace.defaults import WorkspaceDefaults
 from bot.workspace.memory import is_memory
 from bot.workspace.schedules import AddSchedule, Schedule, ScheduleStore, ScheduleVerb, new_id, parse, usage
@@ -46,11 +46,11 @@ LIST_CAP = 25
 OtherVerbs = Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[bool]]
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits,
+def register(app: AsyncApp, services: Services, users: SlackUsers,
              memory: AgentMemory | None = None, *, other: OtherVerbs | None = None) -> AgentSchedules:
-    """Handle ``/agent`` and the agent's proposals' Confirm; ``limits`` gives the users.info cache and the admin
+    """Handle ``/agent`` and the agent's proposals' Confirm; ``users`` gives the users.info cache and the admin
     check; ``other`` is asked first. The handlers are returned for App Home's buttons."""
-    schedules = AgentSchedules.for_services(services, limits)
+    schedules = AgentSchedules.for_services(services, users)
 
     async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
         client = context.client or services.slack
@@ -88,18 +88,18 @@ class AgentSchedules:
     """The ``/agent schedule`` handlers over the store, the rules and the firer."""
 
     @classmethod
-    def for_services(cls, services: Services, limits: WorkspaceLimits) -> AgentSchedules:
+    def for_services(cls, services: Services, users: SlackUsers) -> AgentSchedules:
         store = ScheduleStore(services.redis, services.keys)
         notices = ScheduleNotices(store)
         clients = WorkspaceClients.for_settings(services.settings, services.redis, services.slack)
-        firer = ScheduleFirer(services.redis, services.queue, services.keys, notices, clients, limits.users,
+        firer = ScheduleFirer(services.redis, services.queue, services.keys, notices, clients, users,
                               thread_ttl_seconds=services.settings.thread_ttl_seconds)
-        return cls(services.settings, store, notices, firer, limits)
+        return cls(services.settings, store, notices, firer, users)
 
     def __init__(self, settings: WorkspaceDefaults, store: ScheduleStore, notices: ScheduleNotices,
-                 firer: ScheduleFirer, limits: WorkspaceLimits, *, now: Callable[[], float] = time.time) -> None:
+                 firer: ScheduleFirer, users: SlackUsers, *, now: Callable[[], float] = time.time) -> None:
         self.settings, self.store, self.notices, self.firer = settings, store, notices, firer
-        self.users = limits.users
+        self.users = users
         self.now = now
 
     async def answer(self, client: AsyncWebClient, ws: Workspace, user: str, channel: str, text: str) -> str:
@@ -196,21 +196,21 @@ class AgentSchedules:
             id=schedule.id, next=when_.describe(resumed.next_at, resumed.cadence.tz))
 
 
-async def schedules_switch(store: ScheduleStore, limits: WorkspaceLimits, client: AsyncWebClient, ws: Workspace,
+async def schedules_switch(store: ScheduleStore, users: SlackUsers, client: AsyncWebClient, ws: Workspace,
                            user: str, text: str) -> str | None:
     """``/agent-limits schedules on|off`` (admins); None for any other ``/agent-limits`` text."""
     words = text.lower().split()
     if not words or words[0] != "schedules":
         return None
-    with speaking(await limits.users.locale(client, ws, user)):
-        return await _switch(store, limits, client, ws, user, words)
+    with speaking(await users.locale(client, ws, user)):
+        return await _switch(store, users, client, ws, user, words)
 
 
-async def _switch(store: ScheduleStore, limits: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user: str,
+async def _switch(store: ScheduleStore, users: SlackUsers, client: AsyncWebClient, ws: Workspace, user: str,
                   words: list[str]) -> str:
     if len(words) != 2 or words[1] not in ("on", "off"):
         return _("Usage: `/agent-limits schedules on|off` (scheduled runs in this workspace; on by default).")
-    if not await limits.users.is_admin(client, ws, user):
+    if not await users.is_admin(client, ws, user):
         return _("Only workspace admins and owners can turn schedules on or off.")
     await store.set_enabled(ws, words[1] == "on")
     if words[1] == "on":

@@ -25,7 +25,7 @@ from bot import identity
 from bot.i18n import N_, _, speaking
 from bot.receive.deps import Services
 from bot.receive.listeners import pane_context
-from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import SlackUsers
 from bot.workspace.spend import SessionTitles
 
 log = logging.getLogger(__name__)
@@ -33,9 +33,9 @@ log = logging.getLogger(__name__)
 PROMPTS_TITLE = N_("Try asking")
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
+def register(app: AsyncApp, services: Services, users: SlackUsers) -> None:
     """Register before ``home``: Bolt runs only the first listener that matches an ``app_home_opened``.
-    ``limits``: the process's shared rules object, whose users.info cache gives the viewer's locale."""
+    ``users``: the process's users.info cache, which gives the viewer's locale."""
     # The operator's own words (checked at start-up: a bad setting never gets this far), shown as configured.
     prompts = services.settings.suggested_prompts()
 
@@ -51,7 +51,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         await services.redis.set(key, "1", ex=services.settings.thread_ttl_seconds)
         # No thread_ts: Slack's agent pane holds the prompts for the whole DM (a thread_ts there is ignored).
         viewer = str(event.get("user") or "")
-        with speaking(await limits.users.locale(context.client, identity.workspace(context), viewer)):
+        with speaking(await users.locale(context.client, identity.workspace(context), viewer)):
             title = _(PROMPTS_TITLE)
         await suggest(context, channel_id=channel, prompts=prompts, title=title)
 

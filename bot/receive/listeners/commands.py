@@ -22,9 +22,8 @@ from bot.identity import Workspace
 from bot.receive.deps import Services
 from bot.receive.listeners.agent_command import schedules_switch
 from bot.receive.listeners.memory import AgentMemory
-from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import LimitsCommands, SlackUsers
 from bot.workspace.schedules import ScheduleStore
-from bot.workspace.settings import LimitsPolicy
 
 log = logging.getLogger(__name__)
 
@@ -33,30 +32,23 @@ COMMAND = "/agent-limits"
 ANSWER_WITHIN_SECONDS = 2.5
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None = None,
+def register(app: AsyncApp, services: Services, users: SlackUsers, rules: LimitsCommands,
              memory: AgentMemory | None = None) -> None:
-    """Handle ``/agent-limits``; ``limits`` is shared with App Home when given (one users.info cache)."""
-    rules = limits or limits_for_services(services)
+    """Handle ``/agent-limits``; ``users`` (the users.info cache) and ``rules`` are shared with App Home."""
     schedules = ScheduleStore(services.redis, services.keys)  # `/agent-limits schedules on|off`
 
     async def on_command(ack: AsyncAck, command: dict[str, Any], context: AsyncBoltContext) -> None:
         client = context.client or services.slack
         user_id, text = str(command.get("user_id", "")), str(command.get("text", ""))
         channel_id = str(command.get("channel_id", ""))
-        switched = await schedules_switch(schedules, rules, client, workspace_of(context), user_id, text)
+        switched = await schedules_switch(schedules, users, client, workspace_of(context), user_id, text)
         if switched is None and memory is not None:  # `/agent-limits memory …`, `channel memory …`
             switched = await memory.admin(client, workspace_of(context), user_id, channel_id, text)
-        reply = switched if switched is not None else await answer(rules, client, context, user_id, text, channel_id)
+        reply = (switched if switched is not None
+                 else await answer(users, rules, client, context, user_id, text, channel_id))
         await ack(text=reply, response_type="ephemeral")
 
     app.command(COMMAND)(on_command)
-
-
-def limits_for_services(services: Services) -> WorkspaceLimits:
-    """The limits rules built from the service's settings and Redis."""
-    return WorkspaceLimits.create(
-        services.redis, LimitsPolicy.from_settings(services.settings), key_prefix=services.keys.prefix
-    )
 
 
 def workspace_of(context: AsyncBoltContext) -> Workspace:
@@ -65,17 +57,17 @@ def workspace_of(context: AsyncBoltContext) -> Workspace:
 
 
 async def answer(
-    rules: WorkspaceLimits, client: AsyncWebClient, context: AsyncBoltContext, user_id: str, text: str,
-    channel_id: str = "",
+    users: SlackUsers, rules: LimitsCommands, client: AsyncWebClient, context: AsyncBoltContext, user_id: str,
+    text: str, channel_id: str = "",
 ) -> str:
     """The ephemeral text for one ``/agent-limits`` request, in the asker's language (their users.info answer,
     which the permission check reads anyway); every failure becomes a reply saying what to do."""
     ws, locale = workspace_of(context), DEFAULT_LOCALE
     try:
         async with asyncio.timeout(ANSWER_WITHIN_SECONDS):
-            locale = await rules.users.locale(client, ws, user_id)
+            locale = await users.locale(client, ws, user_id)
             with speaking(locale):
-                return await rules.commands.run_command(client, ws, user_id, text, channel_id=channel_id)
+                return await rules.run_command(client, ws, user_id, text, channel_id=channel_id)
     except SlackLookupError as exc:
         return str(exc)
     except StoreError as exc:

@@ -32,7 +32,7 @@ from bot.thread import mrkdwn
 from bot.thread.agent_session import close_session
 from bot.thread.stop_text import SLACK_STOP_BUTTON
 from bot.turn import FileRef, Turn, files_of_event
-from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import ChannelAdmin, SlackUsers
 from bot.workspace.settings import RespondAll
 
 log = logging.getLogger(__name__)
@@ -40,10 +40,10 @@ log = logging.getLogger(__name__)
 TITLE_LIMIT = 60
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
-    """Mentions, thread replies, DMs and Slack's agent-session stop; ``limits`` gives the admin check."""
+def register(app: AsyncApp, services: Services, users: SlackUsers, channels: ChannelAdmin) -> None:
+    """Mentions, thread replies, DMs and Slack's agent-session stop; ``users`` gives the admin check,
+    ``channels`` forgets a channel's own agent with the channel."""
     dedupe = Dedupe(services.redis, services.keys)
-    users = limits.users
     respond = RespondAll(services.redis, services.keys, services.settings.agent_respond_all_per_minute)
 
     @app.event("app_mention")
@@ -55,37 +55,47 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         await _take(services, dedupe, body, event, context, mentioned=False, respond=respond)
 
     async def on_channel_gone(event: dict[str, Any], context: AsyncBoltContext) -> None:
-        # A deleted or archived channel's own agent settings go with it.
-        channel = event.get("channel")
-        channel_id = channel.get("id") if isinstance(channel, dict) else channel
-        if isinstance(channel_id, str) and channel_id:
-            await limits.channels.forget(identity.workspace(context), channel_id)
-            # Its schedules: paused when archived (their creators told), gone with a deleted channel.
-            await channel_gone(services, context.client, identity.workspace(context), channel_id,
-                               deleted=str(event.get("type", "")).endswith("_deleted"))
+        await _channel_gone(services, channels, event, context)
 
     for gone in ("channel_deleted", "channel_archive", "group_deleted", "group_archive"):
         app.event(gone)(on_channel_gone)
 
     @app.event("agent_session_stopped")
     async def on_session_stopped(event: dict[str, Any], context: AsyncBoltContext) -> None:
-        # Slack's own stop button on an agent session: the same as pressing our Stop button.
-        ws = identity.workspace(context)
-        channel, thread_ts, user = event.get("channel"), event.get("thread_ts"), event.get("user")
-        if not (channel and thread_ts and user):
-            return
-        thread = _conversation(ws, str(channel), str(thread_ts))
-        if await _assistant_thread(services, ws, str(channel), str(thread_ts)):
-            thread = Conversation(ws, str(channel), str(thread_ts)).id
-        run_id = await _running(services, thread)
-        if run_id is None:
-            # No run of ours to stop: Slack leaves the status as it was, so it is moved off processing here.
-            await close_session(context.client, str(channel), str(thread_ts))
-            return
-        with contextlib.suppress(SlackLookupError):
-            refusal = await may_control(services, users, context.client, ws, thread, run_id, str(user), "stop it")
-            if refusal is None:
-                await request_cancel(services.redis, services.keys, thread, run_id, SLACK_STOP_BUTTON)
+        await _session_stopped(services, users, event, context)
+
+
+async def _channel_gone(services: Services, channels: ChannelAdmin, event: dict[str, Any],
+                        context: AsyncBoltContext) -> None:
+    """A deleted or archived channel's own agent settings go with it; its schedules pause (archived, their
+    creators told) or go (deleted)."""
+    channel = event.get("channel")
+    channel_id = channel.get("id") if isinstance(channel, dict) else channel
+    if isinstance(channel_id, str) and channel_id:
+        await channels.forget(identity.workspace(context), channel_id)
+        await channel_gone(services, context.client, identity.workspace(context), channel_id,
+                           deleted=str(event.get("type", "")).endswith("_deleted"))
+
+
+async def _session_stopped(services: Services, users: SlackUsers, event: dict[str, Any],
+                           context: AsyncBoltContext) -> None:
+    """Slack's own stop button on an agent session: the same as pressing our Stop button."""
+    ws = identity.workspace(context)
+    channel, thread_ts, user = event.get("channel"), event.get("thread_ts"), event.get("user")
+    if not (channel and thread_ts and user):
+        return
+    thread = _conversation(ws, str(channel), str(thread_ts))
+    if await _assistant_thread(services, ws, str(channel), str(thread_ts)):
+        thread = Conversation(ws, str(channel), str(thread_ts)).id
+    run_id = await _running(services, thread)
+    if run_id is None:
+        # No run of ours to stop: Slack leaves the status as it was, so it is moved off processing here.
+        await close_session(context.client, str(channel), str(thread_ts))
+        return
+    with contextlib.suppress(SlackLookupError):
+        refusal = await may_control(services, users, context.client, ws, thread, run_id, str(user), "stop it")
+        if refusal is None:
+            await request_cancel(services.redis, services.keys, thread, run_id, SLACK_STOP_BUTTON)
 
 
 async def _running(services: Services, thread: str) -> str | None:

@@ -17,8 +17,9 @@ from bot import identity
 from bot.i18n import N_, _, speaking
 from bot.identity import Conversation
 from bot.thread.render import FEEDBACK_ACTION_ID, parse_vote
-from bot.workspace import WorkspaceLimits
-from bot.workspace.spend import Vote
+from bot.workspace.admin import SlackUsers
+from bot.workspace.settings import WorkspaceLimitsStore
+from bot.workspace.spend import FeedbackStore, Vote
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,9 @@ ALREADY = N_("You already gave feedback on this answer; your first press is the 
 UNRECORDED = N_("Your feedback could not be recorded right now; please try again.")
 
 
-def register(app: AsyncApp, limits: WorkspaceLimits) -> None:
+def register(app: AsyncApp, users: SlackUsers, feedback: FeedbackStore, store: WorkspaceLimitsStore) -> None:
+    """The answers' thumbs; ``store`` gives the workspace's budget period the votes are counted in."""
+
     @app.action(FEEDBACK_ACTION_ID)
     async def on_feedback(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
@@ -40,18 +43,18 @@ def register(app: AsyncApp, limits: WorkspaceLimits) -> None:
         except ValueError:
             log.warning("feedback button with a malformed value ignored")
             return
-        if ws != identity.workspace(context) or limits.feedback is None:
+        if ws != identity.workspace(context):
             return  # feedback is counted only in the workspace the run belongs to
         message_ts = str((body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts") or "")
         link = await _link(context, channel, message_ts) if vote == "down" else ""
         try:
-            config = await limits.store.get(ws)
-            recorded = await limits.feedback.record(ws, run_id, user, _vote(vote), period=config.period, link=link)
+            config = await store.get(ws)
+            recorded = await feedback.record(ws, run_id, user, _vote(vote), period=config.period, link=link)
         except StoreError as exc:
             log.warning("feedback not recorded: %s", exc)
-            await _tell(limits, context, channel, user, UNRECORDED)
+            await _tell(users, context, channel, user, UNRECORDED)
             return
-        await _tell(limits, context, channel, user, THANKS if recorded else ALREADY)
+        await _tell(users, context, channel, user, THANKS if recorded else ALREADY)
 
 
 def _vote(text: str) -> Vote:
@@ -68,11 +71,11 @@ async def _link(context: AsyncBoltContext, channel: str, message_ts: str) -> str
     return str(resp.get("permalink") or "")
 
 
-async def _tell(limits: WorkspaceLimits, context: AsyncBoltContext, channel: str, user: str, text: str) -> None:
+async def _tell(users: SlackUsers, context: AsyncBoltContext, channel: str, user: str, text: str) -> None:
     """``text`` (an ``N_`` constant) to the presser alone, in their language."""
     if channel and user:
         try:
-            with speaking(await limits.users.locale(context.client, identity.workspace(context), user)):
+            with speaking(await users.locale(context.client, identity.workspace(context), user)):
                 said = _(text)
             await context.client.chat_postEphemeral(channel=channel, user=user, text=said)
         except SlackApiError as exc:

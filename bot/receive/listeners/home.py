@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -24,7 +25,7 @@ from bot.i18n import speaking
 from bot.identity import Workspace
 from bot.oauth.mcp_signin import home_blocks
 from bot.receive.deps import Services
-from bot.receive.listeners.commands import limits_for_services, workspace_of
+from bot.receive.listeners.commands import workspace_of
 from bot.receive.views.home import (
     EDIT_ACTION,
     MODAL_CALLBACK,
@@ -38,18 +39,41 @@ from bot.receive.views.home import (
 )
 from bot.receive.views.memory import memory_blocks
 from bot.receive.views.schedules import schedule_blocks, with_schedules
-from bot.workspace import WorkspaceLimits
-from bot.workspace.admin import TOP_SPENDERS
+from bot.workspace import WorkspaceParts
+from bot.workspace.admin import TOP_SPENDERS, ChannelAdmin, LimitsCommands, SlackUsers
 from bot.workspace.memory import MemoryStore
 from bot.workspace.schedules import ScheduleStore
-from bot.workspace.spend import SessionTitles
+from bot.workspace.settings import WorkspaceLimitsStore, WorkspaceTools
+from bot.workspace.spend import Budgets, FeedbackStore, OrgBudgetStore, RunLedger, SessionTitles
 
 log = logging.getLogger(__name__)
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None = None) -> None:
+@dataclass(frozen=True, slots=True)
+class HomeParts:
+    """What the Home tab reads, and its buttons change (the workspace's parts, wired once per process)."""
+
+    users: SlackUsers
+    commands: LimitsCommands
+    channels: ChannelAdmin
+    store: WorkspaceLimitsStore
+    org: OrgBudgetStore
+    budgets: Budgets
+    runs: RunLedger
+    tools: WorkspaceTools
+    feedback: FeedbackStore
+    schedules: ScheduleStore
+    #: The viewer's own memories (and App Home's Forget).
+    memories: MemoryStore
+
+    @classmethod
+    def of(cls, parts: WorkspaceParts) -> HomeParts:
+        return cls(parts.users, parts.commands, parts.channels, parts.store, parts.org, parts.budgets, parts.runs,
+                   parts.tools, parts.feedback, ScheduleStore(parts.store.redis, parts.store.keys), parts.memories)
+
+
+def register(app: AsyncApp, services: Services, rules: HomeParts) -> None:
     """``app_home_opened`` → views.publish; the Change/Reset buttons; the modal's submission."""
-    rules = limits or limits_for_services(services)
 
     async def on_home_opened(event: dict[str, Any], context: AsyncBoltContext) -> None:
         if event.get("tab", "home") != "home":
@@ -87,7 +111,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits | None =
 
 
 async def _submit(
-    rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user_id: str, ack: AsyncAck, view: dict[str, Any]
+    rules: HomeParts, client: AsyncWebClient, ws: Workspace, user_id: str, ack: AsyncAck, view: dict[str, Any]
 ) -> None:
     """The limits modal's submission: validated and authorized like ``/agent-limits``, then the Home tab again."""
     changes, errors = read_modal(view)
@@ -110,7 +134,7 @@ async def _submit(
 
 @contextlib.asynccontextmanager
 async def viewer(
-    rules: WorkspaceLimits, services: Services, context: AsyncBoltContext, user_id: str
+    rules: HomeParts, services: Services, context: AsyncBoltContext, user_id: str
 ) -> AsyncIterator[tuple[AsyncWebClient, Workspace, str]]:
     """The client, workspace and person of an App Home request; what the block writes is in their language."""
     client, ws = context.client or services.slack, workspace_of(context)
@@ -122,7 +146,7 @@ def user_of(body: Mapping[str, Any]) -> str:
     return str((body.get("user") or {}).get("id", ""))
 
 
-async def _authorize(rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user_id: str) -> str:
+async def _authorize(rules: HomeParts, client: AsyncWebClient, ws: Workspace, user_id: str) -> str:
     """Empty when ``user_id`` may change the limits, else what to tell them."""
     try:
         return "" if await rules.commands.may_change(client, ws, user_id) else rules.commands.refusal()
@@ -130,14 +154,14 @@ async def _authorize(rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspa
         return str(exc)
 
 
-async def _schedules(rules: WorkspaceLimits, ws: Workspace, user_id: str, *, everyone: bool) -> list[dict[str, Any]]:
+async def _schedules(rules: HomeParts, ws: Workspace, user_id: str, *, everyone: bool) -> list[dict[str, Any]]:
     """The Home tab's schedules: the person's own, or an admin's view of the workspace's."""
-    found = await ScheduleStore(rules.store.redis, rules.store.keys).of_workspace(ws)
+    found = await rules.schedules.of_workspace(ws)
     return schedule_blocks([s for s in found if everyone or s.creator == user_id], everyone=everyone)
 
 
 async def publish_home(
-    rules: WorkspaceLimits, client: AsyncWebClient, ws: Workspace, user_id: str, *, notice: str = "",
+    rules: HomeParts, client: AsyncWebClient, ws: Workspace, user_id: str, *, notice: str = "",
     extra: list[dict[str, Any]] | None = None,
 ) -> None:
     """Build and publish ``user_id``'s Home tab (``extra``: blocks of a later part, the person's MCP connections);
@@ -149,14 +173,14 @@ async def publish_home(
             is_admin = False
         channel_settings = is_admin or (await rules.channels.choices(ws)).channel_managers
         config = await rules.store.get(ws)
-        org = await rules.org_budget(ws)
-        budget = await rules.budget(ws, config, user_id, org=org)
+        org = await rules.org.of(ws)
+        budget = await rules.budgets.of(ws, config, user_id, org=org)
         usage, spenders = await budget.usage_summary(), await budget.top_spenders(TOP_SPENDERS)
         runs = await rules.runs.recent_runs(ws, RECENT_RUNS)
         titles = await SessionTitles(rules.store.redis, rules.store.keys).seen_by(
             ws, user_id, ((r.channel_id, r.thread_ts) for r in runs))
         tools, published = await rules.tools.listing(ws)
-        feedback = await rules.feedback.summary(ws, config.period) if rules.feedback else None
+        feedback = await rules.feedback.summary(ws, config.period)
         view = home_view(HomeState(
             config, usage, rules.users.who_may_change(), runs, is_admin=is_admin, notice=notice,
             tools=tools, tools_published=published, feedback=feedback, spenders=spenders,
@@ -164,7 +188,7 @@ async def publish_home(
             channel_settings=channel_settings, titles=titles,
         ))
         view = with_schedules(view, await _schedules(rules, ws, user_id, everyone=is_admin))
-        view = with_schedules(view, memory_blocks(await MemoryStore(rules.store.redis, rules.store.keys).all(
+        view = with_schedules(view, memory_blocks(await rules.memories.all(
             ws, "user", user_id, time.time())))  # the viewer's own memories: nobody else's, whoever views
         view = with_schedules(view, extra or [])
     except (StoreError, RedisError) as exc:

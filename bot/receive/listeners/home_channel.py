@@ -18,7 +18,7 @@ from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
 from bot.receive.deps import Services
-from bot.receive.listeners.home import publish_home, user_of, viewer
+from bot.receive.listeners.home import HomeParts, publish_home, user_of, viewer
 from bot.receive.views.channel import (
     CHANNEL_CALLBACK,
     PICK_ACTION,
@@ -29,14 +29,13 @@ from bot.receive.views.channel import (
     read_channel_form,
 )
 from bot.receive.views.home import CHANNEL_ACTION
-from bot.workspace import WorkspaceLimits
 from bot.workspace.admin import ChannelAdmin, ChannelSet, changed_text, channel_set
 from bot.workspace.settings import ChannelSetting
 
 log = logging.getLogger(__name__)
 
 
-def register(app: AsyncApp, services: Services, rules: WorkspaceLimits) -> None:
+def register(app: AsyncApp, services: Services, rules: HomeParts) -> None:
     """The Home tab's Channel settings button, the modal's channel picker, and its submission."""
 
     async def on_open(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:

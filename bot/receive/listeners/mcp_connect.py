@@ -35,9 +35,9 @@ from bot.oauth.mcp_signin import McpSignIn, home_blocks
 from bot.oauth.mcp_vault import forget_workspace
 from bot.queue.turns import enqueue_turn
 from bot.receive.deps import Services
-from bot.receive.listeners.home import publish_home
+from bot.receive.listeners.home import HomeParts, publish_home
 from bot.turn import Turn
-from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import SlackUsers
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ async def answer(signin: McpSignIn | None, ws: Workspace, user: str, text: str) 
     return connect_offer(name, url, user)
 
 
-def command_handler(services: Services, limits: WorkspaceLimits
+def command_handler(services: Services, users: SlackUsers
                     ) -> Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[bool]]:
     """``/agent connect|disconnect|connections``, answered privately in the ack, in the asker's language; False
     (untouched) for any other ``/agent`` text."""
@@ -88,7 +88,7 @@ def command_handler(services: Services, limits: WorkspaceLimits
             return False
         client, ws = context.client or services.slack, identity.workspace(context)
         user = str(command.get("user_id", ""))
-        with speaking(await limits.users.locale(client, ws, user)):
+        with speaking(await users.locale(client, ws, user)):
             try:
                 text, blocks = await answer(services.mcp, ws, user, str(command.get("text", "")))
             except RedisError as exc:
@@ -100,12 +100,12 @@ def command_handler(services: Services, limits: WorkspaceLimits
     return on_command
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
+def register(app: AsyncApp, services: Services, rules: HomeParts) -> None:
     """The Connect, Retry and App Home buttons (and, with one SLACK_BOT_TOKEN, ``app_uninstalled``)."""
-    app.action(CONNECT_ACTION)(partial(_on_connect, services, limits))
-    app.action(RETRY_ACTION)(partial(_on_retry, services, limits))
-    app.action(HOME_CONNECT_ACTION)(partial(_on_home, services, limits))
-    app.action(HOME_DISCONNECT_ACTION)(partial(_on_home, services, limits))
+    app.action(CONNECT_ACTION)(partial(_on_connect, services, rules.users))
+    app.action(RETRY_ACTION)(partial(_on_retry, services, rules.users))
+    app.action(HOME_CONNECT_ACTION)(partial(_on_home, services, rules))
+    app.action(HOME_DISCONNECT_ACTION)(partial(_on_home, services, rules))
     if services.oauth is None and services.mcp is not None:
         # No installation to delete, but the people's MCP tokens go (in OAuth mode the installation store's
         # listener deletes them with the installation).
@@ -115,7 +115,7 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         app.event("app_uninstalled")(on_uninstalled)
 
 
-async def _on_connect(services: Services, limits: WorkspaceLimits, ack: AsyncAck, body: dict[str, Any],
+async def _on_connect(services: Services, users: SlackUsers, ack: AsyncAck, body: dict[str, Any],
                       action: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()  # the URL opens in the presser's browser whatever we answer: the check is the state's
     presser, client, ws = _user(body), context.client or services.slack, identity.workspace(context)
@@ -126,13 +126,13 @@ async def _on_connect(services: Services, limits: WorkspaceLimits, ack: AsyncAck
     if presser == owner or services.mcp is None:
         return
     await services.mcp.vault.take(state)  # that sign-in now fails: it would store another's account as theirs
-    with speaking(await limits.users.locale(client, ws, presser)):
+    with speaking(await users.locale(client, ws, presser)):
         await _tell(client, body, presser, _(
             "That Connect button is <@{owner}>'s; the sign-in it started is cancelled. Use `/agent connect "
             "{server}` to connect your own account.").format(owner=owner, server=server))
 
 
-async def _on_retry(services: Services, limits: WorkspaceLimits, ack: AsyncAck, body: dict[str, Any],
+async def _on_retry(services: Services, users: SlackUsers, ack: AsyncAck, body: dict[str, Any],
                     action: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
     presser, client, ws = _user(body), context.client or services.slack, identity.workspace(context)
@@ -150,21 +150,21 @@ async def _on_retry(services: Services, limits: WorkspaceLimits, ack: AsyncAck, 
                            ttl_seconds=services.settings.thread_ttl_seconds)
     except RedisError as exc:
         log.warning("Retry not queued: %s", exc)
-        with speaking(await limits.users.locale(client, ws, presser)):
+        with speaking(await users.locale(client, ws, presser)):
             await _tell(client, body, presser, _("That did not go through (the queue is unavailable); "
                                                  "ask again in the thread."))
 
 
-async def _on_home(services: Services, limits: WorkspaceLimits, ack: AsyncAck, body: dict[str, Any],
+async def _on_home(services: Services, rules: HomeParts, ack: AsyncAck, body: dict[str, Any],
                    action: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
     presser, client, ws = _user(body), context.client or services.slack, identity.workspace(context)
     verb = "connect" if action.get("action_id") == HOME_CONNECT_ACTION else "disconnect"
-    with speaking(await limits.users.locale(client, ws, presser)):
+    with speaking(await rules.users.locale(client, ws, presser)):
         text, blocks = await answer(services.mcp, ws, presser, f"{verb} {action.get('value', '')}")
         if verb == "connect":
             await _dm(client, presser, text, blocks)  # the link, where only they read it
-        await publish_home(limits, client, ws, presser, notice=text if verb == "disconnect" else "",
+        await publish_home(rules, client, ws, presser, notice=text if verb == "disconnect" else "",
                            extra=await home_blocks(services.mcp, ws, presser))
 
 

@@ -26,8 +26,8 @@ from bot.i18n import _, speaking
 from bot.identity import Workspace
 from bot.receive.deps import Services
 from bot.runs.memory import MemoryRules
-from bot.workspace import WorkspaceLimits
-from bot.workspace.admin import run_permission
+from bot.workspace import WorkspaceParts
+from bot.workspace.admin import ChannelAdmin, Places, SlackUsers, run_permission
 from bot.workspace.memory import (
     Memory,
     MemoryCommand,
@@ -54,13 +54,15 @@ MAX_NOTE_CHARS = 1000
 class AgentMemory:
     """The handlers over the store and the workspace's rules (one per process)."""
 
-    def __init__(self, store: MemoryStore, rules: MemoryRules, limits: WorkspaceLimits, *,
-                 now: Callable[[], float] = time.time) -> None:
-        self.store, self.rules, self.limits, self.now = store, rules, limits, now
+    def __init__(self, store: MemoryStore, rules: MemoryRules, users: SlackUsers, channels: ChannelAdmin,
+                 places: Places, *, now: Callable[[], float] = time.time) -> None:
+        self.store, self.rules, self.now = store, rules, now
+        #: The users.info cache (locale, admin check, run permission), who may change a channel, what it is.
+        self.users, self.channels, self.places = users, channels, places
 
     @classmethod
-    def for_services(cls, services: Services, limits: WorkspaceLimits) -> AgentMemory:
-        return cls(MemoryStore(services.redis, services.keys), MemoryRules.of(services.settings), limits)
+    def for_services(cls, services: Services, parts: WorkspaceParts) -> AgentMemory:
+        return cls(parts.memories, MemoryRules.of(services.settings), parts.users, parts.channels, parts.places)
 
     async def is_on(self, ws: Workspace, user: str) -> bool:
         said, person_off = await self.store.switches(ws, user)
@@ -78,7 +80,7 @@ class AgentMemory:
         return await self._guarded(client, ws, user, self._admin(client, ws, user, channel, command))
 
     async def _guarded(self, client: AsyncWebClient, ws: Workspace, user: str, work: Awaitable[str]) -> str:
-        with speaking(await self.limits.users.locale(client, ws, user)):
+        with speaking(await self.users.locale(client, ws, user)):
             try:
                 async with asyncio.timeout(ANSWER_WITHIN_SECONDS):
                     return await work
@@ -114,7 +116,7 @@ class AgentMemory:
         return "\n".join([_("*What I keep for you* (only you see this):"), *lines, usage()])
 
     async def _switch_person(self, client: AsyncWebClient, ws: Workspace, user: str, on: bool) -> str:
-        if on and run_permission(await self.limits.users.info(client, ws, user), ws.team_id) is not None:
+        if on and run_permission(await self.users.info(client, ws, user), ws.team_id) is not None:
             return _("Memory is not available to guests or to people from other organisations.")
         await self.store.set_person(ws, user, on)
         if on:
@@ -150,7 +152,7 @@ class AgentMemory:
         if isinstance(command, Unclear):
             return command.problem
         if isinstance(command, SwitchCommand):
-            if not await self.limits.users.is_admin(client, ws, user):
+            if not await self.users.is_admin(client, ws, user):
                 return _("Only workspace admins and owners can turn memory on or off.")
             await self.store.set_workspace(ws, command.on)
             if command.on:
@@ -162,7 +164,7 @@ class AgentMemory:
             notes = await self.store.all(ws, "channel", channel, self.now())
             return "\n".join([_("*This channel's notes:*"), *(line(n) for n in notes)]) if notes else _(
                 "This channel has no notes. Admins add one with `/agent-limits channel memory add <note>`.")
-        refusal = await self.limits.channels.refusal(client, ws, user, channel)
+        refusal = await self.channels.refusal(client, ws, user, channel)
         if refusal:
             return refusal
         if command.verb == "add":
@@ -173,7 +175,7 @@ class AgentMemory:
     async def _add_note(self, client: AsyncWebClient, ws: Workspace, user: str, channel: str, text: str) -> str:
         if len(text) > MAX_NOTE_CHARS:
             return _("That note is {n} characters; a note keeps at most {cap}.").format(n=len(text), cap=MAX_NOTE_CHARS)
-        visibility = visibility_of(await self.limits.places.of(client, ws, channel)) or "private"
+        visibility = visibility_of(await self.places.of(client, ws, channel)) or "private"
         now = self.now()
         note = Memory(new_id("channel"), text, channel, visibility, now, now + self.rules.ttl_days * 86_400, by=user)
         if await self.store.add(ws, "channel", channel, note, cap=self.rules.per_person,
@@ -208,10 +210,10 @@ def emit_forgotten(ws: Workspace, user: str, ids: list[str], reason: str, *, cha
                user=user, kind="memory", ids=ids, reason=reason)
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> AgentMemory:
+def register(app: AsyncApp, services: Services, parts: WorkspaceParts) -> AgentMemory:
     """The handlers; in single-workspace mode (no OAuth) the uninstall events too (OAuth mode's own listeners call
     ``erase_revoked`` after they delete the tokens: Bolt runs one listener per event)."""
-    memory = AgentMemory.for_services(services, limits)
+    memory = AgentMemory.for_services(services, parts)
     if services.oauth is None:
 
         async def on_revoked(event: dict[str, Any], context: AsyncBoltContext) -> None:

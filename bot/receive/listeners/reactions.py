@@ -25,14 +25,15 @@ from bot.queue.turns import enqueue_turn
 from bot.receive.deps import Services
 from bot.receive.listeners.reacted import message_of, subject
 from bot.turn import Turn, files_of_event
-from bot.workspace import WorkspaceLimits
+from bot.workspace.admin import Places, SlackUsers
 from bot.workspace.settings import ReactTriggers
 
 log = logging.getLogger(__name__)
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None:
-    """``reaction_added`` on a message in a channel with a trigger for that emoji."""
+def register(app: AsyncApp, services: Services, users: SlackUsers, places: Places) -> None:
+    """``reaction_added`` on a message in a channel with a trigger for that emoji (``users``: the users.info cache,
+    for the reactor's language; ``places``: what kind of conversation the channel is)."""
     triggers = ReactTriggers(services.redis, services.keys, services.settings.agent_respond_all_per_minute,
                              services.settings.thread_ttl_seconds)
 
@@ -48,8 +49,8 @@ def register(app: AsyncApp, services: Services, limits: WorkspaceLimits) -> None
         if found is None or not channel or not ts or user == bot_user:
             return  # most reactions are no trigger; the bot's own never is
         reactor = Reactor(context.client, channel, user, str(body.get("event_id") or ""))
-        with speaking(await limits.users.locale(context.client, ws, user)):
-            await _trigger(services, limits, triggers, reactor, ws, event, ts, found, bot_user)
+        with speaking(await users.locale(context.client, ws, user)):
+            await _trigger(services, places, triggers, reactor, ws, event, ts, found, bot_user)
 
 
 class Reactor:
@@ -64,7 +65,7 @@ class Reactor:
 
 
 async def _trigger(
-    services: Services, limits: WorkspaceLimits, triggers: ReactTriggers, reactor: Reactor, ws: Workspace,
+    services: Services, places: Places, triggers: ReactTriggers, reactor: Reactor, ws: Workspace,
     event: dict[str, Any], ts: str, found: tuple[str, str], bot_user: str,
 ) -> None:
     channel, (name, task) = reactor.channel, found
@@ -72,7 +73,7 @@ async def _trigger(
         await reactor.tell(_(":{emoji}: on my own messages starts nothing; react to the message you want looked "
                              "at.").format(emoji=name))
         return
-    place = await limits.places.of(reactor.client, ws, channel)
+    place = await places.of(reactor.client, ws, channel)
     if place.kind is None:  # who reads it is unknown: it might be shared, so nothing starts (fail closed)
         await reactor.tell(_("Slack would not say who can read this channel, so :{emoji}: started nothing; mention "
                              "me instead.").format(emoji=name))

@@ -15,12 +15,11 @@ from bot.identity import Workspace
 from bot.receive.deps import Services
 from bot.receive.listeners.memory import AgentMemory
 from bot.runs.schedule_notices import ScheduleNotices, audit_fields
-from bot.workspace import WorkspaceLimits
 from bot.workspace.memory import MemoryStore
 from bot.workspace.schedules import PauseReason, Schedule, ScheduleStore
 
 
-def register(app: AsyncApp, services: Services, limits: WorkspaceLimits, memory: AgentMemory | None = None) -> None:
+def register(app: AsyncApp, services: Services, memory: AgentMemory | None = None) -> None:
     store = ScheduleStore(services.redis, services.keys)
     notices = ScheduleNotices(store)
 

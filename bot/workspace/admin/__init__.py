@@ -19,7 +19,7 @@ from bot.workspace.admin.command import (
     parse_command,
     parse_value,
 )
-from bot.workspace.admin.limits_command import TOP_SPENDERS, LimitsCommands, LimitsParts
+from bot.workspace.admin.limits_command import TOP_SPENDERS, LimitsCommands, LimitsParts, change_refusal
 from bot.workspace.admin.org_admin import OrgAdmin
 from bot.workspace.admin.people import RunRefusal, SlackUsers, run_permission, who_may_change
 from bot.workspace.admin.places import Place, Places, SearchScope, ThreadAudience
@@ -66,6 +66,7 @@ __all__ = [
     "UsageReports",
     "VerbosityCommand",
     "budget_exhausted_message",
+    "change_refusal",
     "changed_text",
     "channel_set",
     "describe_budget",

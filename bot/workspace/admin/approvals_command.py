@@ -12,12 +12,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.i18n import _
 from bot.identity import Workspace
+from bot.workspace.admin.approvals_grammar import ApprovalsCommand
 from bot.workspace.admin.people import SlackUsers
 from bot.workspace.settings import (
     GUARD,
     ApprovalPolicies,
     ApprovalPolicy,
-    ApprovalsCommand,
     CatalogEntry,
     GrantedScopes,
     GroupLookupError,
@@ -32,7 +32,7 @@ from bot.workspace.settings import (
 )
 from bot.workspace.settings import policy_for as find_policy
 
-#: The tools the deployment has now (``WorkspaceLimits.deployment_tools``).
+#: The tools the deployment has now (``WorkspaceTools.deployment``).
 ToolsNow = Callable[[], Awaitable[tuple[list[CatalogEntry], bool]]]
 
 

@@ -92,15 +92,8 @@ class ChannelAdmin:
         self, client: AsyncWebClient, ws: Workspace, user_id: str, channel_id: str, command: ChannelCommand
     ) -> str:
         """The ephemeral reply; nothing changes unless the command is valid and allowed."""
-        if isinstance(command, ModelList):
-            model, org_line = await self._models_of(ws)
-            return " ".join(filter(None, [_("Models this deployment allows: {models}. This workspace uses "
-                                            "`{model}`.").format(models=self.models.listed(), model=model), org_line]))
-        if isinstance(command, WorkspaceModel | Switch):
-            if not await self.users.is_admin(client, ws, user_id):
-                return _("Only {who} can change the workspace's model choices.").format(
-                    who=self.users.who_may_change())
-            return await self._workspace(ws, user_id, command)
+        if isinstance(command, ModelList | WorkspaceModel | Switch):
+            return await self._workspace_wide(client, ws, user_id, command)
         if not channel_id:
             return _("Run `/agent-limits channel ...` in the channel it is for.")
         if isinstance(command, ChannelShow):
@@ -114,6 +107,23 @@ class ChannelAdmin:
             done = await self.store.write_audited(ws, self.key(ws, channel_id), lambda raw: _reset(
                 ChannelSettings.decode(raw), channel_id, user_id, self.store.clock()))
             return changed_text(done) if done else _("This channel already follows the workspace; nothing changed.")
+        return await self._set(client, ws, user_id, channel_id, command)
+
+    async def _workspace_wide(
+        self, client: AsyncWebClient, ws: Workspace, user_id: str, command: ModelList | WorkspaceModel | Switch
+    ) -> str:
+        """``model`` lists the models (anyone); ``model <name>`` and the switches change the workspace (admins)."""
+        if isinstance(command, ModelList):
+            model, org_line = await self._models_of(ws)
+            return " ".join(filter(None, [_("Models this deployment allows: {models}. This workspace uses "
+                                            "`{model}`.").format(models=self.models.listed(), model=model), org_line]))
+        if not await self.users.is_admin(client, ws, user_id):
+            return _("Only {who} can change the workspace's model choices.").format(who=self.users.who_may_change())
+        return await self._workspace(ws, user_id, command)
+
+    async def _set(self, client: AsyncWebClient, ws: Workspace, user_id: str, channel_id: str, command: ChannelSet
+                   ) -> str:
+        """One channel setting, by someone allowed: checked, then written (audited)."""
         problem = await self.invalid(client, ws, channel_id, command)
         if problem:
             return _("Nothing changed: {problem}").format(problem=problem)

@@ -18,14 +18,13 @@ from typing import Literal, get_args
 
 from bot.i18n import _
 from bot.workspace.admin.react_command import REACT_COMMANDS, ReactList, ReactSet, parse_react
-from bot.workspace.settings import NAME_RE, PATTERN_RE, PROMPT_MAX_CHARS, RESPONDS, SETTINGS, ChannelSetting
+from bot.workspace.admin.words import DEFAULT_WORD, model_word, one_of
+from bot.workspace.settings import PATTERN_RE, PROMPT_MAX_CHARS, RESPONDS, SETTINGS, ChannelSetting
 from bot.workspace.shapes import Display, Verbosity
 
 SUBCOMMANDS = ("channel", "model", "run-model", "channel-managers", "external-files")
 SwitchName = Literal["run-model", "channel-managers", "external-files"]
 SWITCHES: tuple[SwitchName, ...] = get_args(SwitchName)
-#: The word that puts one channel setting back to the workspace's.
-DEFAULT_WORD = "default"
 _PROMPT_RE = re.compile(r"\s*channel\s+prompt\s+(.*\S)\s*", re.DOTALL | re.IGNORECASE)
 #: Slack escapes these three in a command's text; the channel's instructions keep what was typed.
 _ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
@@ -79,16 +78,17 @@ def parse_channel_command(name: str, text: str) -> ChannelCommand | str:
     args = text.split()[1:]
     switch = next((s for s in SWITCHES if s == name), None)
     if switch is not None:
-        word = args[0].lower() if len(args) == 1 else ""
-        if word not in ("on", "off"):
+        word = one_of(args, ("on", "off"))
+        if word is None:
             return _("`{name}` takes `on` or `off`.").format(name=name)
         return Switch(switch, word == "on")
     if name == "model":
         if not args:
             return ModelList()
-        if len(args) != 1 or not NAME_RE.fullmatch(args[0]):
+        model = model_word(args)
+        if model is None:
             return _("`model` takes one model name (see `/agent-limits model`), or `default`.")
-        return WorkspaceModel("" if args[0].lower() == DEFAULT_WORD else args[0])
+        return WorkspaceModel(model)
     return _parse_channel(args, text)
 
 
@@ -124,14 +124,15 @@ def channel_set(setting: ChannelSetting, value: str) -> ChannelSet | str:
         return _prompt(value.strip())
     if setting == "tools":
         return _tools(values)
-    word = values[0].lower() if len(values) == 1 else ""
     if setting == "model":
-        if len(values) != 1 or not NAME_RE.fullmatch(values[0]):
+        model = model_word(values)  # not `default` (that is the workspace's, above)
+        if model is None:
             return _("`channel model` takes one model name (see `/agent-limits model`).")
-        return ChannelSet(setting, values[0])
+        return ChannelSet(setting, model)
     choices: tuple[str, ...] = {"display": get_args(Display), "verbosity": get_args(Verbosity),
                                 "respond": RESPONDS}[setting]
-    if word not in choices:
+    word = one_of(values, choices)
+    if word is None:
         return _("`channel {setting}` takes one of: {choices}.").format(setting=setting, choices=", ".join(choices))
     return ChannelSet(setting, "" if setting == "respond" and word == "mention" else word)
 

@@ -14,21 +14,19 @@ from typing import Literal, cast
 from agent_core import MICROS_PER_USD, Period, format_usd
 from bot.errors import InvalidValue
 from bot.i18n import N_, _
-from bot.workspace.admin.channel_command import DEFAULT_WORD, ChannelCommand, parse_channel_command
+from bot.workspace.admin.approvals_grammar import ApprovalsCommand, parse_approvals
 from bot.workspace.admin.channel_command import SUBCOMMANDS as CHANNEL_SUBCOMMANDS
+from bot.workspace.admin.channel_command import ChannelCommand, parse_channel_command
 from bot.workspace.admin.usage_report import UsageCommand, parse_usage
+from bot.workspace.admin.words import model_word, one_of, quote
 from bot.workspace.settings import (
     BOUNDS,
     LABELS,
     MONEY_FIELDS,
-    NAME_RE,
     PATTERN_RE,
-    ApprovalsCommand,
     ConfigField,
     ConfigValue,
     in_bounds,
-    parse_approvals,
-    quote,
 )
 from bot.workspace.shapes import DISPLAYS, VERBOSITIES, Display, Verbosity
 from tools import BadDomain, parse_domain
@@ -230,55 +228,38 @@ _SUBCOMMANDS: dict[str, ConfigField] = {
 
 def _shape_command(name: str, args: list[str]) -> Command | UsageError:
     """``verbosity full|compact`` or ``display replies|timeline|plan``."""
-    word = args[0].lower() if len(args) == 1 else None
     if name == "verbosity":
-        verbosity = next((v for v in VERBOSITIES if v == word), None)
+        verbosity = one_of(args, VERBOSITIES)
         return VerbosityCommand(verbosity) if verbosity else UsageError(
             _("`{name}` takes one of: {values}.").format(name=name, values=", ".join(VERBOSITIES))
         )
-    shape = next((d for d in DISPLAYS if d == word), None)
+    shape = one_of(args, DISPLAYS)
     return DisplayCommand(shape) if shape else UsageError(
         _("`{name}` takes one of: {values}.").format(name=name, values=", ".join(DISPLAYS)))
 
 
-_OWN_GRAMMAR: dict[str, Callable[[list[str]], UsageCommand | ApprovalsCommand | str]] = {
-    "usage": parse_usage, "approvals": parse_approvals,
-}
+#: A subcommand's parser: its name (lower case), the words after it and the whole text, to the command or what
+#: was wrong (a str, or the :class:`UsageError` itself).
+Parsed = Command | UsageError | str
+Parser = Callable[[str, list[str], str], Parsed]
 
 
-def parse_command(text: str) -> Command | UsageError:
-    """Parse the text after ``/agent-limits``. Strict: anything unexpected is a :class:`UsageError`."""
-    words = text.split()
-    if not words:
-        return ShowCommand()
-    name, args = words[0].lower(), words[1:]
-    if name == "show" or name == "reset":
-        if args:
-            return UsageError(_("`{name}` takes no value.").format(name=name))
-        return ShowCommand() if name == "show" else ResetCommand()
-    if name == "help":
-        return UsageError()
-    if name in ("verbosity", "display"):
-        return _shape_command(name, args)
-    if name == "tools":
-        return _parse_tools(args)
-    if name in ("allow-domain", "deny-domain", "clear-domain"):
-        return _parse_domain(name, args)
-    if name in ("org-budget", "org-model"):
-        return _parse_org(name, args)
-    if name in _OWN_GRAMMAR:  # subcommands with a grammar of their own: the command, or what was wrong
-        parsed = _OWN_GRAMMAR[name](args)
-        return UsageError(parsed) if isinstance(parsed, str) else parsed
-    if name in CHANNEL_SUBCOMMANDS:
-        own = parse_channel_command(name, text)
-        return UsageError(own) if isinstance(own, str) else own
-    config_field = _SUBCOMMANDS.get(name)
-    if config_field is None:
-        return UsageError(_("Unknown subcommand `{name}`.").format(name=quote(words[0])))
-    return _parse_set(name, config_field, args)
+def _named(parse: Callable[[str, list[str]], Parsed]) -> Parser:
+    return lambda name, args, _text: parse(name, args)
 
 
-def _parse_set(name: str, config_field: ConfigField, args: list[str]) -> SetCommand | UsageError:
+def _args_only(parse: Callable[[list[str]], Parsed]) -> Parser:
+    return lambda _name, args, _text: parse(args)
+
+
+def _no_value(name: str, args: list[str]) -> ShowCommand | ResetCommand | UsageError:
+    if args:
+        return UsageError(_("`{name}` takes no value.").format(name=name))
+    return ShowCommand() if name == "show" else ResetCommand()
+
+
+def _parse_set(name: str, args: list[str]) -> SetCommand | UsageError:
+    config_field = _SUBCOMMANDS[name]
     most = 2 if config_field == "budget_micros" else 1
     if not 1 <= len(args) <= most:
         return UsageError((_("`{name}` takes an amount and an optional period.") if most == 2
@@ -296,9 +277,10 @@ def _parse_set(name: str, config_field: ConfigField, args: list[str]) -> SetComm
 
 def _parse_org(name: str, args: list[str]) -> OrgBudgetCommand | OrgModelCommand | UsageError:
     if name == "org-model":
-        if len(args) != 1 or not NAME_RE.fullmatch(args[0]):
+        model = model_word(args)
+        if model is None:
             return UsageError(_("`org-model` takes one model name (see `/agent-limits model`), or `default`."))
-        return OrgModelCommand("" if args[0].lower() == DEFAULT_WORD else args[0])
+        return OrgModelCommand(model)
     if not 1 <= len(args) <= 2:
         return UsageError(_("`org-budget` takes an amount (or `none`) and an optional period."))
     try:
@@ -335,3 +317,30 @@ def _parse_tools(args: list[str]) -> ToolsCommand | ToolRuleCommand | UsageError
             "name then `__*` for every tool of one server."
         ).format(name=quote(args[1])))
     return ToolRuleCommand(args[1], action == "enable")
+
+
+#: Every subcommand's parser, by name; ``budget``, ``max-steps``... set the limits' own fields.
+_PARSERS: dict[str, Parser] = {
+    **dict.fromkeys(_SUBCOMMANDS, _named(_parse_set)),
+    **dict.fromkeys(CHANNEL_SUBCOMMANDS, lambda name, _args, text: parse_channel_command(name, text)),
+    **dict.fromkeys(("show", "reset"), _named(_no_value)),
+    "help": lambda _name, _args, _text: UsageError(),
+    **dict.fromkeys(("verbosity", "display"), _named(_shape_command)),
+    "tools": _args_only(_parse_tools),
+    **dict.fromkeys(("allow-domain", "deny-domain", "clear-domain"), _named(_parse_domain)),
+    **dict.fromkeys(("org-budget", "org-model"), _named(_parse_org)),
+    "usage": _args_only(parse_usage),
+    "approvals": _args_only(parse_approvals),
+}
+
+
+def parse_command(text: str) -> Command | UsageError:
+    """Parse the text after ``/agent-limits``. Strict: anything unexpected is a :class:`UsageError`."""
+    words = text.split()
+    if not words:
+        return ShowCommand()
+    parser = _PARSERS.get(words[0].lower())
+    if parser is None:
+        return UsageError(_("Unknown subcommand `{name}`.").format(name=quote(words[0])))
+    parsed = parser(words[0].lower(), words[1:], text)
+    return UsageError(parsed) if isinstance(parsed, str) else parsed

@@ -1,7 +1,7 @@
 """``/agent-limits`` as a command: each subcommand's ephemeral reply, with one set of rules (anyone may list; only
 admins change, and every change is audited). App Home's limits form uses the same ``change`` and ``reset``.
 
-Built over the parts it reads and changes (wired once, in :class:`bot.workspace.limits.WorkspaceLimits`)::
+Built over the parts it reads and changes (wired once, in :class:`bot.workspace.parts.WorkspaceParts`)::
 
     reply = await limits.commands.run_command(client, ws, user_id, "budget 25")
 """
@@ -17,6 +17,7 @@ from bot.errors import SlackLookupError
 from bot.i18n import _
 from bot.identity import Workspace
 from bot.workspace.admin.approvals_command import ApprovalsAdmin
+from bot.workspace.admin.approvals_grammar import ApprovalsCommand
 from bot.workspace.admin.channel_admin import ChannelAdmin
 from bot.workspace.admin.channel_command import CHANNEL_COMMANDS
 from bot.workspace.admin.command import (
@@ -25,6 +26,7 @@ from bot.workspace.admin.command import (
     OrgBudgetCommand,
     OrgModelCommand,
     ResetCommand,
+    SetCommand,
     ShowCommand,
     ToolRuleCommand,
     ToolsCommand,
@@ -32,6 +34,7 @@ from bot.workspace.admin.command import (
     VerbosityCommand,
     parse_command,
 )
+from bot.workspace.admin.domain_replies import domain_reply, format_domains
 from bot.workspace.admin.org_admin import OrgAdmin
 from bot.workspace.admin.people import SlackUsers
 from bot.workspace.admin.replies import (
@@ -45,7 +48,6 @@ from bot.workspace.admin.replies import (
 )
 from bot.workspace.admin.usage_report import UsageCommand, UsageReports
 from bot.workspace.settings import (
-    ApprovalsCommand,
     ConfigField,
     ConfigValue,
     DisplaySettings,
@@ -55,14 +57,13 @@ from bot.workspace.settings import (
     SearchAccess,
     WorkspaceLimitsStore,
     WorkspaceTools,
-    domain_reply,
-    format_domains,
     off_line,
     unknown_pattern,
 )
-from bot.workspace.shapes import Display, Verbosity
 from bot.workspace.spend import Budgets, FeedbackStore, OrgBudgetStore, format_feedback
 
+#: What an admin's ``/agent-limits`` may change of the workspace's own settings.
+WorkspaceChange = ResetCommand | VerbosityCommand | DisplayCommand | ToolRuleCommand | DomainCommand | SetCommand
 #: Spenders listed by ``show`` and App Home.
 TOP_SPENDERS = 5
 
@@ -88,6 +89,13 @@ class LimitsParts:
     files_line: str = ""
 
 
+def change_refusal(users: SlackUsers) -> str:
+    """What a person who may not change the limits is told (``/agent-limits``, App Home, approvals)."""
+    return _(
+        "Only {who} can change the agent's limits. Anyone can see them with `/agent-limits show`."
+    ).format(who=users.who_may_change())
+
+
 class LimitsCommands:
     """What ``/agent-limits`` (and App Home's form) do: authorize, then list or change."""
 
@@ -96,9 +104,7 @@ class LimitsCommands:
         self.scopes = GrantedScopes(parts.store.redis, parts.store.keys, parts.search)
 
     def refusal(self) -> str:
-        return _(
-            "Only {who} can change the agent's limits. Anyone can see them with `/agent-limits show`."
-        ).format(who=self.limits.users.who_may_change())
+        return change_refusal(self.limits.users)
 
     async def may_change(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> bool:
         """Raises :class:`SlackLookupError` when Slack cannot say."""
@@ -130,27 +136,36 @@ class LimitsCommands:
         command = parse_command(text)
         if isinstance(command, UsageError):
             return command.text
-        if isinstance(command, CHANNEL_COMMANDS):
-            return await self.limits.channels.run(client, ws, user_id, channel_id, command)
         if isinstance(command, ShowCommand | ToolsCommand):
             return await self._listing(client, ws, user_id, command)
-        if isinstance(command, ResetCommand):
-            return await self.reset(client, ws, user_id)
-        if isinstance(command, VerbosityCommand):
-            return await self.set_verbosity(client, ws, user_id, command.value)
-        if isinstance(command, ToolRuleCommand):
-            return await self.set_tool(client, ws, user_id, command.pattern, command.on)
-        if isinstance(command, DisplayCommand):
-            return await self.set_display(client, ws, user_id, command.value)
-        if isinstance(command, DomainCommand):
-            return await self.set_domain(client, ws, user_id, command.action, command.host)
+        if isinstance(command, CHANNEL_COMMANDS):
+            return await self.limits.channels.run(client, ws, user_id, channel_id, command)
         if isinstance(command, OrgBudgetCommand | OrgModelCommand):
             return await self.limits.org_admin.run(client, ws, user_id, command)
         if isinstance(command, UsageCommand):
             return await self.limits.usage.answer(client, ws, user_id, command)
         if isinstance(command, ApprovalsCommand):
             return await self.limits.approvals.run(client, ws, user_id, command)
-        return await self.change(client, ws, user_id, command.changes)
+        # The rest change the workspace's own settings: admins only, asked once here.
+        if not await self.may_change(client, ws, user_id):
+            return self.refusal()
+        return await self._changed(ws, user_id, command)
+
+    async def _changed(self, ws: Workspace, user_id: str, command: WorkspaceChange) -> str:
+        """Apply one change an admin asked for; the reply says what changed."""
+        if isinstance(command, ResetCommand):
+            return await self._reset(ws, user_id)
+        if isinstance(command, VerbosityCommand):
+            await self.limits.display.set_verbosity(ws, command.value, user_id)
+            return verbosity_reply(command.value)
+        if isinstance(command, DisplayCommand):
+            await self.limits.display.set_display(ws, command.value, user_id)
+            return display_reply(command.value)
+        if isinstance(command, ToolRuleCommand):
+            return await self._tool_rule(ws, user_id, command.pattern, command.on)
+        if isinstance(command, DomainCommand):
+            return await self._domain(ws, user_id, command.action, command.host)
+        return changed_reply(await self.limits.store.apply(ws, command.changes, actor=user_id))
 
     async def _listing(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, command: ShowCommand | ToolsCommand
@@ -168,12 +183,8 @@ class LimitsCommands:
                             admin_user_ids=self.limits.users.admin_user_ids,
                             refused={"slack_search": await self.limits.search.refused(ws)})
 
-    async def set_domain(
-        self, client: AsyncWebClient, ws: Workspace, user_id: str, action: DomainAction, host: str
-    ) -> str:
-        """``allow-domain`` / ``deny-domain`` / ``clear-domain``: admins only, audited."""
-        if not await self.may_change(client, ws, user_id):
-            return self.refusal()
+    async def _domain(self, ws: Workspace, user_id: str, action: DomainAction, host: str) -> str:
+        """``allow-domain`` / ``deny-domain`` / ``clear-domain``: audited."""
         try:
             change = await self.limits.domains.apply(ws, host, action, user_id)
         except ValueError as exc:
@@ -187,37 +198,26 @@ class LimitsCommands:
         user_id: str,
         changes: Iterable[tuple[ConfigField, ConfigValue]],
     ) -> str:
-        """Authorize, then apply validated changes; the reply lists what changed."""
+        """Authorize, then apply validated changes; the reply lists what changed (App Home's form)."""
         if not await self.may_change(client, ws, user_id):
             return self.refusal()
-        done = await self.limits.store.apply(ws, changes, actor=user_id)
-        return changed_reply(done)
+        return changed_reply(await self.limits.store.apply(ws, changes, actor=user_id))
 
     async def reset(self, client: AsyncWebClient, ws: Workspace, user_id: str) -> str:
+        """Authorize, then every field back to the defaults (App Home's Reset)."""
         if not await self.may_change(client, ws, user_id):
             return self.refusal()
+        return await self._reset(ws, user_id)
+
+    async def _reset(self, ws: Workspace, user_id: str) -> str:
         done = await self.limits.store.reset(ws, actor=user_id)
         return changed_reply(done, nothing=_("The limits already are the defaults; nothing changed."))
 
-    async def set_verbosity(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Verbosity) -> str:
-        if not await self.may_change(client, ws, user_id):
-            return self.refusal()
-        await self.limits.display.set_verbosity(ws, value, user_id)
-        return verbosity_reply(value)
-
-    async def set_tool(self, client: AsyncWebClient, ws: Workspace, user_id: str, pattern: str, on: bool) -> str:
-        """``tools enable|disable``: admins only, names the deployment offers only (a workspace only narrows)."""
-        if not await self.may_change(client, ws, user_id):
-            return self.refusal()
+    async def _tool_rule(self, ws: Workspace, user_id: str, pattern: str, on: bool) -> str:
+        """``tools enable|disable``: names the deployment offers only (a workspace only narrows)."""
         catalog, published = await self.limits.tools.deployment()
         close = unknown_pattern(pattern, catalog)
         if close is not None:
             return unknown_tool_reply(pattern, close, published=published)
         done = await self.limits.store.set_tool_rule(ws, pattern, on, user_id, [e.name for e in catalog])
         return tool_rule_reply(pattern, on, done)
-
-    async def set_display(self, client: AsyncWebClient, ws: Workspace, user_id: str, value: Display) -> str:
-        if not await self.may_change(client, ws, user_id):
-            return self.refusal()
-        await self.limits.display.set_display(ws, value, user_id)
-        return display_reply(value)

@@ -26,7 +26,8 @@ from bot.i18n import N_, _, ngettext
 from bot.identity import Workspace
 from bot.markup import escape
 from bot.workspace.admin.people import SlackUsers
-from bot.workspace.settings import quote, unavailable
+from bot.workspace.admin.words import quote
+from bot.workspace.settings import unavailable
 from bot.workspace.spend import ALL, DIMENSIONS, Dimension, Row, RunLedger, day_id
 
 log = logging.getLogger(__name__)

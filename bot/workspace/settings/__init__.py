@@ -7,23 +7,21 @@ settings resolve), ``channel_run``, ``channel_respond`` and ``channel_react`` (h
 ``search_access``, ``scopes`` (optional scopes).
 """
 
-from bot.workspace.settings import search_access
 from bot.workspace.settings.approval_policies import (
     GUARD,
     ApprovalPolicies,
     ApprovalPolicy,
-    ApprovalsCommand,
     GroupLookupError,
     Kind,
     UnknownGroup,
     duration_text,
     members,
     mention,
-    parse_approvals,
+    parse_duration,
     policy_for,
 )
 from bot.workspace.settings.catalog import ToolCatalog, WorkspaceTools
-from bot.workspace.settings.changes import AUDIT_CAP, Change, commit, label_of
+from bot.workspace.settings.changes import Change, commit, label_of
 from bot.workspace.settings.channel_react import (
     MAX_TRIGGERS,
     TASK_MAX_CHARS,
@@ -64,15 +62,13 @@ from bot.workspace.settings.config import (
     LimitsPolicy,
     WorkspaceConfig,
     decode_value,
-    display,
     encode_value,
     in_bounds,
     limits_for,
-    quote,
     shown,
 )
 from bot.workspace.settings.display import DisplaySettings
-from bot.workspace.settings.domains import DomainAction, DomainLists, DomainStore, domain_reply, format_domains
+from bot.workspace.settings.domains import DomainAction, DomainLists, DomainStore
 from bot.workspace.settings.models import DEFAULT_MODELS, NAME_RE, Models, split_run_model
 from bot.workspace.settings.scopes import GrantedScopes, needs, off_line
 from bot.workspace.settings.search_access import SearchAccess
@@ -82,9 +78,6 @@ from bot.workspace.settings.tool_choice import (
     CatalogEntry,
     ToolChoice,
     catalog_of,
-    decode_catalog,
-    encode_catalog,
-    rows,
     unknown_pattern,
 )
 
@@ -92,16 +85,14 @@ __all__ = [
     "GUARD",
     "ApprovalPolicies",
     "ApprovalPolicy",
-    "ApprovalsCommand",
     "GroupLookupError",
     "Kind",
     "UnknownGroup",
     "duration_text",
     "members",
     "mention",
+    "parse_duration",
     "policy_for",
-    "parse_approvals",
-    "AUDIT_CAP",
     "BOUNDS",
     "CatalogEntry",
     "Change",
@@ -149,26 +140,18 @@ __all__ = [
     "catalog_of",
     "channel_field",
     "commit",
-    "decode_catalog",
     "decode_value",
-    "display",
     "emoji_name",
-    "domain_reply",
-    "encode_catalog",
     "encode_value",
     "first_allowed",
-    "format_domains",
     "in_bounds",
     "instructions_of",
     "label_of",
     "limits_for",
     "needs",
     "off_line",
-    "quote",
     "react_field",
     "resolve",
-    "rows",
-    "search_access",
     "shown",
     "split_run_model",
     "triggers_of",

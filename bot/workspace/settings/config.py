@@ -182,12 +182,6 @@ def shown(config: WorkspaceConfig, config_field: ConfigField) -> str:
     return UNREADABLE if config_field in config.unreadable else display(config_field, getattr(config, config_field))
 
 
-def quote(text: str) -> str:
-    """User text echoed inside backticks: short, and no backtick or Slack control characters to break out."""
-    cleaned = text.replace("`", "'").replace("<", "‹").replace(">", "›").replace("&", "＆")
-    return cleaned if len(cleaned) <= 40 else cleaned[:37] + "..."
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LimitsPolicy:
     """The settings the limits need, as plain values (built once from ``WorkspaceDefaults`` at start-up)."""

@@ -28,17 +28,17 @@ NO_REASON = N_("no reason given")
 REFUSAL_TTL_SECONDS = 3600
 
 
-def why(error: str) -> str:
-    """Slack's error in English words (an error code Slack may add later: as it is)."""
-    return REFUSALS.get(error, error or NO_REASON)
-
-
 class SearchAccess:
     """A workspace's standing with Real-time Search, in Redis (``P:<ws>:search:refused``)."""
 
     def __init__(self, redis: aioredis.Redis, keys: AppKeys) -> None:
         self._redis = redis
         self._keys = keys
+
+    @staticmethod
+    def why(error: str) -> str:
+        """Slack's error in English words (an error code Slack may add later: as it is)."""
+        return REFUSALS.get(error, error or NO_REASON)
 
     def key(self, ws: Workspace) -> str:
         """Where the refusal is kept: a run's preflight reads it with the workspace's other values."""
@@ -48,7 +48,7 @@ class SearchAccess:
     def decode(raw: bytes | str | None) -> str:
         """Why Slack refused, from the stored error ("" when it did not)."""
         error = as_text(raw)
-        return why(error) if error else ""
+        return SearchAccess.why(error) if error else ""
 
     async def refused(self, ws: Workspace) -> str:
         """Why Slack refused the workspace's search lately ("" when it did not, or Redis cannot say)."""

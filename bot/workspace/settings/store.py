@@ -123,7 +123,7 @@ class WorkspaceLimitsStore:
                 overrides[name] = decode_value(name, as_text(value) or "")
             except InvalidValue:
                 # Written by hand or by another version. Not ignored: a limit nobody can read is not "none";
-                # the run refuses (WorkspaceLimits.preflight) until an admin sets it again.
+                # the run refuses (``bot.runs.start``'s preflight) until an admin sets it again.
                 log.warning("unreadable stored limit %s=%.80r: runs are refused until it is set again", name, value)
                 unreadable.append(name)
         return replace(self.defaults, **overrides, unreadable=tuple(sorted(unreadable)))

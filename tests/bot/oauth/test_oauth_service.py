@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from bot.identity import Workspace
 from bot.serve.service import Service
 from bot.settings import Settings
-from bot.workspace import WorkspaceLimits
+from bot.workspace import WorkspaceParts
 from bot.workspace.settings import LimitsPolicy
 from tests.bot.conftest import SECRET, drain
 from tests.bot.oauth_helpers import COOKIE, KEY
@@ -127,12 +127,12 @@ async def test_an_org_wide_install_runs_two_workspaces_and_the_org_budget_caps_b
         assert any("the answer" in m.block_text() for m in fake_slack.thread_messages(channel, ts))
 
     # Limits and budgets are per workspace; the org ledger counts the sum of both.
-    limits = WorkspaceLimits.create(redis_client, LimitsPolicy.from_settings(oauth_service_settings),
+    limits = WorkspaceParts.create(redis_client, LimitsPolicy.from_settings(oauth_service_settings),
                                     key_prefix=oauth_service_settings.redis_key_prefix)
     usage = {}
     for team in first:
         ws = Workspace(team, "E1")
-        usage[team] = await (await limits.budget(ws, await limits.store.get(ws))).usage_summary()
+        usage[team] = await (await limits.budgets.of(ws, await limits.store.get(ws))).usage_summary()
     org_spent = usage["T21"].layers[0].spent_micros
     assert usage["T21"].spent_micros > 0 and usage["T22"].spent_micros > 0
     assert org_spent == usage["T21"].spent_micros + usage["T22"].spent_micros == usage["T22"].layers[0].spent_micros

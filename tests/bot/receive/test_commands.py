@@ -20,10 +20,11 @@ from bot.identity import IdentityMiddleware, Workspace
 from bot.keys import AppKeys
 from bot.receive.deps import Services
 from bot.receive.listeners import commands, home
+from bot.runs.start import RunBlocked, RunPlan, RunStart
 from bot.serve.app import create_web_app
 from bot.settings import Settings
 from bot.slack_client import make_web_client
-from bot.workspace import RunBlocked, RunPlan, WorkspaceLimits
+from bot.workspace import WorkspaceParts
 from bot.workspace.admin import USAGE, file_caps_line
 from bot.workspace.settings import LimitsPolicy, WorkspaceConfig
 from tests.conftest import TEST_REDIS_URL
@@ -59,8 +60,13 @@ class SlackWithViews(FakeSlack):
 class Harness:
     slack: SlackWithViews
     http: TestClient  # type: ignore[type-arg]
-    limits: WorkspaceLimits
+    limits: WorkspaceParts
     clock: Clock
+
+    @property
+    def start(self) -> RunStart:
+        """The run's start over the same parts (``bot.runs.start``)."""
+        return RunStart.of(self.limits)
 
     async def post(self, body: bytes, content_type: str) -> Any:
         response = await self.http.post(
@@ -99,7 +105,7 @@ async def harness(redis_client: aioredis.Redis, key_prefix: str) -> AsyncIterato
         queue = ArqRedis.from_url(TEST_REDIS_URL)
         services = Services(settings, redis_client, client, queue, AppKeys(key_prefix))
         policy = LimitsPolicy(defaults=DEFAULTS, admin_user_ids=frozenset({LISTED}))
-        limits = WorkspaceLimits.create(redis_client, policy, key_prefix=key_prefix, clock=clock)
+        limits = WorkspaceParts.create(redis_client, policy, key_prefix=key_prefix, clock=clock)
         app = AsyncApp(
             client=client,
             signing_secret=None,
@@ -108,8 +114,8 @@ async def harness(redis_client: aioredis.Redis, key_prefix: str) -> AsyncIterato
             name="agent",
         )
         app.use(IdentityMiddleware())
-        commands.register(app, services, limits)
-        home.register(app, services, limits)
+        commands.register(app, services, limits.users, limits.commands)
+        home.register(app, services, home.HomeParts.of(limits))
         async with TestClient(TestServer(create_web_app(app, services))) as http:
             yield Harness(slack, http, limits, clock)
         await queue.aclose()
@@ -254,7 +260,7 @@ async def test_limits_are_per_workspace_and_enterprise(harness: Harness):
 
 async def test_a_change_applies_to_the_next_run_and_not_to_one_in_flight(harness: Harness):
     client = AsyncWebClient(token="xoxb-test", base_url=harness.slack.base_url)
-    in_flight = await harness.limits.preflight(client, WS, "UMEMBER")
+    in_flight = await harness.start.preflight(client, WS, "UMEMBER")
     assert isinstance(in_flight, RunPlan) and in_flight.limits.max_steps == 15
 
     await harness.command("budget 0", user=LISTED)
@@ -263,7 +269,7 @@ async def test_a_change_applies_to_the_next_run_and_not_to_one_in_flight(harness
     assert await in_flight.budget.reserve("run0:1", 1_000) is not None
     assert in_flight.limits.max_steps == 15
     # ...and the next one is refused before any LLM call, saying when it resets and who can raise it.
-    blocked = await harness.limits.preflight(client, WS, "UMEMBER")
+    blocked = await harness.start.preflight(client, WS, "UMEMBER")
     assert isinstance(blocked, RunBlocked) and blocked.reason == "budget_exhausted"
     assert "resets on 2027-01-01" in blocked.message and f"<@{LISTED}>" in blocked.message
 
@@ -272,26 +278,26 @@ async def test_guests_and_other_organisations_cannot_start_runs(harness: Harness
     client = AsyncWebClient(token="xoxb-test", base_url=harness.slack.base_url)
     harness.slack.users["UGUEST"] = {"is_ultra_restricted": True}
     harness.slack.users["UFOREIGN"] = {"team_id": "TOTHER"}
-    guest = await harness.limits.preflight(client, WS, "UGUEST")
-    foreign = await harness.limits.preflight(client, WS, "UFOREIGN")
+    guest = await harness.start.preflight(client, WS, "UGUEST")
+    foreign = await harness.start.preflight(client, WS, "UFOREIGN")
     assert isinstance(guest, RunBlocked) and guest.reason == "guest"
     assert isinstance(foreign, RunBlocked) and foreign.reason == "external"
-    assert isinstance(await harness.limits.preflight(client, WS, "UMEMBER"), RunPlan)
+    assert isinstance(await harness.start.preflight(client, WS, "UMEMBER"), RunPlan)
 
 
 async def test_the_budget_rolls_over_without_a_job(harness: Harness):
     client = AsyncWebClient(token="xoxb-test", base_url=harness.slack.base_url)
     await harness.command("budget 0.01 daily", user=LISTED)
-    plan = await harness.limits.preflight(client, WS, "UMEMBER")
+    plan = await harness.start.preflight(client, WS, "UMEMBER")
     assert isinstance(plan, RunPlan)
     hold = await plan.budget.reserve("run1:1", 10_000)
     assert hold is not None
     await plan.budget.settle(hold, 10_000)
-    assert isinstance(await harness.limits.preflight(client, WS, "UMEMBER"), RunBlocked)
+    assert isinstance(await harness.start.preflight(client, WS, "UMEMBER"), RunBlocked)
     assert "Spent today: $0.01" in await harness.command("show")
 
     harness.clock.now = datetime(2026, 12, 3, 0, 0, tzinfo=UTC) + timedelta(seconds=1)
-    assert isinstance(await harness.limits.preflight(client, WS, "UMEMBER"), RunPlan)
+    assert isinstance(await harness.start.preflight(client, WS, "UMEMBER"), RunPlan)
     assert "Spent today: $0.00" in await harness.command("show")
 
 
@@ -314,10 +320,10 @@ async def test_an_unsigned_command_is_refused_before_the_listener(harness: Harne
 async def test_redis_down_is_a_clear_reply_not_an_exception(key_prefix: str):
     unreachable = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=1)
     try:
-        limits = WorkspaceLimits.create(unreachable, LimitsPolicy(admin_user_ids=frozenset({LISTED})))
+        limits = WorkspaceParts.create(unreachable, LimitsPolicy(admin_user_ids=frozenset({LISTED})))
         context = AsyncBoltContext({"team_id": TEAM, "workspace": WS})
         client = AsyncWebClient(token="xoxb-test", base_url="http://127.0.0.1:1/api/")
-        reply = await commands.answer(limits, client, context, LISTED, "max-steps 40")
+        reply = await commands.answer(limits.users, limits.commands, client, context, LISTED, "max-steps 40")
         assert "limits store is unavailable" in reply and "nothing was shown or changed" in reply
     finally:
         await unreachable.aclose()
@@ -374,7 +380,7 @@ def _people(harness: Harness) -> AsyncWebClient:
 
 
 async def _spend(harness: Harness, client: AsyncWebClient, ws: Workspace, user: str, micros: int, key: str) -> None:
-    plan = await harness.limits.preflight(client, ws, user)
+    plan = await harness.start.preflight(client, ws, user)
     assert isinstance(plan, RunPlan), plan
     hold = await plan.budget.reserve(key, micros)
     assert hold is not None
@@ -391,16 +397,16 @@ async def test_only_org_admins_set_the_org_budget_and_it_caps_every_workspace(ha
     # Each workspace keeps its own $10 budget; together they may spend $1 today.
     await _spend(harness, client, WS1, "UA", 600_000, "a:1")
     await _spend(harness, client, WS2, "UB", 400_000, "b:1")
-    blocked = await harness.limits.preflight(client, WS2, "UB")
+    blocked = await harness.start.preflight(client, WS2, "UB")
     assert isinstance(blocked, RunBlocked) and blocked.reason == "budget_exhausted"
     assert "the org's agent budget ($1.00 per day" in blocked.message and "org-budget" in blocked.message
-    assert isinstance(await harness.limits.preflight(client, Workspace("T1"), "UMEMBER"), RunPlan)  # no org
+    assert isinstance(await harness.start.preflight(client, Workspace("T1"), "UMEMBER"), RunPlan)  # no org
     shown = await harness.command("show", user="UA", team="T2", enterprise=ORG)
     assert "Org budget: $1.00 per day for all its workspaces: $1.00 today spent, $0.00 remaining" in shown
     assert "Top spenders this month: <@UB> $0.40" in shown
     # Raising it lets both run again; the change is in the org's audit log.
     await harness.command("org-budget none", user=ORG_ADMIN, team="T2", enterprise=ORG)
-    assert isinstance(await harness.limits.preflight(client, WS1, "UA"), RunPlan)
+    assert isinstance(await harness.start.preflight(client, WS1, "UA"), RunPlan)
     assert len(await harness.limits.store.redis.lrange(harness.limits.store.keys.org_limits_audit(ORG), 0, -1)) == 2
 
 
@@ -414,16 +420,16 @@ async def test_a_per_person_cap_stops_one_person_and_not_the_others(harness: Har
     client = _people(harness)
     assert "user-budget: none → $0.50" in await harness.command("user-budget 0.50", user=LISTED, enterprise=ORG)
     await _spend(harness, client, WS1, "UA", 500_000, "a:1")
-    blocked = await harness.limits.preflight(client, WS1, "UA")
+    blocked = await harness.start.preflight(client, WS1, "UA")
     assert isinstance(blocked, RunBlocked) and blocked.reason == "budget_exhausted"
     assert "your own agent budget in this workspace ($0.50 per month)" in blocked.message
-    assert isinstance(await harness.limits.preflight(client, WS1, "UB"), RunPlan)
-    assert isinstance(await harness.limits.preflight(client, WS2, "UA"), RunPlan)  # another workspace's cap
+    assert isinstance(await harness.start.preflight(client, WS1, "UB"), RunPlan)
+    assert isinstance(await harness.start.preflight(client, WS2, "UA"), RunPlan)  # another workspace's cap
     shown = await harness.command("show", user="UA", team="T1", enterprise=ORG)
     assert "Per-person cap: $0.50 per month; you spent $0.50 this month" in shown
     assert "Top spenders this month: <@UA> $0.50" in shown
     assert "user-budget: $0.50 → none" in await harness.command("user-budget none", user=LISTED, enterprise=ORG)
-    assert isinstance(await harness.limits.preflight(client, WS1, "UA"), RunPlan)
+    assert isinstance(await harness.start.preflight(client, WS1, "UA"), RunPlan)
 
 
 async def test_members_cannot_set_a_per_person_cap(harness: Harness):

@@ -15,7 +15,7 @@ import pytest
 from bot.identity import Workspace
 from bot.serve.service import Service
 from bot.settings import Settings
-from bot.workspace import WorkspaceLimits
+from bot.workspace import WorkspaceParts
 from bot.workspace.settings import LimitsPolicy, WorkspaceLimitsStore
 from tests.bot.conftest import App, make_settings
 from tests.bot.runs.test_unwritable import recent
@@ -52,7 +52,7 @@ def answer(prompt_tokens: int = 1000) -> Reply:
 async def spent(app: App) -> int:
     services = app.service.services
     assert services is not None
-    limits = WorkspaceLimits.create(services.redis, LimitsPolicy.from_settings(app.service.settings),
+    limits = WorkspaceParts.create(services.redis, LimitsPolicy.from_settings(app.service.settings),
                                     key_prefix=services.keys.prefix)
     return (await limits.runs.usage(WS, await limits.store.get(WS))).spent_micros
 

@@ -7,7 +7,7 @@ import pytest
 
 from bot.identity import Workspace
 from bot.serve.service import Service
-from bot.workspace import WorkspaceLimits
+from bot.workspace import WorkspaceParts
 from bot.workspace.settings import LimitsPolicy
 from bot.workspace.spend import RunRecord
 from tests.bot.conftest import App, make_settings
@@ -23,7 +23,7 @@ async def recent(app: App) -> list[RunRecord]:
     services = app.service.services
     assert services is not None
     policy = LimitsPolicy.from_settings(app.service.settings)
-    limits = WorkspaceLimits.create(services.redis, policy, key_prefix=services.keys.prefix)
+    limits = WorkspaceParts.create(services.redis, policy, key_prefix=services.keys.prefix)
     return list(await limits.runs.recent_runs(Workspace.of("T0001", "")))
 
 

@@ -20,7 +20,7 @@ from bot.identity import Workspace
 from bot.keys import AppKeys
 from bot.serve.service import Service
 from bot.settings import Settings
-from bot.workspace import WorkspaceLimits
+from bot.workspace import WorkspaceParts
 from bot.workspace.settings import LimitsPolicy
 from tests.bot.conftest import SECRET, drain, make_settings
 from tests.bot.oauth.test_oauth_service import install
@@ -161,11 +161,11 @@ async def spent_by(
     redis_client: aioredis.Redis, settings: Settings, *workspaces: Workspace
 ) -> dict[Workspace, int]:
     """Micro-dollars each workspace's own budget ledger counts this period."""
-    limits = WorkspaceLimits.create(redis_client, LimitsPolicy.from_settings(settings),
+    limits = WorkspaceParts.create(redis_client, LimitsPolicy.from_settings(settings),
                                     key_prefix=settings.redis_key_prefix)
     spent = {}
     for ws in workspaces:
-        usage = await (await limits.budget(ws, await limits.store.get(ws))).usage_summary()
+        usage = await (await limits.budgets.of(ws, await limits.store.get(ws))).usage_summary()
         spent[ws] = usage.spent_micros
     return spent
 

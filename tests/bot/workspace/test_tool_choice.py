@@ -9,7 +9,8 @@ import pytest
 from bot.receive.views.home import tools_blocks
 from bot.runs.toolbox import Toolbox
 from bot.workspace.admin import NO_CATALOG_NOTE, ToolRuleCommand, ToolsCommand, UsageError, format_tools, parse_command
-from bot.workspace.settings import CatalogEntry, ToolChoice, decode_catalog, encode_catalog, rows, unknown_pattern
+from bot.workspace.settings import CatalogEntry, ToolChoice, unknown_pattern
+from bot.workspace.settings.tool_choice import decode_catalog, encode_catalog, rows
 from tests.bot.conftest import make_settings
 from tests.fakes.slack_api import FakeSlack
 from tools import ToolListing, builtin_registry

@@ -30,7 +30,8 @@ from bot.workspace.admin import (
     parse_value,
     run_permission,
 )
-from bot.workspace.settings import AUDIT_CAP, WorkspaceConfig, WorkspaceLimitsStore, limits_for
+from bot.workspace.settings import WorkspaceConfig, WorkspaceLimitsStore, limits_for
+from bot.workspace.settings.changes import AUDIT_CAP
 from bot.workspace.spend import RUNS_CAP, RunLedger, RunRecord
 from tests.fakes.slack_api import FakeSlack
 

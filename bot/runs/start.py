@@ -1,64 +1,46 @@
-"""The limits facade: everything ``/agent-limits``, App Home and the run job do with limits, one set of rules.
+"""A run's start: may this person run it, can every limit it runs under be read, is there budget left, and what
+does it start with (its :class:`RunPlan`). One round trip reads the workspace's settings and the run's own keys
+(:class:`RunReads`) into a typed :class:`StartBatch`; its parts are the workspace's, wired once per process::
 
-The pieces it joins: :mod:`bot.workspace.admin.limits_command` (``/agent-limits``'s replies),
-:mod:`bot.workspace.settings.store` and :mod:`bot.workspace.spend.ledger` (Redis),
-:mod:`bot.workspace.admin.people` (who may do what) and :mod:`bot.workspace.admin.replies` (the texts)::
-
-    limits = WorkspaceLimits.create(redis, LimitsPolicy.from_settings(settings), key_prefix=...)
-    reply = await limits.commands.run_command(client, ws, user_id, "budget 25")
-    plan = await limits.preflight(client, ws, user_id, base=settings.limits())
+    start = RunStart.of(parts)
+    plan = await start.preflight(client, ws, user_id, base=settings.limits())
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal
 
-import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_core import Limits, ModelChoice, RedisBudget, utc_now
+from agent_core import Limits, ModelChoice, RedisBudget
 from bot.identity import Workspace
-from bot.keys import DEFAULT_KEY_PREFIX, AppKeys
+from bot.workspace import Display, Verbosity, WorkspaceParts
 from bot.workspace.admin import (
     ApprovalsAdmin,
-    ChannelAdmin,
-    LimitsCommands,
-    LimitsParts,
-    OrgAdmin,
     Places,
     SlackUsers,
-    UsageReports,
     budget_exhausted_message,
-    file_caps_line,
     is_exhausted,
     unreadable_message,
 )
 from bot.workspace.settings import (
     DEFAULT_MODELS,
-    ApprovalPolicies,
-    CatalogEntry,
     ChannelSettings,
     DisplaySettings,
     DomainLists,
     DomainStore,
-    LimitsPolicy,
     Models,
     SearchAccess,
-    ToolCatalog,
     ToolChoice,
     WorkspaceChoices,
     WorkspaceConfig,
     WorkspaceLimitsStore,
-    WorkspaceTools,
     limits_for,
     resolve,
 )
-from bot.workspace.shapes import Display, Verbosity
-from bot.workspace.spend import Budgets, FeedbackStore, OrgBudget, OrgBudgetStore, RunLedger
+from bot.workspace.spend import Budgets, OrgBudgetStore, RunLedger
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,93 +108,29 @@ class RunBlocked:
     message: str
 
 
-class WorkspaceLimits:
-    """The workspace's parts, wired once per process (its users.info cache is per instance), and the run's
-    preflight over them::
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """The workspace's parts a run's start reads: who may run, the stored settings and the budget."""
 
-        limits = WorkspaceLimits.create(redis, LimitsPolicy.from_settings(settings), key_prefix=...)
-        reply = await limits.commands.run_command(client, ws, user_id, "budget 25")
-        plan = await limits.preflight(client, ws, user_id, base=settings.limits())
-    """
-
-    def __init__(
-        self,
-        store: WorkspaceLimitsStore,
-        runs: RunLedger,
-        users: SlackUsers,
-        display: DisplaySettings,
-        catalog: ToolCatalog,
-        builtin_tools: tuple[CatalogEntry, ...] = (),
-        feedback: FeedbackStore | None = None,
-        *,
-        files_line: str = "",
-        models: Models = DEFAULT_MODELS,
-        approval_timeouts: tuple[float, float] = (300.0, 86400.0),
-    ) -> None:
-        self.store = store
-        self.runs = runs
-        self.users = users
-        self.display = display
-        self.feedback = feedback
-        self.tools = WorkspaceTools(catalog, store, builtin_tools)
-        # Built here, not passed in: they only need the store's client and keys.
-        self.domains = DomainStore(store.redis, store.keys)
-        self.org = OrgBudgetStore(store.redis, store.keys, clock=store.clock)
-        self.budgets = Budgets(runs, self.org)
-        self.search = SearchAccess(store.redis, store.keys)
-        #: What kind of conversation each channel is (who reads it), for what a run may show there.
-        self.places = Places()
-        self.channels = ChannelAdmin(store, users, models, self.tools.of, self.org)
-        self.approvals = ApprovalsAdmin(users, ApprovalPolicies(store.redis, store.keys), self.tools.deployment,
-                                        lambda: self.commands.refusal(), approval_timeouts)
-        self.commands = LimitsCommands(LimitsParts(
-            users, store, display, self.domains, self.search, self.tools, self.budgets, self.org, self.channels,
-            OrgAdmin(self.org, users, models), UsageReports(runs, users), self.approvals, feedback, files_line))
+    users: SlackUsers
+    store: WorkspaceLimitsStore
+    display: DisplaySettings
+    domains: DomainStore
+    search: SearchAccess
+    org: OrgBudgetStore
+    budgets: Budgets
+    models: Models = DEFAULT_MODELS
 
     @classmethod
-    def create(
-        cls,
-        redis: aioredis.Redis,
-        policy: LimitsPolicy,
-        *,
-        key_prefix: str = DEFAULT_KEY_PREFIX,
-        clock: Callable[[], datetime] = utc_now,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> WorkspaceLimits:
-        store = WorkspaceLimitsStore(redis, defaults=policy.defaults, key_prefix=key_prefix, clock=clock)
-        users = SlackUsers(
-            admin_user_ids=policy.admin_user_ids,
-            allow_guests=policy.allow_guests,
-            allow_external=policy.allow_external,
-            clock=monotonic,
-        )
-        keys = AppKeys(key_prefix)
-        runs = RunLedger(
-            redis, keys, clock=clock, hold_seconds=policy.hold_seconds, renew_seconds=policy.renew_seconds,
-            usage_retention_days=policy.usage_retention_days,
-        )
-        display = DisplaySettings(redis, keys, default=policy.verbosity, display=policy.display)
-        return cls(
-            store, runs, users, display, ToolCatalog(redis, keys), policy.builtin_tools,
-            FeedbackStore(redis, keys, clock=clock, usage_retention_days=policy.usage_retention_days),
-            files_line=file_caps_line(*policy.file_caps), models=policy.models,
-            approval_timeouts=policy.approval_timeouts,
-        )
-
-    async def org_budget(self, ws: Workspace) -> OrgBudget | None:
-        """The org budget (and model) of ``ws``'s Enterprise Grid org; None outside one."""
-        return await self.org.of(ws)
-
-    async def budget(
-        self, ws: Workspace, config: WorkspaceConfig, user_id: str | None = None, *, org: OrgBudget | None = None
-    ) -> RedisBudget:
-        """The budget a run of ``user_id`` must fit (:class:`bot.workspace.spend.Budgets`)."""
-        return await self.budgets.of(ws, config, user_id, org=org)
+    def of(cls, parts: WorkspaceParts) -> RunStart:
+        return cls(parts.users, parts.store, parts.display, parts.domains, parts.search, parts.org, parts.budgets,
+                   parts.channels.models)
 
     async def start_batch(self, ws: Workspace, channel_id: str, reads: RunReads) -> StartBatch:
         """The workspace's settings, the channel's and the run's own reads, in one round trip."""
         hashes = {"egress": self.domains.key(ws), "shown": self.display.key(ws),
-                  "channel": self.channels.key(ws, channel_id or "-"), "thread_files": reads.thread_files}
+                  "channel": self.store.keys.channel_settings(ws, channel_id or "-"),
+                  "thread_files": reads.thread_files}
         values = {"session_fallback": reads.session_fallback, "search": self.search.key(ws)}
         hashes, values = {k: v for k, v in hashes.items() if v}, {k: v for k, v in values.items() if v}
         config, tools, raw = await self.store.for_run(ws, *hashes.values(), values=tuple(values.values()))
@@ -235,16 +153,16 @@ class WorkspaceLimits:
             return RunBlocked(refusal.reason, refusal.message)
         start = await self.start_batch(ws, channel_id, reads)
         config = start.config
-        org = await self.org_budget(ws)  # its budget and its model, one HGETALL
+        org = await self.org.of(ws)  # its budget and its model, one HGETALL
         channel, choices = ChannelSettings.decode(start.channel), WorkspaceChoices.decode(start.shown)
-        run = resolve(self.channels.models, run_model=run_model, channel=channel, org_model=org.model if org else "",
+        run = resolve(self.models, run_model=run_model, channel=channel, org_model=org.model if org else "",
                       workspace=choices, tools=start.tools, shape=self.display.decode(start.shown))
         if isinstance(run, str):
             return RunBlocked("model_refused", run)
         unreadable = unreadable_message(config, org is not None and org.unreadable, self.users.admin_user_ids)
         if unreadable:
             return RunBlocked("limit_unreadable", unreadable)
-        budget = await self.budget(ws, config, user_id, org=org)
+        budget = await self.budgets.of(ws, config, user_id, org=org)
         usage = await budget.usage_summary()
         if is_exhausted(usage) or any(is_exhausted(layer) for layer in usage.layers):
             message = budget_exhausted_message(config, usage, self.users.admin_user_ids)
@@ -252,3 +170,27 @@ class WorkspaceLimits:
         return RunPlan(config, limits_for(config, base), budget, run.display, run.verbosity, run.tools,
                        self.domains.decode(start.egress), self.search.decode(start.search), run.model, channel,
                        choices.external_files, start.thread_files, start.session_fallback)
+
+
+@dataclass(frozen=True, slots=True)
+class RunWorkspace:
+    """The workspace's parts a run uses, from its start to its record."""
+
+    start: RunStart
+    #: The asker's language and standing (users.info, cached).
+    users: SlackUsers
+    #: How a run that finished before a restart shows its end.
+    display: DisplaySettings
+    #: The workspace's approval policies for the run's tool calls.
+    approvals: ApprovalsAdmin
+    #: Who reads a channel, for what a run's Slack reads may show there.
+    places: Places
+    #: Real-time Search's refusals, remembered for the workspace.
+    search: SearchAccess
+    #: App Home's list of recent runs and the usage counters.
+    ledger: RunLedger
+
+    @classmethod
+    def of(cls, parts: WorkspaceParts) -> RunWorkspace:
+        return cls(RunStart.of(parts), parts.users, parts.display, parts.approvals, parts.places, parts.search,
+                   parts.runs)
