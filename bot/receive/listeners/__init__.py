@@ -35,7 +35,8 @@ def register(app: AsyncApp, services: Services, parts: WorkspaceParts | None = N
     users, home_parts = parts.users, home.HomeParts.of(parts)
     events.register(app, services, users, parts.channels)
     actions.register(app, services, users, parts.approvals.policies)
-    memories = memory.register(app, services, parts)  # /agent memory …, /agent-limits … memory …, erasures
+    # /agent memory …, /agent-limits … memory …, erasures (and, uninstalled, the people's MCP tokens)
+    memories = memory.register(app, services, parts, mcp_connect.on_uninstalled(services))
     commands.register(app, services, users, parts.commands, memories)
     schedules = agent_command.register(  # /agent schedule …, /agent memory …, and /agent connect … first
         app, services, users, memories, other=mcp_connect.command_handler(services, users))

@@ -101,18 +101,24 @@ def command_handler(services: Services, users: SlackUsers
 
 
 def register(app: AsyncApp, services: Services, rules: HomeParts) -> None:
-    """The Connect, Retry and App Home buttons (and, with one SLACK_BOT_TOKEN, ``app_uninstalled``)."""
+    """The Connect, Retry and App Home buttons."""
     app.action(CONNECT_ACTION)(partial(_on_connect, services, rules.users))
     app.action(RETRY_ACTION)(partial(_on_retry, services, rules.users))
     app.action(HOME_CONNECT_ACTION)(partial(_on_home, services, rules))
     app.action(HOME_DISCONNECT_ACTION)(partial(_on_home, services, rules))
-    if services.oauth is None and services.mcp is not None:
-        # No installation to delete, but the people's MCP tokens go (in OAuth mode the installation store's
-        # listener deletes them with the installation).
-        async def on_uninstalled(context: AsyncBoltContext) -> None:
-            await forget_workspace(services.redis, services.keys, identity.workspace(context))
 
-        app.event("app_uninstalled")(on_uninstalled)
+
+def on_uninstalled(services: Services) -> Callable[[AsyncBoltContext], Awaitable[None]] | None:
+    """With one SLACK_BOT_TOKEN, what ``app_uninstalled`` does here: no installation to delete, but the people's
+    MCP tokens go (in OAuth mode the installation store's listener deletes them with the installation). Handed to
+    the one listener of that event (``bot.receive.listeners.memory``): Bolt runs one listener per event."""
+    if services.oauth is not None or services.mcp is None:
+        return None
+
+    async def forget(context: AsyncBoltContext) -> None:
+        await forget_workspace(services.redis, services.keys, identity.workspace(context))
+
+    return forget
 
 
 async def _on_connect(services: Services, users: SlackUsers, ack: AsyncAck, body: dict[str, Any],

@@ -210,15 +210,19 @@ def emit_forgotten(ws: Workspace, user: str, ids: list[str], reason: str, *, cha
                user=user, kind="memory", ids=ids, reason=reason)
 
 
-def register(app: AsyncApp, services: Services, parts: WorkspaceParts) -> AgentMemory:
-    """The handlers; in single-workspace mode (no OAuth) the uninstall events too (OAuth mode's own listeners call
-    ``erase_revoked`` after they delete the tokens: Bolt runs one listener per event)."""
+def register(app: AsyncApp, services: Services, parts: WorkspaceParts,
+             uninstalled: Callable[[AsyncBoltContext], Awaitable[None]] | None = None) -> AgentMemory:
+    """The handlers; in single-workspace mode (no OAuth) the uninstall events too, and ``uninstalled`` (the people's
+    MCP tokens go) after ``app_uninstalled`` (OAuth mode's own listeners call ``erase_revoked`` after they delete
+    the tokens: Bolt runs one listener per event)."""
     memory = AgentMemory.for_services(services, parts)
     if services.oauth is None:
 
         async def on_revoked(event: dict[str, Any], context: AsyncBoltContext) -> None:
             org_wide = bool(context.is_enterprise_install and context.enterprise_id)
             await erase_revoked(memory.store, context.enterprise_id, None if org_wide else context.team_id, event)
+            if uninstalled is not None and event.get("type") == "app_uninstalled":
+                await uninstalled(context)
 
         app.event("app_uninstalled")(on_revoked)
         app.event("tokens_revoked")(on_revoked)
