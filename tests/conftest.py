@@ -19,6 +19,7 @@ import asyncio
 import os
 import re
 import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -130,6 +131,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.option.basetemp is None:
         # tmp_path in it too, without pytest's pytest-of-<user>/pytest-<n> levels (paths as short as before).
         config.option.basetemp = str(_run_tmp / "t")
+    # Compiled once, read by every later run: with PYTHONDONTWRITEBYTECODE (the image's setting) each of the four
+    # workers rewrote the asserts of every test module again at collection, about 4 CPU-seconds a worker. The
+    # bytecode goes to the usual, ignored __pycache__ folders, where the processes tests start (their environment
+    # is clean_environ's) already write theirs.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
 
 
 def pytest_unconfigure() -> None:
