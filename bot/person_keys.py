@@ -49,7 +49,10 @@ class PersonKeys(Keys):
         return f"{self.namespace(ws)}:mcp:refresh:{user_id}:{server}"
 
     def mcp_tokens_of_workspace(self, ws: Workspace) -> str:
-        """Glob of every person's ``mcp_tokens`` hash in one workspace (deleted on uninstall)."""
+        """Glob of every person's ``mcp_tokens`` hash in one workspace (deleted on uninstall); for an org-wide
+        install's own workspace (team ``-``), in every workspace of the org, since its uninstall covers them all."""
+        if ws.team_id == "-" and ws.enterprise_id:
+            return f"{glob_escape(self.prefix)}:{glob_escape(ws.enterprise_id)}:*:mcp:user:*"
         return f"{glob_escape(self.namespace(ws))}:mcp:user:*"
 
     def mcp_tokens_pattern(self) -> str:

@@ -133,3 +133,22 @@ async def test_the_stop_pattern_matches_every_runs_stop_key_and_nothing_else(
         await redis_client.set(key, "1", ex=60)
     found = {k.decode() async for k in redis_client.scan_iter(match=keys.cancel_pattern(), count=1000)}
     assert found == {stop}
+
+
+async def test_an_org_wide_uninstall_finds_the_mcp_tokens_of_every_workspace_of_its_org_only(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    keys = AppKeys(f"{key_prefix}*")
+    org = Workspace.of(None, "E1")
+    mine = {keys.mcp_tokens(Workspace.of("T1", "E1"), "U1"), keys.mcp_tokens(Workspace.of("T2", "E1"), "U2"),
+            keys.mcp_tokens(org, "U3")}
+    others = {keys.mcp_tokens(Workspace.of("T1", "E2"), "U1"), keys.mcp_tokens(Workspace.of("T3"), "U1"),
+              AppKeys(f"{key_prefix}x").mcp_tokens(Workspace.of("T1", "E1"), "U1"), keys.org_limits("E1")}
+    for key in mine | others:
+        await redis_client.set(key, "1", ex=60)
+    found = {k.decode() async for k in redis_client.scan_iter(match=keys.mcp_tokens_of_workspace(org), count=1000)}
+    assert found == mine
+    one = {k.decode() async for k in redis_client.scan_iter(
+        match=keys.mcp_tokens_of_workspace(Workspace.of("T1", "E1")), count=1000)}
+    assert one == {keys.mcp_tokens(Workspace.of("T1", "E1"), "U1")}
+
