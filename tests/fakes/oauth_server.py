@@ -65,7 +65,8 @@ class FakeAuthServer:
         app.router.add_post("/register", self._register)
         app.router.add_get("/authorize", self._authorize)
         app.router.add_post("/token", self._token)
-        self._runner = web.AppRunner(app)
+        # A hanging token request (``token_mode = "hang"``) is cut at the end, not waited for (aiohttp's 60 s).
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
