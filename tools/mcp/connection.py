@@ -158,16 +158,7 @@ class ServerConnection:
                     await session.send_ping()
 
     async def _list_tools(self, session: ClientSession) -> None:
-        listed: list[types.Tool] = []
-        cursor: str | None = None
-        while True:
-            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
-            listed.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        self.tools = listed
+        self.tools = await list_all_tools(session)
         self._on_tools(self)
 
     async def _on_message(self, message: Any) -> None:
@@ -188,6 +179,18 @@ class ServerConnection:
             cfg.url, http_client=http
         ) as streams:
             yield streams[0], streams[1]
+
+
+async def list_all_tools(session: ClientSession) -> list[types.Tool]:
+    """Every tool the server lists, page after page (``tools/list`` is paginated by cursor)."""
+    listed: list[types.Tool] = []
+    cursor: str | None = None
+    while True:
+        page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        listed.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return listed
 
 
 def is_connection_failure(exc: Exception) -> bool:

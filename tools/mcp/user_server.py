@@ -28,7 +28,13 @@ from tools.context import ToolContext
 from tools.errors import ConnectionNeeded
 from tools.mcp.adapt import SEPARATOR, McpToolError
 from tools.mcp.config import ServerConfig
-from tools.mcp.connection import CONNECT_TIMEOUT_SECONDS, McpUnavailable, is_connection_failure, short
+from tools.mcp.connection import (
+    CONNECT_TIMEOUT_SECONDS,
+    McpUnavailable,
+    is_connection_failure,
+    list_all_tools,
+    short,
+)
 from tools.tool import Tool
 
 log = logging.getLogger(__name__)
@@ -75,15 +81,7 @@ class UserServer:
     async def learn(self, token: str) -> None:
         """List the server's tools as the token's person (the list is taken to be everyone's)."""
         async with self._session(_Bearer(token)) as session:
-            listed: list[types.Tool] = []
-            cursor: str | None = None
-            while True:
-                page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-                listed.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
-        self.tools = listed
+            self.tools = await list_all_tools(session)
         self._on_tools(self)
 
     async def call(self, name: str, arguments: dict[str, Any], ctx: ToolContext | None) -> types.CallToolResult:
