@@ -50,7 +50,8 @@ def parse(text: str) -> AgentCommand:
     """One ``/agent`` request's text."""
     words = text.strip().split(maxsplit=1)
     if not words or words[0].lower() != "schedule":
-        return Unclear(_("`/agent` knows `schedule`, `memory`, `connect`, `disconnect` and `connections`.") if words else "")
+        known = _("`/agent` knows `schedule`, `memory`, `connect`, `disconnect` and `connections`.")
+        return Unclear(known if words else "")
     rest = words[1].strip() if len(words) > 1 else ""
     verb, _sep, args = rest.partition(" ")
     verb, args = verb.lower(), args.strip()
