@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -61,11 +62,16 @@ class RunMemories:
         self.rules = MemoryRules.of(settings)
         self.workspace = workspace  # the users.info cache (who the asker is) and what each place is
 
-    async def for_turn(self, turn: Turn, poster: Poster) -> RunMemory | None:
-        """The asker's memory for this run, or None where it is off (a store or Slack failure too: fail closed)."""
+    def switch_key(self, turn: Turn) -> str:
+        """The hash of the workspace's memory switches, read in the run start's round trip (``RunReads``)."""
+        return self.store.keys.memory_switch(turn.workspace)
+
+    async def for_turn(self, turn: Turn, poster: Poster, switches: Mapping[Any, Any]) -> RunMemory | None:
+        """The asker's memory for this run, or None where it is off (a store or Slack failure too: fail closed);
+        ``switches``: the hash of ``switch_key``, as the run's start read it."""
         ws, user = turn.workspace, turn.user_id
         try:
-            said, person_off = await self.store.switches(ws, user)
+            said, person_off = MemoryStore.decode_switches(switches, user)
             if not (said == "on" if said else self.rules.default_on) or person_off:
                 return None
             person = await self.workspace.users.info(poster.client, ws, user)

@@ -220,11 +220,11 @@ class TurnRunner:
     async def _plan(self, turn: Turn, poster: Poster, run_model: str | None) -> RunPlan | None:
         """The workspace's preflight for this run; None (after replying) when it is refused or cannot be read."""
         try:
-            # The thread's earlier files and the workspace's agent-session fallback come in its round trip.
-            plan = await self.workspace.start.preflight(
+            plan = await self.workspace.start.preflight(  # the run's own reads (RunReads) come in its round trip
                 poster.client, turn.workspace, turn.user_id, base=self.settings.limits(),
                 channel_id=turn.conversation.channel_id, run_model=run_model,
-                reads=RunReads(self.thread_files.key(turn), session_fallback=self.outputs.fallback_key(turn)),
+                reads=RunReads(self.thread_files.key(turn), self.outputs.fallback_key(turn),
+                               self.memories.switch_key(turn)),
             )
         except SlackLookupError as exc:
             # Fail closed: no LLM call when the user's standing cannot be checked. The same users.info failed for
@@ -290,7 +290,7 @@ class TurnRunner:
             outbox=files, scheduler=SlackScheduler(
                 self.redis, self.keys, poster, turn.target, rules.users, asker=turn.user_id,
                 min_interval=self.settings.agent_schedule_min_interval_seconds),
-            memory=await self.memories.for_turn(turn, poster),
+            memory=await self.memories.for_turn(turn, poster, plan.memory_switch),
             credentials=await self.toolbox.credentials(turn, poster),
         )
         sink = self.outputs.sink(turn, view, ledger, poster, (plan.display, plan.verbosity), files=files, status=status)

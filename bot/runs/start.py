@@ -66,9 +66,10 @@ class RunPlan:
     #: Files from outside the workspace are read (``/agent-limits external-files``), as untrusted input.
     external_files: bool = True
     #: The run's own reads (:class:`RunReads`), made in the preflight's round trip rather than in one each:
-    #: the thread's earlier files (a hash) and the workspace's agent-session fallback flag.
+    #: the thread's earlier files (a hash), the workspace's agent-session fallback flag and its memory switches.
     earlier_files: Mapping[Any, Any] = field(default_factory=dict)
     session_fallback: Any = None
+    memory_switch: Mapping[Any, Any] = field(default_factory=dict)
 
     @property
     def model(self) -> str:
@@ -84,6 +85,8 @@ class RunReads:
     thread_files: str = ""
     #: GET: the workspace's agent-session fallback flag (``bot.runs.outputs``).
     session_fallback: str = ""
+    #: HGETALL: the workspace's and its people's memory switches (``bot.runs.memory``).
+    memory_switch: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,7 @@ class StartBatch:
     search: Any
     thread_files: Mapping[Any, Any]
     session_fallback: Any
+    memory_switch: Mapping[Any, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,13 +134,13 @@ class RunStart:
         """The workspace's settings, the channel's and the run's own reads, in one round trip."""
         hashes = {"egress": self.domains.key(ws), "shown": self.display.key(ws),
                   "channel": self.store.keys.channel_settings(ws, channel_id or "-"),
-                  "thread_files": reads.thread_files}
+                  "thread_files": reads.thread_files, "memory_switch": reads.memory_switch}
         values = {"session_fallback": reads.session_fallback, "search": self.search.key(ws)}
         hashes, values = {k: v for k, v in hashes.items() if v}, {k: v for k, v in values.items() if v}
         config, tools, raw = await self.store.for_run(ws, *hashes.values(), values=tuple(values.values()))
         got = dict(zip([*hashes, *values], raw, strict=True))
         return StartBatch(config, tools, got["egress"], got["shown"], got["channel"], got["search"],
-                          got.get("thread_files", {}), got.get("session_fallback"))
+                          got.get("thread_files", {}), got.get("session_fallback"), got.get("memory_switch", {}))
 
     async def preflight(
         self, client: AsyncWebClient, ws: Workspace, user_id: str, *, base: Limits | None = None,
@@ -169,7 +173,7 @@ class RunStart:
             return RunBlocked("budget_exhausted", message)
         return RunPlan(config, limits_for(config, base), budget, run.display, run.verbosity, run.tools,
                        self.domains.decode(start.egress), self.search.decode(start.search), run.model, channel,
-                       choices.external_files, start.thread_files, start.session_fallback)
+                       choices.external_files, start.thread_files, start.session_fallback, start.memory_switch)
 
 
 @dataclass(frozen=True, slots=True)

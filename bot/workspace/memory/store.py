@@ -169,6 +169,12 @@ class MemoryStore:
         workspace, person = await awaited(self.redis.hmget(self.keys.memory_switch(ws), ["workspace", user_id]))
         return as_text(workspace) or "", as_text(person) == "off"
 
+    @staticmethod
+    def decode_switches(raw: Mapping[bytes | str, bytes | str], user_id: str) -> tuple[str, bool]:
+        """``switches`` from the switch hash read whole (a run reads it in its start's round trip)."""
+        fields = {as_text(k): as_text(v) for k, v in raw.items()}
+        return fields.get("workspace") or "", fields.get(user_id) == "off"
+
     async def set_workspace(self, ws: Workspace, on: bool) -> None:
         await awaited(self.redis.hset(self.keys.memory_switch(ws), "workspace", "on" if on else "off"))
 
