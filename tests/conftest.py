@@ -38,7 +38,7 @@ EMBEDDED = "embedded"
 REDIS_PROBE_SECONDS = 2.0
 
 #: The `processes` marker and its guard.
-pytest_plugins = ["tests.process_tests"]
+pytest_plugins = ["tests.process_tests", "tests.ordering"]
 
 _redis_url: str | None = None
 _embedded: EmbeddedRedis | None = None
