@@ -43,6 +43,7 @@ from agent_core.limits import Limits
 from agent_core.llm import LLM, OpenAIChatLLM, StreamingLLM
 from agent_core.loop import Agent
 from agent_core.options import AgentOptions
+from agent_core.preload import preload_engine
 from agent_core.redis_batch import ScriptCall, run_together
 from agent_core.redis_store import DEFAULT_TTL_SECONDS, RedisThreadStore, RedisTraceSink, awaited
 from agent_core.renewal import DEFAULT_LEASE_RENEW_SECONDS, DEFAULT_LEASE_SECONDS
@@ -122,6 +123,7 @@ __all__ = [
     "cost_attributes",
     "format_bytes",
     "format_usd",
+    "preload_engine",
     "price_for",
     "run_together",
     "usd_to_micros",

@@ -13,26 +13,29 @@ import argparse
 import asyncio
 import importlib
 import logging
+import shutil
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from pydantic import ValidationError
 
 from agent_core import ConfigError
-from bot import audit, logs, telemetry
-from bot.oauth import rekey
-from bot.queue.worker import loop_factory
-from bot.runs.toolbox import mcp_secrets
-from bot.serve.service import Service, settle_gc
-from bot.serve.supervisor import processes_for, supervise
-from bot.settings import Settings
+from bot.serve.prefork import preload, shared_metrics_dir
+from bot.serve.process_count import ProcessCount, processes_for
 from bot.settings_base import Role
+
+if TYPE_CHECKING:
+    from bot.settings import Settings
 
 log = logging.getLogger("bot")
 
 
 async def serve(role: Role, settings: Settings) -> None:
+    from bot.serve.service import Service, settle_gc
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -82,21 +85,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="processes of the role under one supervisor (workers for `all`); 1: no supervisor")
     args = parser.parse_args(argv)
     try:
-        settings = Settings()
-        if args.role == "rekey":
-            logs.configure(settings.log_format, settings.log_level, settings.secrets())
-            return rekey.main(settings)
-        # The MCP config's ${VAR} values are secrets too; only the processes that start the servers read it.
-        mcp = mcp_secrets(settings) if args.role != "web" else []
-        logs.configure(settings.log_format, settings.log_level, [*settings.secrets(), *mcp])
-        audit.configure(settings.audit_log)
-        processes = args.processes or processes_for(args.role, settings)
-        if processes > 1:
-            return asyncio.run(supervise(args.role, processes, settings))
-        # Traces, when the settings ask for them, are set up here: in each process, the supervisor's children too.
-        with telemetry.tracing(settings, args.role):
-            with asyncio.Runner(loop_factory=loop_factory(args.role, settings)) as runner:
-                runner.run(serve(args.role, settings))
+        # A supervisor's count comes first, read alone: its metrics folder must be set before the service (and
+        # prometheus-client under it) is imported, and its children are forked with that import done.
+        processes = 1 if args.role == "rekey" else args.processes or processes_for(args.role, ProcessCount())
+        metrics_dir = shared_metrics_dir() if processes > 1 else None
+        try:
+            return _run(args.role, processes, metrics_dir)
+        finally:
+            if metrics_dir is not None:  # the supervisor removes it; not reached when start-up failed first
+                shutil.rmtree(metrics_dir, ignore_errors=True)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -105,7 +102,42 @@ def main(argv: list[str] | None = None) -> int:
         name = str(first["loc"][0]).upper() if first.get("loc") else "a setting"
         print(f"error: {name}: {first['msg']}", file=sys.stderr)
         return 2
+
+
+def _run(role: str, processes: int, metrics_dir: Path | None) -> int:
+    """``role`` as one process, or (``metrics_dir`` given) as a supervisor of ``processes``; the exit code."""
+    from bot import audit, logs, telemetry
+    from bot.runs.toolbox import mcp_secrets
+    from bot.settings import Settings
+
+    settings = Settings()
+    if role == "rekey":
+        from bot.oauth import rekey
+
+        logs.configure(settings.log_format, settings.log_level, settings.secrets())
+        return rekey.main(settings)
+    serving = cast(Role, role)
+    # The MCP config's ${VAR} values are secrets too; only the processes that start the servers read it.
+    mcp = mcp_secrets(settings) if serving != "web" else []
+    logs.configure(settings.log_format, settings.log_level, [*settings.secrets(), *mcp])
+    audit.configure(settings.audit_log)
+    if metrics_dir is not None:
+        from bot.serve.supervisor import supervise
+
+        preload(serving, settings.openai_model, settings.openai_tokenizer)
+        return asyncio.run(supervise(serving, processes, settings, metrics_dir, _child))
+    from bot.queue.worker import loop_factory
+
+    # Traces, when the settings ask for them, are set up here: in each process, the supervisor's children too.
+    with telemetry.tracing(settings, serving):
+        with asyncio.Runner(loop_factory=loop_factory(serving, settings)) as runner:
+            runner.run(serve(serving, settings))
     return 0
+
+
+def _child(role: Role) -> int:
+    """A supervisor's child, forked: ``python -m bot <role> --processes 1``."""
+    return main([role, "--processes", "1"])
 
 
 def _eval(argv: list[str]) -> int:

@@ -35,17 +35,16 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
-from pydantic import Field, SecretStr, field_validator
+from pydantic import SecretStr
 from redis.exceptions import RedisError
 
 from agent_core import LLMCause, StopReason
-from bot.settings_base import SettingsPiece, blank_is_unset
+from bot.metrics_settings import MULTIPROC_ENV
 from tools import Outcome
 
 log = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: Fixed when prometheus-client is first imported (it picks file-backed values then), so read once, here.
 MULTIPROC_DIR = os.environ.get(MULTIPROC_ENV) or None
 #: A scrape waits at most this long for the queue depth; Redis being slow must not make /metrics slow.
@@ -325,22 +324,3 @@ class _Constant:
 
     def collect(self) -> Iterator[Metric]:
         yield self.metric
-
-
-class MetricsSettings(SettingsPiece):
-    """The kernel's metrics piece: who sees /metrics (bot/serve/metrics_http.py) and whether it names workspaces."""
-
-    metrics_token: SecretStr | None = Field(
-        default=None, description="When set, GET /metrics needs Authorization: Bearer <this token>."
-    )
-    metrics_port: int | None = Field(
-        default=None, ge=0, lt=65536,
-        description="Serve /metrics on this port only (not on PORT); one process serves it (0: any free port).",
-    )
-    metrics_host: str = Field(default="127.0.0.1", description="Address the METRICS_PORT listener binds.")
-    metrics_team_labels: bool | None = Field(
-        default=None,
-        description="Name each workspace (team label) in spend and budget metrics; unset: off in OAuth mode.",
-    )
-
-    _blank_is_unset = field_validator("metrics_port", "metrics_team_labels", mode="before")(blank_is_unset)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from bot.metrics import MetricsSettings
+from bot.metrics_settings import MetricsSettings
 from bot.oauth.settings import OAuthSettings
 from bot.thread.settings import ThreadSettings
 from bot.workspace.defaults import WorkspaceDefaults

@@ -27,7 +27,7 @@ from aiohttp import web
 
 from agent_core import ConfigError
 from bot import metrics
-from bot.metrics import MetricsSettings
+from bot.metrics_settings import MetricsSettings
 from bot.queue.settings import QueueSettings
 from bot.redis import RedisHandle
 from bot.runs.settings import RunsSettings

@@ -9,12 +9,13 @@ from pydantic import Field
 from agent_core import ConfigError
 from bot.receive.http_guard import ACCEPT_BATCH, LISTEN_BACKLOG
 from bot.receive.settings import ReceiveSettings
+from bot.serve.process_count import ProcessCount
 from bot.settings_base import Role
 
 DEFAULT_PORT = 3000
 
 
-class ServeSettings(ReceiveSettings):
+class ServeSettings(ReceiveSettings, ProcessCount):
     """Ports, the HTTP server's limits and the worker processes."""
 
     port: int = Field(
@@ -25,9 +26,6 @@ class ServeSettings(ReceiveSettings):
         description="Port of a worker process's /healthz (unset: PORT + 1, so never PORT; 0: any free).",
     )
     host: str = Field(default="0.0.0.0", description="Address the HTTP server binds.")
-    worker_processes: int = Field(
-        default=0, ge=0, description="Worker processes of `worker` and of `python -m bot` (0: one per CPU core)."
-    )
     http_listen_backlog: int = Field(
         default=LISTEN_BACKLOG, gt=0, description="Kernel queue of connections waiting for accept() (≤ somaxconn)."
     )

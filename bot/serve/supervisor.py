@@ -1,7 +1,8 @@
 """``--processes N``: one parent runs the role's processes, restarts any that dies, and drains them all on SIGTERM.
 
-Each child is ``python -m bot <role> --processes 1`` (today's single process) with a few settings given in
-its environment by the parent:
+Each child is ``python -m bot <role> --processes 1`` (one process doing its role), forked from the parent with the
+service already imported (``bot.serve.prefork``, ``bot.serve.forked``), with a few settings given in its
+environment by the parent:
 
 - ``worker --processes N``: N workers; ``web --processes N``: N receivers. They share their port (a worker's
   ``/healthz`` is on ``WORKER_HEALTH_PORT``, a receiver's on ``PORT``) through ``HTTP_REUSE_PORT``
@@ -29,22 +30,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
 import signal
 import sys
-import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client.multiprocess import mark_process_dead
 
-from bot.embedded_redis import EmbeddedRedis, die_with_parent
-from bot.metrics import MULTIPROC_ENV
+from bot.embedded_redis import EmbeddedRedis
+from bot.metrics_settings import MULTIPROC_ENV
 from bot.redis import require_answer
 from bot.serve import startup
+from bot.serve.forked import ForkedChild
 from bot.serve.metrics_http import supervisor_metrics
 from bot.serve.orphans import adopt_orphans, end_orphans
 from bot.serve.settings import ServeSettings
@@ -59,44 +61,10 @@ RESTART_FIRST_DELAY_SECONDS = 0.5
 RESTART_MAX_DELAY_SECONDS = 30.0
 #: A child that ran this long before dying was healthy: its next restart waits the first delay again.
 STABLE_SECONDS = 60.0
-#: The run's metrics folder in the temporary directory: ``bot-metrics-<supervisor pid>-<random>``.
-METRICS_DIR_PREFIX = "bot-metrics-"
 #: How often processes re-parented to the supervisor (it is their subreaper) are ended and reaped.
 ORPHAN_SWEEP_SECONDS = 5.0
 #: What ``python -m bot`` exits with on a bad setting (``bot.__main__``).
 CONFIG_ERROR_EXIT = 2
-
-
-def remove_abandoned_metrics_dirs() -> None:
-    """Remove the metrics folders of this user's supervisors that are gone: one killed with SIGKILL (which no
-    clean-up survives) left its folder behind, named after its pid."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{METRICS_DIR_PREFIX}*-*"):
-        pid = folder.name.removeprefix(METRICS_DIR_PREFIX).split("-", 1)[0]
-        with contextlib.suppress(OSError):
-            if pid.isdigit() and folder.stat().st_uid == os.getuid() and not _running(int(pid)):
-                shutil.rmtree(folder, ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's
-    return True
-
-
-def default_processes() -> int:
-    """One per CPU core this process may run on."""
-    return len(os.sched_getaffinity(0)) or os.cpu_count() or 1
-
-
-def processes_for(role: Role, settings: ServeSettings) -> int:
-    """How many processes ``role`` runs without ``--processes``: one receiver, ``WORKER_PROCESSES`` workers."""
-    if role == "web":
-        return 1
-    return settings.worker_processes or default_processes()
 
 
 @dataclass(frozen=True)
@@ -123,21 +91,24 @@ def plan(
     return [Child("web", "web", base), *children] if role == "all" else children
 
 
-def child_command(role: Role) -> list[str]:
-    return [sys.executable, "-m", "bot", role, "--processes", "1"]
+def child_title(role: Role) -> str:
+    """What ``ps`` shows for a child: the command that would run it on its own."""
+    return f"{sys.executable} -m bot {role} --processes 1"
 
 
 class Supervisor:
     """``await Supervisor(children, metrics_dir).run()``: the exit code, once every child has stopped."""
 
-    def __init__(self, children: list[Child], metrics_dir: Path, *, drain_seconds: float = DRAIN_SECONDS,
-                 others: Iterable[int] = ()) -> None:
+    def __init__(self, children: list[Child], metrics_dir: Path, start: Callable[[Role], int], *,
+                 drain_seconds: float = DRAIN_SECONDS, others: Iterable[int] = ()) -> None:
         self.children = children
+        #: What a forked child runs: ``python -m bot <role> --processes 1``'s main, its result the exit code.
+        self.start = start
         self.metrics_dir = metrics_dir
         self.drain_seconds = drain_seconds
         self.exit_code = 0
         self._stop = asyncio.Event()
-        self._running: dict[str, asyncio.subprocess.Process] = {}
+        self._running: dict[str, ForkedChild] = {}
         #: Children started outside the keepers (the embedded Redis): never taken for orphans.
         self._others = frozenset(others)
         #: Held while a child is started (until it is in ``_running``) and while orphans are ended, so a child
@@ -169,11 +140,8 @@ class Supervisor:
         delay = RESTART_FIRST_DELAY_SECONDS
         while not self._stop.is_set():
             async with self._spawning:
-                process = await asyncio.create_subprocess_exec(
-                    *child_command(child.role), env=dict(child.env), preexec_fn=die_with_parent,
-                    # Its own session: a terminal's Ctrl-C reaches the parent only, which passes on a SIGTERM.
-                    start_new_session=True,
-                )
+                process = ForkedChild.start(functools.partial(self.start, child.role), env=child.env,
+                                            title=child_title(child.role))
                 self._running[child.name] = process
             if self._stop.is_set():  # the drain began while this one was starting
                 process.terminate()
@@ -202,14 +170,12 @@ class Supervisor:
     async def _drain(self, keepers: list[asyncio.Task[None]]) -> None:
         """SIGTERM to every child; SIGKILL to those still running after ``drain_seconds``."""
         for process in list(self._running.values()):
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
+            process.terminate()
         _, late = await asyncio.wait(keepers, timeout=self.drain_seconds)
         if late:
             for name, process in list(self._running.items()):
                 log.warning("%s (pid %s) did not stop within %.0fs: killed", name, process.pid, self.drain_seconds)
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
+                process.kill()
             await asyncio.wait(late)
         await self._end_orphans()
 
@@ -218,15 +184,17 @@ class Supervisor:
             await end_orphans({*self._others, *(p.pid for p in self._running.values())})
 
 
-async def supervise(role: Role, processes: int, settings: Settings) -> int:
-    """Run ``role`` as ``processes`` supervised processes (plus the web one for ``all``); the exit code."""
-    startup.check(settings, role, supervisor=True)  # a bad setting stops here, not in every child
-    if not settings.embedded_redis:  # so does a Redis that does not answer: one wait, one line
-        await require_answer(settings.redis_url or "", settings.redis_sentinel(), settings.redis_startup_wait_seconds)
+async def supervise(role: Role, processes: int, settings: Settings, metrics_dir: Path,
+                    start: Callable[[Role], int]) -> int:
+    """Run ``role`` as ``processes`` supervised processes (plus the web one for ``all``), each forked to run
+    ``start(role)``; the exit code. ``metrics_dir`` (``bot.serve.prefork.shared_metrics_dir``) is removed at the end.
+    """
     embedded: EmbeddedRedis | None = None
-    remove_abandoned_metrics_dirs()
-    metrics_dir = Path(tempfile.mkdtemp(prefix=f"{METRICS_DIR_PREFIX}{os.getpid()}-"))
     try:
+        startup.check(settings, role, supervisor=True)  # a bad setting stops here, not in every child
+        if not settings.embedded_redis:  # so does a Redis that does not answer: one wait, one line
+            await require_answer(settings.redis_url or "", settings.redis_sentinel(),
+                                 settings.redis_startup_wait_seconds)
         redis_url = settings.redis_url
         if role == "all" and settings.embedded_redis:
             embedded = await EmbeddedRedis.start((settings.data_dir / "redis").resolve())
@@ -235,7 +203,7 @@ async def supervise(role: Role, processes: int, settings: Settings) -> int:
                         "shared by the web process and %s workers", redis_url, embedded.folder, processes)
         children = plan(role, processes, settings, redis_url=redis_url, metrics_dir=metrics_dir)
         async with supervisor_metrics(settings, redis_url, metrics_dir):  # METRICS_PORT: this process serves it
-            return await Supervisor(children, metrics_dir, others=[embedded.pid] if embedded else []).run()
+            return await Supervisor(children, metrics_dir, start, others=[embedded.pid] if embedded else []).run()
     finally:
         if embedded is not None:
             await embedded.stop()  # after every child: none of them loses Redis while draining

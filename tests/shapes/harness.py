@@ -261,7 +261,8 @@ def _running(pid: int) -> bool:
 def _role(pid: int) -> str:
     """``web`` or ``worker`` for ``python -m bot ROLE ...``, else the program's name."""
     try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        # A supervisor's child is forked and names itself (setproctitle): one string, its words apart by spaces.
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().replace("\0", " ").split()
     except OSError:
         return "gone"
     if "bot" in argv and argv.index("bot") + 1 < len(argv):

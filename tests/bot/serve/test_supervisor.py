@@ -258,7 +258,7 @@ def test_processes_must_be_a_positive_number(tmp_path: Path) -> None:
 def test_a_start_removes_the_metrics_folders_of_supervisors_that_are_gone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bot.serve.supervisor import METRICS_DIR_PREFIX, remove_abandoned_metrics_dirs
+    from bot.serve.prefork import METRICS_DIR_PREFIX, remove_abandoned_metrics_dirs
 
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     no_such_pid = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # as a SIGKILLed supervisor's
