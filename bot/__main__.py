@@ -124,8 +124,8 @@ def _run(role: str, processes: int, metrics_dir: Path | None) -> int:
     if metrics_dir is not None:
         from bot.serve.supervisor import supervise
 
-        preload(serving, settings.openai_model, settings.openai_tokenizer)
-        return asyncio.run(supervise(serving, processes, settings, metrics_dir, _child))
+        start = preload(serving, settings.openai_model, settings.openai_tokenizer, _child)
+        return asyncio.run(supervise(serving, processes, settings, metrics_dir, start))
     from bot.queue.worker import loop_factory
 
     # Traces, when the settings ask for them, are set up here: in each process, the supervisor's children too.

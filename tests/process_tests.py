@@ -68,6 +68,7 @@ PROCESS_TESTS = frozenset({
     "tests/bot/oauth/test_stored_tokens.py::test_an_install_no_key_reads_is_acknowledged_with_nothing_started_and_logged_once",
     "tests/bot/oauth/test_stored_tokens.py::test_rekey_re_encrypts_every_installation_with_the_newest_key_and_refuses_what_no_key_reads",
     "tests/bot/serve/test_supervisor.py",
+    "tests/bot/serve/test_forked_children.py",
     "tests/bot/kernel/test_telemetry.py::test_python_m_bot_exports_each_process_s_spans_over_otlp_as_one_trace",
     "tests/bot/serve/test_metric_labels.py",
     "tests/bot/kernel/test_telemetry.py::test_without_capture_content_no_span_of_python_m_bot_quotes_a_call_s_arguments",

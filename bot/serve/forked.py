@@ -2,9 +2,12 @@
 
 The child is what ``python -m bot <role> --processes 1`` was, less the interpreter's start and the imports: it
 gets the environment it is given, its own session (a terminal's Ctrl-C reaches the supervisor only), the parent's
-death as a SIGTERM, and ``python -m bot <role> --processes 1`` as its name in ``ps``. It never returns into the
-supervisor's code: the copy of the supervisor's event loop, its tasks and its exit handlers stay untouched, and the
-child ends with ``os._exit`` once its own exit handlers ran.
+death as a SIGTERM, and ``python -m bot <role> --processes 1`` as its name in ``ps``. Of the supervisor's file
+descriptors it keeps those open when the service was imported (stdio, and what the import opened), as an exec'd
+child kept only what it inherited: not the supervisor's event loop, its ``METRICS_PORT`` listener, the embedded
+Redis's lock or the other children's pidfds. It never returns into the supervisor's code: the copy of the
+supervisor's event loop, its tasks and its exit handlers stay untouched (and reachable, so never collected), and
+the child ends with ``os._exit`` once its own exit handlers ran.
 
 The parent waits for it without a thread: a pidfd (Linux 5.3+) becomes readable when the child exits.
 """
@@ -20,6 +23,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from setproctitle import setproctitle
 
@@ -38,8 +42,10 @@ class ForkedChild:
         self._pidfd = os.pidfd_open(pid)
 
     @classmethod
-    def start(cls, run: Callable[[], int], *, env: Mapping[str, str], title: str) -> ForkedChild:
-        """Fork, and run ``run()`` in the child with ``env`` as its whole environment; its result is the exit code.
+    def start(cls, run: Callable[[], int], *, env: Mapping[str, str], title: str, keep: frozenset[int]
+              ) -> ForkedChild:
+        """Fork, and run ``run()`` in the child with ``env`` as its whole environment and only the file descriptors
+        ``keep`` of the parent's (``open_fds()`` when the service was imported); its result is the exit code.
 
         The handled signals are blocked across the fork, so none reaches the child before it dropped the
         supervisor's handlers (which would wake the supervisor's loop through their shared wake-up pipe)."""
@@ -48,7 +54,7 @@ class ForkedChild:
         try:
             pid = os.fork()
             if pid == 0:
-                _child(run, env, title, parent, blocked)
+                _child(run, _Start(env, title, keep, parent, blocked))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         return cls(pid)
@@ -85,23 +91,39 @@ def _settle(exited: asyncio.Future[None]) -> None:
         exited.set_result(None)
 
 
-def _child(run: Callable[[], int], env: Mapping[str, str], title: str, parent: int,
-           blocked: set[int | signal.Signals]) -> None:
+def open_fds() -> frozenset[int]:
+    """This process's open file descriptors."""
+    return frozenset(int(fd) for fd in os.listdir("/proc/self/fd"))
+
+
+@dataclass(frozen=True)
+class _Start:
+    env: Mapping[str, str]
+    title: str
+    keep: frozenset[int]
+    parent: int
+    blocked: set[int | signal.Signals]
+
+
+def _child(run: Callable[[], int], start: _Start) -> None:
     """The child's whole life; it leaves through ``os._exit`` only."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
         for sig in _HANDLED:
             signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for fd in open_fds() - start.keep:  # the supervisor's own (their objects stay, unused and reachable)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        signal.pthread_sigmask(signal.SIG_SETMASK, start.blocked)
         os.setsid()
         die_with_parent()
-        if os.getppid() != parent:  # the supervisor died before the line above took effect
+        if os.getppid() != start.parent:  # the supervisor died before the line above took effect
             os._exit(1)
         atexit._clear()  # the supervisor's exit handlers are not the child's to run
-        setproctitle(title)  # first: it takes the argv and environment area the interpreter started with
+        setproctitle(start.title)  # first: it takes the argv and environment area the interpreter started with
         os.environ.clear()
-        os.environ.update(env)
+        os.environ.update(start.env)
         code = run()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1

@@ -19,10 +19,13 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent_core import preload_engine
 from bot.metrics_settings import MULTIPROC_ENV
+from bot.serve.forked import open_fds
 from bot.settings_base import Role
 
 #: The run's metrics folder in the temporary directory: ``bot-metrics-<supervisor pid>-<random>``.
@@ -61,13 +64,24 @@ def _running(pid: int) -> bool:
     return True
 
 
-def preload(role: Role, model: str, tokenizer: str) -> None:
+@dataclass(frozen=True)
+class ChildStart:
+    """What a forked child starts from: the function it runs for its role (``python -m bot <role> --processes 1``'s
+    main; its result the exit code), and the file descriptors open once the service was imported, the only ones
+    of the supervisor's it keeps."""
+
+    run: Callable[[Role], int]
+    fds: frozenset[int]
+
+
+def preload(role: Role, model: str, tokenizer: str, run: Callable[[Role], int]) -> ChildStart:
     """Import what the children of ``role`` run, once, before they are forked: the service, and for workers the
     LLM client's library and the model's tokenizer tables; then keep it all out of the cyclic collector's walks
-    (a collection would touch, and so copy, every shared page in each child)."""
+    (a collection would touch, and so copy, every shared page in each child). What each child then runs: ``run``."""
     import bot.serve.service  # noqa: F401  (the web side, the worker side and everything under them)
 
     if role != "web":
         preload_engine(model, tokenizer)
     gc.collect()
     gc.freeze()
+    return ChildStart(run, open_fds())

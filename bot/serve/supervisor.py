@@ -36,7 +36,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +49,7 @@ from bot.serve import startup
 from bot.serve.forked import ForkedChild
 from bot.serve.metrics_http import supervisor_metrics
 from bot.serve.orphans import adopt_orphans, end_orphans
+from bot.serve.prefork import ChildStart
 from bot.serve.settings import ServeSettings
 from bot.settings import Settings
 from bot.settings_base import Role
@@ -99,10 +100,9 @@ def child_title(role: Role) -> str:
 class Supervisor:
     """``await Supervisor(children, metrics_dir).run()``: the exit code, once every child has stopped."""
 
-    def __init__(self, children: list[Child], metrics_dir: Path, start: Callable[[Role], int], *,
+    def __init__(self, children: list[Child], metrics_dir: Path, start: ChildStart, *,
                  drain_seconds: float = DRAIN_SECONDS, others: Iterable[int] = ()) -> None:
         self.children = children
-        #: What a forked child runs: ``python -m bot <role> --processes 1``'s main, its result the exit code.
         self.start = start
         self.metrics_dir = metrics_dir
         self.drain_seconds = drain_seconds
@@ -140,8 +140,8 @@ class Supervisor:
         delay = RESTART_FIRST_DELAY_SECONDS
         while not self._stop.is_set():
             async with self._spawning:
-                process = ForkedChild.start(functools.partial(self.start, child.role), env=child.env,
-                                            title=child_title(child.role))
+                process = ForkedChild.start(functools.partial(self.start.run, child.role), env=child.env,
+                                            title=child_title(child.role), keep=self.start.fds)
                 self._running[child.name] = process
             if self._stop.is_set():  # the drain began while this one was starting
                 process.terminate()
@@ -184,11 +184,10 @@ class Supervisor:
             await end_orphans({*self._others, *(p.pid for p in self._running.values())})
 
 
-async def supervise(role: Role, processes: int, settings: Settings, metrics_dir: Path,
-                    start: Callable[[Role], int]) -> int:
+async def supervise(role: Role, processes: int, settings: Settings, metrics_dir: Path, start: ChildStart) -> int:
     """Run ``role`` as ``processes`` supervised processes (plus the web one for ``all``), each forked to run
-    ``start(role)``; the exit code. ``metrics_dir`` (``bot.serve.prefork.shared_metrics_dir``) is removed at the end.
-    """
+    ``start.run(role)``; the exit code. ``metrics_dir`` (``bot.serve.prefork.shared_metrics_dir``) is removed at
+    the end."""
     embedded: EmbeddedRedis | None = None
     try:
         startup.check(settings, role, supervisor=True)  # a bad setting stops here, not in every child
