@@ -122,8 +122,10 @@ def _run(role: str, processes: int, metrics_dir: Path | None) -> int:
     logs.configure(settings.log_format, settings.log_level, [*settings.secrets(), *mcp])
     audit.configure(settings.audit_log)
     if metrics_dir is not None:
+        from bot.serve import startup
         from bot.serve.supervisor import supervise
 
+        startup.check(settings, serving, supervisor=True)  # a bad setting stops here, not in every child
         start = preload(serving, settings.openai_model, settings.openai_tokenizer, _child)
         return asyncio.run(supervise(serving, processes, settings, metrics_dir, start))
     from bot.queue.worker import loop_factory

@@ -45,7 +45,6 @@ from prometheus_client.multiprocess import mark_process_dead
 from bot.embedded_redis import EmbeddedRedis
 from bot.metrics_settings import MULTIPROC_ENV
 from bot.redis import require_answer
-from bot.serve import startup
 from bot.serve.forked import ForkedChild
 from bot.serve.metrics_http import supervisor_metrics
 from bot.serve.orphans import adopt_orphans, end_orphans
@@ -186,12 +185,13 @@ class Supervisor:
 
 async def supervise(role: Role, processes: int, settings: Settings, metrics_dir: Path, start: ChildStart) -> int:
     """Run ``role`` as ``processes`` supervised processes (plus the web one for ``all``), each forked to run
-    ``start.run(role)``; the exit code. ``metrics_dir`` (``bot.serve.prefork.shared_metrics_dir``) is removed at
-    the end."""
+    ``start.run(role)``; the exit code. ``settings`` passed ``startup.check``; ``metrics_dir``
+    (``bot.serve.prefork.shared_metrics_dir``) is removed at the end."""
     embedded: EmbeddedRedis | None = None
     try:
-        startup.check(settings, role, supervisor=True)  # a bad setting stops here, not in every child
-        if not settings.embedded_redis:  # so does a Redis that does not answer: one wait, one line
+        # The settings passed startup.check before the preload; here a Redis that does not answer is one wait and
+        # one line, not N children failing in turn.
+        if not settings.embedded_redis:
             await require_answer(settings.redis_url or "", settings.redis_sentinel(),
                                  settings.redis_startup_wait_seconds)
         redis_url = settings.redis_url
