@@ -6,16 +6,17 @@ Each child logs ``worker process on the ... event loop`` once it serves; the tre
 page shared by k processes counts 1/k in each) from ``/proc/<pid>/smaps_rollup``. Then worker 1 is SIGKILLed and
 the same is read for its replacement (the supervisor restarts it after its 0.5 s backoff, which is left out).
 
-    python bench/child_start.py --workers 2 --reps 3 [--json]
+    python bench/child_start.py --workers 2 --reps 3 [--json out.json]
     python bench/child_start.py --checkout ../other-tree   # the same, for the code in another checkout
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import asyncio
 import os
 import re
+import secrets
 import signal
 import statistics
 import subprocess
@@ -25,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import REPO, fake_llm, fake_slack, settings_values
+from bench.common import REPO, delete_prefix, fake_llm, fake_slack, settings_values, write_json
 
 READY = re.compile(r"worker process on the \w+ event loop")
 STARTED = re.compile(r"worker (\d+) started \(pid (\d+)\)")
@@ -114,16 +115,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--checkout", type=Path, default=Path(REPO), help="run the code of this checkout")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
+    prefix = f"bench-child-start-{secrets.token_hex(4)}"
     with fake_slack() as (_, slack_url), fake_llm() as (_, llm_url):
-        values = settings_values("bench-child-start", slack_url, llm_url, worker_health_port=0)
+        values = settings_values(prefix, slack_url, llm_url, worker_health_port=0)
         env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(args.checkout.resolve()), "LOG_FORMAT": "text",
                **{k.upper(): str(v) for k, v in values.items()}}
-        runs = [once(args.checkout.resolve(), args.workers, env) for _ in range(args.reps)]
+        try:
+            runs = [once(args.checkout.resolve(), args.workers, env) for _ in range(args.reps)]
+        finally:
+            asyncio.run(delete_prefix(prefix))
     result = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
     if args.json:
-        print(json.dumps({"workers": args.workers, "reps": args.reps, **result}))
+        write_json(args.json, {"workers": args.workers, "reps": args.reps, **result})
         return
     print(f"python -m bot worker --processes {args.workers}, median of {args.reps} ({args.checkout})")
     for key, value in result.items():

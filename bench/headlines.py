@@ -239,6 +239,17 @@ def _file_extract(data: dict[str, Any]) -> list[Cell]:
              f"worst {csv['max_ms']:.0f} ms; peak {csv['peak_mb']:.0f} MB")]
 
 
+def _child_start(data: dict[str, Any]) -> list[Cell]:
+    workers, reps = data["workers"], data["reps"]
+    where = f"`worker --processes {workers}`, median of {reps}"
+    return [(f"supervised start: the tree's CPU until {workers} workers serve", f"{data['start_cpu_s']:.2f} s",
+             f"{where}; {data['start_s']:.2f} s from the command"),
+            ("a killed worker back serving (after the 0.5 s backoff): its CPU", f"{data['restart_cpu_s']:.2f} s",
+             f"{where}; {data['restart_s']:.2f} s"),
+            ("PSS of a supervised worker, idle", f"{data['child_pss_mb']:.0f} MB",
+             f"{where}; the tree {data['tree_pss_mb']:.0f} MB")]
+
+
 def _otel(data: dict[str, Any]) -> list[Cell]:
     modes = data["modes"]
     off, on = modes["off"]["cpu_ms_per_step"], modes["on, OTLP encoded"]["cpu_ms_per_step"]
@@ -272,6 +283,7 @@ BENCHES = (
     Bench("mcp_overhead", "mcp_overhead", ("--calls", "100", "--reps", "1"), ("--calls", "300", "--reps", "3"), _mcp),
     Bench("leak_check", "leak_check", ("--reps", "5"), ("--reps", "20"), _leaks),
     Bench("file_extract", "file_extract", ("--quick",), ("--reps", "5"), _file_extract),
+    Bench("child_start", "child_start", ("--reps", "3"), ("--reps", "5"), _child_start),
     Bench("slow_clients", "slow_clients", None, ("--seconds", "10", "--reps", "3"), _slow_clients),
     Bench("fair_share", "fair_share", None, ("--flood", "300"), _fair_share),
     Bench("person_flood", "person_flood", None, (), _person_flood),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import hmac
 import logging
 import os
@@ -54,6 +55,8 @@ MAX_JOBS_INSPECTED = 10_000
 #: ``{"ok":true`` or ``false`` at the start of a Slack answer (Slack writes ``ok`` first).
 _SLACK_OK = re.compile(rb'\A\s*\{\s*"ok"\s*:\s*(true|false)')
 _SLACK_PEEK_BYTES = 64
+#: A metrics file's header (how much of it is used, and padding): a shorter file is still being created.
+_HEADER_BYTES = 8
 
 #: A label's value for anything outside its closed set.
 OTHER = "other"
@@ -311,9 +314,23 @@ def render(queue_depth: int | None, multiproc_dir: str | None = MULTIPROC_DIR) -
             "agent_queue_depth", "Agent runs waiting in the queue (not yet started).", value=queue_depth
         )))
     if multiproc_dir is not None:
-        MultiProcessCollector(scrape, path=multiproc_dir)  # type: ignore[no-untyped-call]
+        _SettledFiles(scrape, path=multiproc_dir)  # type: ignore[no-untyped-call]
         return generate_latest(scrape)
     return generate_latest(REGISTRY) + generate_latest(scrape)
+
+
+class _SettledFiles(MultiProcessCollector):
+    """Every process's files, less those being created this instant: prometheus-client opens a new one empty, then
+    sizes it, and read in between it fails the whole scrape (a 500 while a process records its first value of a
+    kind). Such a file holds nothing yet, so it is left out of this scrape only."""
+
+    def collect(self) -> Iterable[Metric]:
+        files = []
+        for path in glob.glob(os.path.join(self._path, "*.db")):
+            with contextlib.suppress(OSError):  # a dead process's live gauges go meanwhile (mark_process_dead)
+                if os.path.getsize(path) >= _HEADER_BYTES:
+                    files.append(path)
+        return self.merge(files, accumulate=True)  # type: ignore[no-any-return, no-untyped-call]
 
 
 class _Constant:

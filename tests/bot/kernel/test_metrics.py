@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
 from arq.connections import ArqRedis
+from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import mark_process_dead
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
@@ -225,3 +226,16 @@ async def test_values_of_several_processes_are_summed(scraper: Scraper, tmp_path
             if child.returncode is None:
                 child.send_signal(signal.SIGKILL)
             await child.wait()
+
+
+async def test_a_scrape_while_a_process_creates_its_file_still_answers_with_every_other_value(
+    scraper: Scraper, tmp_path: Path
+) -> None:
+    # prometheus-client opens a process's new file empty and sizes it just after: a scrape in between failed
+    # with a 500 (seen polling /metrics while a worker set its first budget gauge).
+    (tmp_path / "gauge_mostrecent_4000001.db").touch()
+    counter = MmapedDict(str(tmp_path / "counter_4000002.db"))
+    counter.write_value(mmap_key("agent_steps", "agent_steps_total", (), (), "Agent steps."), 3.0, 0.0)
+    counter.close()
+    await scraper.serve(metrics.metrics_handler(None, multiproc_dir=str(tmp_path)))
+    assert value(await scraper.scrape(), "agent_steps_total") == 3
