@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_core import preload_engine
+from agent_core import ConfigError, preload_engine
 from bot.metrics_settings import MULTIPROC_ENV
 from bot.serve.forked import open_fds
 from bot.settings_base import Role
@@ -38,6 +38,9 @@ def shared_metrics_dir() -> Path:
     Before it, the folders of supervisors that are gone are removed."""
     if "prometheus_client" in sys.modules:  # its values would stay in memory, each child's invisible to a scrape
         raise RuntimeError("prometheus-client was imported before the supervisor's metrics folder was set")
+    if not hasattr(os, "pidfd_open") or not os.path.isdir("/proc/self/fd"):
+        raise ConfigError("--processes N (and the default of `worker` and `python -m bot`, one per core) needs "
+                          "Linux: elsewhere run one process per role with --processes 1")
     remove_abandoned_metrics_dirs()
     folder = Path(tempfile.mkdtemp(prefix=f"{METRICS_DIR_PREFIX}{os.getpid()}-"))
     os.environ[MULTIPROC_ENV] = str(folder)

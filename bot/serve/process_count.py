@@ -20,7 +20,9 @@ class ProcessCount(SettingsPiece):
 
 def default_processes() -> int:
     """One per CPU core this process may run on."""
-    return len(os.sched_getaffinity(0)) or os.cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):  # Linux: the cores this process may use, not the machine's
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
 
 
 def processes_for(role: Role, settings: ProcessCount) -> int:
