@@ -14,13 +14,18 @@ from agent_core import Agent, AgentOptions, Limits, OpenAIChatLLM, RunRequest, S
 from agent_core.budget import RedisBudget
 from agent_core.budget import ledger as redis_ledger
 from agent_core.cost import Price
-from agent_core.tokens import count_messages, count_tools, counter_for
+from agent_core.tokens import TokenCounter, count_messages, count_tools, counter_for
 from tests.agent_core.conftest import AgentFactory
 from tests.fakes.openai_server import FakeOpenAI, RecordedRequest, Reply, text, tool_calls
 from tools import Registry, ToolContext, tool
 
-#: What the provider's own tokenizer would say: o200k_base here (the fake's model is not an OpenAI one).
-PROVIDER = counter_for("gpt-4o")
+
+def provider() -> TokenCounter:
+    """What the provider's own tokenizer would say: o200k_base here (the fake's model is not an OpenAI one); loaded
+    by the first test that counts, not at collection in every xdist worker."""
+    return counter_for("gpt-4o")
+
+
 PRICE = Price(prompt=10_000_000, cached_prompt=10_000_000, completion=10_000_000)  # $10 per 1M tokens
 
 
@@ -43,7 +48,7 @@ def _gateway_tools(n: int) -> list[Any]:
 
 
 def provider_tokens(request: RecordedRequest) -> int:
-    return count_messages(PROVIDER, request.messages) + count_tools(PROVIDER, request.tools or None)
+    return count_messages(provider(), request.messages) + count_tools(provider(), request.tools or None)
 
 
 def steps_done(request: RecordedRequest) -> int:

@@ -13,7 +13,6 @@ from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 
 #: Slack's own cap on a message's text.
 SLACK_MAX_CHARS = 40_000
-COUNTER = counter_for("gpt-4o-mini")
 
 
 def _sent_text(fake_openai: FakeOpenAI) -> str:
@@ -24,7 +23,7 @@ async def test_a_40000_character_task_that_fits_is_sent_once_and_answered(
     fake_openai: FakeOpenAI, make_agent: AgentFactory
 ) -> None:
     task = "漢" * SLACK_MAX_CHARS  # 40,000 tokens: under the 50,000 cap once, over it twice
-    assert COUNTER.count(task) == SLACK_MAX_CHARS
+    assert counter_for("gpt-4o-mini").count(task) == SLACK_MAX_CHARS
     fake_openai.queue(text("Read it all."))
     stopped = await make_agent(limits=Limits(max_tokens=50_000)).run(RunRequest(task))
     assert stopped.reason is StopReason.FINAL_ANSWER, stopped.detail
