@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from arq import Worker
 
+from bot import audit
 from bot.queue.jobs import Runtime
 from bot.queue.worker import build_worker, close_worker, default_agent
 from bot.redis import RedisHandle
@@ -134,3 +136,12 @@ async def guarded(
     settings = make_settings(key_prefix, fake_slack, fake_openai, fetch_url_allowed_hosts=pages.host_port)
     async with Service(settings, "web") as service, aiohttp.ClientSession() as http:
         yield App(service, http)
+
+
+@pytest.fixture
+def audit_file(tmp_path: Path) -> Iterator[Path]:
+    """The audit stream written to a file of the test's own (``AUDIT_LOG``), switched off again afterwards."""
+    path = tmp_path / "audit.jsonl"
+    audit.configure(str(path))
+    yield path
+    audit.configure(audit.OFF)

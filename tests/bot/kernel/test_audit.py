@@ -5,7 +5,6 @@ documented schema, and none carries the messages, the tool arguments or the answ
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,6 @@ __all__ = ["oauth_service_settings", "web"]  # fixtures shared with their own te
 
 #: Unique words in what people and tools write: none may reach the audit stream.
 MARKERS = ("MARKERTASK31", "MARKERARG31", "MARKERANSWER31", "MARKERTHOUGHT31")
-
-
-@pytest.fixture
-def audit_file(tmp_path: Path) -> AsyncIterator[Path]:
-    path = tmp_path / "audit.jsonl"
-    audit.configure(str(path))
-    yield path
-    audit.configure(audit.OFF)
 
 
 def lines(path: Path) -> list[dict[str, Any]]:

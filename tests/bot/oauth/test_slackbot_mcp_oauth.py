@@ -5,13 +5,10 @@ team of another org, is refused with nothing run."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
-import pytest
 
-from bot import audit
 from bot.serve.service import Service
 from bot.settings import Settings
 from tests.bot.conftest import SECRET
@@ -19,14 +16,6 @@ from tests.bot.oauth.test_oauth_service import install, oauth_service_settings  
 from tests.bot.serve.slackbot_client import person, slackbot
 from tests.bot.serve.test_slackbot_mcp import text_of
 from tests.fakes.slack_api import FakeSlack, Grant
-
-
-@pytest.fixture
-def audit_file(tmp_path: Path) -> AsyncIterator[Path]:
-    path = tmp_path / "audit.jsonl"
-    audit.configure(str(path))
-    yield path
-    audit.configure(audit.OFF)
 
 
 async def test_only_installed_workspaces_and_orgs_get_the_tools(

@@ -44,14 +44,6 @@ async def on(memory_settings: Settings) -> AsyncIterator[App]:
         yield App(service, http)
 
 
-@pytest.fixture
-def audit_file(tmp_path: Path) -> AsyncIterator[Path]:
-    path = tmp_path / "audit.jsonl"
-    audit.configure(str(path))
-    yield path
-    audit.configure(audit.OFF)
-
-
 async def dm(app: App, words: str, *, user: str = "U1", channel: str = "D1") -> None:
     await app.post_event(event_body(message(text=words, user=user, channel=channel, channel_type="im")))
     await app.drain()

@@ -4,7 +4,6 @@ request signed as Slack signs it and the person named in ``_meta.slack``."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import get_args
 
@@ -31,14 +30,6 @@ WS = Workspace(TEAM)
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                          "clientInfo": {"name": "slackbot", "version": "1"}}}
-
-
-@pytest.fixture
-def audit_file(tmp_path: Path) -> AsyncIterator[Path]:
-    path = tmp_path / "audit.jsonl"
-    audit.configure(str(path))
-    yield path
-    audit.configure(audit.OFF)
 
 
 def audited(path: Path) -> list[dict[str, object]]:
