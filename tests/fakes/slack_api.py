@@ -425,14 +425,7 @@ class FakeSlack:
                 if c.ok and (method is None or c.method == method) and (predicate is None or predicate(c))
             ]
 
-        waiter = _Waiter(lambda: len(matching()) >= count)
-        if not waiter.predicate():
-            self._waiters.append(waiter)
-            try:
-                await asyncio.wait_for(waiter.future, timeout)
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+        await self.wait_until(lambda: len(matching()) >= count, timeout=timeout)
         return matching()
 
     async def wait_until(self, predicate: Callable[[], bool], *, timeout: float = DEFAULT_WAIT_TIMEOUT) -> None:

@@ -16,12 +16,10 @@ from bot.keys import AppKeys
 from bot.settings import Settings
 from bot.workspace.settings import Models, split_run_model
 from tests.bot.conftest import SECRET, App, make_settings
-from tests.bot.kernel.test_audit import audit_file, lines
+from tests.bot.kernel.test_audit import lines
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.fakes.slack_api import FakeSlack
 from tests.signing import command_body, event_body, mention, message, next_ts, signed_headers
-
-__all__ = ["audit_file"]  # the audit stream's fixture
 
 WS = Workspace("T0001")
 ADMIN = "UADMIN"
