@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return _run(args.role, processes, metrics_dir)
         finally:
-            if metrics_dir is not None:  # the supervisor removes it; not reached when start-up failed first
+            if metrics_dir is not None:  # the supervisor's run is over, or its start-up failed
                 shutil.rmtree(metrics_dir, ignore_errors=True)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -50,13 +50,13 @@ class ForkedChild:
         The handled signals are blocked across the fork, so none reaches the child before it dropped the
         supervisor's handlers (which would wake the supervisor's loop through their shared wake-up pipe)."""
         parent = os.getpid()
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
         try:
             pid = os.fork()
             if pid == 0:
-                _child(run, _Start(env, title, keep, parent, blocked))
+                _child(run, _Start(env, title, keep, parent, previous))
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         return cls(pid)
 
     async def wait(self) -> int:
@@ -102,7 +102,8 @@ class _Start:
     title: str
     keep: frozenset[int]
     parent: int
-    blocked: set[int | signal.Signals]
+    mask: set[int | signal.Signals]
+    """The parent's signal mask before the fork blocked the handled signals: the child's once it is ready."""
 
 
 def _child(run: Callable[[], int], start: _Start) -> None:
@@ -115,7 +116,7 @@ def _child(run: Callable[[], int], start: _Start) -> None:
         for fd in open_fds() - start.keep:  # the supervisor's own (their objects stay, unused and reachable)
             with contextlib.suppress(OSError):
                 os.close(fd)
-        signal.pthread_sigmask(signal.SIG_SETMASK, start.blocked)
+        signal.pthread_sigmask(signal.SIG_SETMASK, start.mask)
         os.setsid()
         die_with_parent()
         if os.getppid() != start.parent:  # the supervisor died before the line above took effect

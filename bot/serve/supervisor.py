@@ -33,7 +33,6 @@ import contextlib
 import functools
 import logging
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Iterable, Mapping
@@ -185,15 +184,14 @@ class Supervisor:
 
 async def supervise(role: Role, processes: int, settings: Settings, metrics_dir: Path, start: ChildStart) -> int:
     """Run ``role`` as ``processes`` supervised processes (plus the web one for ``all``), each forked to run
-    ``start.run(role)``; the exit code. ``settings`` passed ``startup.check``; ``metrics_dir``
-    (``bot.serve.prefork.shared_metrics_dir``) is removed at the end."""
+    ``start.run(role)``; the exit code. ``settings`` passed ``startup.check``; ``metrics_dir`` is the run's
+    (``bot.serve.prefork.shared_metrics_dir``), removed by ``python -m bot`` once this returns."""
+    # The settings passed startup.check before the preload; here a Redis that does not answer is one wait and one
+    # line, not N children failing in turn.
+    if not settings.embedded_redis:
+        await require_answer(settings.redis_url or "", settings.redis_sentinel(), settings.redis_startup_wait_seconds)
     embedded: EmbeddedRedis | None = None
     try:
-        # The settings passed startup.check before the preload; here a Redis that does not answer is one wait and
-        # one line, not N children failing in turn.
-        if not settings.embedded_redis:
-            await require_answer(settings.redis_url or "", settings.redis_sentinel(),
-                                 settings.redis_startup_wait_seconds)
         redis_url = settings.redis_url
         if role == "all" and settings.embedded_redis:
             embedded = await EmbeddedRedis.start((settings.data_dir / "redis").resolve())
@@ -206,4 +204,3 @@ async def supervise(role: Role, processes: int, settings: Settings, metrics_dir:
     finally:
         if embedded is not None:
             await embedded.stop()  # after every child: none of them loses Redis while draining
-        shutil.rmtree(metrics_dir, ignore_errors=True)
